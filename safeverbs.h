@@ -1,0 +1,2092 @@
+/* safeverbs.h - v0.1.0 - safe RDMA verbs for C, on top of libibverbs (rdma-core).
+   MIT licence at the end of this file.
+
+   DO THIS
+   =======
+   In exactly one C or C++ file, define SAFEVERBS_IMPLEMENTATION before including:
+
+       #define SAFEVERBS_IMPLEMENTATION
+       #include "safeverbs.h"
+
+   Every other file includes "safeverbs.h" without the macro. Link with -libverbs.
+   The declarations need only <stddef.h>, <stdint.h> and <stdbool.h>; the implementation
+   includes <infiniband/verbs.h> (Debian: libibverbs-dev).
+
+   CONFIGURATION MACROS
+   ====================
+   SFV_DEBUG        1 or 0. Turns the debug-only checks (SFV_DEBUG_ASSERT) on or off.
+                    Default: 1 unless NDEBUG is defined. Implementation-only: it is read in the
+                    implementation file and in the inline helpers, never changes a struct.
+   SFV_ASSERT(c)    What a broken contract does. Default: print the condition, file and line to
+                    stderr and abort(). Implementation-only.
+   SFV_DEBUG_ASSERT(c)  SFV_ASSERT when SFV_DEBUG is 1, nothing otherwise.
+   SAFEVERBS_API    Put in front of every public function (default: extern). Global: define it the
+                    same way in every file.
+
+   STEP BY STEP
+   ============
+   1. Open a device:           sfv_open_device("rxe0", &ctx)   (NULL: the first one)
+   2. Allocate a PD:           sfv_alloc_pd(ctx, &pd)
+   3. Register memory:         sfv_reg_mr_local(pd, buf, len, &mr)
+   4. Make a channel:          sfv_create_channel(pd, &desc, &ch)  (desc zero-filled: defaults)
+   5. Swap endpoints with the peer (sfv_endpoint_encode / _decode over any byte stream), then
+                               sfv_channel_handshake(ch, &peer)
+   6. Move data:               sfv_channel_send(ch, &sge, 1, &wc) and sfv_channel_receive(...)
+   7. Tear down in any order:  sfv_destroy_channel, sfv_dereg_mr, sfv_dealloc_pd, sfv_close_device
+
+       sfv_context *ctx; sfv_pd *pd; sfv_mr *mr; sfv_channel *ch; sfv_endpoint me;
+       static char buf[64] = "hello";
+       if (sfv_open_device(NULL, &ctx) != SFV_OK) { puts(sfv_last_error()->message); return 1; }
+       sfv_alloc_pd(ctx, &pd);
+       sfv_reg_mr_local(pd, buf, sizeof buf, &mr);
+       sfv_channel_desc desc = {0};
+       sfv_create_channel(pd, &desc, &ch);
+       sfv_channel_endpoint(ch, &me);
+       sfv_channel_handshake(ch, &me);                  (loopback: connect to itself)
+       sfv_scatter_element in  = sfv_mr_scatter_element(mr, buf + 32, 32);
+       sfv_gather_element  out = sfv_mr_gather_element(mr, buf, 6);
+       sfv_pending rx;
+       sfv_channel_post_receive(ch, &in, 1, &rx);
+       sfv_channel_send(ch, &out, 1, NULL);
+       sfv_pending_wait(&rx, -1, NULL);                 (buf + 32 now holds "hello")
+       sfv_destroy_channel(ch); sfv_dereg_mr(mr); sfv_dealloc_pd(pd); sfv_close_device(ctx);
+
+   LIFETIME
+   ========
+   Handles are opaque and reference counted. A child holds a reference on its parent:
+   MR -> PD -> context, CQ -> context, channel -> PD. Releasing a parent while children live is
+   safe; the device is closed when the last reference goes. Releasing NULL does nothing.
+   A memory region never owns its buffer: the buffer must outlive the MR and any work that uses it.
+   Elements (sfv_gather_element, sfv_scatter_element) and remote regions are plain values that
+   hold no reference: build them right before posting.
+   Destroying a channel with work in flight first moves its queue pair to the error state and
+   drains the flushed work (or, if that does not finish, destroys the queue pair), so the NIC
+   touches no buffer after sfv_destroy_channel returns.
+
+   ERRORS
+   ======
+   Fallible functions return sfv_result: SFV_OK (0) or a negative error class, and set their
+   out-parameters to NULL/zero on failure. The detail of the last failure on the calling thread
+   (errno, the verb that failed, a message) is in sfv_last_error(); it is per thread, like errno,
+   so threads never see each other's errors. A failed completion carries its own detail in
+   sfv_work_completion (status, vendor code, class, hint). A broken contract (a plain element
+   outside its MR in a debug build, a manual scope that left work unpolled, a stale pending
+   handle) goes through SFV_ASSERT.
+   Why a thread-local and not an out-parameter on every call: the objects it would live in
+   (context, PD, MR) are shared across threads, and an extra argument on every call buries the
+   call; per-thread state races with nothing and costs nothing until a call fails.
+
+   DEBUG CHECKS
+   ============
+   Always on (cheap, guard memory): NULL arguments, counts against limits, address and size
+   arithmetic that could wrap, elements of a write or read against the remote region's length.
+   Debug only (SFV_DEBUG): the plain element constructors check that the slice lies inside its MR
+   and fits in 32 bits. The _checked constructors always check; the _unchecked ones never do
+   (the NIC then fails the work with a local protection error).
+
+   THREAD SAFETY
+   =============
+   Device lists, contexts, PDs, MRs and CQs may be shared between threads (libibverbs is
+   thread-safe; reference counts are atomic). A channel, and every pending handle of it, is for
+   one thread at a time: its completion bookkeeping takes no lock.
+*/
+/* The implementation uses POSIX (clock_gettime, poll). Under a strict -std=c99/c11 it asks for
+   it here, before the first system header; a file that includes other headers before this one
+   with SAFEVERBS_IMPLEMENTATION must define _POSIX_C_SOURCE (or _GNU_SOURCE) itself. */
+#if defined(SAFEVERBS_IMPLEMENTATION) && !defined(_POSIX_C_SOURCE) && !defined(_GNU_SOURCE) && !defined(_DEFAULT_SOURCE)
+#define _POSIX_C_SOURCE 200809L
+#endif
+
+#ifndef SAFEVERBS_H_INCLUDED
+#define SAFEVERBS_H_INCLUDED
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdbool.h>
+
+#define SAFEVERBS_VERSION_MAJOR 0
+#define SAFEVERBS_VERSION_MINOR 1
+#define SAFEVERBS_VERSION_PATCH 0
+#define SAFEVERBS_VERSION_STRING "0.1.0"
+
+#ifndef SAFEVERBS_API
+#define SAFEVERBS_API extern
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* >>results ---------------------------------------------------------------------------------- */
+/* X(name, value, description). Errors are negative; SFV_NOT_DONE is a non-error "not yet". */
+#define SFV_RESULT_LIST(X)                                                                     \
+    X(SFV_OK, 0, "success")                                                                    \
+    X(SFV_NOT_DONE, 1, "work not complete yet")                                                \
+    X(SFV_ERR_INVALID, -1, "invalid input")                                                    \
+    X(SFV_ERR_RESOURCE, -2, "out of resources")                                                \
+    X(SFV_ERR_PERMISSION, -3, "permission denied")                                             \
+    X(SFV_ERR_NOT_FOUND, -4, "not found")                                                      \
+    X(SFV_ERR_UNSUPPORTED, -5, "operation not supported")                                      \
+    X(SFV_ERR_DRIVER, -6, "driver or OS error")                                                \
+    X(SFV_ERR_SLICE_TOO_BIG, -7, "slice too big (over UINT32_MAX bytes)")                      \
+    X(SFV_ERR_SLICE_NOT_WITHIN_BOUNDS, -8, "slice not within bounds")                          \
+    X(SFV_ERR_WORK, -9, "work completed with an error")                                        \
+    X(SFV_ERR_TIMEOUT, -10, "timed out")                                                       \
+    X(SFV_ERR_BROKEN, -11, "channel is in the error state")                                    \
+    X(SFV_ERR_SCOPE_FN, -12, "scope function failed")                                          \
+    X(SFV_ERR_SCOPE_AUTOPOLL, -13, "work auto-polled at scope end failed")
+
+typedef enum sfv_result {
+#define SFV__X(name, value, text) name = value,
+    SFV_RESULT_LIST(SFV__X)
+#undef SFV__X
+    SFV__RESULT_FORCE_INT = 0x7fffffff
+} sfv_result;
+
+/* The name of a result ("SFV_ERR_INVALID: invalid input"); never NULL. */
+SAFEVERBS_API const char *sfv_result_str(sfv_result r);
+
+/* Detail of the last failure on this thread. */
+typedef struct sfv_error {
+    sfv_result result;   /* what the failing call returned */
+    int errnum;          /* errno of the failing verb or check, 0 if none */
+    const char *verb;    /* the verb or check that failed ("ibv_reg_mr"), never NULL */
+    char message[160];   /* a sentence for humans */
+} sfv_error;
+/* Never NULL. Valid until the next failing safeverbs call on the same thread. */
+SAFEVERBS_API const sfv_error *sfv_last_error(void);
+/* Maps an errno to its class as the crate does: EINVAL -> INVALID; ENOMEM, EAGAIN, EMFILE ->
+   RESOURCE; EPERM, EACCES -> PERMISSION; ENOENT, ENODEV -> NOT_FOUND; EOPNOTSUPP -> UNSUPPORTED;
+   anything else -> DRIVER. */
+SAFEVERBS_API sfv_result sfv_result_from_errno(int errnum);
+
+/* >>handles ---------------------------------------------------------------------------------- */
+typedef struct sfv_device_list sfv_device_list;
+typedef struct sfv_context sfv_context;
+typedef struct sfv_pd sfv_pd;
+typedef struct sfv_cq sfv_cq;
+typedef struct sfv_mr sfv_mr;
+typedef struct sfv_channel sfv_channel;
+
+/* >>devices ---------------------------------------------------------------------------------- */
+SAFEVERBS_API sfv_result sfv_get_device_list(sfv_device_list **out);
+SAFEVERBS_API size_t sfv_device_list_len(const sfv_device_list *list);
+/* NULL when i is out of range. Valid until sfv_free_device_list. */
+SAFEVERBS_API const char *sfv_device_list_name(const sfv_device_list *list, size_t i);
+/* The node GUID in host byte order (its bytes as printed, most significant first). */
+SAFEVERBS_API sfv_result sfv_device_list_guid(const sfv_device_list *list, size_t i, uint64_t *out);
+SAFEVERBS_API void sfv_free_device_list(sfv_device_list *list);
+
+/* Opens a device by name (NULL or "" = the first one; unknown name = SFV_ERR_NOT_FOUND) and
+   checks that port 1 is ACTIVE or ARMED (otherwise SFV_ERR_RESOURCE naming the state). */
+SAFEVERBS_API sfv_result sfv_open_device(const char *name, sfv_context **out);
+SAFEVERBS_API sfv_result sfv_open_device_at(const sfv_device_list *list, size_t i, sfv_context **out);
+/* Drops the caller's reference; the device closes when no PD, CQ, MR or channel uses it. */
+SAFEVERBS_API void sfv_close_device(sfv_context *ctx);
+SAFEVERBS_API const char *sfv_context_name(const sfv_context *ctx);
+
+typedef enum sfv_port_state { /* values equal enum ibv_port_state */
+    SFV_PORT_NOP = 0, SFV_PORT_DOWN = 1, SFV_PORT_INIT = 2, SFV_PORT_ARMED = 3,
+    SFV_PORT_ACTIVE = 4, SFV_PORT_ACTIVE_DEFER = 5
+} sfv_port_state;
+typedef enum sfv_link_layer { /* values equal IBV_LINK_LAYER_* */
+    SFV_LINK_LAYER_UNSPECIFIED = 0, SFV_LINK_LAYER_INFINIBAND = 1, SFV_LINK_LAYER_ETHERNET = 2
+} sfv_link_layer;
+typedef struct sfv_port_attr {
+    sfv_port_state state;
+    uint32_t active_mtu;     /* bytes: 256 .. 4096 */
+    uint32_t max_mtu;        /* bytes */
+    sfv_link_layer link_layer;
+    uint16_t lid;
+    uint32_t gid_tbl_len;
+} sfv_port_attr;
+SAFEVERBS_API sfv_result sfv_query_port(sfv_context *ctx, uint8_t port, sfv_port_attr *out);
+SAFEVERBS_API const char *sfv_port_state_str(sfv_port_state s);
+
+typedef struct sfv_gid { uint8_t raw[16]; } sfv_gid;
+typedef enum sfv_gid_type {
+    SFV_GID_TYPE_UNKNOWN = 0, SFV_GID_TYPE_IB = 1, SFV_GID_TYPE_ROCE_V1 = 2, SFV_GID_TYPE_ROCE_V2 = 3
+} sfv_gid_type;
+typedef struct sfv_gid_entry {
+    sfv_gid gid;
+    sfv_gid_type type;
+    uint32_t ifindex;        /* the netdev behind a RoCE GID, 0 if none */
+} sfv_gid_entry;
+/* SFV_ERR_NOT_FOUND for an empty or missing table entry. */
+SAFEVERBS_API sfv_result sfv_query_gid(sfv_context *ctx, uint8_t port, uint32_t index, sfv_gid_entry *out);
+/* True for ::ffff:a.b.c.d, the GID of an IPv4 address. */
+SAFEVERBS_API bool sfv_gid_is_ipv4(const sfv_gid *gid);
+/* The GID a channel picks by default: a RoCE v2 IPv4 GID, else the first usable one. */
+SAFEVERBS_API sfv_result sfv_choose_gid(sfv_context *ctx, uint8_t port, uint32_t *index_out);
+
+/* >>pd and cq -------------------------------------------------------------------------------- */
+SAFEVERBS_API sfv_result sfv_alloc_pd(sfv_context *ctx, sfv_pd **out);
+SAFEVERBS_API void sfv_dealloc_pd(sfv_pd *pd);   /* drops a reference; MRs and channels keep it */
+SAFEVERBS_API sfv_context *sfv_pd_context(const sfv_pd *pd);
+
+typedef enum sfv_wc_status { /* values equal enum ibv_wc_status */
+    SFV_WC_SUCCESS = 0, SFV_WC_LOC_LEN_ERR, SFV_WC_LOC_QP_OP_ERR, SFV_WC_LOC_EEC_OP_ERR,
+    SFV_WC_LOC_PROT_ERR, SFV_WC_WR_FLUSH_ERR, SFV_WC_MW_BIND_ERR, SFV_WC_BAD_RESP_ERR,
+    SFV_WC_LOC_ACCESS_ERR, SFV_WC_REM_INV_REQ_ERR, SFV_WC_REM_ACCESS_ERR, SFV_WC_REM_OP_ERR,
+    SFV_WC_RETRY_EXC_ERR, SFV_WC_RNR_RETRY_EXC_ERR, SFV_WC_LOC_RDD_VIOL_ERR,
+    SFV_WC_REM_INV_RD_REQ_ERR, SFV_WC_REM_ABORT_ERR, SFV_WC_INV_EECN_ERR,
+    SFV_WC_INV_EEC_STATE_ERR, SFV_WC_FATAL_ERR, SFV_WC_RESP_TIMEOUT_ERR, SFV_WC_GENERAL_ERR,
+    SFV_WC_TM_ERR, SFV_WC_TM_RNDV_INCOMPLETE
+} sfv_wc_status;
+
+typedef enum sfv_work_error_class { /* the crate's WorkErrorClass */
+    SFV_WORK_ERROR_NONE = 0,
+    SFV_WORK_ERROR_LOCAL_PROGRAMMING, /* a bad element, length or opcode on this side */
+    SFV_WORK_ERROR_LOCAL_RESOURCE,    /* flushed: the queue pair went to the error state */
+    SFV_WORK_ERROR_REMOTE,            /* the peer refused: access, invalid request, ... */
+    SFV_WORK_ERROR_TRANSPORT,         /* retries exhausted: peer gone or not receiving */
+    SFV_WORK_ERROR_TIMEOUT,
+    SFV_WORK_ERROR_FATAL,
+    SFV_WORK_ERROR_UNKNOWN
+} sfv_work_error_class;
+
+typedef enum sfv_wc_opcode {
+    SFV_WC_OP_UNKNOWN = 0, SFV_WC_OP_SEND, SFV_WC_OP_RECV, SFV_WC_OP_WRITE, SFV_WC_OP_READ,
+    SFV_WC_OP_RECV_IMM
+} sfv_wc_opcode;
+
+/* One finished work request: the crate's WorkSuccess and WorkError in one value. */
+typedef struct sfv_work_completion {
+    uint64_t wr_id;
+    sfv_result result;               /* SFV_OK, or SFV_ERR_WORK with status below */
+    sfv_wc_status status;
+    sfv_work_error_class error_class;
+    uint32_t vendor_err;
+    sfv_wc_opcode opcode;
+    uint32_t byte_len;               /* bytes written locally: receive and read; 0 otherwise */
+    uint32_t imm_data;               /* host byte order; valid when has_imm */
+    bool has_imm;
+} sfv_work_completion;
+
+SAFEVERBS_API const char *sfv_wc_status_str(sfv_wc_status s);
+SAFEVERBS_API sfv_work_error_class sfv_wc_status_class(sfv_wc_status s);
+SAFEVERBS_API const char *sfv_wc_status_hint(sfv_wc_status s);
+SAFEVERBS_API const char *sfv_work_error_class_str(sfv_work_error_class c);
+
+SAFEVERBS_API sfv_result sfv_create_cq(sfv_context *ctx, uint32_t min_entries, sfv_cq **out);
+SAFEVERBS_API void sfv_destroy_cq(sfv_cq *cq);
+SAFEVERBS_API uint32_t sfv_cq_capacity(const sfv_cq *cq);
+/* Non-blocking: takes up to max completions, *count says how many (0: none ready). */
+SAFEVERBS_API sfv_result sfv_poll_cq(sfv_cq *cq, sfv_work_completion *out, size_t max, size_t *count);
+
+/* >>memory regions --------------------------------------------------------------------------- */
+/* Values equal IBV_ACCESS_*. */
+enum {
+    SFV_ACCESS_LOCAL_WRITE = 1,
+    SFV_ACCESS_REMOTE_WRITE = 1 << 1,
+    SFV_ACCESS_REMOTE_READ = 1 << 2,
+    SFV_ACCESS_REMOTE_ATOMIC = 1 << 3,
+    SFV_ACCESS_MW_BIND = 1 << 4,
+    SFV_ACCESS_ZERO_BASED = 1 << 5,
+    SFV_ACCESS_ON_DEMAND = 1 << 6,
+    SFV_ACCESS_HUGETLB = 1 << 7,
+    SFV_ACCESS_RELAXED_ORDERING = 1 << 20
+};
+
+/* Local write only: the NIC touches this memory only through elements you post. Safe. */
+SAFEVERBS_API sfv_result sfv_reg_mr_local(sfv_pd *pd, void *addr, size_t length, sfv_mr **out);
+/* Local write + remote read + remote write. YOU are responsible, as long as any peer holds the
+   rkey: (1) keep the memory allocated, (2) have a way to revoke it (deregister, then tell the
+   peers), (3) not read or write it locally while a peer may be writing it. */
+SAFEVERBS_API sfv_result sfv_reg_mr_shared(sfv_pd *pd, void *addr, size_t length, sfv_mr **out);
+/* Explicit SFV_ACCESS_* flags. With any remote flag, the duties of sfv_reg_mr_shared are yours. */
+SAFEVERBS_API sfv_result sfv_reg_mr_access(sfv_pd *pd, void *addr, size_t length, unsigned access, sfv_mr **out);
+/* DMA-BUF: the MR starts at `offset` in the buffer behind `fd`; the NIC addresses it at `iova`,
+   whose offset within a page must equal offset's (refused with SFV_ERR_INVALID before the verb). */
+SAFEVERBS_API sfv_result sfv_reg_dmabuf_mr_local(sfv_pd *pd, int fd, uint64_t offset, size_t length, uint64_t iova, sfv_mr **out);
+SAFEVERBS_API sfv_result sfv_reg_dmabuf_mr_shared(sfv_pd *pd, int fd, uint64_t offset, size_t length, uint64_t iova, sfv_mr **out);
+SAFEVERBS_API sfv_result sfv_reg_dmabuf_mr_access(sfv_pd *pd, int fd, uint64_t offset, size_t length, uint64_t iova, unsigned access, sfv_mr **out);
+SAFEVERBS_API void sfv_dereg_mr(sfv_mr *mr);
+
+SAFEVERBS_API uint32_t sfv_mr_lkey(const sfv_mr *mr);
+SAFEVERBS_API uint32_t sfv_mr_rkey(const sfv_mr *mr);
+SAFEVERBS_API uint64_t sfv_mr_addr(const sfv_mr *mr);   /* the iova for a DMA-BUF MR */
+SAFEVERBS_API size_t sfv_mr_length(const sfv_mr *mr);
+SAFEVERBS_API unsigned sfv_mr_access(const sfv_mr *mr);
+SAFEVERBS_API sfv_pd *sfv_mr_pd(const sfv_mr *mr);
+/* True when [ptr, ptr+len) lies inside the MR (an empty range at either end included). */
+SAFEVERBS_API bool sfv_mr_encloses(const sfv_mr *mr, const void *ptr, size_t len);
+
+/* >>remote regions --------------------------------------------------------------------------- */
+typedef struct sfv_remote_mr { uint64_t addr; uint64_t length; uint32_t rkey; } sfv_remote_mr;
+SAFEVERBS_API sfv_remote_mr sfv_mr_remote(const sfv_mr *mr);
+SAFEVERBS_API sfv_remote_mr sfv_remote_mr_make(uint64_t addr, uint64_t length, uint32_t rkey);
+SAFEVERBS_API uint64_t sfv_remote_mr_addr(sfv_remote_mr r);
+SAFEVERBS_API uint64_t sfv_remote_mr_length(sfv_remote_mr r);
+SAFEVERBS_API uint32_t sfv_remote_mr_rkey(sfv_remote_mr r);
+/* [offset, length): SFV_ERR_SLICE_NOT_WITHIN_BOUNDS when offset > length. */
+SAFEVERBS_API sfv_result sfv_remote_mr_sub(sfv_remote_mr r, uint64_t offset, sfv_remote_mr *out);
+/* No check against the length; still no wrap: the address saturates, the length floors at 0.
+   A region outside the peer's MR fails there with a remote access error. */
+SAFEVERBS_API sfv_remote_mr sfv_remote_mr_sub_unchecked(sfv_remote_mr r, uint64_t offset);
+/* [offset, offset+length) inside r, or SFV_ERR_SLICE_NOT_WITHIN_BOUNDS. */
+SAFEVERBS_API sfv_result sfv_remote_mr_slice(sfv_remote_mr r, uint64_t offset, uint64_t length, sfv_remote_mr *out);
+SAFEVERBS_API sfv_remote_mr sfv_remote_mr_slice_unchecked(sfv_remote_mr r, uint64_t offset, uint64_t length);
+/* Field [field_offset, +field_size) of element `index` of an array of elem_size-byte items at
+   the start of r; every product and sum is overflow-checked. */
+SAFEVERBS_API sfv_result sfv_remote_mr_array_field(sfv_remote_mr r, uint64_t elem_size, uint64_t index, uint64_t field_offset, uint64_t field_size, sfv_remote_mr *out);
+/* The same without the bounds check; saturating arithmetic, so still no wrap. */
+SAFEVERBS_API sfv_remote_mr sfv_remote_mr_array_field_unchecked(sfv_remote_mr r, uint64_t elem_size, uint64_t index, uint64_t field_offset, uint64_t field_size);
+
+/* The crate's remote_struct_field!, remote_array_field! and remote_struct_array_field!:
+   a remote region that holds a `type` (or an array of them), narrowed to one field or element.
+       sfv_remote_mr f; if (SFV_REMOTE_STRUCT_FIELD(r, struct msg, seq, &f) != SFV_OK) ...    */
+#define SFV_REMOTE_STRUCT_FIELD(r, type, field, out) \
+    sfv_remote_mr_slice((r), offsetof(type, field), sizeof(((type *)0)->field), (out))
+#define SFV_REMOTE_ARRAY_FIELD(r, type, index, out) \
+    sfv_remote_mr_array_field((r), sizeof(type), (uint64_t)(index), 0, sizeof(type), (out))
+#define SFV_REMOTE_STRUCT_ARRAY_FIELD(r, type, index, field, out)                               \
+    sfv_remote_mr_array_field((r), sizeof(type), (uint64_t)(index), offsetof(type, field), \
+                              sizeof(((type *)0)->field), (out))
+#define SFV_REMOTE_STRUCT_FIELD_UNCHECKED(r, type, field) \
+    sfv_remote_mr_slice_unchecked((r), offsetof(type, field), sizeof(((type *)0)->field))
+#define SFV_REMOTE_ARRAY_FIELD_UNCHECKED(r, type, index) \
+    sfv_remote_mr_array_field_unchecked((r), sizeof(type), (uint64_t)(index), 0, sizeof(type))
+#define SFV_REMOTE_STRUCT_ARRAY_FIELD_UNCHECKED(r, type, index, field)                          \
+    sfv_remote_mr_array_field_unchecked((r), sizeof(type), (uint64_t)(index), offsetof(type, field), \
+                                        sizeof(((type *)0)->field))
+
+/* A fixed 24-byte encoding, big-endian: "SR", version 1, 0, addr, length, rkey. */
+#define SFV_REMOTE_MR_ENCODED_SIZE 24
+SAFEVERBS_API void sfv_remote_mr_encode(sfv_remote_mr r, uint8_t out[SFV_REMOTE_MR_ENCODED_SIZE]);
+/* SFV_ERR_INVALID for short input, a bad magic, version or reserved byte, or addr+length wrapping. */
+SAFEVERBS_API sfv_result sfv_remote_mr_decode(const uint8_t *in, size_t size, sfv_remote_mr *out);
+
+/* >>elements --------------------------------------------------------------------------------- */
+/* Two layouts of struct ibv_sge that the compiler keeps apart: a gather element is memory the
+   NIC reads (send, write source), a scatter element is memory the NIC writes (receive, read
+   destination). Build them through an MR; the fields are readable, not meant to be set. */
+typedef struct sfv_gather_element { uint64_t addr; uint32_t length; uint32_t lkey; } sfv_gather_element;
+typedef struct sfv_scatter_element { uint64_t addr; uint32_t length; uint32_t lkey; } sfv_scatter_element;
+
+/* Plain: containment and the 32-bit limit are asserted in debug builds only. */
+SAFEVERBS_API sfv_gather_element sfv_mr_gather_element(const sfv_mr *mr, const void *data, size_t len);
+SAFEVERBS_API sfv_scatter_element sfv_mr_scatter_element(const sfv_mr *mr, void *data, size_t len);
+/* Checked: SFV_ERR_SLICE_TOO_BIG or SFV_ERR_SLICE_NOT_WITHIN_BOUNDS, *out zeroed. */
+SAFEVERBS_API sfv_result sfv_mr_gather_element_checked(const sfv_mr *mr, const void *data, size_t len, sfv_gather_element *out);
+SAFEVERBS_API sfv_result sfv_mr_scatter_element_checked(const sfv_mr *mr, void *data, size_t len, sfv_scatter_element *out);
+/* Unchecked: no checks at all; a length over 32 bits is truncated. The NIC reports a local
+   protection error for memory outside the MR. */
+SAFEVERBS_API sfv_gather_element sfv_mr_gather_element_unchecked(const sfv_mr *mr, const void *data, size_t len);
+SAFEVERBS_API sfv_scatter_element sfv_mr_scatter_element_unchecked(const sfv_mr *mr, void *data, size_t len);
+
+/* >>channel ---------------------------------------------------------------------------------- */
+typedef enum sfv_wait_mode {
+    SFV_WAIT_DEFAULT = 0,   /* = SFV_WAIT_BUSY */
+    SFV_WAIT_BUSY,          /* spin on the CQ: lowest latency, one core busy */
+    SFV_WAIT_EVENT          /* sleep on a completion channel: sfv_channel_fd() for poll/epoll */
+} sfv_wait_mode;
+
+/* A zero-filled desc means every default:
+     cq_entries       max_send_wr + max_recv_wr      max_send_wr, max_recv_wr   128
+     max_send_sge     4        max_recv_sge  4       max_inline_data            0 (none)
+     access           LOCAL_WRITE | REMOTE_WRITE | REMOTE_READ (what the QP lets peers do)
+     port             1
+     gid_index        chosen: a RoCE v2 GID with an IPv4 address, else the first usable one;
+                      set gid_index_set to use gid_index as it is (0 is a valid index)
+     path_mtu         the port's active MTU (bytes; 256, 512, 1024, 2048 or 4096)
+     send_psn         0 (24 bits; the peer learns it from the endpoint)
+     min_rnr_timer    12 (IB code: 0.64 ms)       ack_timeout  14 (IB code: 4.096 us * 2^14 = 67 ms)
+     ack_retries      7, rnr_retries 7 (7 = retry forever on RNR: waits are bounded by timeout_ms);
+                      set ack_retries_set / rnr_retries_set to use the value as it is (0 = none)
+     max_rd_atomic    the device's limit for reads in flight, as initiator and as responder
+     timeout_ms       10000, the deadline of every blocking call and scope
+     wait_mode        SFV_WAIT_BUSY
+   Values out of range are refused by sfv_create_channel with SFV_ERR_INVALID naming the field. */
+typedef struct sfv_channel_desc {
+    uint32_t cq_entries;
+    uint32_t max_send_wr;
+    uint32_t max_recv_wr;
+    uint32_t max_send_sge;
+    uint32_t max_recv_sge;
+    uint32_t max_inline_data;
+    unsigned access;
+    uint8_t port;
+    bool gid_index_set;
+    uint8_t gid_index;
+    uint32_t path_mtu;
+    uint32_t send_psn;
+    uint8_t min_rnr_timer;
+    uint8_t ack_timeout;
+    bool ack_retries_set;
+    uint8_t ack_retries;
+    bool rnr_retries_set;
+    uint8_t rnr_retries;
+    uint32_t max_rd_atomic;
+    uint32_t timeout_ms;
+    sfv_wait_mode wait_mode;
+} sfv_channel_desc;
+
+/* What the peer needs to connect. */
+typedef struct sfv_endpoint {
+    uint32_t qpn;         /* 24 bits */
+    uint16_t lid;
+    uint32_t psn;         /* 24 bits: the first PSN this side sends */
+    uint32_t mtu;         /* bytes: the path MTU this side uses */
+    bool has_gid;
+    sfv_gid gid;
+} sfv_endpoint;
+#define SFV_ENDPOINT_ENCODED_SIZE 32
+/* "SE", version 1, flags, qpn, lid, mtu, psn, gid; big-endian. */
+SAFEVERBS_API void sfv_endpoint_encode(const sfv_endpoint *ep, uint8_t out[SFV_ENDPOINT_ENCODED_SIZE]);
+SAFEVERBS_API sfv_result sfv_endpoint_decode(const uint8_t *in, size_t size, sfv_endpoint *out);
+
+/* The desc with every default filled in for this PD's device (port and GID resolved). */
+SAFEVERBS_API sfv_result sfv_channel_desc_resolve(sfv_pd *pd, const sfv_channel_desc *desc, sfv_channel_desc *out);
+SAFEVERBS_API sfv_result sfv_create_channel(sfv_pd *pd, const sfv_channel_desc *desc, sfv_channel **out);
+/* Flushes work in flight (the QP goes to the error state and the flushed work is drained), then
+   frees; the NIC touches none of the channel's buffers afterwards. If a verb refuses to destroy,
+   the channel stays valid, nothing is freed, and the call can be retried. NULL: SFV_OK. */
+SAFEVERBS_API sfv_result sfv_destroy_channel(sfv_channel *ch);
+SAFEVERBS_API sfv_result sfv_channel_endpoint(const sfv_channel *ch, sfv_endpoint *out);
+/* RESET -> INIT -> RTR -> RTS against the peer's endpoint; sets a GRH when the peer has a GID. */
+SAFEVERBS_API sfv_result sfv_channel_handshake(sfv_channel *ch, const sfv_endpoint *peer);
+SAFEVERBS_API sfv_pd *sfv_channel_pd(const sfv_channel *ch);
+SAFEVERBS_API const sfv_channel_desc *sfv_channel_get_desc(const sfv_channel *ch);
+/* The completion channel's fd (SFV_WAIT_EVENT), else -1. Readable after sfv_channel_arm once
+   a completion arrives; then call sfv_channel_ack_events and poll your pending work. */
+SAFEVERBS_API int sfv_channel_fd(const sfv_channel *ch);
+SAFEVERBS_API sfv_result sfv_channel_arm(sfv_channel *ch);
+SAFEVERBS_API sfv_result sfv_channel_ack_events(sfv_channel *ch);
+/* Work posted but not yet consumed by a pending handle or a scope. */
+SAFEVERBS_API size_t sfv_channel_outstanding(const sfv_channel *ch);
+
+/* Blocking: post, then wait (deadline: desc.timeout_ms). On SFV_ERR_TIMEOUT the channel has
+   flushed the work (and is broken), so the buffers are free again. wc may be NULL. */
+SAFEVERBS_API sfv_result sfv_channel_send(sfv_channel *ch, const sfv_gather_element *sges, size_t n, sfv_work_completion *wc);
+SAFEVERBS_API sfv_result sfv_channel_send_imm(sfv_channel *ch, const sfv_gather_element *sges, size_t n, uint32_t imm, sfv_work_completion *wc);
+SAFEVERBS_API sfv_result sfv_channel_receive(sfv_channel *ch, const sfv_scatter_element *sges, size_t n, sfv_work_completion *wc);
+SAFEVERBS_API sfv_result sfv_channel_write(sfv_channel *ch, const sfv_gather_element *sges, size_t n, sfv_remote_mr remote, sfv_work_completion *wc);
+SAFEVERBS_API sfv_result sfv_channel_write_imm(sfv_channel *ch, const sfv_gather_element *sges, size_t n, sfv_remote_mr remote, uint32_t imm, sfv_work_completion *wc);
+SAFEVERBS_API sfv_result sfv_channel_read(sfv_channel *ch, const sfv_scatter_element *sges, size_t n, sfv_remote_mr remote, sfv_work_completion *wc);
+
+/* Pending work lives in storage the caller provides (a local, an array): no allocation per
+   operation. Treat the fields as private. */
+typedef struct sfv_pending {
+    sfv_channel *ch_;
+    uint64_t wr_id_;
+    uint32_t state_;
+    sfv_work_completion wc_;
+} sfv_pending;
+
+/* Unpolled posts. The buffers belong to the NIC until the pending work is done: wait for it
+   (sfv_pending_wait), or post inside a scope, which waits for you. `pending` may be NULL only
+   inside a scope (the scope then polls it). */
+SAFEVERBS_API sfv_result sfv_channel_post_send(sfv_channel *ch, const sfv_gather_element *sges, size_t n, sfv_pending *pending);
+SAFEVERBS_API sfv_result sfv_channel_post_send_imm(sfv_channel *ch, const sfv_gather_element *sges, size_t n, uint32_t imm, sfv_pending *pending);
+SAFEVERBS_API sfv_result sfv_channel_post_receive(sfv_channel *ch, const sfv_scatter_element *sges, size_t n, sfv_pending *pending);
+SAFEVERBS_API sfv_result sfv_channel_post_write(sfv_channel *ch, const sfv_gather_element *sges, size_t n, sfv_remote_mr remote, sfv_pending *pending);
+SAFEVERBS_API sfv_result sfv_channel_post_write_imm(sfv_channel *ch, const sfv_gather_element *sges, size_t n, sfv_remote_mr remote, uint32_t imm, sfv_pending *pending);
+SAFEVERBS_API sfv_result sfv_channel_post_read(sfv_channel *ch, const sfv_scatter_element *sges, size_t n, sfv_remote_mr remote, sfv_pending *pending);
+
+/* Checks once: SFV_OK (done), SFV_NOT_DONE, or SFV_ERR_WORK (done, failed; detail in wc). */
+SAFEVERBS_API sfv_result sfv_pending_poll(sfv_pending *p, sfv_work_completion *wc);
+/* Waits up to timeout_ms (< 0: the channel's timeout_ms). SFV_ERR_TIMEOUT leaves the work
+   tracked: wait again, or destroy the channel. */
+SAFEVERBS_API sfv_result sfv_pending_wait(sfv_pending *p, int timeout_ms, sfv_work_completion *wc);
+SAFEVERBS_API bool sfv_pending_done(const sfv_pending *p);
+
+/* Scopes: fn posts work through ch; when the scope returns, all of it has completed, whether fn
+   succeeded or not, so every buffer it used is free again. */
+typedef sfv_result (*sfv_scope_fn)(sfv_channel *ch, void *user);
+typedef struct sfv_scope_report {
+    sfv_result fn_result;          /* what fn returned */
+    size_t auto_polled;            /* work fn left for the scope to poll */
+    size_t failed;                 /* auto-polled work that failed */
+    sfv_work_completion first_error;
+} sfv_scope_report;
+/* SFV_OK; SFV_ERR_SCOPE_FN (fn failed: report->fn_result); SFV_ERR_SCOPE_AUTOPOLL (fn succeeded,
+   `failed` auto-polled work requests did not: report->first_error; a deadline that expired shows
+   as first_error.result == SFV_ERR_TIMEOUT, after the channel flushed the work). report may be NULL. */
+SAFEVERBS_API sfv_result sfv_channel_scope(sfv_channel *ch, sfv_scope_fn fn, void *user, sfv_scope_report *report);
+/* Returns fn's result as it is. If fn succeeded but left work unconsumed by a pending handle,
+   that is a broken contract (SFV_ASSERT); if fn failed, remaining work is drained quietly. */
+SAFEVERBS_API sfv_result sfv_channel_manual_scope(sfv_channel *ch, sfv_scope_fn fn, void *user);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* SAFEVERBS_H_INCLUDED */
+
+/* ============================================================================================
+   IMPLEMENTATION
+   ============================================================================================ */
+#if defined(SAFEVERBS_IMPLEMENTATION) && !defined(SAFEVERBS_IMPL_INCLUDED)
+#define SAFEVERBS_IMPL_INCLUDED
+
+#include <infiniband/verbs.h>
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#ifndef SFV_DEBUG
+#ifdef NDEBUG
+#define SFV_DEBUG 0
+#else
+#define SFV_DEBUG 1
+#endif
+#endif
+
+#ifndef SFV_ASSERT
+#define SFV_ASSERT(c)                                                                         \
+    do {                                                                                      \
+        if (!(c)) {                                                                           \
+            fprintf(stderr, "safeverbs: contract broken: %s (%s:%d)\n", #c, __FILE__, __LINE__); \
+            abort();                                                                          \
+        }                                                                                     \
+    } while (0)
+#endif
+
+#if SFV_DEBUG
+#define SFV_DEBUG_ASSERT(c) SFV_ASSERT(c)
+#else
+#define SFV_DEBUG_ASSERT(c) ((void)0)
+#endif
+
+#if defined(__cplusplus)
+#define SFV__THREAD_LOCAL thread_local
+#define SFV__STATIC_ASSERT(c, m) static_assert(c, #m)
+#else
+#define SFV__THREAD_LOCAL __thread
+#define SFV__STATIC_ASSERT(c, m) typedef char sfv__static_assert_##m[(c) ? 1 : -1]
+#endif
+
+#if defined(__GNUC__)
+#define SFV__UNUSED __attribute__((unused))
+#define SFV__LIKELY(x) __builtin_expect(!!(x), 1)
+#define SFV__UNLIKELY(x) __builtin_expect(!!(x), 0)
+#define SFV__PRINTF(a, b) __attribute__((format(printf, a, b)))
+#else
+#define SFV__UNUSED
+#define SFV__LIKELY(x) (x)
+#define SFV__UNLIKELY(x) (x)
+#define SFV__PRINTF(a, b)
+#endif
+
+/* The layouts this library relies on. */
+SFV__STATIC_ASSERT(sizeof(sfv_gather_element) == sizeof(struct ibv_sge), gather_is_sge);
+SFV__STATIC_ASSERT(sizeof(sfv_scatter_element) == sizeof(struct ibv_sge), scatter_is_sge);
+SFV__STATIC_ASSERT(offsetof(sfv_gather_element, length) == offsetof(struct ibv_sge, length), gather_len);
+SFV__STATIC_ASSERT(offsetof(sfv_gather_element, lkey) == offsetof(struct ibv_sge, lkey), gather_lkey);
+SFV__STATIC_ASSERT(offsetof(sfv_scatter_element, length) == offsetof(struct ibv_sge, length), scatter_len);
+SFV__STATIC_ASSERT(offsetof(sfv_scatter_element, lkey) == offsetof(struct ibv_sge, lkey), scatter_lkey);
+SFV__STATIC_ASSERT((int)SFV_ACCESS_LOCAL_WRITE == (int)IBV_ACCESS_LOCAL_WRITE, acc_lw);
+SFV__STATIC_ASSERT((int)SFV_ACCESS_REMOTE_WRITE == (int)IBV_ACCESS_REMOTE_WRITE, acc_rw);
+SFV__STATIC_ASSERT((int)SFV_ACCESS_REMOTE_READ == (int)IBV_ACCESS_REMOTE_READ, acc_rr);
+SFV__STATIC_ASSERT((int)SFV_ACCESS_REMOTE_ATOMIC == (int)IBV_ACCESS_REMOTE_ATOMIC, acc_ra);
+SFV__STATIC_ASSERT((int)SFV_ACCESS_MW_BIND == (int)IBV_ACCESS_MW_BIND, acc_mw);
+SFV__STATIC_ASSERT((int)SFV_ACCESS_ZERO_BASED == (int)IBV_ACCESS_ZERO_BASED, acc_zb);
+SFV__STATIC_ASSERT((int)SFV_ACCESS_ON_DEMAND == (int)IBV_ACCESS_ON_DEMAND, acc_od);
+SFV__STATIC_ASSERT((int)SFV_ACCESS_HUGETLB == (int)IBV_ACCESS_HUGETLB, acc_ht);
+SFV__STATIC_ASSERT((int)SFV_ACCESS_RELAXED_ORDERING == (int)IBV_ACCESS_RELAXED_ORDERING, acc_ro);
+SFV__STATIC_ASSERT((int)SFV_WC_TM_RNDV_INCOMPLETE == (int)IBV_WC_TM_RNDV_INCOMPLETE, wc_status);
+SFV__STATIC_ASSERT((int)SFV_PORT_ACTIVE_DEFER == (int)IBV_PORT_ACTIVE_DEFER, port_state);
+
+#define SFV__ACCESS_ALL                                                                       \
+    (SFV_ACCESS_LOCAL_WRITE | SFV_ACCESS_REMOTE_WRITE | SFV_ACCESS_REMOTE_READ |               \
+     SFV_ACCESS_REMOTE_ATOMIC | SFV_ACCESS_MW_BIND | SFV_ACCESS_ZERO_BASED |                   \
+     SFV_ACCESS_ON_DEMAND | SFV_ACCESS_HUGETLB | SFV_ACCESS_RELAXED_ORDERING)
+
+/* >>impl results ----------------------------------------------------------------------------- */
+static SFV__THREAD_LOCAL sfv_error sfv__last = {SFV_OK, 0, "", ""};
+
+SAFEVERBS_API const char *sfv_result_str(sfv_result r) {
+    switch (r) {
+#define SFV__X(name, value, text) case name: return #name ": " text;
+        SFV_RESULT_LIST(SFV__X)
+#undef SFV__X
+    default: return "SFV_?: unknown result";
+    }
+}
+
+SAFEVERBS_API const sfv_error *sfv_last_error(void) { return &sfv__last; }
+
+SAFEVERBS_API sfv_result sfv_result_from_errno(int e) {
+    switch (e) {
+    case 0: return SFV_OK;
+    case EINVAL: return SFV_ERR_INVALID;
+    case ENOMEM: case EAGAIN: case EMFILE: return SFV_ERR_RESOURCE;
+    case EPERM: case EACCES: return SFV_ERR_PERMISSION;
+    case ENOENT: case ENODEV: return SFV_ERR_NOT_FOUND;
+    case EOPNOTSUPP: return SFV_ERR_UNSUPPORTED;
+    default: return SFV_ERR_DRIVER;
+    }
+}
+
+/* Records a failure on this thread and returns r: `return sfv__fail(...)`. Never on a fast path. */
+static SFV__PRINTF(4, 5) sfv_result sfv__fail(sfv_result r, int errnum, const char *verb, const char *fmt, ...) {
+    va_list ap;
+    sfv__last.result = r;
+    sfv__last.errnum = errnum;
+    sfv__last.verb = verb;
+    va_start(ap, fmt);
+    vsnprintf(sfv__last.message, sizeof sfv__last.message, fmt, ap);
+    va_end(ap);
+    return r;
+}
+
+/* A failed verb: class from errno, message from strerror. */
+static sfv_result sfv__fail_verb(const char *verb, int errnum) {
+    if (errnum == 0) errnum = EIO; /* a verb that failed without saying why */
+    return sfv__fail(sfv_result_from_errno(errnum), errnum, verb, "%s failed: %s", verb, strerror(errnum));
+}
+
+#define SFV__CHECK_ARG(cond, name)                                                            \
+    do {                                                                                      \
+        if (SFV__UNLIKELY(!(cond)))                                                           \
+            return sfv__fail(SFV_ERR_INVALID, EINVAL, __func__, "%s: invalid %s", __func__, name); \
+    } while (0)
+
+/* >>impl refcounts --------------------------------------------------------------------------- */
+static void sfv__ref(int *rc) { __atomic_fetch_add(rc, 1, __ATOMIC_RELAXED); }
+/* True when this was the last reference. */
+static bool sfv__unref(int *rc) { return __atomic_sub_fetch(rc, 1, __ATOMIC_ACQ_REL) == 0; }
+
+struct sfv_device_list { struct ibv_device **devs; int n; };
+struct sfv_context {
+    int refs;
+    struct ibv_context *ctx;
+    struct ibv_device_attr attr;
+    char name[IBV_SYSFS_NAME_MAX];
+};
+struct sfv_pd { int refs; struct ibv_pd *pd; sfv_context *ctx; };
+struct sfv_cq { struct ibv_cq *cq; sfv_context *ctx; uint32_t capacity; };
+struct sfv_mr { struct ibv_mr *mr; sfv_pd *pd; uint64_t addr; size_t length; unsigned access; };
+
+/* >>impl devices ----------------------------------------------------------------------------- */
+SAFEVERBS_API sfv_result sfv_get_device_list(sfv_device_list **out) {
+    sfv_device_list *l;
+    int n = 0;
+    SFV__CHECK_ARG(out, "out");
+    *out = NULL;
+    l = (sfv_device_list *)calloc(1, sizeof *l);
+    if (!l) return sfv__fail_verb("calloc", ENOMEM);
+    errno = 0;
+    l->devs = ibv_get_device_list(&n);
+    if (!l->devs) {
+        int e = errno;
+        free(l);
+        return sfv__fail_verb("ibv_get_device_list", e ? e : ENOSYS);
+    }
+    l->n = n;
+    *out = l;
+    return SFV_OK;
+}
+
+SAFEVERBS_API size_t sfv_device_list_len(const sfv_device_list *l) { return l ? (size_t)l->n : 0; }
+
+SAFEVERBS_API const char *sfv_device_list_name(const sfv_device_list *l, size_t i) {
+    return (l && i < (size_t)l->n) ? ibv_get_device_name(l->devs[i]) : NULL;
+}
+
+SAFEVERBS_API sfv_result sfv_device_list_guid(const sfv_device_list *l, size_t i, uint64_t *out) {
+    SFV__CHECK_ARG(out, "out");
+    *out = 0;
+    SFV__CHECK_ARG(l, "list");
+    if (i >= (size_t)l->n)
+        return sfv__fail(SFV_ERR_NOT_FOUND, ENOENT, __func__, "device index %zu out of range (%d devices)", i, l->n);
+    {
+        __be64 g = ibv_get_device_guid(l->devs[i]);
+        const uint8_t *b = (const uint8_t *)&g;
+        uint64_t v = 0;
+        int k;
+        for (k = 0; k < 8; k++) v = (v << 8) | b[k];
+        *out = v;
+    }
+    return SFV_OK;
+}
+
+SAFEVERBS_API void sfv_free_device_list(sfv_device_list *l) {
+    if (!l) return;
+    ibv_free_device_list(l->devs);
+    free(l);
+}
+
+SAFEVERBS_API const char *sfv_port_state_str(sfv_port_state s) {
+    switch (s) {
+    case SFV_PORT_NOP: return "NOP";
+    case SFV_PORT_DOWN: return "DOWN";
+    case SFV_PORT_INIT: return "INIT";
+    case SFV_PORT_ARMED: return "ARMED";
+    case SFV_PORT_ACTIVE: return "ACTIVE";
+    case SFV_PORT_ACTIVE_DEFER: return "ACTIVE_DEFER";
+    }
+    return "UNKNOWN";
+}
+
+static uint32_t sfv__mtu_bytes(enum ibv_mtu m) {
+    return (m >= IBV_MTU_256 && m <= IBV_MTU_4096) ? 128u << (int)m : 0;
+}
+static enum ibv_mtu sfv__mtu_enum(uint32_t bytes) {
+    switch (bytes) {
+    case 256: return IBV_MTU_256;
+    case 512: return IBV_MTU_512;
+    case 1024: return IBV_MTU_1024;
+    case 2048: return IBV_MTU_2048;
+    case 4096: return IBV_MTU_4096;
+    default: return (enum ibv_mtu)0;
+    }
+}
+
+static sfv_result sfv__open(struct ibv_device *dev, sfv_context **out) {
+    sfv_context *c;
+    struct ibv_port_attr pa;
+    int rc;
+    c = (sfv_context *)calloc(1, sizeof *c);
+    if (!c) return sfv__fail_verb("calloc", ENOMEM);
+    snprintf(c->name, sizeof c->name, "%s", ibv_get_device_name(dev));
+    errno = 0;
+    c->ctx = ibv_open_device(dev);
+    if (!c->ctx) {
+        rc = sfv__fail_verb("ibv_open_device", errno);
+        goto free_ctx;
+    }
+    rc = ibv_query_device(c->ctx, &c->attr);
+    if (rc) {
+        rc = sfv__fail_verb("ibv_query_device", rc);
+        goto close_dev;
+    }
+    rc = ibv_query_port(c->ctx, 1, &pa);
+    if (rc) {
+        rc = sfv__fail_verb("ibv_query_port", rc);
+        goto close_dev;
+    }
+    if (pa.state != IBV_PORT_ACTIVE && pa.state != IBV_PORT_ARMED) {
+        rc = sfv__fail(SFV_ERR_RESOURCE, ENETDOWN, "ibv_query_port",
+                       "%s port 1 is in state %s (expected ACTIVE or ARMED)", c->name,
+                       sfv_port_state_str((sfv_port_state)pa.state));
+        goto close_dev;
+    }
+    c->refs = 1;
+    *out = c;
+    return SFV_OK;
+close_dev:
+    ibv_close_device(c->ctx);
+free_ctx:
+    free(c);
+    return (sfv_result)rc;
+}
+
+SAFEVERBS_API sfv_result sfv_open_device(const char *name, sfv_context **out) {
+    sfv_device_list *l;
+    sfv_result r;
+    int i;
+    SFV__CHECK_ARG(out, "out");
+    *out = NULL;
+    r = sfv_get_device_list(&l);
+    if (r) return r;
+    for (i = 0; i < l->n; i++)
+        if (!name || !*name || strcmp(name, ibv_get_device_name(l->devs[i])) == 0) break;
+    if (i == l->n)
+        r = sfv__fail(SFV_ERR_NOT_FOUND, ENODEV, "sfv_open_device", "no RDMA device %s%s%s",
+                      name && *name ? "named " : "", name && *name ? name : "found", "");
+    else
+        r = sfv__open(l->devs[i], out);
+    sfv_free_device_list(l);
+    return r;
+}
+
+SAFEVERBS_API sfv_result sfv_open_device_at(const sfv_device_list *l, size_t i, sfv_context **out) {
+    SFV__CHECK_ARG(out, "out");
+    *out = NULL;
+    SFV__CHECK_ARG(l, "list");
+    if (i >= (size_t)l->n)
+        return sfv__fail(SFV_ERR_NOT_FOUND, ENODEV, __func__, "device index %zu out of range (%d devices)", i, l->n);
+    return sfv__open(l->devs[i], out);
+}
+
+static void sfv__context_unref(sfv_context *c) {
+    if (c && sfv__unref(&c->refs)) {
+        ibv_close_device(c->ctx);
+        free(c);
+    }
+}
+SAFEVERBS_API void sfv_close_device(sfv_context *c) { sfv__context_unref(c); }
+SAFEVERBS_API const char *sfv_context_name(const sfv_context *c) { return c ? c->name : NULL; }
+
+SAFEVERBS_API sfv_result sfv_query_port(sfv_context *c, uint8_t port, sfv_port_attr *out) {
+    struct ibv_port_attr pa;
+    int rc;
+    SFV__CHECK_ARG(out, "out");
+    memset(out, 0, sizeof *out);
+    SFV__CHECK_ARG(c, "context");
+    SFV__CHECK_ARG(port >= 1 && port <= c->attr.phys_port_cnt, "port");
+    rc = ibv_query_port(c->ctx, port, &pa);
+    if (rc) return sfv__fail_verb("ibv_query_port", rc);
+    out->state = (sfv_port_state)pa.state;
+    out->active_mtu = sfv__mtu_bytes(pa.active_mtu);
+    out->max_mtu = sfv__mtu_bytes(pa.max_mtu);
+    out->link_layer = (sfv_link_layer)pa.link_layer;
+    out->lid = pa.lid;
+    out->gid_tbl_len = (uint32_t)pa.gid_tbl_len;
+    return SFV_OK;
+}
+
+SAFEVERBS_API sfv_result sfv_query_gid(sfv_context *c, uint8_t port, uint32_t index, sfv_gid_entry *out) {
+    struct ibv_gid_entry e;
+    int rc;
+    static const sfv_gid zero = {{0}};
+    SFV__CHECK_ARG(out, "out");
+    memset(out, 0, sizeof *out);
+    SFV__CHECK_ARG(c, "context");
+    SFV__CHECK_ARG(port >= 1 && port <= c->attr.phys_port_cnt, "port");
+    rc = ibv_query_gid_ex(c->ctx, port, index, &e, 0);
+    if (rc == ENODATA || rc == EINVAL || rc == ENOENT)
+        return sfv__fail(SFV_ERR_NOT_FOUND, rc, "ibv_query_gid_ex", "%s port %u has no GID at index %u",
+                         c->name, (unsigned)port, (unsigned)index);
+    if (rc) return sfv__fail_verb("ibv_query_gid_ex", rc);
+    memcpy(out->gid.raw, e.gid.raw, 16);
+    if (memcmp(&out->gid, &zero, sizeof zero) == 0)
+        return sfv__fail(SFV_ERR_NOT_FOUND, ENODATA, "ibv_query_gid_ex", "%s port %u GID %u is empty",
+                         c->name, (unsigned)port, (unsigned)index);
+    switch (e.gid_type) {
+    case IBV_GID_TYPE_IB: out->type = SFV_GID_TYPE_IB; break;
+    case IBV_GID_TYPE_ROCE_V1: out->type = SFV_GID_TYPE_ROCE_V1; break;
+    case IBV_GID_TYPE_ROCE_V2: out->type = SFV_GID_TYPE_ROCE_V2; break;
+    default: out->type = SFV_GID_TYPE_UNKNOWN; break;
+    }
+    out->ifindex = e.ndev_ifindex;
+    return SFV_OK;
+}
+
+SAFEVERBS_API bool sfv_gid_is_ipv4(const sfv_gid *g) {
+    static const uint8_t prefix[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+    return g && memcmp(g->raw, prefix, sizeof prefix) == 0;
+}
+
+SAFEVERBS_API sfv_result sfv_choose_gid(sfv_context *c, uint8_t port, uint32_t *index_out) {
+    sfv_port_attr pa;
+    sfv_gid_entry e;
+    sfv_result r;
+    uint32_t i;
+    int64_t first = -1;
+    SFV__CHECK_ARG(index_out, "index_out");
+    *index_out = 0;
+    r = sfv_query_port(c, port, &pa);
+    if (r) return r;
+    for (i = 0; i < pa.gid_tbl_len; i++) {
+        if (sfv_query_gid(c, port, i, &e) != SFV_OK) continue;
+        if (e.type == SFV_GID_TYPE_ROCE_V2 && sfv_gid_is_ipv4(&e.gid)) {
+            *index_out = i;
+            return SFV_OK;
+        }
+        if (first < 0) first = i;
+    }
+    if (first < 0)
+        return sfv__fail(SFV_ERR_NOT_FOUND, ENODATA, __func__, "%s port %u has no usable GID", c->name, (unsigned)port);
+    *index_out = (uint32_t)first;
+    return SFV_OK;
+}
+
+/* >>impl pd and cq --------------------------------------------------------------------------- */
+SAFEVERBS_API sfv_result sfv_alloc_pd(sfv_context *c, sfv_pd **out) {
+    sfv_pd *p;
+    SFV__CHECK_ARG(out, "out");
+    *out = NULL;
+    SFV__CHECK_ARG(c, "context");
+    p = (sfv_pd *)calloc(1, sizeof *p);
+    if (!p) return sfv__fail_verb("calloc", ENOMEM);
+    errno = 0;
+    p->pd = ibv_alloc_pd(c->ctx);
+    if (!p->pd) {
+        int e = errno;
+        free(p);
+        return sfv__fail_verb("ibv_alloc_pd", e);
+    }
+    sfv__ref(&c->refs);
+    p->ctx = c;
+    p->refs = 1;
+    *out = p;
+    return SFV_OK;
+}
+
+static void sfv__pd_unref(sfv_pd *p) {
+    if (p && sfv__unref(&p->refs)) {
+        ibv_dealloc_pd(p->pd); /* cannot be busy: every MR and QP held a reference */
+        sfv__context_unref(p->ctx);
+        free(p);
+    }
+}
+SAFEVERBS_API void sfv_dealloc_pd(sfv_pd *p) { sfv__pd_unref(p); }
+SAFEVERBS_API sfv_context *sfv_pd_context(const sfv_pd *p) { return p ? p->ctx : NULL; }
+
+/* X(name, class, hint) for every ibv_wc_status, in order. */
+#define SFV__WC_LIST(X)                                                                                \
+    X(SUCCESS, NONE, "no error")                                                                     \
+    X(LOC_LEN_ERR, LOCAL_PROGRAMMING, "a receive buffer is smaller than the message, or a length exceeds the port's limit") \
+    X(LOC_QP_OP_ERR, LOCAL_PROGRAMMING, "the work request is not valid for this QP or its state")   \
+    X(LOC_EEC_OP_ERR, LOCAL_PROGRAMMING, "EE context operation error (RD only)")                     \
+    X(LOC_PROT_ERR, LOCAL_PROGRAMMING, "an element lies outside its MR or the MR lacks the access flag (check LOCAL_WRITE/REMOTE_READ/REMOTE_WRITE)") \
+    X(WR_FLUSH_ERR, LOCAL_RESOURCE, "QP entered the error state; outstanding work requests were flushed") \
+    X(MW_BIND_ERR, LOCAL_RESOURCE, "memory window bind failed")                                     \
+    X(BAD_RESP_ERR, UNKNOWN, "unexpected transport response from the peer")                         \
+    X(LOC_ACCESS_ERR, LOCAL_PROGRAMMING, "local access error on an inbound RDMA request")           \
+    X(REM_INV_REQ_ERR, REMOTE, "the peer found the request invalid (length, opcode or QP access flags)") \
+    X(REM_ACCESS_ERR, REMOTE, "the peer refused access: check the rkey, the region bounds and that the peer registered it with remote access") \
+    X(REM_OP_ERR, REMOTE, "the peer could not complete the operation")                             \
+    X(RETRY_EXC_ERR, TRANSPORT, "no acknowledgement within the retries: the peer is gone, or unreachable (GID, routing, UDP 4791)") \
+    X(RNR_RETRY_EXC_ERR, TRANSPORT, "the peer had no receive posted within the RNR retries")       \
+    X(LOC_RDD_VIOL_ERR, LOCAL_PROGRAMMING, "RD domain violation")                                  \
+    X(REM_INV_RD_REQ_ERR, REMOTE, "the peer found the RDMA read request invalid")                   \
+    X(REM_ABORT_ERR, REMOTE, "the peer aborted the operation")                                     \
+    X(INV_EECN_ERR, LOCAL_PROGRAMMING, "invalid EE context number")                                \
+    X(INV_EEC_STATE_ERR, LOCAL_PROGRAMMING, "invalid EE context state")                            \
+    X(FATAL_ERR, FATAL, "fatal device error")                                                      \
+    X(RESP_TIMEOUT_ERR, TIMEOUT, "response timeout")                                               \
+    X(GENERAL_ERR, UNKNOWN, "general error")                                                       \
+    X(TM_ERR, UNKNOWN, "tag matching error")                                                       \
+    X(TM_RNDV_INCOMPLETE, UNKNOWN, "tag matching rendezvous incomplete")
+
+SAFEVERBS_API const char *sfv_wc_status_str(sfv_wc_status s) {
+    switch (s) {
+#define SFV__X(n, c, h) case SFV_WC_##n: return #n;
+        SFV__WC_LIST(SFV__X)
+#undef SFV__X
+    }
+    return "UNKNOWN_STATUS";
+}
+SAFEVERBS_API sfv_work_error_class sfv_wc_status_class(sfv_wc_status s) {
+    switch (s) {
+#define SFV__X(n, c, h) case SFV_WC_##n: return SFV_WORK_ERROR_##c;
+        SFV__WC_LIST(SFV__X)
+#undef SFV__X
+    }
+    return SFV_WORK_ERROR_UNKNOWN;
+}
+SAFEVERBS_API const char *sfv_wc_status_hint(sfv_wc_status s) {
+    switch (s) {
+#define SFV__X(n, c, h) case SFV_WC_##n: return h;
+        SFV__WC_LIST(SFV__X)
+#undef SFV__X
+    }
+    return "unknown completion status";
+}
+SAFEVERBS_API const char *sfv_work_error_class_str(sfv_work_error_class c) {
+    switch (c) {
+    case SFV_WORK_ERROR_NONE: return "none";
+    case SFV_WORK_ERROR_LOCAL_PROGRAMMING: return "local programming error";
+    case SFV_WORK_ERROR_LOCAL_RESOURCE: return "local resource error";
+    case SFV_WORK_ERROR_REMOTE: return "remote error";
+    case SFV_WORK_ERROR_TRANSPORT: return "transport error";
+    case SFV_WORK_ERROR_TIMEOUT: return "timeout";
+    case SFV_WORK_ERROR_FATAL: return "fatal";
+    case SFV_WORK_ERROR_UNKNOWN: return "unknown";
+    }
+    return "unknown";
+}
+
+static sfv_wc_opcode sfv__wc_opcode(enum ibv_wc_opcode op) {
+    switch (op) {
+    case IBV_WC_SEND: return SFV_WC_OP_SEND;
+    case IBV_WC_RDMA_WRITE: return SFV_WC_OP_WRITE;
+    case IBV_WC_RDMA_READ: return SFV_WC_OP_READ;
+    case IBV_WC_RECV: return SFV_WC_OP_RECV;
+    case IBV_WC_RECV_RDMA_WITH_IMM: return SFV_WC_OP_RECV_IMM;
+    default: return SFV_WC_OP_UNKNOWN;
+    }
+}
+
+/* Fills the parts of a completion that need no knowledge of the posted work. */
+static void sfv__wc_fill(sfv_work_completion *o, const struct ibv_wc *w) {
+    o->wr_id = w->wr_id;
+    o->status = (sfv_wc_status)w->status;
+    o->vendor_err = w->vendor_err;
+    if (w->status == IBV_WC_SUCCESS) {
+        o->result = SFV_OK;
+        o->error_class = SFV_WORK_ERROR_NONE;
+        o->opcode = sfv__wc_opcode(w->opcode);
+        o->byte_len = (w->opcode & IBV_WC_RECV) ? w->byte_len : 0;
+        o->has_imm = (w->wc_flags & IBV_WC_WITH_IMM) != 0;
+        o->imm_data = o->has_imm ? ntohl(w->imm_data) : 0; /* the one byte-order conversion */
+    } else {
+        o->result = SFV_ERR_WORK;
+        o->error_class = sfv_wc_status_class(o->status);
+        o->opcode = SFV_WC_OP_UNKNOWN; /* not valid in an error completion */
+        o->byte_len = 0;
+        o->has_imm = false;
+        o->imm_data = 0;
+    }
+}
+
+SAFEVERBS_API sfv_result sfv_create_cq(sfv_context *c, uint32_t min_entries, sfv_cq **out) {
+    sfv_cq *q;
+    SFV__CHECK_ARG(out, "out");
+    *out = NULL;
+    SFV__CHECK_ARG(c, "context");
+    if (min_entries == 0 || min_entries > (uint32_t)c->attr.max_cqe)
+        return sfv__fail(SFV_ERR_INVALID, EINVAL, __func__, "min_entries %u outside 1..%d (device max_cqe)",
+                         (unsigned)min_entries, c->attr.max_cqe);
+    q = (sfv_cq *)calloc(1, sizeof *q);
+    if (!q) return sfv__fail_verb("calloc", ENOMEM);
+    errno = 0;
+    q->cq = ibv_create_cq(c->ctx, (int)min_entries, NULL, NULL, 0);
+    if (!q->cq) {
+        int e = errno;
+        free(q);
+        return sfv__fail_verb("ibv_create_cq", e);
+    }
+    sfv__ref(&c->refs);
+    q->ctx = c;
+    q->capacity = (uint32_t)q->cq->cqe;
+    *out = q;
+    return SFV_OK;
+}
+
+SAFEVERBS_API void sfv_destroy_cq(sfv_cq *q) {
+    if (!q) return;
+    ibv_destroy_cq(q->cq);
+    sfv__context_unref(q->ctx);
+    free(q);
+}
+SAFEVERBS_API uint32_t sfv_cq_capacity(const sfv_cq *q) { return q ? q->capacity : 0; }
+
+SAFEVERBS_API sfv_result sfv_poll_cq(sfv_cq *q, sfv_work_completion *out, size_t max, size_t *count) {
+    struct ibv_wc wc[16];
+    size_t got = 0;
+    SFV__CHECK_ARG(count, "count");
+    *count = 0;
+    SFV__CHECK_ARG(q, "cq");
+    SFV__CHECK_ARG(out || max == 0, "out");
+    while (got < max) {
+        int want = (int)((max - got) < 16 ? (max - got) : 16), n, k;
+        n = ibv_poll_cq(q->cq, want, wc);
+        if (n < 0) return sfv__fail_verb("ibv_poll_cq", -n > 0 ? -n : EIO);
+        for (k = 0; k < n; k++) sfv__wc_fill(&out[got + (size_t)k], &wc[k]);
+        got += (size_t)n;
+        *count = got;
+        if (n < want) break;
+    }
+    return SFV_OK;
+}
+
+/* >>impl memory regions ---------------------------------------------------------------------- */
+static sfv_result sfv__mr_finish(sfv_pd *p, struct ibv_mr *m, unsigned access, sfv_mr **out) {
+    sfv_mr *r = (sfv_mr *)calloc(1, sizeof *r);
+    if (!r) {
+        ibv_dereg_mr(m);
+        return sfv__fail_verb("calloc", ENOMEM);
+    }
+    sfv__ref(&p->refs);
+    r->mr = m;
+    r->pd = p;
+    r->addr = (uint64_t)(uintptr_t)m->addr;
+    r->length = m->length;
+    r->access = access;
+    *out = r;
+    return SFV_OK;
+}
+
+SAFEVERBS_API sfv_result sfv_reg_mr_access(sfv_pd *p, void *addr, size_t length, unsigned access, sfv_mr **out) {
+    struct ibv_mr *m;
+    SFV__CHECK_ARG(out, "out");
+    *out = NULL;
+    SFV__CHECK_ARG(p, "pd");
+    SFV__CHECK_ARG(addr, "addr (NULL)");
+    SFV__CHECK_ARG(length > 0, "length (0)");
+    SFV__CHECK_ARG((uintptr_t)addr + length - 1 >= (uintptr_t)addr, "length (addr + length wraps)");
+    SFV__CHECK_ARG((access & ~(unsigned)SFV__ACCESS_ALL) == 0, "access flags");
+    /* The verbs rule: remote write or atomic needs local write. Say it here, not as EINVAL later. */
+    SFV__CHECK_ARG(!(access & (SFV_ACCESS_REMOTE_WRITE | SFV_ACCESS_REMOTE_ATOMIC)) || (access & SFV_ACCESS_LOCAL_WRITE),
+                   "access flags (REMOTE_WRITE/REMOTE_ATOMIC need LOCAL_WRITE)");
+    errno = 0;
+    m = ibv_reg_mr(p->pd, addr, length, (int)access);
+    if (!m) return sfv__fail_verb("ibv_reg_mr", errno);
+    return sfv__mr_finish(p, m, access, out);
+}
+SAFEVERBS_API sfv_result sfv_reg_mr_local(sfv_pd *p, void *addr, size_t length, sfv_mr **out) {
+    return sfv_reg_mr_access(p, addr, length, SFV_ACCESS_LOCAL_WRITE, out);
+}
+SAFEVERBS_API sfv_result sfv_reg_mr_shared(sfv_pd *p, void *addr, size_t length, sfv_mr **out) {
+    return sfv_reg_mr_access(p, addr, length, SFV_ACCESS_LOCAL_WRITE | SFV_ACCESS_REMOTE_READ | SFV_ACCESS_REMOTE_WRITE, out);
+}
+
+SAFEVERBS_API sfv_result sfv_reg_dmabuf_mr_access(sfv_pd *p, int fd, uint64_t offset, size_t length, uint64_t iova, unsigned access, sfv_mr **out) {
+    struct ibv_mr *m;
+    uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
+    SFV__CHECK_ARG(out, "out");
+    *out = NULL;
+    SFV__CHECK_ARG(p, "pd");
+    SFV__CHECK_ARG(fd >= 0, "fd (negative)");
+    SFV__CHECK_ARG(length > 0, "length (0)");
+    SFV__CHECK_ARG(offset + length - 1 >= offset, "length (offset + length wraps)");
+    SFV__CHECK_ARG(iova + length - 1 >= iova, "length (iova + length wraps)");
+    SFV__CHECK_ARG((access & ~(unsigned)SFV__ACCESS_ALL) == 0, "access flags");
+    if ((iova & (page - 1)) != (offset & (page - 1)))
+        return sfv__fail(SFV_ERR_INVALID, EINVAL, __func__,
+                         "iova 0x%llx and offset 0x%llx differ in their offset within a page",
+                         (unsigned long long)iova, (unsigned long long)offset);
+    errno = 0;
+    m = ibv_reg_dmabuf_mr(p->pd, offset, length, iova, fd, (int)access);
+    if (!m) return sfv__fail_verb("ibv_reg_dmabuf_mr", errno);
+    return sfv__mr_finish(p, m, access, out);
+}
+SAFEVERBS_API sfv_result sfv_reg_dmabuf_mr_local(sfv_pd *p, int fd, uint64_t offset, size_t length, uint64_t iova, sfv_mr **out) {
+    return sfv_reg_dmabuf_mr_access(p, fd, offset, length, iova, SFV_ACCESS_LOCAL_WRITE, out);
+}
+SAFEVERBS_API sfv_result sfv_reg_dmabuf_mr_shared(sfv_pd *p, int fd, uint64_t offset, size_t length, uint64_t iova, sfv_mr **out) {
+    return sfv_reg_dmabuf_mr_access(p, fd, offset, length, iova,
+                                    SFV_ACCESS_LOCAL_WRITE | SFV_ACCESS_REMOTE_READ | SFV_ACCESS_REMOTE_WRITE, out);
+}
+
+SAFEVERBS_API void sfv_dereg_mr(sfv_mr *r) {
+    if (!r) return;
+    ibv_dereg_mr(r->mr);
+    sfv__pd_unref(r->pd);
+    free(r);
+}
+
+SAFEVERBS_API uint32_t sfv_mr_lkey(const sfv_mr *r) { return r ? r->mr->lkey : 0; }
+SAFEVERBS_API uint32_t sfv_mr_rkey(const sfv_mr *r) { return r ? r->mr->rkey : 0; }
+SAFEVERBS_API uint64_t sfv_mr_addr(const sfv_mr *r) { return r ? r->addr : 0; }
+SAFEVERBS_API size_t sfv_mr_length(const sfv_mr *r) { return r ? r->length : 0; }
+SAFEVERBS_API unsigned sfv_mr_access(const sfv_mr *r) { return r ? r->access : 0; }
+SAFEVERBS_API sfv_pd *sfv_mr_pd(const sfv_mr *r) { return r ? r->pd : NULL; }
+
+/* [p, p+len) inside [addr, addr+length), with no addition that can wrap. */
+static bool sfv__encloses(uint64_t addr, uint64_t length, uint64_t p, uint64_t len) {
+    return p >= addr && len <= length && p - addr <= length - len;
+}
+SAFEVERBS_API bool sfv_mr_encloses(const sfv_mr *r, const void *ptr, size_t len) {
+    return r && sfv__encloses(r->addr, r->length, (uint64_t)(uintptr_t)ptr, len);
+}
+SAFEVERBS_API sfv_remote_mr sfv_mr_remote(const sfv_mr *r) {
+    sfv_remote_mr x = {0, 0, 0};
+    if (r) {
+        x.addr = r->addr;
+        x.length = r->length;
+        x.rkey = r->mr->rkey;
+    }
+    return x;
+}
+
+/* >>impl elements ---------------------------------------------------------------------------- */
+static sfv_result sfv__element_check(const sfv_mr *r, const void *data, size_t len) {
+    if (!r) return sfv__fail(SFV_ERR_INVALID, EINVAL, "element", "element: NULL memory region");
+    if ((uint64_t)len > UINT32_MAX)
+        return sfv__fail(SFV_ERR_SLICE_TOO_BIG, EOVERFLOW, "element", "element: %zu bytes is over UINT32_MAX", len);
+    if (!sfv_mr_encloses(r, data, len))
+        return sfv__fail(SFV_ERR_SLICE_NOT_WITHIN_BOUNDS, ERANGE, "element",
+                         "element: [%p, +%zu) is not within the MR [0x%llx, +%zu)", data, len,
+                         (unsigned long long)r->addr, r->length);
+    return SFV_OK;
+}
+
+/* Both element types share one layout; one maker serves both. */
+#define SFV__ELEMENT(T, r, data, len) \
+    T e;                              \
+    e.addr = (uint64_t)(uintptr_t)(data); e.length = (uint32_t)(len); e.lkey = (r) ? (r)->mr->lkey : 0
+
+SAFEVERBS_API sfv_gather_element sfv_mr_gather_element_unchecked(const sfv_mr *r, const void *data, size_t len) {
+    SFV__ELEMENT(sfv_gather_element, r, data, len);
+    return e;
+}
+SAFEVERBS_API sfv_scatter_element sfv_mr_scatter_element_unchecked(const sfv_mr *r, void *data, size_t len) {
+    SFV__ELEMENT(sfv_scatter_element, r, data, len);
+    return e;
+}
+SAFEVERBS_API sfv_gather_element sfv_mr_gather_element(const sfv_mr *r, const void *data, size_t len) {
+    SFV_DEBUG_ASSERT(r && (uint64_t)len <= UINT32_MAX && sfv_mr_encloses(r, data, len));
+    return sfv_mr_gather_element_unchecked(r, data, len);
+}
+SAFEVERBS_API sfv_scatter_element sfv_mr_scatter_element(const sfv_mr *r, void *data, size_t len) {
+    SFV_DEBUG_ASSERT(r && (uint64_t)len <= UINT32_MAX && sfv_mr_encloses(r, data, len));
+    return sfv_mr_scatter_element_unchecked(r, data, len);
+}
+SAFEVERBS_API sfv_result sfv_mr_gather_element_checked(const sfv_mr *r, const void *data, size_t len, sfv_gather_element *out) {
+    sfv_result res;
+    SFV__CHECK_ARG(out, "out");
+    memset(out, 0, sizeof *out);
+    res = sfv__element_check(r, data, len);
+    if (res == SFV_OK) *out = sfv_mr_gather_element_unchecked(r, data, len);
+    return res;
+}
+SAFEVERBS_API sfv_result sfv_mr_scatter_element_checked(const sfv_mr *r, void *data, size_t len, sfv_scatter_element *out) {
+    sfv_result res;
+    SFV__CHECK_ARG(out, "out");
+    memset(out, 0, sizeof *out);
+    res = sfv__element_check(r, data, len);
+    if (res == SFV_OK) *out = sfv_mr_scatter_element_unchecked(r, data, len);
+    return res;
+}
+
+/* >>impl remote regions ---------------------------------------------------------------------- */
+static uint64_t sfv__sat_add(uint64_t a, uint64_t b) { return a + b < a ? UINT64_MAX : a + b; }
+static uint64_t sfv__sat_sub(uint64_t a, uint64_t b) { return a > b ? a - b : 0; }
+static uint64_t sfv__sat_mul(uint64_t a, uint64_t b) { return (b && a > UINT64_MAX / b) ? UINT64_MAX : a * b; }
+
+SAFEVERBS_API sfv_remote_mr sfv_remote_mr_make(uint64_t addr, uint64_t length, uint32_t rkey) {
+    sfv_remote_mr r;
+    r.addr = addr;
+    r.length = length;
+    r.rkey = rkey;
+    return r;
+}
+SAFEVERBS_API uint64_t sfv_remote_mr_addr(sfv_remote_mr r) { return r.addr; }
+SAFEVERBS_API uint64_t sfv_remote_mr_length(sfv_remote_mr r) { return r.length; }
+SAFEVERBS_API uint32_t sfv_remote_mr_rkey(sfv_remote_mr r) { return r.rkey; }
+
+static sfv_result sfv__remote_oob(sfv_remote_mr r, uint64_t off, uint64_t len, sfv_remote_mr *out) {
+    memset(out, 0, sizeof *out);
+    return sfv__fail(SFV_ERR_SLICE_NOT_WITHIN_BOUNDS, ERANGE, "remote region",
+                     "remote region: [+%llu, +%llu bytes) is not within its %llu bytes",
+                     (unsigned long long)off, (unsigned long long)len, (unsigned long long)r.length);
+}
+
+SAFEVERBS_API sfv_result sfv_remote_mr_slice(sfv_remote_mr r, uint64_t offset, uint64_t length, sfv_remote_mr *out) {
+    SFV__CHECK_ARG(out, "out");
+    if (offset > r.length || length > r.length - offset) return sfv__remote_oob(r, offset, length, out);
+    *out = sfv_remote_mr_make(r.addr + offset, length, r.rkey); /* no wrap: decode refuses addr+length wraps */
+    if (out->addr < r.addr) return sfv__remote_oob(r, offset, length, out);
+    return SFV_OK;
+}
+SAFEVERBS_API sfv_result sfv_remote_mr_sub(sfv_remote_mr r, uint64_t offset, sfv_remote_mr *out) {
+    SFV__CHECK_ARG(out, "out");
+    if (offset > r.length) return sfv__remote_oob(r, offset, 0, out);
+    return sfv_remote_mr_slice(r, offset, r.length - offset, out);
+}
+SAFEVERBS_API sfv_remote_mr sfv_remote_mr_slice_unchecked(sfv_remote_mr r, uint64_t offset, uint64_t length) {
+    return sfv_remote_mr_make(sfv__sat_add(r.addr, offset), length, r.rkey);
+}
+SAFEVERBS_API sfv_remote_mr sfv_remote_mr_sub_unchecked(sfv_remote_mr r, uint64_t offset) {
+    return sfv_remote_mr_make(sfv__sat_add(r.addr, offset), sfv__sat_sub(r.length, offset), r.rkey);
+}
+SAFEVERBS_API sfv_result sfv_remote_mr_array_field(sfv_remote_mr r, uint64_t elem_size, uint64_t index, uint64_t field_offset, uint64_t field_size, sfv_remote_mr *out) {
+    uint64_t off;
+    SFV__CHECK_ARG(out, "out");
+    SFV__CHECK_ARG(elem_size > 0 && field_offset <= elem_size && field_size <= elem_size - field_offset, "field (not inside its element)");
+    off = sfv__sat_add(sfv__sat_mul(index, elem_size), field_offset);
+    if (off == UINT64_MAX) return sfv__remote_oob(r, off, field_size, out);
+    return sfv_remote_mr_slice(r, off, field_size, out);
+}
+SAFEVERBS_API sfv_remote_mr sfv_remote_mr_array_field_unchecked(sfv_remote_mr r, uint64_t elem_size, uint64_t index, uint64_t field_offset, uint64_t field_size) {
+    return sfv_remote_mr_slice_unchecked(r, sfv__sat_add(sfv__sat_mul(index, elem_size), field_offset), field_size);
+}
+
+static void sfv__put_be(uint8_t *p, uint64_t v, int bytes) {
+    int i;
+    for (i = bytes - 1; i >= 0; i--, v >>= 8) p[i] = (uint8_t)v;
+}
+static uint64_t sfv__get_be(const uint8_t *p, int bytes) {
+    uint64_t v = 0;
+    int i;
+    for (i = 0; i < bytes; i++) v = (v << 8) | p[i];
+    return v;
+}
+
+SAFEVERBS_API void sfv_remote_mr_encode(sfv_remote_mr r, uint8_t out[SFV_REMOTE_MR_ENCODED_SIZE]) {
+    out[0] = 'S'; out[1] = 'R'; out[2] = 1; out[3] = 0;
+    sfv__put_be(out + 4, r.addr, 8);
+    sfv__put_be(out + 12, r.length, 8);
+    sfv__put_be(out + 20, r.rkey, 4);
+}
+
+static sfv_result sfv__bad_encoding(const char *what, const char *why) {
+    return sfv__fail(SFV_ERR_INVALID, EINVAL, what, "%s: %s", what, why);
+}
+
+SAFEVERBS_API sfv_result sfv_remote_mr_decode(const uint8_t *in, size_t size, sfv_remote_mr *out) {
+    sfv_remote_mr r;
+    SFV__CHECK_ARG(out, "out");
+    memset(out, 0, sizeof *out);
+    if (!in || size < SFV_REMOTE_MR_ENCODED_SIZE) return sfv__bad_encoding("sfv_remote_mr_decode", "input too short");
+    if (in[0] != 'S' || in[1] != 'R') return sfv__bad_encoding("sfv_remote_mr_decode", "bad magic");
+    if (in[2] != 1) return sfv__bad_encoding("sfv_remote_mr_decode", "unknown version");
+    if (in[3] != 0) return sfv__bad_encoding("sfv_remote_mr_decode", "reserved byte is not 0");
+    r.addr = sfv__get_be(in + 4, 8);
+    r.length = sfv__get_be(in + 12, 8);
+    r.rkey = (uint32_t)sfv__get_be(in + 20, 4);
+    if (r.length && r.addr + r.length - 1 < r.addr) return sfv__bad_encoding("sfv_remote_mr_decode", "addr + length wraps");
+    *out = r;
+    return SFV_OK;
+}
+
+/* >>impl channel ----------------------------------------------------------------------------- */
+/* Each queue (send, receive) is a ring of slots in post order: wr_id = seq << 1 | is_receive.
+   A slot lives from post until its completion is consumed (by a pending handle or a scope), so
+   a completion polled on behalf of another handle waits in its slot: fixed memory, no map.
+   RC completes each queue in order, so `completed` also completes unsignaled work before it. */
+enum { SFV__SLOT_FREE = 0, SFV__SLOT_INFLIGHT = 1, SFV__SLOT_DONE = 2 };
+enum { SFV__PENDING_WAITING = 1, SFV__PENDING_DONE = 2 };
+
+typedef struct sfv__slot {
+    uint64_t seq;
+    uint32_t state;
+    sfv_wc_opcode op;
+    uint32_t read_len;   /* bytes an RDMA read scatters, reported on success */
+    sfv_work_completion wc;
+} sfv__slot;
+
+typedef struct sfv__ring {
+    sfv__slot *slots;
+    uint64_t mask;       /* ring size - 1; ring size is a power of two >= cap */
+    uint64_t cap;        /* work requests posted and not yet consumed, at most */
+    uint64_t head;       /* next seq to post */
+    uint64_t tail;       /* oldest seq not consumed */
+    uint64_t completed;  /* next seq without a completion */
+} sfv__ring;
+
+struct sfv_channel {
+    sfv_pd *pd;
+    struct ibv_qp *qp;
+    struct ibv_cq *cq;
+    struct ibv_comp_channel *cc;
+    sfv_channel_desc desc;        /* resolved: no zero means "default" any more */
+    sfv_gid gid;
+    uint16_t lid;
+    sfv_link_layer link_layer;
+    bool connected, broken, armed;
+    int scope_depth;
+    sfv__ring sq, rq;
+};
+
+static uint64_t sfv__now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static sfv_result sfv__bad_field(const char *field, unsigned long long v, const char *allowed) {
+    return sfv__fail(SFV_ERR_INVALID, EINVAL, "sfv_channel_desc", "sfv_channel_desc.%s = %llu is out of range (%s)",
+                     field, v, allowed);
+}
+
+SAFEVERBS_API sfv_result sfv_channel_desc_resolve(sfv_pd *pd, const sfv_channel_desc *in, sfv_channel_desc *o) {
+    static const sfv_channel_desc zero_desc = {0, 0, 0, 0, 0, 0, 0, 0, false, 0, 0, 0, 0, 0, false, 0, false, 0, 0, 0, SFV_WAIT_DEFAULT};
+    const struct ibv_device_attr *a;
+    sfv_port_attr pa;
+    sfv_gid_entry ge;
+    sfv_result r;
+    uint32_t rd_max;
+    SFV__CHECK_ARG(o, "out");
+    memset(o, 0, sizeof *o);
+    SFV__CHECK_ARG(pd, "pd");
+    *o = in ? *in : zero_desc;
+    a = &pd->ctx->attr;
+    if (!o->port) o->port = 1;
+    if (o->port > a->phys_port_cnt) return sfv__bad_field("port", o->port, "1 .. the device's port count");
+    r = sfv_query_port(pd->ctx, o->port, &pa);
+    if (r) return r;
+    if (!o->max_send_wr) o->max_send_wr = 128;
+    if (!o->max_recv_wr) o->max_recv_wr = 128;
+    if (o->max_send_wr > (uint32_t)a->max_qp_wr) return sfv__bad_field("max_send_wr", o->max_send_wr, "1 .. device max_qp_wr");
+    if (o->max_recv_wr > (uint32_t)a->max_qp_wr) return sfv__bad_field("max_recv_wr", o->max_recv_wr, "1 .. device max_qp_wr");
+    if (!o->max_send_sge) o->max_send_sge = 4;
+    if (!o->max_recv_sge) o->max_recv_sge = 4;
+    if (o->max_send_sge > (uint32_t)a->max_sge) return sfv__bad_field("max_send_sge", o->max_send_sge, "1 .. device max_sge");
+    if (o->max_recv_sge > (uint32_t)a->max_sge) return sfv__bad_field("max_recv_sge", o->max_recv_sge, "1 .. device max_sge");
+    if (!o->cq_entries) o->cq_entries = o->max_send_wr + o->max_recv_wr;
+    if (o->cq_entries < o->max_send_wr + o->max_recv_wr || o->cq_entries > (uint32_t)a->max_cqe)
+        return sfv__bad_field("cq_entries", o->cq_entries, "max_send_wr + max_recv_wr .. device max_cqe");
+    if (o->max_inline_data > 65536) return sfv__bad_field("max_inline_data", o->max_inline_data, "0 .. 65536");
+    if (!o->access) o->access = SFV_ACCESS_LOCAL_WRITE | SFV_ACCESS_REMOTE_WRITE | SFV_ACCESS_REMOTE_READ;
+    if (o->access & ~(unsigned)(SFV_ACCESS_LOCAL_WRITE | SFV_ACCESS_REMOTE_WRITE | SFV_ACCESS_REMOTE_READ | SFV_ACCESS_REMOTE_ATOMIC))
+        return sfv__bad_field("access", o->access, "LOCAL_WRITE, REMOTE_WRITE, REMOTE_READ, REMOTE_ATOMIC");
+    if (o->gid_index_set) {
+        if (o->gid_index >= pa.gid_tbl_len) return sfv__bad_field("gid_index", o->gid_index, "below the port's GID table length");
+        r = sfv_query_gid(pd->ctx, o->port, o->gid_index, &ge);
+        if (r) return r;
+    } else {
+        uint32_t gi = 0;
+        r = sfv_choose_gid(pd->ctx, o->port, &gi);
+        if (r && pa.link_layer == SFV_LINK_LAYER_ETHERNET) return r; /* RoCE cannot connect without one */
+        o->gid_index = (uint8_t)gi;
+        o->gid_index_set = (r == SFV_OK);
+    }
+    if (!o->path_mtu) o->path_mtu = pa.active_mtu;
+    if (!sfv__mtu_enum(o->path_mtu) || o->path_mtu > pa.max_mtu)
+        return sfv__bad_field("path_mtu", o->path_mtu, "256, 512, 1024, 2048 or 4096, up to the port's max MTU");
+    if (o->send_psn > 0xFFFFFFu) return sfv__bad_field("send_psn", o->send_psn, "24 bits");
+    if (!o->min_rnr_timer) o->min_rnr_timer = 12;
+    if (o->min_rnr_timer > 31) return sfv__bad_field("min_rnr_timer", o->min_rnr_timer, "1 .. 31");
+    if (!o->ack_timeout) o->ack_timeout = 14;
+    if (o->ack_timeout > 31) return sfv__bad_field("ack_timeout", o->ack_timeout, "1 .. 31");
+    if (!o->ack_retries_set) o->ack_retries = 7;
+    if (o->ack_retries > 7) return sfv__bad_field("ack_retries", o->ack_retries, "0 .. 7");
+    if (!o->rnr_retries_set) o->rnr_retries = 7;
+    if (o->rnr_retries > 7) return sfv__bad_field("rnr_retries", o->rnr_retries, "0 .. 7 (7 = forever)");
+    o->ack_retries_set = o->rnr_retries_set = true;
+    rd_max = (uint32_t)(a->max_qp_rd_atom < a->max_qp_init_rd_atom ? a->max_qp_rd_atom : a->max_qp_init_rd_atom);
+    if (rd_max > 255) rd_max = 255;
+    if (!o->max_rd_atomic) o->max_rd_atomic = rd_max ? rd_max : 1;
+    if (o->max_rd_atomic > (rd_max ? rd_max : 1)) return sfv__bad_field("max_rd_atomic", o->max_rd_atomic, "1 .. the device's max_qp_rd_atom");
+    if (!o->timeout_ms) o->timeout_ms = 10000;
+    if (o->timeout_ms > 86400000u) return sfv__bad_field("timeout_ms", o->timeout_ms, "1 .. 86400000");
+    if (o->wait_mode == SFV_WAIT_DEFAULT) o->wait_mode = SFV_WAIT_BUSY;
+    if (o->wait_mode != SFV_WAIT_BUSY && o->wait_mode != SFV_WAIT_EVENT)
+        return sfv__bad_field("wait_mode", (unsigned long long)o->wait_mode, "SFV_WAIT_BUSY or SFV_WAIT_EVENT");
+    return SFV_OK;
+}
+
+static sfv_result sfv__ring_init(sfv__ring *q, uint32_t cap) {
+    uint64_t size = 1;
+    while (size < cap) size <<= 1;
+    q->slots = (sfv__slot *)calloc((size_t)size, sizeof *q->slots);
+    if (!q->slots) return sfv__fail_verb("calloc", ENOMEM);
+    q->mask = size - 1;
+    q->cap = cap;
+    q->head = q->tail = q->completed = 0;
+    return SFV_OK;
+}
+
+static sfv_result sfv__modify(struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask, const char *step) {
+    int rc = ibv_modify_qp(qp, attr, mask);
+    if (!rc) return SFV_OK;
+    if (rc == ETIMEDOUT || rc == ENETUNREACH || rc == EHOSTUNREACH)
+        return sfv__fail(SFV_ERR_RESOURCE, rc, "ibv_modify_qp", "ibv_modify_qp to %s failed: %s (the peer's GID is not reachable from this GID: check the GID index, routing and UDP port 4791)",
+                         step, strerror(rc));
+    return sfv__fail(sfv_result_from_errno(rc), rc, "ibv_modify_qp", "ibv_modify_qp to %s failed: %s", step, strerror(rc));
+}
+
+SAFEVERBS_API sfv_result sfv_create_channel(sfv_pd *pd, const sfv_channel_desc *desc, sfv_channel **out) {
+    sfv_channel *ch;
+    struct ibv_qp_init_attr qi;
+    struct ibv_qp_attr qa;
+    sfv_port_attr pa;
+    sfv_result r;
+    SFV__CHECK_ARG(out, "out");
+    *out = NULL;
+    ch = (sfv_channel *)calloc(1, sizeof *ch);
+    if (!ch) return sfv__fail_verb("calloc", ENOMEM);
+    r = sfv_channel_desc_resolve(pd, desc, &ch->desc);
+    if (r) goto free_ch;
+    r = sfv_query_port(pd->ctx, ch->desc.port, &pa);
+    if (r) goto free_ch;
+    ch->lid = pa.lid;
+    ch->link_layer = pa.link_layer;
+    if (ch->desc.gid_index_set) {
+        sfv_gid_entry ge;
+        r = sfv_query_gid(pd->ctx, ch->desc.port, ch->desc.gid_index, &ge);
+        if (r) goto free_ch;
+        ch->gid = ge.gid;
+    }
+    r = sfv__ring_init(&ch->sq, ch->desc.max_send_wr);
+    if (r) goto free_ch;
+    r = sfv__ring_init(&ch->rq, ch->desc.max_recv_wr);
+    if (r) goto free_sq;
+    if (ch->desc.wait_mode == SFV_WAIT_EVENT) {
+        int fl;
+        errno = 0;
+        ch->cc = ibv_create_comp_channel(pd->ctx->ctx);
+        if (!ch->cc) {
+            r = sfv__fail_verb("ibv_create_comp_channel", errno);
+            goto free_rq;
+        }
+        fl = fcntl(ch->cc->fd, F_GETFL);
+        if (fl < 0 || fcntl(ch->cc->fd, F_SETFL, fl | O_NONBLOCK) < 0) {
+            r = sfv__fail_verb("fcntl", errno);
+            goto destroy_cc;
+        }
+    }
+    errno = 0;
+    ch->cq = ibv_create_cq(pd->ctx->ctx, (int)ch->desc.cq_entries, ch, ch->cc, 0);
+    if (!ch->cq) {
+        r = sfv__fail_verb("ibv_create_cq", errno);
+        goto destroy_cc;
+    }
+    memset(&qi, 0, sizeof qi);
+    qi.send_cq = qi.recv_cq = ch->cq;
+    qi.qp_type = IBV_QPT_RC;
+    qi.sq_sig_all = 0;
+    qi.cap.max_send_wr = ch->desc.max_send_wr;
+    qi.cap.max_recv_wr = ch->desc.max_recv_wr;
+    qi.cap.max_send_sge = ch->desc.max_send_sge;
+    qi.cap.max_recv_sge = ch->desc.max_recv_sge;
+    qi.cap.max_inline_data = ch->desc.max_inline_data;
+    errno = 0;
+    ch->qp = ibv_create_qp(pd->pd, &qi);
+    if (!ch->qp) {
+        r = sfv__fail_verb("ibv_create_qp", errno);
+        goto destroy_cq;
+    }
+    /* To INIT now, so receives can be posted before the handshake (no RNR at start). */
+    memset(&qa, 0, sizeof qa);
+    qa.qp_state = IBV_QPS_INIT;
+    qa.pkey_index = 0;
+    qa.port_num = ch->desc.port;
+    qa.qp_access_flags = (unsigned)ch->desc.access;
+    r = sfv__modify(ch->qp, &qa, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS, "INIT");
+    if (r) goto destroy_qp;
+    sfv__ref(&pd->refs);
+    ch->pd = pd;
+    *out = ch;
+    return SFV_OK;
+destroy_qp:
+    ibv_destroy_qp(ch->qp);
+destroy_cq:
+    ibv_destroy_cq(ch->cq);
+destroy_cc:
+    if (ch->cc) ibv_destroy_comp_channel(ch->cc);
+free_rq:
+    free(ch->rq.slots);
+free_sq:
+    free(ch->sq.slots);
+free_ch:
+    free(ch);
+    return r;
+}
+
+SAFEVERBS_API sfv_result sfv_channel_endpoint(const sfv_channel *ch, sfv_endpoint *out) {
+    SFV__CHECK_ARG(out, "out");
+    memset(out, 0, sizeof *out);
+    SFV__CHECK_ARG(ch, "channel");
+    out->qpn = ch->qp ? ch->qp->qp_num : 0;
+    out->lid = ch->lid;
+    out->psn = ch->desc.send_psn;
+    out->mtu = ch->desc.path_mtu;
+    out->has_gid = ch->desc.gid_index_set;
+    out->gid = ch->gid;
+    return SFV_OK;
+}
+
+SAFEVERBS_API void sfv_endpoint_encode(const sfv_endpoint *ep, uint8_t out[SFV_ENDPOINT_ENCODED_SIZE]) {
+    memset(out, 0, SFV_ENDPOINT_ENCODED_SIZE);
+    out[0] = 'S'; out[1] = 'E'; out[2] = 1; out[3] = ep->has_gid ? 1 : 0;
+    sfv__put_be(out + 4, ep->qpn, 4);
+    sfv__put_be(out + 8, ep->lid, 2);
+    sfv__put_be(out + 10, ep->mtu, 2);
+    sfv__put_be(out + 12, ep->psn, 4);
+    memcpy(out + 16, ep->gid.raw, 16);
+}
+
+SAFEVERBS_API sfv_result sfv_endpoint_decode(const uint8_t *in, size_t size, sfv_endpoint *out) {
+    sfv_endpoint e;
+    SFV__CHECK_ARG(out, "out");
+    memset(out, 0, sizeof *out);
+    memset(&e, 0, sizeof e);
+    if (!in || size < SFV_ENDPOINT_ENCODED_SIZE) return sfv__bad_encoding("sfv_endpoint_decode", "input too short");
+    if (in[0] != 'S' || in[1] != 'E') return sfv__bad_encoding("sfv_endpoint_decode", "bad magic");
+    if (in[2] != 1) return sfv__bad_encoding("sfv_endpoint_decode", "unknown version");
+    if (in[3] & ~1u) return sfv__bad_encoding("sfv_endpoint_decode", "unknown flags");
+    e.has_gid = (in[3] & 1) != 0;
+    e.qpn = (uint32_t)sfv__get_be(in + 4, 4);
+    e.lid = (uint16_t)sfv__get_be(in + 8, 2);
+    e.mtu = (uint32_t)sfv__get_be(in + 10, 2);
+    e.psn = (uint32_t)sfv__get_be(in + 12, 4);
+    memcpy(e.gid.raw, in + 16, 16);
+    if (e.qpn > 0xFFFFFFu || e.qpn == 0) return sfv__bad_encoding("sfv_endpoint_decode", "QPN is not a 24-bit QP number");
+    if (e.psn > 0xFFFFFFu) return sfv__bad_encoding("sfv_endpoint_decode", "PSN over 24 bits");
+    if (!sfv__mtu_enum(e.mtu)) return sfv__bad_encoding("sfv_endpoint_decode", "MTU is not 256 .. 4096");
+    if (!e.has_gid) {
+        static const sfv_gid zero = {{0}};
+        if (memcmp(&e.gid, &zero, sizeof zero) != 0) return sfv__bad_encoding("sfv_endpoint_decode", "GID bytes without the GID flag");
+    }
+    *out = e;
+    return SFV_OK;
+}
+
+SAFEVERBS_API sfv_result sfv_channel_handshake(sfv_channel *ch, const sfv_endpoint *peer) {
+    struct ibv_qp_attr qa;
+    sfv_result r;
+    uint32_t mtu;
+    SFV__CHECK_ARG(ch, "channel");
+    SFV__CHECK_ARG(peer, "peer");
+    if (ch->connected || ch->broken || !ch->qp)
+        return sfv__fail(SFV_ERR_INVALID, EINVAL, __func__, "the channel is %s", ch->connected ? "already connected" : "broken");
+    if (peer->qpn == 0 || peer->qpn > 0xFFFFFFu) return sfv__fail(SFV_ERR_INVALID, EINVAL, __func__, "peer QPN %u is not 24 bits", (unsigned)peer->qpn);
+    if (peer->psn > 0xFFFFFFu) return sfv__fail(SFV_ERR_INVALID, EINVAL, __func__, "peer PSN %u is over 24 bits", (unsigned)peer->psn);
+    if (!sfv__mtu_enum(peer->mtu)) return sfv__fail(SFV_ERR_INVALID, EINVAL, __func__, "peer MTU %u is not 256 .. 4096", (unsigned)peer->mtu);
+    if (ch->link_layer == SFV_LINK_LAYER_ETHERNET && !(peer->has_gid && ch->desc.gid_index_set))
+        return sfv__fail(SFV_ERR_INVALID, EINVAL, __func__, "RoCE needs a GID on both sides (the peer's endpoint has none)");
+    mtu = peer->mtu < ch->desc.path_mtu ? peer->mtu : ch->desc.path_mtu;
+
+    memset(&qa, 0, sizeof qa);
+    qa.qp_state = IBV_QPS_RTR;
+    qa.path_mtu = sfv__mtu_enum(mtu);
+    qa.dest_qp_num = peer->qpn;
+    qa.rq_psn = peer->psn;
+    qa.max_dest_rd_atomic = (uint8_t)ch->desc.max_rd_atomic;
+    qa.min_rnr_timer = ch->desc.min_rnr_timer;
+    qa.ah_attr.dlid = peer->lid;
+    qa.ah_attr.sl = 0;
+    qa.ah_attr.src_path_bits = 0;
+    qa.ah_attr.port_num = ch->desc.port;
+    if (peer->has_gid && ch->desc.gid_index_set) {
+        qa.ah_attr.is_global = 1;
+        memcpy(qa.ah_attr.grh.dgid.raw, peer->gid.raw, 16);
+        qa.ah_attr.grh.sgid_index = ch->desc.gid_index;
+        qa.ah_attr.grh.hop_limit = 64;
+        qa.ah_attr.grh.traffic_class = 0;
+        qa.ah_attr.grh.flow_label = 0;
+    }
+    r = sfv__modify(ch->qp, &qa, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+                    IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER, "RTR");
+    if (r) return r;
+    memset(&qa, 0, sizeof qa);
+    qa.qp_state = IBV_QPS_RTS;
+    qa.timeout = ch->desc.ack_timeout;
+    qa.retry_cnt = ch->desc.ack_retries;
+    qa.rnr_retry = ch->desc.rnr_retries;
+    qa.sq_psn = ch->desc.send_psn;
+    qa.max_rd_atomic = (uint8_t)ch->desc.max_rd_atomic;
+    r = sfv__modify(ch->qp, &qa, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
+                    IBV_QP_MAX_QP_RD_ATOMIC, "RTS");
+    if (r) return r;
+    ch->connected = true;
+    return SFV_OK;
+}
+
+SAFEVERBS_API sfv_pd *sfv_channel_pd(const sfv_channel *ch) { return ch ? ch->pd : NULL; }
+SAFEVERBS_API const sfv_channel_desc *sfv_channel_get_desc(const sfv_channel *ch) { return ch ? &ch->desc : NULL; }
+SAFEVERBS_API int sfv_channel_fd(const sfv_channel *ch) { return ch && ch->cc ? ch->cc->fd : -1; }
+SAFEVERBS_API size_t sfv_channel_outstanding(const sfv_channel *ch) {
+    return ch ? (size_t)((ch->sq.head - ch->sq.tail) + (ch->rq.head - ch->rq.tail)) : 0;
+}
+
+/* --- completions ------------------------------------------------------------------------- */
+static sfv__ring *sfv__ring_of(sfv_channel *ch, uint64_t wr_id) { return (wr_id & 1) ? &ch->rq : &ch->sq; }
+
+/* Records one completion in its slot; in-order queues complete unsignaled work before it. */
+static void sfv__complete(sfv_channel *ch, const struct ibv_wc *w) {
+    sfv__ring *q = sfv__ring_of(ch, w->wr_id);
+    uint64_t seq = w->wr_id >> 1;
+    sfv__slot *s;
+    if (seq < q->completed || seq >= q->head) return; /* not ours (cannot happen) */
+    for (; q->completed < seq; q->completed++) {
+        s = &q->slots[q->completed & q->mask];
+        if (s->state != SFV__SLOT_INFLIGHT) continue;
+        memset(&s->wc, 0, sizeof s->wc); /* unsignaled and finished: a success */
+        s->wc.wr_id = s->seq << 1;
+        s->wc.opcode = s->op;
+        s->state = SFV__SLOT_DONE;
+    }
+    s = &q->slots[seq & q->mask];
+    sfv__wc_fill(&s->wc, w);
+    if (s->wc.result == SFV_OK) {
+        s->wc.opcode = s->op == SFV_WC_OP_RECV ? s->wc.opcode : s->op;
+        if (s->op == SFV_WC_OP_READ) s->wc.byte_len = s->read_len;
+    } else {
+        ch->broken = true; /* an error completion leaves the QP in the error state */
+    }
+    s->state = SFV__SLOT_DONE;
+    q->completed = seq + 1;
+}
+
+/* Polls the CQ once. Returns completions seen, or a negative errno. */
+static int sfv__drain(sfv_channel *ch) {
+    struct ibv_wc wc[16];
+    int n = ibv_poll_cq(ch->cq, 16, wc), i;
+    for (i = 0; i < n; i++) sfv__complete(ch, &wc[i]);
+    return n;
+}
+
+static bool sfv__inflight(const sfv_channel *ch) {
+    return ch->sq.completed != ch->sq.head || ch->rq.completed != ch->rq.head;
+}
+
+/* Marks what never completed as flushed (the QP is gone, so nothing will). */
+static void sfv__ring_flush(sfv__ring *q) {
+    for (; q->completed < q->head; q->completed++) {
+        sfv__slot *s = &q->slots[q->completed & q->mask];
+        if (s->state != SFV__SLOT_INFLIGHT) continue;
+        memset(&s->wc, 0, sizeof s->wc);
+        s->wc.wr_id = s->seq << 1;
+        s->wc.result = SFV_ERR_WORK;
+        s->wc.status = SFV_WC_WR_FLUSH_ERR;
+        s->wc.error_class = SFV_WORK_ERROR_LOCAL_RESOURCE;
+        s->state = SFV__SLOT_DONE;
+    }
+}
+
+static bool sfv__destroy_qp(sfv_channel *ch) {
+    if (ch->qp && ibv_destroy_qp(ch->qp) != 0) return false;
+    ch->qp = NULL;
+    sfv__ring_flush(&ch->sq);
+    sfv__ring_flush(&ch->rq);
+    return true;
+}
+
+/* Stops all work so no buffer stays in the NIC's hands: QP to ERR, drain the flushed work;
+   if that does not finish in time, destroy the QP, after which the NIC touches nothing. */
+static void sfv__abort(sfv_channel *ch) {
+    struct ibv_qp_attr qa;
+    uint64_t deadline = sfv__now_ns() + 5000000000ull;
+    ch->broken = true;
+    if (!ch->qp) return;
+    memset(&qa, 0, sizeof qa);
+    qa.qp_state = IBV_QPS_ERR;
+    (void)ibv_modify_qp(ch->qp, &qa, IBV_QP_STATE);
+    while (sfv__inflight(ch) && sfv__now_ns() < deadline)
+        if (sfv__drain(ch) < 0) break;
+    if (sfv__inflight(ch)) (void)sfv__destroy_qp(ch);
+}
+
+SAFEVERBS_API sfv_result sfv_channel_arm(sfv_channel *ch) {
+    int rc;
+    SFV__CHECK_ARG(ch && ch->cc, "channel (not in SFV_WAIT_EVENT mode)");
+    if (ch->armed) return SFV_OK;
+    rc = ibv_req_notify_cq(ch->cq, 0);
+    if (rc) return sfv__fail_verb("ibv_req_notify_cq", rc);
+    ch->armed = true;
+    return SFV_OK;
+}
+
+SAFEVERBS_API sfv_result sfv_channel_ack_events(sfv_channel *ch) {
+    struct ibv_cq *cq;
+    void *cq_ctx;
+    SFV__CHECK_ARG(ch && ch->cc, "channel (not in SFV_WAIT_EVENT mode)");
+    while (ibv_get_cq_event(ch->cc, &cq, &cq_ctx) == 0) { /* fd is non-blocking */
+        ibv_ack_cq_events(cq, 1);
+        ch->armed = false;
+    }
+    return SFV_OK;
+}
+
+/* Waits until slot `seq` of q is done or the deadline passes. */
+static sfv_result sfv__wait(sfv_channel *ch, sfv__ring *q, uint64_t seq, uint64_t deadline) {
+    const sfv__slot *s = &q->slots[seq & q->mask];
+    unsigned spins = 0;
+    for (;;) {
+        int n;
+        if (s->state == SFV__SLOT_DONE) return SFV_OK;
+        n = sfv__drain(ch);
+        if (n < 0) return sfv__fail_verb("ibv_poll_cq", -n);
+        if (n > 0) continue;
+        if (ch->cc) {
+            struct pollfd pfd;
+            uint64_t now;
+            if (!ch->armed) {
+                sfv_result r = sfv_channel_arm(ch);
+                if (r) return r;
+                continue; /* poll once more: a completion may have come before the arm */
+            }
+            now = sfv__now_ns();
+            if (now >= deadline) break;
+            pfd.fd = ch->cc->fd;
+            pfd.events = POLLIN;
+            pfd.revents = 0;
+            if (poll(&pfd, 1, (int)((deadline - now + 999999) / 1000000)) < 0 && errno != EINTR)
+                return sfv__fail_verb("poll", errno);
+            sfv_channel_ack_events(ch);
+        } else if ((++spins & 63) == 0 && sfv__now_ns() >= deadline) {
+            break;
+        }
+    }
+    return sfv__fail(SFV_ERR_TIMEOUT, ETIMEDOUT, "wait", "work request not complete within the deadline");
+}
+
+static uint64_t sfv__deadline(uint32_t ms) { return sfv__now_ns() + (uint64_t)ms * 1000000u; }
+
+/* Hands a finished slot's completion out and frees the slot. */
+static sfv_result sfv__consume(sfv__ring *q, uint64_t seq, sfv_work_completion *wc) {
+    sfv__slot *s = &q->slots[seq & q->mask];
+    sfv_result r = s->wc.result;
+    if (wc) *wc = s->wc;
+    s->state = SFV__SLOT_FREE;
+    while (q->tail < q->head && q->slots[q->tail & q->mask].state == SFV__SLOT_FREE) q->tail++;
+    return r;
+}
+
+/* --- posting ----------------------------------------------------------------------------- */
+static sfv_result sfv__post_check(sfv_channel *ch, sfv__ring *q, const void *sges, size_t n, uint32_t max_sge, sfv_pending *p) {
+    SFV__CHECK_ARG(ch, "channel");
+    SFV__CHECK_ARG(sges || n == 0, "elements (NULL)");
+    if (SFV__UNLIKELY(n > max_sge))
+        return sfv__fail(SFV_ERR_INVALID, EINVAL, "post", "%zu elements, over the channel's %u", n, (unsigned)max_sge);
+    if (SFV__UNLIKELY(!p && ch->scope_depth == 0))
+        return sfv__fail(SFV_ERR_INVALID, EINVAL, "post", "a NULL pending handle is allowed only inside a scope");
+    if (SFV__UNLIKELY(ch->broken || !ch->qp))
+        return sfv__fail(SFV_ERR_BROKEN, EIO, "post", "the channel is in the error state (an earlier work request failed)");
+    if (SFV__UNLIKELY(q->head - q->tail >= q->cap))
+        return sfv__fail(SFV_ERR_RESOURCE, ENOMEM, "post", "queue full: %llu work requests posted and not yet consumed",
+                         (unsigned long long)(q->head - q->tail));
+    return SFV_OK;
+}
+
+static void sfv__track(sfv_channel *ch, sfv__ring *q, sfv_wc_opcode op, uint32_t read_len, sfv_pending *p, uint64_t wr_id) {
+    sfv__slot *s = &q->slots[q->head & q->mask];
+    s->seq = q->head++;
+    s->state = SFV__SLOT_INFLIGHT;
+    s->op = op;
+    s->read_len = read_len;
+    if (p) {
+        p->ch_ = ch;
+        p->wr_id_ = wr_id;
+        p->state_ = SFV__PENDING_WAITING;
+    }
+}
+
+static sfv_result sfv__post_send(sfv_channel *ch, enum ibv_wr_opcode opcode, const void *sges, size_t n,
+                                 const sfv_remote_mr *remote, uint32_t imm, sfv_pending *p) {
+    struct ibv_send_wr wr, *bad = NULL;
+    const struct ibv_sge *sg = (const struct ibv_sge *)sges;
+    uint64_t total = 0;
+    sfv_result r;
+    size_t i;
+    int rc;
+    r = sfv__post_check(ch, &ch->sq, sges, n, ch ? ch->desc.max_send_sge : 0, p);
+    if (SFV__UNLIKELY(r)) return r;
+    if (SFV__UNLIKELY(!ch->connected))
+        return sfv__fail(SFV_ERR_INVALID, EINVAL, "post", "the channel is not connected (call sfv_channel_handshake)");
+    for (i = 0; i < n; i++) total += sg[i].length;
+    if (remote && SFV__UNLIKELY(total > remote->length))
+        return sfv__fail(SFV_ERR_SLICE_NOT_WITHIN_BOUNDS, ERANGE, "post",
+                         "%llu bytes do not fit the remote region's %llu", (unsigned long long)total,
+                         (unsigned long long)remote->length);
+    wr.wr_id = ch->sq.head << 1;
+    wr.next = NULL;
+    wr.sg_list = (struct ibv_sge *)(uintptr_t)sg;
+    wr.num_sge = (int)n;
+    wr.opcode = opcode;
+    wr.send_flags = IBV_SEND_SIGNALED;
+    if (total <= ch->desc.max_inline_data && opcode != IBV_WR_RDMA_READ && total) wr.send_flags |= IBV_SEND_INLINE;
+    wr.imm_data = htonl(imm);
+    if (remote) {
+        wr.wr.rdma.remote_addr = remote->addr;
+        wr.wr.rdma.rkey = remote->rkey;
+    }
+    rc = ibv_post_send(ch->qp, &wr, &bad);
+    if (SFV__UNLIKELY(rc)) return sfv__fail_verb("ibv_post_send", rc);
+    sfv__track(ch, &ch->sq,
+               opcode == IBV_WR_RDMA_READ ? SFV_WC_OP_READ
+               : (opcode == IBV_WR_SEND || opcode == IBV_WR_SEND_WITH_IMM) ? SFV_WC_OP_SEND : SFV_WC_OP_WRITE,
+               (uint32_t)total, p, wr.wr_id);
+    return SFV_OK;
+}
+
+SAFEVERBS_API sfv_result sfv_channel_post_receive(sfv_channel *ch, const sfv_scatter_element *sges, size_t n, sfv_pending *p) {
+    struct ibv_recv_wr wr, *bad = NULL;
+    sfv_result r = sfv__post_check(ch, &ch->rq, sges, n, ch ? ch->desc.max_recv_sge : 0, p);
+    int rc;
+    if (SFV__UNLIKELY(r)) return r;
+    wr.wr_id = ch->rq.head << 1 | 1;
+    wr.next = NULL;
+    wr.sg_list = (struct ibv_sge *)(uintptr_t)sges;
+    wr.num_sge = (int)n;
+    rc = ibv_post_recv(ch->qp, &wr, &bad);
+    if (SFV__UNLIKELY(rc)) return sfv__fail_verb("ibv_post_recv", rc);
+    sfv__track(ch, &ch->rq, SFV_WC_OP_RECV, 0, p, wr.wr_id);
+    return SFV_OK;
+}
+SAFEVERBS_API sfv_result sfv_channel_post_send(sfv_channel *ch, const sfv_gather_element *sges, size_t n, sfv_pending *p) {
+    return sfv__post_send(ch, IBV_WR_SEND, sges, n, NULL, 0, p);
+}
+SAFEVERBS_API sfv_result sfv_channel_post_send_imm(sfv_channel *ch, const sfv_gather_element *sges, size_t n, uint32_t imm, sfv_pending *p) {
+    return sfv__post_send(ch, IBV_WR_SEND_WITH_IMM, sges, n, NULL, imm, p);
+}
+SAFEVERBS_API sfv_result sfv_channel_post_write(sfv_channel *ch, const sfv_gather_element *sges, size_t n, sfv_remote_mr remote, sfv_pending *p) {
+    return sfv__post_send(ch, IBV_WR_RDMA_WRITE, sges, n, &remote, 0, p);
+}
+SAFEVERBS_API sfv_result sfv_channel_post_write_imm(sfv_channel *ch, const sfv_gather_element *sges, size_t n, sfv_remote_mr remote, uint32_t imm, sfv_pending *p) {
+    return sfv__post_send(ch, IBV_WR_RDMA_WRITE_WITH_IMM, sges, n, &remote, imm, p);
+}
+SAFEVERBS_API sfv_result sfv_channel_post_read(sfv_channel *ch, const sfv_scatter_element *sges, size_t n, sfv_remote_mr remote, sfv_pending *p) {
+    return sfv__post_send(ch, IBV_WR_RDMA_READ, sges, n, &remote, 0, p);
+}
+
+/* --- pending work ------------------------------------------------------------------------ */
+/* The slot behind a pending handle; a handle whose slot was consumed is a broken contract. */
+static sfv__slot *sfv__pending_slot(sfv_pending *p, sfv__ring **qo) {
+    sfv__ring *q = sfv__ring_of(p->ch_, p->wr_id_);
+    uint64_t seq = p->wr_id_ >> 1;
+    sfv__slot *s = &q->slots[seq & q->mask];
+    SFV_ASSERT(seq >= q->tail && seq < q->head && s->seq == seq && s->state != SFV__SLOT_FREE &&
+               "pending handle used after its scope ended or after it was consumed");
+    *qo = q;
+    return s;
+}
+
+static sfv_result sfv__pending_take(sfv_pending *p, sfv__ring *q, sfv_work_completion *wc) {
+    sfv__consume(q, p->wr_id_ >> 1, &p->wc_);
+    p->state_ = SFV__PENDING_DONE;
+    if (wc) *wc = p->wc_;
+    return p->wc_.result;
+}
+
+SAFEVERBS_API bool sfv_pending_done(const sfv_pending *p) { return p && p->state_ == SFV__PENDING_DONE; }
+
+SAFEVERBS_API sfv_result sfv_pending_poll(sfv_pending *p, sfv_work_completion *wc) {
+    sfv__ring *q;
+    sfv__slot *s;
+    SFV__CHECK_ARG(p && (p->state_ == SFV__PENDING_WAITING || p->state_ == SFV__PENDING_DONE), "pending handle");
+    if (p->state_ == SFV__PENDING_DONE) {
+        if (wc) *wc = p->wc_;
+        return p->wc_.result;
+    }
+    s = sfv__pending_slot(p, &q);
+    if (s->state != SFV__SLOT_DONE) {
+        int n = sfv__drain(p->ch_);
+        if (n < 0) return sfv__fail_verb("ibv_poll_cq", -n);
+        if (s->state != SFV__SLOT_DONE) return SFV_NOT_DONE;
+    }
+    return sfv__pending_take(p, q, wc);
+}
+
+SAFEVERBS_API sfv_result sfv_pending_wait(sfv_pending *p, int timeout_ms, sfv_work_completion *wc) {
+    sfv__ring *q;
+    sfv_result r;
+    SFV__CHECK_ARG(p && (p->state_ == SFV__PENDING_WAITING || p->state_ == SFV__PENDING_DONE), "pending handle");
+    if (p->state_ == SFV__PENDING_DONE) return sfv_pending_poll(p, wc);
+    (void)sfv__pending_slot(p, &q);
+    r = sfv__wait(p->ch_, q, p->wr_id_ >> 1,
+                  sfv__deadline(timeout_ms < 0 ? p->ch_->desc.timeout_ms : (uint32_t)timeout_ms));
+    if (r) return r;
+    return sfv__pending_take(p, q, wc);
+}
+
+/* Blocking calls: post, wait with the channel's deadline; on expiry flush, so buffers are free. */
+static sfv_result sfv__blocking(sfv_channel *ch, sfv_result posted, sfv_pending *p, sfv_work_completion *wc) {
+    sfv_result r;
+    if (posted) return posted;
+    r = sfv_pending_wait(p, -1, wc);
+    if (r == SFV_ERR_TIMEOUT) {
+        sfv_error saved = sfv__last;
+        sfv__abort(ch);
+        sfv_pending_wait(p, -1, wc);
+        if (wc) wc->result = SFV_ERR_TIMEOUT;
+        sfv__last = saved;
+    }
+    return r;
+}
+
+SAFEVERBS_API sfv_result sfv_channel_send(sfv_channel *ch, const sfv_gather_element *sges, size_t n, sfv_work_completion *wc) {
+    sfv_pending p;
+    return sfv__blocking(ch, sfv_channel_post_send(ch, sges, n, &p), &p, wc);
+}
+SAFEVERBS_API sfv_result sfv_channel_send_imm(sfv_channel *ch, const sfv_gather_element *sges, size_t n, uint32_t imm, sfv_work_completion *wc) {
+    sfv_pending p;
+    return sfv__blocking(ch, sfv_channel_post_send_imm(ch, sges, n, imm, &p), &p, wc);
+}
+SAFEVERBS_API sfv_result sfv_channel_receive(sfv_channel *ch, const sfv_scatter_element *sges, size_t n, sfv_work_completion *wc) {
+    sfv_pending p;
+    return sfv__blocking(ch, sfv_channel_post_receive(ch, sges, n, &p), &p, wc);
+}
+SAFEVERBS_API sfv_result sfv_channel_write(sfv_channel *ch, const sfv_gather_element *sges, size_t n, sfv_remote_mr remote, sfv_work_completion *wc) {
+    sfv_pending p;
+    return sfv__blocking(ch, sfv_channel_post_write(ch, sges, n, remote, &p), &p, wc);
+}
+SAFEVERBS_API sfv_result sfv_channel_write_imm(sfv_channel *ch, const sfv_gather_element *sges, size_t n, sfv_remote_mr remote, uint32_t imm, sfv_work_completion *wc) {
+    sfv_pending p;
+    return sfv__blocking(ch, sfv_channel_post_write_imm(ch, sges, n, remote, imm, &p), &p, wc);
+}
+SAFEVERBS_API sfv_result sfv_channel_read(sfv_channel *ch, const sfv_scatter_element *sges, size_t n, sfv_remote_mr remote, sfv_work_completion *wc) {
+    sfv_pending p;
+    return sfv__blocking(ch, sfv_channel_post_read(ch, sges, n, remote, &p), &p, wc);
+}
+
+/* --- scopes ------------------------------------------------------------------------------ */
+/* Waits for and consumes every work request of q from seq `from` on; counts the failures.
+   After the deadline, the channel is aborted so that nothing stays in flight. */
+static void sfv__settle(sfv_channel *ch, sfv__ring *q, uint64_t from, uint64_t deadline, sfv_scope_report *rep) {
+    uint64_t seq;
+    for (seq = from > q->tail ? from : q->tail; seq < q->head; seq++) {
+        sfv__slot *s = &q->slots[seq & q->mask];
+        sfv_work_completion wc;
+        bool timed_out = false;
+        if (s->state == SFV__SLOT_FREE || s->seq != seq) continue; /* consumed by its handle */
+        rep->auto_polled++;
+        if (s->state != SFV__SLOT_DONE && sfv__wait(ch, q, seq, deadline) != SFV_OK) {
+            sfv__abort(ch);
+            timed_out = true;
+        }
+        if (sfv__consume(q, seq, &wc) != SFV_OK) {
+            if (timed_out) wc.result = SFV_ERR_TIMEOUT;
+            if (rep->failed++ == 0) rep->first_error = wc;
+        }
+    }
+}
+
+static sfv_result sfv__scope_run(sfv_channel *ch, sfv_scope_fn fn, void *user, sfv_scope_report *rep) {
+    uint64_t s0, r0, deadline;
+    SFV__CHECK_ARG(ch, "channel");
+    SFV__CHECK_ARG(fn, "fn");
+    memset(rep, 0, sizeof *rep);
+    s0 = ch->sq.head;
+    r0 = ch->rq.head;
+    ch->scope_depth++;
+    rep->fn_result = fn(ch, user);
+    ch->scope_depth--;
+    {
+        sfv_error saved = sfv__last; /* fn's error detail survives the drain */
+        deadline = sfv__deadline(ch->desc.timeout_ms);
+        sfv__settle(ch, &ch->sq, s0, deadline, rep);
+        sfv__settle(ch, &ch->rq, r0, deadline, rep);
+        sfv__last = saved;
+    }
+    return SFV_OK;
+}
+
+SAFEVERBS_API sfv_result sfv_channel_scope(sfv_channel *ch, sfv_scope_fn fn, void *user, sfv_scope_report *report) {
+    sfv_scope_report local;
+    sfv_scope_report *rep = report ? report : &local;
+    sfv_result r = sfv__scope_run(ch, fn, user, rep);
+    if (r) return r;
+    if (rep->fn_result != SFV_OK) return SFV_ERR_SCOPE_FN;
+    if (rep->failed) {
+        sfv__fail(SFV_ERR_SCOPE_AUTOPOLL, 0, "scope", "%zu auto-polled work request(s) failed; first: %s (%s)",
+                  rep->failed, sfv_wc_status_str(rep->first_error.status), sfv_wc_status_hint(rep->first_error.status));
+        return SFV_ERR_SCOPE_AUTOPOLL;
+    }
+    return SFV_OK;
+}
+
+SAFEVERBS_API sfv_result sfv_channel_manual_scope(sfv_channel *ch, sfv_scope_fn fn, void *user) {
+    sfv_scope_report rep;
+    sfv_result r = sfv__scope_run(ch, fn, user, &rep);
+    if (r) return r;
+    /* The work is drained first, so even an SFV_ASSERT that returns leaves no buffer in flight. */
+    SFV_ASSERT((rep.fn_result != SFV_OK || rep.auto_polled == 0) &&
+               "manual scope: fn succeeded but left work unpolled");
+    return rep.fn_result;
+}
+
+SAFEVERBS_API sfv_result sfv_destroy_channel(sfv_channel *ch) {
+    if (!ch) return SFV_OK;
+    if (sfv__inflight(ch)) sfv__abort(ch);
+    if (!sfv__destroy_qp(ch)) return sfv__fail_verb("ibv_destroy_qp", EBUSY);
+    if (ch->cc) sfv_channel_ack_events(ch);
+    if (ch->cq) {
+        int rc = ibv_destroy_cq(ch->cq);
+        if (rc) return sfv__fail_verb("ibv_destroy_cq", rc);
+        ch->cq = NULL;
+    }
+    if (ch->cc) {
+        int rc = ibv_destroy_comp_channel(ch->cc);
+        if (rc) return sfv__fail_verb("ibv_destroy_comp_channel", rc);
+        ch->cc = NULL;
+    }
+    free(ch->sq.slots);
+    free(ch->rq.slots);
+    sfv__pd_unref(ch->pd);
+    free(ch);
+    return SFV_OK;
+}
+
+#endif /* SAFEVERBS_IMPLEMENTATION */
+
+/*
+------------------------------------------------------------------------------
+MIT License
+
+Copyright (c) 2026 the safeverbs authors
+
+Permission is hereby granted, free of charge, to any person obtaining a copy of
+this software and associated documentation files (the "Software"), to deal in
+the Software without restriction, including without limitation the rights to
+use, copy, modify, merge, publish, distribute, sublicense, and/or sell copies
+of the Software, and to permit persons to whom the Software is furnished to do
+so, subject to the following conditions:
+
+The above copyright notice and this permission notice shall be included in all
+copies or substantial portions of the Software.
+
+THE SOFTWARE IS PROVIDED "AS IS", WITHOUT WARRANTY OF ANY KIND, EXPRESS OR
+IMPLIED, INCLUDING BUT NOT LIMITED TO THE WARRANTIES OF MERCHANTABILITY,
+FITNESS FOR A PARTICULAR PURPOSE AND NONINFRINGEMENT. IN NO EVENT SHALL THE
+AUTHORS OR COPYRIGHT HOLDERS BE LIABLE FOR ANY CLAIM, DAMAGES OR OTHER
+LIABILITY, WHETHER IN AN ACTION OF CONTRACT, TORT OR OTHERWISE, ARISING FROM,
+OUT OF OR IN CONNECTION WITH THE SOFTWARE OR THE USE OR OTHER DEALINGS IN THE
+SOFTWARE.
+------------------------------------------------------------------------------
+*/
