@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# run.sh: the test suite, run where the RDMA devices are (tools/on-rxe.sh puts it there).
+# Runs every build/test_* binary and every tests/*.test.sh script, shows their output, and
+# closes with the sum: "N passed, N failed". Exits non-zero if anything failed or nothing ran.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+pass=0 fail=0
+log=$(mktemp)
+run_one() { # NAME COMMAND...
+    echo "== $1"
+    "${@:2}" 2>&1 | tee "$log"
+    local rc=${PIPESTATUS[0]} line
+    line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$log" | tail -n 1)
+    if [ -z "$line" ]; then
+        echo "FAIL $1: printed no result line (exit $rc)"
+        fail=$((fail + 1))
+        return
+    fi
+    set -- $line
+    pass=$((pass + $1)) fail=$((fail + $3))
+    if [ "$rc" -ne 0 ] && [ "$3" -eq 0 ]; then
+        echo "FAIL $1: exit $rc"
+        fail=$((fail + 1))
+    fi
+}
+for t in build/test_*; do
+    [ -x "$t" ] && run_one "$(basename "$t")" "$t"
+done
+for s in tests/*.test.sh; do
+    [ -f "$s" ] && run_one "$(basename "$s")" bash "$s"
+done
+rm -f "$log"
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ] && [ "$pass" -gt 0 ]

@@ -1,0 +1,131 @@
+/* sfv_test.h - the small test harness of safeverbs' own tests.
+
+   Every test runs in a forked child with a timeout (alarm), so a crash or a hang fails that
+   test and the run goes on. A binary prints one line per test and closes with
+   "N passed, N failed"; tests/run.sh adds the binaries up.
+
+       static void t_something(void) { CHECK(1 + 1 == 2); CHECK_OK(sfv_open_device(...)); }
+       static const sfv_test TESTS[] = { TEST(t_something, 10), };
+       int main(int argc, char **argv) { return sfv_test_main(argc, argv, TESTS, SFV_COUNT(TESTS)); }
+
+   `./test_x NAME` runs only the tests whose name contains NAME. */
+#ifndef SFV_TEST_H
+#define SFV_TEST_H
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+typedef struct sfv_test {
+    const char *name;
+    void (*fn)(void);
+    unsigned timeout_s;
+} sfv_test;
+
+#define TEST(fn, timeout_s) { #fn, fn, timeout_s }
+#define SFV_COUNT(a) (sizeof(a) / sizeof((a)[0]))
+
+#define FAIL(...)                                                         \
+    do {                                                                  \
+        fprintf(stderr, "    %s:%d: ", __FILE__, __LINE__);               \
+        fprintf(stderr, __VA_ARGS__);                                     \
+        fprintf(stderr, "\n");                                            \
+        exit(1);                                                          \
+    } while (0)
+
+#define CHECK(c)                                                          \
+    do {                                                                  \
+        if (!(c)) FAIL("CHECK(%s) failed", #c);                           \
+    } while (0)
+
+#define CHECK_EQ(a, b)                                                    \
+    do {                                                                  \
+        long long a_ = (long long)(a), b_ = (long long)(b);               \
+        if (a_ != b_) FAIL("CHECK_EQ(%s, %s): %lld != %lld", #a, #b, a_, b_); \
+    } while (0)
+
+/* The call must return `want`; on a mismatch the last error's detail is printed. */
+#define CHECK_RESULT(call, want)                                          \
+    do {                                                                  \
+        sfv_result r_ = (call);                                           \
+        if (r_ != (want))                                                 \
+            FAIL("%s returned %s, want %s (last error: %s, errno %d, verb %s)", #call, \
+                 sfv_result_str(r_), sfv_result_str(want), sfv_last_error()->message, \
+                 sfv_last_error()->errnum, sfv_last_error()->verb);       \
+    } while (0)
+#define CHECK_OK(call) CHECK_RESULT(call, SFV_OK)
+
+/* Runs `stmt` in a child and expects it to die by SIGABRT (a broken contract). */
+#define CHECK_ABORTS(stmt)                                                \
+    do {                                                                  \
+        int st_;                                                          \
+        pid_t pid_ = fork();                                              \
+        CHECK(pid_ >= 0);                                                 \
+        if (pid_ == 0) {                                                  \
+            freopen("/dev/null", "w", stderr);                            \
+            stmt;                                                         \
+            _exit(0);                                                     \
+        }                                                                 \
+        CHECK(waitpid(pid_, &st_, 0) == pid_);                            \
+        if (!(WIFSIGNALED(st_) && WTERMSIG(st_) == SIGABRT))              \
+            FAIL("%s did not abort (status 0x%x)", #stmt, st_);           \
+    } while (0)
+
+static inline const char *sfv_test_device(int which) {
+    const char *e = getenv(which == 0 ? "SAFEVERBS_TEST_DEVICE" : "SAFEVERBS_TEST_DEVICE2");
+    if (e && *e) return e;
+    return which == 0 ? "rxe0" : "rxe1";
+}
+
+static inline double sfv_test_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static inline int sfv_test_main(int argc, char **argv, const sfv_test *tests, size_t n) {
+    size_t i;
+    int passed = 0, failed = 0;
+    const char *filter = argc > 1 ? argv[1] : NULL;
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    for (i = 0; i < n; i++) {
+        int st = 0;
+        double t0;
+        pid_t pid;
+        if (filter && !strstr(tests[i].name, filter)) continue;
+        fflush(stdout);
+        fflush(stderr);
+        t0 = sfv_test_seconds();
+        pid = fork();
+        if (pid < 0) { perror("fork"); return 2; }
+        if (pid == 0) {
+            setpgid(0, 0); /* a test's own children die with it on timeout */
+            alarm(tests[i].timeout_s);
+            tests[i].fn();
+            fflush(stdout);
+            _exit(0);
+        }
+        waitpid(pid, &st, 0);
+        kill(-pid, SIGKILL);
+        if (WIFEXITED(st) && WEXITSTATUS(st) == 0) {
+            passed++;
+            printf("ok   %-44s %6.2fs\n", tests[i].name, sfv_test_seconds() - t0);
+        } else {
+            failed++;
+            if (WIFSIGNALED(st) && WTERMSIG(st) == SIGALRM)
+                printf("FAIL %-44s timed out after %us\n", tests[i].name, tests[i].timeout_s);
+            else if (WIFSIGNALED(st))
+                printf("FAIL %-44s killed by signal %d\n", tests[i].name, WTERMSIG(st));
+            else
+                printf("FAIL %-44s exit %d\n", tests[i].name, WEXITSTATUS(st));
+        }
+    }
+    printf("%d passed, %d failed\n", passed, failed);
+    return failed ? 1 : 0;
+}
+
+#endif

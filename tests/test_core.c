@@ -1,0 +1,597 @@
+/* test_core.c - devices, ports, GIDs, PDs, CQs, memory regions, elements and remote regions,
+   on a real RDMA device (rxe0 by default; SAFEVERBS_TEST_DEVICE picks another). */
+#define _GNU_SOURCE
+#define SAFEVERBS_IMPLEMENTATION
+#include "../safeverbs.h"
+#include "sfv_test.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <sys/mman.h>
+
+/* The MR covers the middle page of g_mem, so pointers just outside it are still valid memory. */
+static char g_mem[3 * 4096] __attribute__((aligned(4096)));
+#define g_buf (g_mem + 4096)
+#define BUF_LEN 4096
+
+typedef struct fixture {
+    sfv_context *ctx;
+    sfv_pd *pd;
+    sfv_mr *mr;
+} fixture;
+
+static fixture setup(void) {
+    fixture f;
+    CHECK_OK(sfv_open_device(sfv_test_device(0), &f.ctx));
+    CHECK_OK(sfv_alloc_pd(f.ctx, &f.pd));
+    CHECK_OK(sfv_reg_mr_local(f.pd, g_buf, BUF_LEN, &f.mr));
+    return f;
+}
+static void teardown(fixture *f) {
+    sfv_dereg_mr(f->mr);
+    sfv_dealloc_pd(f->pd);
+    sfv_close_device(f->ctx);
+}
+
+/* --- results ------------------------------------------------------------------------------ */
+static void t_result_strings(void) {
+    CHECK(strstr(sfv_result_str(SFV_OK), "SFV_OK") != NULL);
+    CHECK(strstr(sfv_result_str(SFV_ERR_SLICE_TOO_BIG), "UINT32_MAX") != NULL);
+    CHECK(strstr(sfv_result_str(SFV_ERR_SLICE_NOT_WITHIN_BOUNDS), "not within bounds") != NULL);
+    CHECK(strstr(sfv_result_str((sfv_result)-999), "unknown") != NULL);
+    CHECK_EQ(sfv_result_from_errno(EINVAL), SFV_ERR_INVALID);
+    CHECK_EQ(sfv_result_from_errno(ENOMEM), SFV_ERR_RESOURCE);
+    CHECK_EQ(sfv_result_from_errno(EAGAIN), SFV_ERR_RESOURCE);
+    CHECK_EQ(sfv_result_from_errno(EMFILE), SFV_ERR_RESOURCE);
+    CHECK_EQ(sfv_result_from_errno(EPERM), SFV_ERR_PERMISSION);
+    CHECK_EQ(sfv_result_from_errno(EACCES), SFV_ERR_PERMISSION);
+    CHECK_EQ(sfv_result_from_errno(ENOENT), SFV_ERR_NOT_FOUND);
+    CHECK_EQ(sfv_result_from_errno(ENODEV), SFV_ERR_NOT_FOUND);
+    CHECK_EQ(sfv_result_from_errno(EOPNOTSUPP), SFV_ERR_UNSUPPORTED);
+    CHECK_EQ(sfv_result_from_errno(EIO), SFV_ERR_DRIVER);
+    CHECK_EQ(sfv_result_from_errno(EFAULT), SFV_ERR_DRIVER);
+    CHECK(strcmp(sfv_wc_status_str(SFV_WC_REM_ACCESS_ERR), "REM_ACCESS_ERR") == 0);
+    CHECK_EQ(sfv_wc_status_class(SFV_WC_LOC_PROT_ERR), SFV_WORK_ERROR_LOCAL_PROGRAMMING);
+    CHECK_EQ(sfv_wc_status_class(SFV_WC_WR_FLUSH_ERR), SFV_WORK_ERROR_LOCAL_RESOURCE);
+    CHECK_EQ(sfv_wc_status_class(SFV_WC_REM_ACCESS_ERR), SFV_WORK_ERROR_REMOTE);
+    CHECK_EQ(sfv_wc_status_class(SFV_WC_RETRY_EXC_ERR), SFV_WORK_ERROR_TRANSPORT);
+    CHECK_EQ(sfv_wc_status_class(SFV_WC_RNR_RETRY_EXC_ERR), SFV_WORK_ERROR_TRANSPORT);
+    CHECK_EQ(sfv_wc_status_class(SFV_WC_RESP_TIMEOUT_ERR), SFV_WORK_ERROR_TIMEOUT);
+    CHECK_EQ(sfv_wc_status_class(SFV_WC_FATAL_ERR), SFV_WORK_ERROR_FATAL);
+    CHECK_EQ(sfv_wc_status_class(SFV_WC_GENERAL_ERR), SFV_WORK_ERROR_UNKNOWN);
+    CHECK(strstr(sfv_wc_status_hint(SFV_WC_WR_FLUSH_ERR), "flushed") != NULL);
+    CHECK(strcmp(sfv_work_error_class_str(SFV_WORK_ERROR_REMOTE), "remote error") == 0);
+}
+
+static void *thread_fail(void *arg) {
+    (void)arg;
+    CHECK_RESULT(sfv_open_device("no-such-device-in-thread", (sfv_context **)arg), SFV_ERR_NOT_FOUND);
+    return (void *)(intptr_t)sfv_last_error()->errnum;
+}
+/* The detail of a failure is per thread: another thread's failure does not overwrite it. */
+static void t_last_error_is_per_thread(void) {
+    sfv_context *c, *c2;
+    pthread_t th;
+    void *ret;
+    CHECK_RESULT(sfv_reg_mr_local(NULL, g_buf, 1, NULL), SFV_ERR_INVALID);
+    CHECK_EQ(sfv_last_error()->errnum, EINVAL);
+    CHECK(pthread_create(&th, NULL, thread_fail, &c2) == 0);
+    CHECK(pthread_join(th, &ret) == 0);
+    CHECK_EQ((intptr_t)ret, ENODEV);
+    CHECK_EQ(sfv_last_error()->errnum, EINVAL);                         /* still ours */
+    CHECK(strstr(sfv_last_error()->message, "out") != NULL);
+    CHECK_OK(sfv_open_device(sfv_test_device(0), &c));
+    sfv_close_device(c);
+}
+
+/* --- devices ------------------------------------------------------------------------------ */
+static void t_device_list(void) {
+    sfv_device_list *l;
+    size_t i, n;
+    int found0 = 0, found1 = 0;
+    uint64_t guid;
+    CHECK_RESULT(sfv_get_device_list(NULL), SFV_ERR_INVALID);
+    CHECK_OK(sfv_get_device_list(&l));
+    n = sfv_device_list_len(l);
+    CHECK(n >= 1);
+    for (i = 0; i < n; i++) {
+        const char *name = sfv_device_list_name(l, i);
+        CHECK(name != NULL && *name);
+        CHECK_OK(sfv_device_list_guid(l, i, &guid));
+        CHECK(guid != 0);
+        if (strcmp(name, sfv_test_device(0)) == 0) found0 = 1;
+        if (strcmp(name, sfv_test_device(1)) == 0) found1 = 1;
+    }
+    CHECK(found0);
+    if (getenv("SAFEVERBS_IN_VM")) CHECK(found1 && n >= 2);
+    CHECK(sfv_device_list_name(l, n) == NULL);
+    CHECK_RESULT(sfv_device_list_guid(l, n, &guid), SFV_ERR_NOT_FOUND);
+    CHECK_EQ(guid, 0);
+    CHECK_RESULT(sfv_device_list_guid(l, 0, NULL), SFV_ERR_INVALID);
+    CHECK_EQ(sfv_device_list_len(NULL), 0);
+    CHECK(sfv_device_list_name(NULL, 0) == NULL);
+    sfv_free_device_list(l);
+    sfv_free_device_list(NULL);
+}
+
+static void t_open_by_name_and_index(void) {
+    sfv_device_list *l;
+    sfv_context *c = NULL;
+    size_t i;
+    CHECK_OK(sfv_open_device(sfv_test_device(0), &c));
+    CHECK(strcmp(sfv_context_name(c), sfv_test_device(0)) == 0);
+    sfv_close_device(c);
+    CHECK_OK(sfv_open_device(NULL, &c)); /* the first device */
+    sfv_close_device(c);
+    CHECK_OK(sfv_open_device("", &c));
+    sfv_close_device(c);
+    CHECK_OK(sfv_get_device_list(&l));
+    for (i = 0; i < sfv_device_list_len(l); i++) {
+        CHECK_OK(sfv_open_device_at(l, i, &c));
+        CHECK(strcmp(sfv_context_name(c), sfv_device_list_name(l, i)) == 0);
+        sfv_close_device(c);
+    }
+    c = (sfv_context *)1;
+    CHECK_RESULT(sfv_open_device_at(l, sfv_device_list_len(l), &c), SFV_ERR_NOT_FOUND);
+    CHECK(c == NULL);
+    CHECK_RESULT(sfv_open_device_at(NULL, 0, &c), SFV_ERR_INVALID);
+    CHECK_RESULT(sfv_open_device_at(l, 0, NULL), SFV_ERR_INVALID);
+    sfv_free_device_list(l);
+    sfv_close_device(NULL);
+}
+
+static void t_open_unknown_name(void) {
+    sfv_context *c = (sfv_context *)1;
+    CHECK_RESULT(sfv_open_device("mlx5_nonexistent", &c), SFV_ERR_NOT_FOUND);
+    CHECK(c == NULL);
+    CHECK_EQ(sfv_last_error()->errnum, ENODEV);
+    CHECK(strstr(sfv_last_error()->message, "mlx5_nonexistent") != NULL);
+    CHECK_RESULT(sfv_open_device("rxe0", NULL), SFV_ERR_INVALID);
+}
+
+/* The netdev under the test device: SAFEVERBS_TEST_NETDEV, or sva in the test guest. */
+static const char *test_netdev(void) {
+    const char *e = getenv("SAFEVERBS_TEST_NETDEV");
+    if (e && *e) return e;
+    return getenv("SAFEVERBS_IN_VM") ? "sva" : NULL;
+}
+
+static int wait_port(sfv_context *c, sfv_port_state want, double seconds) {
+    double end = sfv_test_seconds() + seconds;
+    sfv_port_attr pa;
+    while (sfv_test_seconds() < end) {
+        if (sfv_query_port(c, 1, &pa) == SFV_OK && pa.state == want) return 1;
+        usleep(20000);
+    }
+    return 0;
+}
+
+/* Waits until every GID the port had before a link flap (index 0 and, in the guest, 1) is back. */
+static int wait_gids(sfv_context *c, double seconds) {
+    double end = sfv_test_seconds() + seconds;
+    sfv_gid_entry e;
+    while (sfv_test_seconds() < end) {
+        if (sfv_query_gid(c, 1, 0, &e) == SFV_OK && (!getenv("SAFEVERBS_IN_VM") || sfv_query_gid(c, 1, 1, &e) == SFV_OK))
+            return 1;
+        usleep(20000);
+    }
+    return 0;
+}
+
+static void t_open_port_down(void) {
+    const char *nd = test_netdev();
+    char cmd[128];
+    sfv_context *c, *probe;
+    sfv_result r;
+    if (!nd) FAIL("needs SAFEVERBS_TEST_NETDEV (the netdev under %s) or the test guest", sfv_test_device(0));
+    CHECK_OK(sfv_open_device(sfv_test_device(0), &probe));
+    snprintf(cmd, sizeof cmd, "ip link set %s down", nd);
+    CHECK(system(cmd) == 0);
+    CHECK(wait_port(probe, SFV_PORT_DOWN, 10));
+    r = sfv_open_device(sfv_test_device(0), &c);
+    snprintf(cmd, sizeof cmd, "ip link set %s up", nd);
+    CHECK(system(cmd) == 0);
+    CHECK(wait_port(probe, SFV_PORT_ACTIVE, 20));
+    CHECK(wait_gids(probe, 20)); /* the GID table is refilled after the link comes back */
+    sfv_close_device(probe);
+    CHECK_EQ(r, SFV_ERR_RESOURCE);
+    CHECK(c == NULL);
+    CHECK(strstr(sfv_last_error()->message, "DOWN") != NULL);
+    CHECK(strstr(sfv_last_error()->message, "ACTIVE or ARMED") != NULL);
+    CHECK_OK(sfv_open_device(sfv_test_device(0), &c)); /* up again: opens */
+    sfv_close_device(c);
+}
+
+static void t_query_port_and_gids(void) {
+    fixture f = setup();
+    sfv_port_attr pa;
+    sfv_gid_entry e;
+    uint32_t idx, i, usable = 0;
+    CHECK_OK(sfv_query_port(f.ctx, 1, &pa));
+    CHECK_EQ(pa.state, SFV_PORT_ACTIVE);
+    CHECK(strcmp(sfv_port_state_str(pa.state), "ACTIVE") == 0);
+    CHECK(pa.active_mtu >= 256 && pa.active_mtu <= 4096 && (pa.active_mtu & (pa.active_mtu - 1)) == 0);
+    CHECK(pa.max_mtu >= pa.active_mtu);
+    CHECK(pa.gid_tbl_len >= 1);
+    CHECK_RESULT(sfv_query_port(f.ctx, 0, &pa), SFV_ERR_INVALID);
+    CHECK_RESULT(sfv_query_port(f.ctx, 9, &pa), SFV_ERR_INVALID);
+    CHECK_RESULT(sfv_query_port(NULL, 1, &pa), SFV_ERR_INVALID);
+    CHECK_RESULT(sfv_query_port(f.ctx, 1, NULL), SFV_ERR_INVALID);
+    CHECK_EQ(pa.gid_tbl_len, 0); /* a failed query zeroes its output */
+    CHECK_OK(sfv_query_port(f.ctx, 1, &pa));
+    for (i = 0; i < pa.gid_tbl_len; i++)
+        if (sfv_query_gid(f.ctx, 1, i, &e) == SFV_OK) usable++;
+    CHECK(usable >= 1);
+    CHECK_OK(sfv_choose_gid(f.ctx, 1, &idx));
+    CHECK_OK(sfv_query_gid(f.ctx, 1, idx, &e));
+    if (getenv("SAFEVERBS_IN_VM")) {
+        static const uint8_t v4[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 192, 0, 2, 1};
+        CHECK_EQ(pa.link_layer, SFV_LINK_LAYER_ETHERNET);
+        CHECK_OK(sfv_query_gid(f.ctx, 1, 0, &e)); /* fe80:: link-local, RoCE v2 */
+        CHECK(e.gid.raw[0] == 0xfe && e.gid.raw[1] == 0x80);
+        CHECK_EQ(e.type, SFV_GID_TYPE_ROCE_V2);
+        CHECK(!sfv_gid_is_ipv4(&e.gid));
+        CHECK(e.ifindex != 0);
+        CHECK_EQ(idx, 1); /* the IPv4 GID is preferred */
+        CHECK_OK(sfv_query_gid(f.ctx, 1, 1, &e));
+        CHECK(memcmp(e.gid.raw, v4, 16) == 0);
+        CHECK(sfv_gid_is_ipv4(&e.gid));
+    }
+    CHECK_RESULT(sfv_query_gid(f.ctx, 1, pa.gid_tbl_len + 5, &e), SFV_ERR_NOT_FOUND);
+    CHECK_RESULT(sfv_query_gid(f.ctx, 1, 0, NULL), SFV_ERR_INVALID);
+    CHECK_RESULT(sfv_choose_gid(f.ctx, 1, NULL), SFV_ERR_INVALID);
+    teardown(&f);
+}
+
+/* --- lifetime ----------------------------------------------------------------------------- */
+static void t_refcount_close_device_first(void) {
+    fixture f = setup();
+    sfv_mr *mr2;
+    sfv_cq *cq;
+    sfv_gather_element g;
+    size_t n;
+    sfv_work_completion wc[4];
+    CHECK_OK(sfv_create_cq(f.ctx, 8, &cq));
+    CHECK(sfv_pd_context(f.pd) == f.ctx);
+    sfv_close_device(f.ctx); /* the PD, CQ and MR keep it open */
+    CHECK_OK(sfv_mr_gather_element_checked(f.mr, g_buf + 10, 20, &g));
+    CHECK_EQ(g.lkey, sfv_mr_lkey(f.mr));
+    CHECK_OK(sfv_reg_mr_local(f.pd, g_buf, 100, &mr2)); /* the PD still works */
+    CHECK(sfv_mr_pd(mr2) == f.pd);
+    CHECK_OK(sfv_poll_cq(cq, wc, 4, &n));
+    CHECK_EQ(n, 0);
+    sfv_dealloc_pd(f.pd); /* the MRs keep the PD */
+    CHECK_OK(sfv_mr_scatter_element_checked(mr2, g_buf, 100, (sfv_scatter_element *)&g));
+    sfv_dereg_mr(f.mr);
+    sfv_destroy_cq(cq);
+    sfv_dereg_mr(mr2); /* the last reference: the device closes here */
+    sfv_dereg_mr(NULL);
+    sfv_dealloc_pd(NULL);
+    sfv_destroy_cq(NULL);
+}
+
+static void t_pd_and_cq(void) {
+    fixture f = setup();
+    sfv_pd *pd = (sfv_pd *)1;
+    sfv_cq *cq = (sfv_cq *)1;
+    sfv_work_completion wc[2];
+    size_t n = 99;
+    CHECK_RESULT(sfv_alloc_pd(NULL, &pd), SFV_ERR_INVALID);
+    CHECK(pd == NULL);
+    CHECK_RESULT(sfv_alloc_pd(f.ctx, NULL), SFV_ERR_INVALID);
+    CHECK_RESULT(sfv_create_cq(f.ctx, 0, &cq), SFV_ERR_INVALID);
+    CHECK(cq == NULL);
+    CHECK_RESULT(sfv_create_cq(f.ctx, 0x7fffffff, &cq), SFV_ERR_INVALID);
+    CHECK(strstr(sfv_last_error()->message, "max_cqe") != NULL);
+    CHECK_RESULT(sfv_create_cq(NULL, 4, &cq), SFV_ERR_INVALID);
+    CHECK_OK(sfv_create_cq(f.ctx, 16, &cq));
+    CHECK(sfv_cq_capacity(cq) >= 16);
+    CHECK_OK(sfv_poll_cq(cq, wc, 2, &n));
+    CHECK_EQ(n, 0);
+    CHECK_OK(sfv_poll_cq(cq, NULL, 0, &n));
+    CHECK_RESULT(sfv_poll_cq(cq, NULL, 2, &n), SFV_ERR_INVALID);
+    CHECK_RESULT(sfv_poll_cq(NULL, wc, 2, &n), SFV_ERR_INVALID);
+    CHECK_RESULT(sfv_poll_cq(cq, wc, 2, NULL), SFV_ERR_INVALID);
+    sfv_destroy_cq(cq);
+    teardown(&f);
+}
+
+/* --- registration ------------------------------------------------------------------------- */
+static void t_reg_mr_variants(void) {
+    fixture f = setup();
+    static char buf[8192];
+    sfv_mr *m = (sfv_mr *)1;
+    sfv_remote_mr rm;
+    CHECK_EQ(sfv_mr_addr(f.mr), (uintptr_t)g_buf);
+    CHECK_EQ(sfv_mr_length(f.mr), BUF_LEN);
+    CHECK_EQ(sfv_mr_access(f.mr), SFV_ACCESS_LOCAL_WRITE);
+    CHECK_OK(sfv_reg_mr_shared(f.pd, buf, sizeof buf, &m));
+    CHECK_EQ(sfv_mr_access(m), SFV_ACCESS_LOCAL_WRITE | SFV_ACCESS_REMOTE_READ | SFV_ACCESS_REMOTE_WRITE);
+    rm = sfv_mr_remote(m);
+    CHECK_EQ(rm.addr, (uintptr_t)buf);
+    CHECK_EQ(rm.length, sizeof buf);
+    CHECK_EQ(rm.rkey, sfv_mr_rkey(m));
+    CHECK_EQ(sfv_remote_mr_rkey(rm), sfv_mr_rkey(m));
+    CHECK_EQ(sfv_remote_mr_addr(rm), (uintptr_t)buf);
+    CHECK_EQ(sfv_remote_mr_length(rm), sizeof buf);
+    CHECK(sfv_mr_lkey(m) != sfv_mr_lkey(f.mr));
+    sfv_dereg_mr(m);
+    CHECK_OK(sfv_reg_mr_access(f.pd, buf + 100, 1000, SFV_ACCESS_LOCAL_WRITE | SFV_ACCESS_REMOTE_READ, &m));
+    CHECK_EQ(sfv_mr_addr(m), (uintptr_t)(buf + 100));
+    CHECK_EQ(sfv_mr_length(m), 1000);
+    sfv_dereg_mr(m);
+    CHECK_OK(sfv_reg_mr_access(f.pd, buf, 64, 0, &m)); /* read-only for the NIC: allowed */
+    sfv_dereg_mr(m);
+    /* zero sfv_mr accessors on NULL */
+    CHECK_EQ(sfv_mr_lkey(NULL), 0);
+    CHECK_EQ(sfv_mr_length(NULL), 0);
+    CHECK_EQ(sfv_mr_remote(NULL).rkey, 0);
+    teardown(&f);
+}
+
+static void t_reg_mr_bad_arguments(void) {
+    fixture f = setup();
+    sfv_mr *m = (sfv_mr *)1;
+    void *page;
+    long ps = sysconf(_SC_PAGESIZE);
+    sfv_result (*const regs[3])(sfv_pd *, void *, size_t, sfv_mr **) = {sfv_reg_mr_local, sfv_reg_mr_shared, NULL};
+    int i;
+    for (i = 0; regs[i]; i++) {
+        m = (sfv_mr *)1;
+        CHECK_RESULT(regs[i](f.pd, NULL, 64, &m), SFV_ERR_INVALID);
+        CHECK(m == NULL);
+        CHECK_RESULT(regs[i](f.pd, g_buf, 0, &m), SFV_ERR_INVALID);
+        CHECK(strstr(sfv_last_error()->message, "length") != NULL);
+        CHECK_RESULT(regs[i](NULL, g_buf, 64, &m), SFV_ERR_INVALID);
+        CHECK_RESULT(regs[i](f.pd, g_buf, 64, NULL), SFV_ERR_INVALID);
+        CHECK_RESULT(regs[i](f.pd, (void *)(uintptr_t)(UINTPTR_MAX - 10), 64, &m), SFV_ERR_INVALID);
+    }
+    CHECK_RESULT(sfv_reg_mr_access(f.pd, NULL, 64, SFV_ACCESS_LOCAL_WRITE, &m), SFV_ERR_INVALID);
+    CHECK_RESULT(sfv_reg_mr_access(f.pd, g_buf, 0, SFV_ACCESS_LOCAL_WRITE, &m), SFV_ERR_INVALID);
+    CHECK_RESULT(sfv_reg_mr_access(f.pd, g_buf, 64, SFV_ACCESS_REMOTE_WRITE, &m), SFV_ERR_INVALID);
+    CHECK(strstr(sfv_last_error()->message, "LOCAL_WRITE") != NULL);
+    CHECK_RESULT(sfv_reg_mr_access(f.pd, g_buf, 64, 1u << 30, &m), SFV_ERR_INVALID);
+    /* an unmapped address: the verb fails, with its errno and name kept */
+    page = mmap(NULL, (size_t)ps, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    CHECK(page != MAP_FAILED);
+    CHECK(munmap(page, (size_t)ps) == 0);
+    m = (sfv_mr *)1;
+    CHECK(sfv_reg_mr_local(f.pd, page, (size_t)ps, &m) != SFV_OK);
+    CHECK(m == NULL);
+    CHECK(strcmp(sfv_last_error()->verb, "ibv_reg_mr") == 0);
+    CHECK(sfv_last_error()->errnum != 0);
+    CHECK_EQ(sfv_last_error()->result, sfv_result_from_errno(sfv_last_error()->errnum));
+    teardown(&f);
+}
+
+static void t_reg_dmabuf(void) {
+    fixture f = setup();
+    sfv_mr *m = (sfv_mr *)1;
+    long ps = sysconf(_SC_PAGESIZE);
+    int fd = open("/dev/null", O_RDONLY);
+    sfv_result r;
+    CHECK(fd >= 0);
+    /* bad fd: refused before the verb */
+    CHECK_RESULT(sfv_reg_dmabuf_mr_local(f.pd, -1, 0, 4096, 0, &m), SFV_ERR_INVALID);
+    CHECK(m == NULL);
+    CHECK_RESULT(sfv_reg_dmabuf_mr_shared(f.pd, -5, 0, 4096, 0, &m), SFV_ERR_INVALID);
+    CHECK_RESULT(sfv_reg_dmabuf_mr_access(f.pd, -1, 0, 4096, 0, SFV_ACCESS_LOCAL_WRITE, &m), SFV_ERR_INVALID);
+    /* iova whose page offset differs from offset's: refused before the verb */
+    CHECK_RESULT(sfv_reg_dmabuf_mr_local(f.pd, fd, 0, 4096, 8, &m), SFV_ERR_INVALID);
+    CHECK(strstr(sfv_last_error()->message, "page") != NULL);
+    CHECK(strcmp(sfv_last_error()->verb, "sfv_reg_dmabuf_mr_access") == 0);
+    CHECK_RESULT(sfv_reg_dmabuf_mr_shared(f.pd, fd, 100, 4096, (uint64_t)ps + 101, &m), SFV_ERR_INVALID);
+    CHECK_RESULT(sfv_reg_dmabuf_mr_access(f.pd, fd, 1, 4096, 2, SFV_ACCESS_LOCAL_WRITE, &m), SFV_ERR_INVALID);
+    CHECK_RESULT(sfv_reg_dmabuf_mr_local(f.pd, fd, 0, 0, 0, &m), SFV_ERR_INVALID);
+    CHECK_RESULT(sfv_reg_dmabuf_mr_local(f.pd, fd, UINT64_MAX - 10, 4096, UINT64_MAX - 10, &m), SFV_ERR_INVALID);
+    CHECK_RESULT(sfv_reg_dmabuf_mr_local(NULL, fd, 0, 4096, 0, &m), SFV_ERR_INVALID);
+    /* matching page offsets reach the verb; /dev/null is no DMA-BUF (and rxe has no DMA-BUF
+       support): the verb's failure comes back with its errno and name */
+    r = sfv_reg_dmabuf_mr_local(f.pd, fd, 0, 4096, (uint64_t)ps * 3, &m);
+    CHECK(r != SFV_OK);
+    CHECK(m == NULL);
+    CHECK(strcmp(sfv_last_error()->verb, "ibv_reg_dmabuf_mr") == 0);
+    CHECK(sfv_last_error()->errnum != 0);
+    CHECK_EQ(r, sfv_result_from_errno(sfv_last_error()->errnum));
+    r = sfv_reg_dmabuf_mr_shared(f.pd, fd, 16, 4096, 16, &m);
+    CHECK(r != SFV_OK && strcmp(sfv_last_error()->verb, "ibv_reg_dmabuf_mr") == 0);
+    r = sfv_reg_dmabuf_mr_access(f.pd, fd, 0, 4096, 0, SFV_ACCESS_LOCAL_WRITE, &m);
+    CHECK(r != SFV_OK && strcmp(sfv_last_error()->verb, "ibv_reg_dmabuf_mr") == 0);
+    close(fd);
+    teardown(&f);
+}
+
+static void t_mr_encloses_boundaries(void) {
+    fixture f = setup();
+    const char *b = g_buf;
+    size_t n = BUF_LEN;
+    CHECK(sfv_mr_encloses(f.mr, b, n));
+    CHECK(sfv_mr_encloses(f.mr, b, 0));
+    CHECK(sfv_mr_encloses(f.mr, b + n, 0));
+    CHECK(sfv_mr_encloses(f.mr, b + n - 1, 1));
+    CHECK(!sfv_mr_encloses(f.mr, b + n - 1, 2));
+    CHECK(!sfv_mr_encloses(f.mr, b + n, 1));
+    CHECK(!sfv_mr_encloses(f.mr, b - 1, 1));
+    CHECK(!sfv_mr_encloses(f.mr, b - 1, 0));
+    CHECK(!sfv_mr_encloses(f.mr, b, n + 1));
+    CHECK(!sfv_mr_encloses(f.mr, b + 1, n));
+    CHECK(!sfv_mr_encloses(f.mr, b + 1, SIZE_MAX));   /* would wrap */
+    CHECK(!sfv_mr_encloses(f.mr, (void *)(uintptr_t)UINTPTR_MAX, 2));
+    CHECK(!sfv_mr_encloses(NULL, b, 1));
+    teardown(&f);
+}
+
+/* --- elements ----------------------------------------------------------------------------- */
+static void t_elements_checked(void) {
+    fixture f = setup();
+    sfv_gather_element g;
+    sfv_scatter_element s;
+    CHECK_OK(sfv_mr_gather_element_checked(f.mr, g_buf, BUF_LEN, &g));
+    CHECK_EQ(g.addr, (uintptr_t)g_buf);
+    CHECK_EQ(g.length, BUF_LEN);
+    CHECK_EQ(g.lkey, sfv_mr_lkey(f.mr));
+    CHECK_OK(sfv_mr_scatter_element_checked(f.mr, g_buf + 4095, 1, &s));
+    CHECK_EQ(s.length, 1);
+    CHECK_OK(sfv_mr_scatter_element_checked(f.mr, g_buf + 4096, 0, &s));
+    CHECK_RESULT(sfv_mr_gather_element_checked(f.mr, g_buf + 4095, 2, &g), SFV_ERR_SLICE_NOT_WITHIN_BOUNDS);
+    CHECK_EQ(g.length, 0);
+    CHECK_EQ(g.addr, 0);
+    CHECK_RESULT(sfv_mr_scatter_element_checked(f.mr, g_buf - 1, 1, &s), SFV_ERR_SLICE_NOT_WITHIN_BOUNDS);
+    CHECK_RESULT(sfv_mr_gather_element_checked(f.mr, g_buf, (size_t)UINT32_MAX + 1, &g), SFV_ERR_SLICE_TOO_BIG);
+    CHECK_RESULT(sfv_mr_scatter_element_checked(f.mr, g_buf, (size_t)UINT32_MAX + 1, &s), SFV_ERR_SLICE_TOO_BIG);
+    CHECK_RESULT(sfv_mr_gather_element_checked(NULL, g_buf, 1, &g), SFV_ERR_INVALID);
+    CHECK_RESULT(sfv_mr_gather_element_checked(f.mr, g_buf, 1, NULL), SFV_ERR_INVALID);
+    teardown(&f);
+}
+
+static void t_elements_plain_and_unchecked(void) {
+    fixture f = setup();
+    sfv_gather_element g = sfv_mr_gather_element(f.mr, g_buf + 1, 4095);
+    sfv_scatter_element s = sfv_mr_scatter_element(f.mr, g_buf, 4096);
+    CHECK_EQ(g.addr, (uintptr_t)(g_buf + 1));
+    CHECK_EQ(g.length, 4095);
+    CHECK_EQ(s.lkey, sfv_mr_lkey(f.mr));
+    /* unchecked builds anything; a length over 32 bits is truncated */
+    g = sfv_mr_gather_element_unchecked(f.mr, g_buf + 4096, 10);
+    CHECK_EQ(g.addr, (uintptr_t)(g_buf + 4096));
+    CHECK_EQ(g.length, 10);
+    s = sfv_mr_scatter_element_unchecked(f.mr, g_buf, (size_t)UINT32_MAX + 5);
+    CHECK_EQ(s.length, 4);
+    CHECK_EQ(s.lkey, sfv_mr_lkey(f.mr));
+    teardown(&f);
+}
+
+/* The plain constructors assert in debug builds (SFV_DEBUG defaults to 1 here). */
+static void t_elements_debug_assert_death(void) {
+    fixture f = setup();
+#if SFV_DEBUG
+    CHECK_ABORTS((void)sfv_mr_gather_element(f.mr, g_buf + 4096, 1));
+    CHECK_ABORTS((void)sfv_mr_scatter_element(f.mr, g_buf - 1, 2));
+    CHECK_ABORTS((void)sfv_mr_gather_element(f.mr, g_buf, (size_t)UINT32_MAX + 1));
+    CHECK_ABORTS((void)sfv_mr_scatter_element(f.mr, g_buf, (size_t)UINT32_MAX + 1));
+    CHECK_ABORTS((void)sfv_mr_gather_element(NULL, g_buf, 1));
+#else
+    FAIL("built with SFV_DEBUG=0: the debug asserts are off");
+#endif
+    teardown(&f);
+}
+
+/* --- remote regions ----------------------------------------------------------------------- */
+struct msg {
+    uint64_t seq;
+    uint32_t flags;
+    char body[20];
+};
+
+static void t_remote_region_arithmetic(void) {
+    sfv_remote_mr r = sfv_remote_mr_make(0x1000, 100, 7), o;
+    CHECK_OK(sfv_remote_mr_sub(r, 0, &o));
+    CHECK(o.addr == 0x1000 && o.length == 100 && o.rkey == 7);
+    CHECK_OK(sfv_remote_mr_sub(r, 100, &o));
+    CHECK(o.addr == 0x1000 + 100 && o.length == 0);
+    CHECK_RESULT(sfv_remote_mr_sub(r, 101, &o), SFV_ERR_SLICE_NOT_WITHIN_BOUNDS);
+    CHECK(o.addr == 0 && o.length == 0);
+    CHECK_RESULT(sfv_remote_mr_sub(r, UINT64_MAX, &o), SFV_ERR_SLICE_NOT_WITHIN_BOUNDS);
+    CHECK_OK(sfv_remote_mr_slice(r, 10, 90, &o));
+    CHECK(o.addr == 0x100a && o.length == 90);
+    CHECK_RESULT(sfv_remote_mr_slice(r, 10, 91, &o), SFV_ERR_SLICE_NOT_WITHIN_BOUNDS);
+    CHECK_RESULT(sfv_remote_mr_slice(r, 1, UINT64_MAX, &o), SFV_ERR_SLICE_NOT_WITHIN_BOUNDS); /* 1 + MAX wraps */
+    CHECK_RESULT(sfv_remote_mr_slice(r, UINT64_MAX, 2, &o), SFV_ERR_SLICE_NOT_WITHIN_BOUNDS);
+    CHECK_RESULT(sfv_remote_mr_sub(r, 0, NULL), SFV_ERR_INVALID);
+    /* a region at the top of the address space */
+    r = sfv_remote_mr_make(UINT64_MAX - 9, 10, 1);
+    CHECK_OK(sfv_remote_mr_sub(r, 9, &o));
+    CHECK(o.addr == UINT64_MAX && o.length == 1);
+    CHECK_RESULT(sfv_remote_mr_sub(r, 10, &o), SFV_ERR_SLICE_NOT_WITHIN_BOUNDS); /* would start at 2^64 */
+    /* a malformed region whose end wraps: slicing it must not wrap either */
+    r = sfv_remote_mr_make(UINT64_MAX - 1, 100, 1);
+    CHECK_RESULT(sfv_remote_mr_slice(r, 50, 10, &o), SFV_ERR_SLICE_NOT_WITHIN_BOUNDS);
+    /* unchecked: saturates, never wraps */
+    r = sfv_remote_mr_make(0x1000, 100, 7);
+    o = sfv_remote_mr_sub_unchecked(r, 150);
+    CHECK(o.addr == 0x1000 + 150 && o.length == 0);
+    o = sfv_remote_mr_sub_unchecked(r, UINT64_MAX);
+    CHECK(o.addr == UINT64_MAX && o.length == 0);
+    o = sfv_remote_mr_slice_unchecked(r, 5, 1000);
+    CHECK(o.addr == 0x1005 && o.length == 1000);
+}
+
+static void t_remote_region_fields(void) {
+    struct msg arr[4];
+    sfv_remote_mr r = sfv_remote_mr_make(0x10000, sizeof arr, 9), o;
+    CHECK_OK(SFV_REMOTE_STRUCT_FIELD(r, struct msg, flags, &o));
+    CHECK(o.addr == 0x10000 + offsetof(struct msg, flags) && o.length == sizeof(uint32_t) && o.rkey == 9);
+    CHECK_OK(SFV_REMOTE_ARRAY_FIELD(r, struct msg, 3, &o));
+    CHECK(o.addr == 0x10000 + 3 * sizeof(struct msg) && o.length == sizeof(struct msg));
+    CHECK_RESULT(SFV_REMOTE_ARRAY_FIELD(r, struct msg, 4, &o), SFV_ERR_SLICE_NOT_WITHIN_BOUNDS);
+    CHECK_RESULT(SFV_REMOTE_ARRAY_FIELD(r, struct msg, UINT64_MAX, &o), SFV_ERR_SLICE_NOT_WITHIN_BOUNDS);
+    CHECK_RESULT(SFV_REMOTE_ARRAY_FIELD(r, struct msg, UINT64_MAX / sizeof(struct msg) + 1, &o), SFV_ERR_SLICE_NOT_WITHIN_BOUNDS);
+    CHECK_OK(SFV_REMOTE_STRUCT_ARRAY_FIELD(r, struct msg, 2, body, &o));
+    CHECK(o.addr == 0x10000 + 2 * sizeof(struct msg) + offsetof(struct msg, body) && o.length == 20);
+    CHECK_RESULT(SFV_REMOTE_STRUCT_ARRAY_FIELD(r, struct msg, 4, seq, &o), SFV_ERR_SLICE_NOT_WITHIN_BOUNDS);
+    r.length = offsetof(struct msg, body) + 19; /* one byte short of the field */
+    CHECK_RESULT(SFV_REMOTE_STRUCT_FIELD(r, struct msg, body, &o), SFV_ERR_SLICE_NOT_WITHIN_BOUNDS);
+    o = SFV_REMOTE_STRUCT_FIELD_UNCHECKED(r, struct msg, body);
+    CHECK(o.addr == 0x10000 + offsetof(struct msg, body) && o.length == 20);
+    o = SFV_REMOTE_ARRAY_FIELD_UNCHECKED(r, struct msg, 7);
+    CHECK(o.addr == 0x10000 + 7 * sizeof(struct msg));
+    o = SFV_REMOTE_ARRAY_FIELD_UNCHECKED(r, struct msg, UINT64_MAX);
+    CHECK(o.addr == UINT64_MAX);
+    o = SFV_REMOTE_STRUCT_ARRAY_FIELD_UNCHECKED(r, struct msg, 1, flags);
+    CHECK(o.addr == 0x10000 + sizeof(struct msg) + offsetof(struct msg, flags) && o.length == 4);
+    CHECK_RESULT(sfv_remote_mr_array_field(r, 0, 0, 0, 0, &o), SFV_ERR_INVALID);
+    CHECK_RESULT(sfv_remote_mr_array_field(r, 8, 0, 4, 8, &o), SFV_ERR_INVALID);
+}
+
+static void t_remote_region_codec(void) {
+    uint8_t buf[SFV_REMOTE_MR_ENCODED_SIZE + 4], bad[SFV_REMOTE_MR_ENCODED_SIZE];
+    sfv_remote_mr r = sfv_remote_mr_make(0x0102030405060708ull, 0x1112131415161718ull, 0xa1b2c3d4), o;
+    sfv_remote_mr_encode(r, buf);
+    CHECK(buf[0] == 'S' && buf[1] == 'R' && buf[2] == 1 && buf[3] == 0);
+    CHECK(buf[4] == 0x01 && buf[11] == 0x08 && buf[12] == 0x11 && buf[20] == 0xa1 && buf[23] == 0xd4); /* big-endian */
+    CHECK_OK(sfv_remote_mr_decode(buf, SFV_REMOTE_MR_ENCODED_SIZE, &o));
+    CHECK(o.addr == r.addr && o.length == r.length && o.rkey == r.rkey);
+    CHECK_OK(sfv_remote_mr_decode(buf, sizeof buf, &o)); /* longer input: the prefix is read */
+    CHECK_RESULT(sfv_remote_mr_decode(buf, SFV_REMOTE_MR_ENCODED_SIZE - 1, &o), SFV_ERR_INVALID);
+    CHECK(o.addr == 0 && o.rkey == 0);
+    CHECK_RESULT(sfv_remote_mr_decode(NULL, 24, &o), SFV_ERR_INVALID);
+    CHECK_RESULT(sfv_remote_mr_decode(buf, 24, NULL), SFV_ERR_INVALID);
+    memcpy(bad, buf, sizeof bad); bad[0] = 'X';
+    CHECK_RESULT(sfv_remote_mr_decode(bad, sizeof bad, &o), SFV_ERR_INVALID);
+    memcpy(bad, buf, sizeof bad); bad[2] = 2;
+    CHECK_RESULT(sfv_remote_mr_decode(bad, sizeof bad, &o), SFV_ERR_INVALID);
+    memcpy(bad, buf, sizeof bad); bad[3] = 1;
+    CHECK_RESULT(sfv_remote_mr_decode(bad, sizeof bad, &o), SFV_ERR_INVALID);
+    sfv_remote_mr_encode(sfv_remote_mr_make(UINT64_MAX - 5, 10, 1), bad); /* end wraps */
+    CHECK_RESULT(sfv_remote_mr_decode(bad, sizeof bad, &o), SFV_ERR_INVALID);
+    sfv_remote_mr_encode(sfv_remote_mr_make(UINT64_MAX - 9, 10, 1), bad); /* ends exactly at the top */
+    CHECK_OK(sfv_remote_mr_decode(bad, sizeof bad, &o));
+    memset(bad, 0, sizeof bad);
+    CHECK_RESULT(sfv_remote_mr_decode(bad, sizeof bad, &o), SFV_ERR_INVALID);
+}
+
+static const sfv_test TESTS[] = {
+    TEST(t_result_strings, 10),
+    TEST(t_last_error_is_per_thread, 30),
+    TEST(t_device_list, 30),
+    TEST(t_open_by_name_and_index, 30),
+    TEST(t_open_unknown_name, 30),
+    TEST(t_open_port_down, 60),
+    TEST(t_query_port_and_gids, 30),
+    TEST(t_refcount_close_device_first, 30),
+    TEST(t_pd_and_cq, 30),
+    TEST(t_reg_mr_variants, 30),
+    TEST(t_reg_mr_bad_arguments, 30),
+    TEST(t_reg_dmabuf, 30),
+    TEST(t_mr_encloses_boundaries, 30),
+    TEST(t_elements_checked, 30),
+    TEST(t_elements_plain_and_unchecked, 30),
+    TEST(t_elements_debug_assert_death, 30),
+    TEST(t_remote_region_arithmetic, 10),
+    TEST(t_remote_region_fields, 10),
+    TEST(t_remote_region_codec, 10),
+};
+
+int main(int argc, char **argv) { return sfv_test_main(argc, argv, TESTS, SFV_COUNT(TESTS)); }
