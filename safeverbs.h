@@ -471,6 +471,7 @@ typedef struct sfv_pending {
     sfv_channel *ch_;
     uint64_t wr_id_;
     uint32_t state_;
+    uint32_t batch_;          /* work requests this handle covers (a batch), ending at wr_id_ */
     sfv_work_completion wc_;
 } sfv_pending;
 
@@ -483,6 +484,19 @@ SAFEVERBS_API sfv_result sfv_channel_post_receive(sfv_channel *ch, const sfv_sca
 SAFEVERBS_API sfv_result sfv_channel_post_write(sfv_channel *ch, const sfv_gather_element *sges, size_t n, sfv_remote_mr remote, sfv_pending *pending);
 SAFEVERBS_API sfv_result sfv_channel_post_write_imm(sfv_channel *ch, const sfv_gather_element *sges, size_t n, sfv_remote_mr remote, uint32_t imm, sfv_pending *pending);
 SAFEVERBS_API sfv_result sfv_channel_post_read(sfv_channel *ch, const sfv_scatter_element *sges, size_t n, sfv_remote_mr remote, sfv_pending *pending);
+
+/* Batches: `count` work requests (at most SFV_BATCH_MAX) behind one post call, so one doorbell
+   (on rxe: one system call) for all of them. Work request i uses elements
+   sges[i * per_wr .. i * per_wr + per_wr). Send, write and read batches ask the NIC for one
+   completion, on the last work request (selective signalling: RC completes a send queue in
+   order), and one pending handle covers the whole batch: it is done when all are, and reports
+   the first failure. Write and read batches take one remote region per work request. A receive
+   batch fills `count` pending handles, one per receive (every receive completes on its own). */
+#define SFV_BATCH_MAX 64
+SAFEVERBS_API sfv_result sfv_channel_post_send_batch(sfv_channel *ch, const sfv_gather_element *sges, size_t per_wr, size_t count, sfv_pending *pending);
+SAFEVERBS_API sfv_result sfv_channel_post_write_batch(sfv_channel *ch, const sfv_gather_element *sges, size_t per_wr, size_t count, const sfv_remote_mr *remotes, sfv_pending *pending);
+SAFEVERBS_API sfv_result sfv_channel_post_read_batch(sfv_channel *ch, const sfv_scatter_element *sges, size_t per_wr, size_t count, const sfv_remote_mr *remotes, sfv_pending *pending);
+SAFEVERBS_API sfv_result sfv_channel_post_receive_batch(sfv_channel *ch, const sfv_scatter_element *sges, size_t per_wr, size_t count, sfv_pending *pendings);
 
 /* Checks once: SFV_OK (done), SFV_NOT_DONE, or SFV_ERR_WORK (done, failed; detail in wc). */
 SAFEVERBS_API sfv_result sfv_pending_poll(sfv_pending *p, sfv_work_completion *wc);
@@ -1789,22 +1803,26 @@ static sfv_result sfv__consume(sfv__ring *q, uint64_t seq, sfv_work_completion *
 }
 
 /* --- posting ----------------------------------------------------------------------------- */
-static sfv_result sfv__post_check(sfv_channel *ch, sfv__ring *q, const void *sges, size_t n, uint32_t max_sge, sfv_pending *p) {
+static sfv_result sfv__post_check(sfv_channel *ch, sfv__ring *q, const void *sges, size_t n, uint32_t max_sge,
+                                  size_t count, sfv_pending *p) {
     SFV__CHECK_ARG(ch, "channel");
     SFV__CHECK_ARG(sges || n == 0, "elements (NULL)");
+    if (SFV__UNLIKELY(count == 0 || count > SFV_BATCH_MAX))
+        return sfv__fail(SFV_ERR_INVALID, EINVAL, "post", "batch of %zu work requests (1 .. %d)", count, SFV_BATCH_MAX);
     if (SFV__UNLIKELY(n > max_sge))
         return sfv__fail(SFV_ERR_INVALID, EINVAL, "post", "%zu elements, over the channel's %u", n, (unsigned)max_sge);
     if (SFV__UNLIKELY(!p && ch->scope_depth == 0))
         return sfv__fail(SFV_ERR_INVALID, EINVAL, "post", "a NULL pending handle is allowed only inside a scope");
     if (SFV__UNLIKELY(ch->broken || !ch->qp))
         return sfv__fail(SFV_ERR_BROKEN, EIO, "post", "the channel is in the error state (an earlier work request failed)");
-    if (SFV__UNLIKELY(q->head - q->tail >= q->cap))
+    if (SFV__UNLIKELY(q->head - q->tail + count > q->cap))
         return sfv__fail(SFV_ERR_RESOURCE, ENOMEM, "post", "queue full: %llu work requests posted and not yet consumed",
                          (unsigned long long)(q->head - q->tail));
     return SFV_OK;
 }
 
-static void sfv__track(sfv_channel *ch, sfv__ring *q, sfv_wc_opcode op, uint32_t read_len, sfv_pending *p, uint64_t wr_id) {
+/* Takes the next slot for a posted work request; `p` (if any) then covers the last `batch`. */
+static void sfv__track(sfv_channel *ch, sfv__ring *q, sfv_wc_opcode op, uint32_t read_len, sfv_pending *p, uint32_t batch) {
     sfv__slot *s = &q->slots[q->head & q->mask];
     s->seq = q->head++;
     s->state = SFV__SLOT_INFLIGHT;
@@ -1812,77 +1830,117 @@ static void sfv__track(sfv_channel *ch, sfv__ring *q, sfv_wc_opcode op, uint32_t
     s->read_len = read_len;
     if (p) {
         p->ch_ = ch;
-        p->wr_id_ = wr_id;
+        p->wr_id_ = s->seq << 1 | (q == &ch->rq);
         p->state_ = SFV__PENDING_WAITING;
+        p->batch_ = batch;
     }
 }
 
-static sfv_result sfv__post_send(sfv_channel *ch, enum ibv_wr_opcode opcode, const void *sges, size_t n,
-                                 const sfv_remote_mr *remote, uint32_t imm, sfv_pending *p) {
-    struct ibv_send_wr wr, *bad = NULL;
+static sfv_wc_opcode sfv__op_of(enum ibv_wr_opcode opcode) {
+    if (opcode == IBV_WR_RDMA_READ) return SFV_WC_OP_READ;
+    if (opcode == IBV_WR_SEND || opcode == IBV_WR_SEND_WITH_IMM) return SFV_WC_OP_SEND;
+    return SFV_WC_OP_WRITE;
+}
+
+/* Posts `count` send-queue work requests of `per_wr` elements each behind one call; only the
+   last is signaled. remotes: one per work request for write and read, else NULL. */
+static sfv_result sfv__post_send(sfv_channel *ch, enum ibv_wr_opcode opcode, const void *sges, size_t per_wr,
+                                 size_t count, const sfv_remote_mr *remotes, uint32_t imm, sfv_pending *p) {
+    struct ibv_send_wr wrs[SFV_BATCH_MAX], *bad = NULL;
+    uint32_t totals[SFV_BATCH_MAX];
     const struct ibv_sge *sg = (const struct ibv_sge *)sges;
-    uint64_t total = 0;
+    const bool rdma = opcode == IBV_WR_RDMA_WRITE || opcode == IBV_WR_RDMA_WRITE_WITH_IMM || opcode == IBV_WR_RDMA_READ;
     sfv_result r;
-    size_t i;
+    size_t i, k;
     int rc;
-    r = sfv__post_check(ch, &ch->sq, sges, n, ch ? ch->desc.max_send_sge : 0, p);
+    r = sfv__post_check(ch, &ch->sq, sges, per_wr, ch ? ch->desc.max_send_sge : 0, count, p);
     if (SFV__UNLIKELY(r)) return r;
     if (SFV__UNLIKELY(!ch->connected))
         return sfv__fail(SFV_ERR_INVALID, EINVAL, "post", "the channel is not connected (call sfv_channel_handshake)");
-    for (i = 0; i < n; i++) total += sg[i].length;
-    if (remote && SFV__UNLIKELY(total > remote->length))
-        return sfv__fail(SFV_ERR_SLICE_NOT_WITHIN_BOUNDS, ERANGE, "post",
-                         "%llu bytes do not fit the remote region's %llu", (unsigned long long)total,
-                         (unsigned long long)remote->length);
-    wr.wr_id = ch->sq.head << 1;
-    wr.next = NULL;
-    wr.sg_list = (struct ibv_sge *)(uintptr_t)sg;
-    wr.num_sge = (int)n;
-    wr.opcode = opcode;
-    wr.send_flags = IBV_SEND_SIGNALED;
-    if (total <= ch->desc.max_inline_data && opcode != IBV_WR_RDMA_READ && total) wr.send_flags |= IBV_SEND_INLINE;
-    wr.imm_data = htonl(imm);
-    if (remote) {
-        wr.wr.rdma.remote_addr = remote->addr;
-        wr.wr.rdma.rkey = remote->rkey;
+    SFV__CHECK_ARG(!rdma || remotes, "remote regions (NULL)");
+    for (i = 0; i < count; i++, sg += per_wr) {
+        struct ibv_send_wr *w = &wrs[i];
+        uint64_t total = 0;
+        for (k = 0; k < per_wr; k++) total += sg[k].length;
+        if (rdma && SFV__UNLIKELY(total > remotes[i].length))
+            return sfv__fail(SFV_ERR_SLICE_NOT_WITHIN_BOUNDS, ERANGE, "post",
+                             "%llu bytes do not fit the remote region's %llu", (unsigned long long)total,
+                             (unsigned long long)remotes[i].length);
+        totals[i] = (uint32_t)total;
+        w->wr_id = (ch->sq.head + i) << 1;
+        w->next = i + 1 < count ? &wrs[i + 1] : NULL;
+        w->sg_list = (struct ibv_sge *)(uintptr_t)sg;
+        w->num_sge = (int)per_wr;
+        w->opcode = opcode;
+        w->send_flags = i + 1 == count ? IBV_SEND_SIGNALED : 0;
+        if (total && total <= ch->desc.max_inline_data && opcode != IBV_WR_RDMA_READ) w->send_flags |= IBV_SEND_INLINE;
+        w->imm_data = htonl(imm);
+        if (rdma) {
+            w->wr.rdma.remote_addr = remotes[i].addr;
+            w->wr.rdma.rkey = remotes[i].rkey;
+        }
     }
-    rc = ibv_post_send(ch->qp, &wr, &bad);
-    if (SFV__UNLIKELY(rc)) return sfv__fail_verb("ibv_post_send", rc);
-    sfv__track(ch, &ch->sq,
-               opcode == IBV_WR_RDMA_READ ? SFV_WC_OP_READ
-               : (opcode == IBV_WR_SEND || opcode == IBV_WR_SEND_WITH_IMM) ? SFV_WC_OP_SEND : SFV_WC_OP_WRITE,
-               (uint32_t)total, p, wr.wr_id);
+    rc = ibv_post_send(ch->qp, wrs, &bad);
+    if (SFV__UNLIKELY(rc)) {
+        /* Work before `bad` is in the NIC's hands: track it, so nothing lets go of its buffers.
+           It may be unsignaled, so only a flush ends it: the channel is broken from here. */
+        size_t posted = bad ? (size_t)(bad - wrs) : 0;
+        for (i = 0; i < posted; i++) sfv__track(ch, &ch->sq, sfv__op_of(opcode), totals[i], NULL, 0);
+        if (posted) ch->broken = true;
+        return sfv__fail_verb("ibv_post_send", rc);
+    }
+    for (i = 0; i < count; i++) sfv__track(ch, &ch->sq, sfv__op_of(opcode), totals[i], p, (uint32_t)count);
+    return SFV_OK;
+}
+
+static sfv_result sfv__post_recv(sfv_channel *ch, const sfv_scatter_element *sges, size_t per_wr, size_t count, sfv_pending *ps) {
+    struct ibv_recv_wr wrs[SFV_BATCH_MAX], *bad = NULL;
+    sfv_result r = sfv__post_check(ch, &ch->rq, sges, per_wr, ch ? ch->desc.max_recv_sge : 0, count, ps);
+    size_t i, posted;
+    int rc;
+    if (SFV__UNLIKELY(r)) return r;
+    for (i = 0; i < count; i++) {
+        wrs[i].wr_id = (ch->rq.head + i) << 1 | 1;
+        wrs[i].next = i + 1 < count ? &wrs[i + 1] : NULL;
+        wrs[i].sg_list = (struct ibv_sge *)(uintptr_t)(sges + i * per_wr);
+        wrs[i].num_sge = (int)per_wr;
+    }
+    rc = ibv_post_recv(ch->qp, wrs, &bad);
+    posted = rc ? (bad ? (size_t)(bad - wrs) : 0) : count; /* what was posted is the NIC's: track it */
+    for (i = 0; i < posted; i++) sfv__track(ch, &ch->rq, SFV_WC_OP_RECV, 0, ps ? &ps[i] : NULL, 1);
+    if (SFV__UNLIKELY(rc)) return sfv__fail_verb("ibv_post_recv", rc);
     return SFV_OK;
 }
 
 SAFEVERBS_API sfv_result sfv_channel_post_receive(sfv_channel *ch, const sfv_scatter_element *sges, size_t n, sfv_pending *p) {
-    struct ibv_recv_wr wr, *bad = NULL;
-    sfv_result r = sfv__post_check(ch, &ch->rq, sges, n, ch ? ch->desc.max_recv_sge : 0, p);
-    int rc;
-    if (SFV__UNLIKELY(r)) return r;
-    wr.wr_id = ch->rq.head << 1 | 1;
-    wr.next = NULL;
-    wr.sg_list = (struct ibv_sge *)(uintptr_t)sges;
-    wr.num_sge = (int)n;
-    rc = ibv_post_recv(ch->qp, &wr, &bad);
-    if (SFV__UNLIKELY(rc)) return sfv__fail_verb("ibv_post_recv", rc);
-    sfv__track(ch, &ch->rq, SFV_WC_OP_RECV, 0, p, wr.wr_id);
-    return SFV_OK;
+    return sfv__post_recv(ch, sges, n, 1, p);
+}
+SAFEVERBS_API sfv_result sfv_channel_post_receive_batch(sfv_channel *ch, const sfv_scatter_element *sges, size_t per_wr, size_t count, sfv_pending *ps) {
+    return sfv__post_recv(ch, sges, per_wr, count, ps);
+}
+SAFEVERBS_API sfv_result sfv_channel_post_send_batch(sfv_channel *ch, const sfv_gather_element *sges, size_t per_wr, size_t count, sfv_pending *p) {
+    return sfv__post_send(ch, IBV_WR_SEND, sges, per_wr, count, NULL, 0, p);
+}
+SAFEVERBS_API sfv_result sfv_channel_post_write_batch(sfv_channel *ch, const sfv_gather_element *sges, size_t per_wr, size_t count, const sfv_remote_mr *remotes, sfv_pending *p) {
+    return sfv__post_send(ch, IBV_WR_RDMA_WRITE, sges, per_wr, count, remotes, 0, p);
+}
+SAFEVERBS_API sfv_result sfv_channel_post_read_batch(sfv_channel *ch, const sfv_scatter_element *sges, size_t per_wr, size_t count, const sfv_remote_mr *remotes, sfv_pending *p) {
+    return sfv__post_send(ch, IBV_WR_RDMA_READ, sges, per_wr, count, remotes, 0, p);
 }
 SAFEVERBS_API sfv_result sfv_channel_post_send(sfv_channel *ch, const sfv_gather_element *sges, size_t n, sfv_pending *p) {
-    return sfv__post_send(ch, IBV_WR_SEND, sges, n, NULL, 0, p);
+    return sfv__post_send(ch, IBV_WR_SEND, sges, n, 1, NULL, 0, p);
 }
 SAFEVERBS_API sfv_result sfv_channel_post_send_imm(sfv_channel *ch, const sfv_gather_element *sges, size_t n, uint32_t imm, sfv_pending *p) {
-    return sfv__post_send(ch, IBV_WR_SEND_WITH_IMM, sges, n, NULL, imm, p);
+    return sfv__post_send(ch, IBV_WR_SEND_WITH_IMM, sges, n, 1, NULL, imm, p);
 }
 SAFEVERBS_API sfv_result sfv_channel_post_write(sfv_channel *ch, const sfv_gather_element *sges, size_t n, sfv_remote_mr remote, sfv_pending *p) {
-    return sfv__post_send(ch, IBV_WR_RDMA_WRITE, sges, n, &remote, 0, p);
+    return sfv__post_send(ch, IBV_WR_RDMA_WRITE, sges, n, 1, &remote, 0, p);
 }
 SAFEVERBS_API sfv_result sfv_channel_post_write_imm(sfv_channel *ch, const sfv_gather_element *sges, size_t n, sfv_remote_mr remote, uint32_t imm, sfv_pending *p) {
-    return sfv__post_send(ch, IBV_WR_RDMA_WRITE_WITH_IMM, sges, n, &remote, imm, p);
+    return sfv__post_send(ch, IBV_WR_RDMA_WRITE_WITH_IMM, sges, n, 1, &remote, imm, p);
 }
 SAFEVERBS_API sfv_result sfv_channel_post_read(sfv_channel *ch, const sfv_scatter_element *sges, size_t n, sfv_remote_mr remote, sfv_pending *p) {
-    return sfv__post_send(ch, IBV_WR_RDMA_READ, sges, n, &remote, 0, p);
+    return sfv__post_send(ch, IBV_WR_RDMA_READ, sges, n, 1, &remote, 0, p);
 }
 
 /* --- pending work ------------------------------------------------------------------------ */
@@ -1897,8 +1955,19 @@ static sfv__slot *sfv__pending_slot(sfv_pending *p, sfv__ring **qo) {
     return s;
 }
 
+/* Consumes the handle's work (a whole batch); the result is the first failure, else the last. */
 static sfv_result sfv__pending_take(sfv_pending *p, sfv__ring *q, sfv_work_completion *wc) {
-    sfv__consume(q, p->wr_id_ >> 1, &p->wc_);
+    uint64_t last = p->wr_id_ >> 1, seq = last + 1 - p->batch_;
+    bool failed = false;
+    for (; seq <= last; seq++) {
+        sfv_work_completion one;
+        if (sfv__consume(q, seq, &one) != SFV_OK && !failed) {
+            p->wc_ = one;
+            failed = true;
+        } else if (seq == last && !failed) {
+            p->wc_ = one;
+        }
+    }
     p->state_ = SFV__PENDING_DONE;
     if (wc) *wc = p->wc_;
     return p->wc_.result;
