@@ -1,0 +1,982 @@
+/* test_channel.c - the channel on real rxe devices: connecting (loopback, rxe0 <-> rxe1, two
+   processes), every operation, pending work, scopes, batches, completion errors of each class,
+   deadlines, the event wait mode, teardown with work in flight and the endpoint codec. */
+#define _GNU_SOURCE
+#define SAFEVERBS_IMPLEMENTATION
+#include "../safeverbs.h"
+#include "sfv_test.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#define BUF (2u << 20) /* 2 MiB per side: room for the 1 MiB size class */
+
+typedef struct side {
+    sfv_context *ctx;
+    sfv_pd *pd;
+    sfv_channel *ch;
+    sfv_mr *mr;
+    char *buf;
+} side;
+
+static sfv_channel_desc desc_default(void) {
+    sfv_channel_desc d;
+    memset(&d, 0, sizeof d);
+    return d;
+}
+
+/* Opens a device, registers a buffer (with `access`) and makes a channel. */
+static side side_open(const char *dev, const sfv_channel_desc *d, unsigned access) {
+    side s;
+    s.buf = (char *)aligned_alloc(4096, BUF);
+    CHECK(s.buf != NULL);
+    memset(s.buf, 0, BUF);
+    CHECK_OK(sfv_open_device(dev, &s.ctx));
+    CHECK_OK(sfv_alloc_pd(s.ctx, &s.pd));
+    CHECK_OK(sfv_reg_mr_access(s.pd, s.buf, BUF, access, &s.mr));
+    CHECK_OK(sfv_create_channel(s.pd, d, &s.ch));
+    return s;
+}
+static void side_close(side *s) {
+    CHECK_OK(sfv_destroy_channel(s->ch));
+    sfv_dereg_mr(s->mr);
+    sfv_dealloc_pd(s->pd);
+    sfv_close_device(s->ctx);
+    free(s->buf);
+}
+static const unsigned SHARED = SFV_ACCESS_LOCAL_WRITE | SFV_ACCESS_REMOTE_READ | SFV_ACCESS_REMOTE_WRITE;
+
+static void connect_pair(side *a, side *b) {
+    sfv_endpoint ea, eb;
+    CHECK_OK(sfv_channel_endpoint(a->ch, &ea));
+    CHECK_OK(sfv_channel_endpoint(b->ch, &eb));
+    CHECK_OK(sfv_channel_handshake(a->ch, &eb));
+    CHECK_OK(sfv_channel_handshake(b->ch, &ea));
+}
+/* a on rxe0, b on rxe1, connected over their chosen (IPv4) GIDs. */
+static void pair_open(side *a, side *b, const sfv_channel_desc *da, const sfv_channel_desc *db, unsigned access_b) {
+    *a = side_open(sfv_test_device(0), da, SHARED);
+    *b = side_open(sfv_test_device(1), db, access_b);
+    connect_pair(a, b);
+}
+static void pair_close(side *a, side *b) {
+    side_close(a);
+    side_close(b);
+}
+
+static sfv_gather_element G(side *s, size_t off, size_t len) { return sfv_mr_gather_element(s->mr, s->buf + off, len); }
+static sfv_scatter_element S(side *s, size_t off, size_t len) { return sfv_mr_scatter_element(s->mr, s->buf + off, len); }
+
+static void fill(char *p, size_t n, unsigned seed) {
+    size_t i;
+    for (i = 0; i < n; i++) p[i] = (char)(seed * 131 + i * 7 + (i >> 8));
+}
+
+/* --- connecting ------------------------------------------------------------------------------ */
+static void t_loopback_send_receive(void) {
+    sfv_channel_desc d = desc_default();
+    side s = side_open(sfv_test_device(0), &d, SHARED);
+    sfv_endpoint me;
+    sfv_pending rx;
+    sfv_work_completion wc;
+    sfv_gather_element g;
+    sfv_scatter_element sc;
+    CHECK(sfv_channel_pd(s.ch) == s.pd);
+    CHECK_OK(sfv_channel_endpoint(s.ch, &me));
+    CHECK(me.qpn != 0 && me.has_gid);
+    CHECK_OK(sfv_channel_handshake(s.ch, &me));
+    CHECK_RESULT(sfv_channel_handshake(s.ch, &me), SFV_ERR_INVALID); /* once only */
+    strcpy(s.buf, "hello, rxe");
+    g = G(&s, 0, 11);
+    sc = S(&s, 4096, 64);
+    CHECK_OK(sfv_channel_post_receive(s.ch, &sc, 1, &rx));
+    CHECK_OK(sfv_channel_send(s.ch, &g, 1, &wc));
+    CHECK_EQ(wc.opcode, SFV_WC_OP_SEND);
+    CHECK_EQ(wc.byte_len, 0);
+    CHECK(!wc.has_imm);
+    CHECK_OK(sfv_pending_wait(&rx, -1, &wc));
+    CHECK_EQ(wc.opcode, SFV_WC_OP_RECV);
+    CHECK_EQ(wc.byte_len, 11);
+    CHECK(strcmp(s.buf + 4096, "hello, rxe") == 0);
+    CHECK_EQ(sfv_channel_outstanding(s.ch), 0);
+    side_close(&s);
+}
+
+static void t_desc_defaults_and_range_checks(void) {
+    sfv_context *c;
+    sfv_pd *pd;
+    sfv_channel *ch = (sfv_channel *)1;
+    sfv_channel_desc d = desc_default(), o;
+    sfv_port_attr pa;
+    CHECK_OK(sfv_open_device(sfv_test_device(0), &c));
+    CHECK_OK(sfv_alloc_pd(c, &pd));
+    CHECK_OK(sfv_query_port(c, 1, &pa));
+    CHECK_OK(sfv_channel_desc_resolve(pd, &d, &o));
+    CHECK_EQ(o.max_send_wr, 128);
+    CHECK_EQ(o.cq_entries, o.max_send_wr + o.max_recv_wr);
+    CHECK_EQ(o.port, 1);
+    CHECK_EQ(o.path_mtu, pa.active_mtu); /* the port's MTU, not a hard 4096 */
+    CHECK(o.gid_index_set);
+    if (getenv("SAFEVERBS_IN_VM")) CHECK_EQ(o.gid_index, 1);
+    CHECK_EQ(o.ack_retries, 7);
+    CHECK_EQ(o.rnr_retries, 7);
+    CHECK(o.max_rd_atomic > 1); /* the device's limit, not 1 */
+    CHECK_EQ(o.timeout_ms, 10000);
+    CHECK_EQ(o.wait_mode, SFV_WAIT_BUSY);
+    CHECK_EQ(o.access, SHARED);
+    CHECK_OK(sfv_channel_desc_resolve(pd, NULL, &o)); /* NULL desc: all defaults */
+#define REFUSE(field, value)                                                  \
+    do {                                                                      \
+        d = desc_default();                                                   \
+        d.field = value;                                                      \
+        CHECK_RESULT(sfv_create_channel(pd, &d, &ch), SFV_ERR_INVALID);       \
+        CHECK(ch == NULL);                                                    \
+        if (!strstr(sfv_last_error()->message, #field)) FAIL("message does not name %s: %s", #field, sfv_last_error()->message); \
+    } while (0)
+    REFUSE(max_send_wr, 0x7fffffff);
+    REFUSE(max_recv_wr, 0x7fffffff);
+    REFUSE(max_send_sge, 100000);
+    REFUSE(max_recv_sge, 100000);
+    REFUSE(cq_entries, 3);
+    REFUSE(max_inline_data, 1u << 20);
+    REFUSE(access, 1u << 5);
+    REFUSE(port, 7);
+    REFUSE(path_mtu, 1000);
+    REFUSE(path_mtu, 8192);
+    REFUSE(send_psn, 1u << 24);
+    REFUSE(min_rnr_timer, 32);
+    REFUSE(ack_timeout, 32);
+    REFUSE(max_rd_atomic, 100000);
+    REFUSE(timeout_ms, 0xffffffffu);
+    REFUSE(wait_mode, (sfv_wait_mode)9);
+    d = desc_default();
+    d.ack_retries_set = true;
+    d.ack_retries = 8;
+    CHECK_RESULT(sfv_create_channel(pd, &d, &ch), SFV_ERR_INVALID);
+    CHECK(strstr(sfv_last_error()->message, "ack_retries") != NULL);
+    d = desc_default();
+    d.rnr_retries_set = true;
+    d.rnr_retries = 9;
+    CHECK_RESULT(sfv_create_channel(pd, &d, &ch), SFV_ERR_INVALID);
+    d = desc_default();
+    d.gid_index_set = true;
+    d.gid_index = 250;
+    CHECK_RESULT(sfv_create_channel(pd, &d, &ch), SFV_ERR_NOT_FOUND); /* no GID there */
+    CHECK_RESULT(sfv_create_channel(NULL, NULL, &ch), SFV_ERR_INVALID);
+    CHECK_RESULT(sfv_create_channel(pd, NULL, NULL), SFV_ERR_INVALID);
+    CHECK_OK(sfv_destroy_channel(NULL));
+    sfv_dealloc_pd(pd);
+    sfv_close_device(c);
+}
+
+static void t_pair_rxe0_rxe1(void) {
+    side a, b;
+    sfv_channel_desc d = desc_default();
+    sfv_scatter_element sc;
+    sfv_gather_element g;
+    sfv_pending rx;
+    sfv_work_completion wc;
+    pair_open(&a, &b, &d, &d, SHARED);
+    fill(a.buf, 1000, 1);
+    sc = S(&b, 0, 1000);
+    g = G(&a, 0, 1000);
+    CHECK_OK(sfv_channel_post_receive(b.ch, &sc, 1, &rx));
+    CHECK_OK(sfv_channel_send(a.ch, &g, 1, NULL));
+    CHECK_OK(sfv_pending_wait(&rx, -1, &wc));
+    CHECK_EQ(wc.byte_len, 1000);
+    CHECK(memcmp(a.buf, b.buf, 1000) == 0);
+    pair_close(&a, &b);
+}
+
+static int sock_exchange(int fd, const sfv_endpoint *mine, sfv_endpoint *theirs) {
+    uint8_t out[SFV_ENDPOINT_ENCODED_SIZE], in[SFV_ENDPOINT_ENCODED_SIZE];
+    sfv_endpoint_encode(mine, out);
+    if (write(fd, out, sizeof out) != (ssize_t)sizeof out) return -1;
+    if (read(fd, in, sizeof in) != (ssize_t)sizeof in) return -1;
+    return sfv_endpoint_decode(in, sizeof in, theirs) == SFV_OK ? 0 : -1;
+}
+
+/* A child process on rxe1, the parent on rxe0, endpoints over a socket: 100 round trips. */
+static void t_two_processes(void) {
+    int sv[2], st, i;
+    pid_t pid;
+    CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0);
+    pid = fork(); /* before any device is opened */
+    CHECK(pid >= 0);
+    {
+        sfv_channel_desc d = desc_default();
+        side s = side_open(sfv_test_device(pid == 0 ? 1 : 0), &d, SHARED);
+        sfv_endpoint me, peer;
+        int fd = sv[pid == 0 ? 1 : 0];
+        CHECK_OK(sfv_channel_endpoint(s.ch, &me));
+        CHECK(sock_exchange(fd, &me, &peer) == 0);
+        CHECK_OK(sfv_channel_handshake(s.ch, &peer));
+        for (i = 0; i < 100; i++) {
+            sfv_scatter_element sc = S(&s, 4096, 256);
+            sfv_gather_element g = G(&s, 0, 256);
+            sfv_pending rx;
+            sfv_work_completion wc;
+            CHECK_OK(sfv_channel_post_receive(s.ch, &sc, 1, &rx));
+            if (i == 0) { char c = 0; CHECK(write(fd, &c, 1) == 1 && read(fd, &c, 1) == 1); } /* both posted */
+            if (pid != 0) { /* parent pings */
+                fill(s.buf, 256, (unsigned)i);
+                CHECK_OK(sfv_channel_send(s.ch, &g, 1, NULL));
+                CHECK_OK(sfv_pending_wait(&rx, -1, &wc));
+                CHECK(memcmp(s.buf, s.buf + 4096, 256) == 0);
+            } else { /* child echoes */
+                CHECK_OK(sfv_pending_wait(&rx, -1, &wc));
+                CHECK_EQ(wc.byte_len, 256);
+                memcpy(s.buf, s.buf + 4096, 256);
+                CHECK_OK(sfv_channel_send(s.ch, &g, 1, NULL));
+            }
+        }
+        side_close(&s);
+        if (pid == 0) _exit(0);
+    }
+    CHECK(waitpid(pid, &st, 0) == pid);
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+}
+
+static void t_handshake_bad_peer(void) {
+    sfv_channel_desc d = desc_default();
+    side s = side_open(sfv_test_device(0), &d, SHARED);
+    sfv_endpoint me, bad;
+    sfv_gather_element g = G(&s, 0, 8);
+    sfv_pending p;
+    CHECK_RESULT(sfv_channel_post_send(s.ch, &g, 1, &p), SFV_ERR_INVALID); /* not connected */
+    CHECK(strstr(sfv_last_error()->message, "handshake") != NULL);
+    CHECK_OK(sfv_channel_endpoint(s.ch, &me));
+    bad = me; bad.qpn = 0;
+    CHECK_RESULT(sfv_channel_handshake(s.ch, &bad), SFV_ERR_INVALID);
+    bad = me; bad.qpn = 1u << 24;
+    CHECK_RESULT(sfv_channel_handshake(s.ch, &bad), SFV_ERR_INVALID);
+    bad = me; bad.psn = 1u << 24;
+    CHECK_RESULT(sfv_channel_handshake(s.ch, &bad), SFV_ERR_INVALID);
+    bad = me; bad.mtu = 1000;
+    CHECK_RESULT(sfv_channel_handshake(s.ch, &bad), SFV_ERR_INVALID);
+    bad = me; bad.has_gid = false; /* RoCE cannot connect without the peer's GID */
+    CHECK_RESULT(sfv_channel_handshake(s.ch, &bad), SFV_ERR_INVALID);
+    CHECK(strstr(sfv_last_error()->message, "GID") != NULL);
+    CHECK_RESULT(sfv_channel_handshake(s.ch, NULL), SFV_ERR_INVALID);
+    CHECK_OK(sfv_channel_handshake(s.ch, &me)); /* still connectable after refusals */
+    side_close(&s);
+}
+
+/* --- moving data ----------------------------------------------------------------------------- */
+static void t_write_and_read(void) {
+    side a, b;
+    sfv_channel_desc d = desc_default();
+    sfv_remote_mr rb, sub;
+    sfv_gather_element g;
+    sfv_scatter_element sc;
+    sfv_work_completion wc;
+    pair_open(&a, &b, &d, &d, SHARED);
+    rb = sfv_mr_remote(b.mr);
+    fill(a.buf, 5000, 3);
+    CHECK_OK(sfv_remote_mr_sub(rb, 100, &sub));
+    g = G(&a, 0, 5000);
+    CHECK_OK(sfv_channel_write(a.ch, &g, 1, sub, &wc));
+    CHECK_EQ(wc.opcode, SFV_WC_OP_WRITE);
+    CHECK_EQ(wc.byte_len, 0);
+    CHECK(memcmp(b.buf + 100, a.buf, 5000) == 0);
+    CHECK_EQ(b.buf[99], 0);
+    CHECK_EQ(b.buf[5100], 0);
+    sc = S(&a, 100000, 5000);
+    CHECK_OK(sfv_channel_read(a.ch, &sc, 1, sub, &wc));
+    CHECK_EQ(wc.opcode, SFV_WC_OP_READ);
+    CHECK_EQ(wc.byte_len, 5000);
+    CHECK(memcmp(a.buf + 100000, a.buf, 5000) == 0);
+    /* more bytes than the remote region holds: refused before posting */
+    CHECK_OK(sfv_remote_mr_slice(rb, 0, 10, &sub));
+    CHECK_RESULT(sfv_channel_write(a.ch, &g, 1, sub, &wc), SFV_ERR_SLICE_NOT_WITHIN_BOUNDS);
+    CHECK_RESULT(sfv_channel_read(a.ch, &sc, 1, sub, &wc), SFV_ERR_SLICE_NOT_WITHIN_BOUNDS);
+    CHECK_EQ(sfv_channel_outstanding(a.ch), 0);
+    pair_close(&a, &b);
+}
+
+static void t_immediates(void) {
+    side a, b;
+    sfv_channel_desc d = desc_default();
+    sfv_scatter_element sc;
+    sfv_gather_element g;
+    sfv_pending rx;
+    sfv_work_completion wc;
+    pair_open(&a, &b, &d, &d, SHARED);
+    g = G(&a, 0, 32);
+    sc = S(&b, 0, 64);
+    CHECK_OK(sfv_channel_post_receive(b.ch, &sc, 1, &rx));
+    CHECK_OK(sfv_channel_send_imm(a.ch, &g, 1, 0xdeadbeef, NULL));
+    CHECK_OK(sfv_pending_wait(&rx, -1, &wc));
+    CHECK(wc.has_imm);
+    CHECK_EQ(wc.imm_data, 0xdeadbeef); /* host order, converted once */
+    CHECK_EQ(wc.byte_len, 32);
+    CHECK_EQ(wc.opcode, SFV_WC_OP_RECV);
+    /* write with immediate: the data lands in the region, the value in a receive */
+    fill(a.buf, 128, 9);
+    g = G(&a, 0, 128);
+    CHECK_OK(sfv_channel_post_receive(b.ch, NULL, 0, &rx));
+    CHECK_OK(sfv_channel_write_imm(a.ch, &g, 1, sfv_mr_remote(b.mr), 0x01020304, NULL));
+    CHECK_OK(sfv_pending_wait(&rx, -1, &wc));
+    CHECK(wc.has_imm);
+    CHECK_EQ(wc.imm_data, 0x01020304);
+    CHECK_EQ(wc.opcode, SFV_WC_OP_RECV_IMM);
+    CHECK(memcmp(b.buf, a.buf, 128) == 0);
+    /* a zero-length send with immediate */
+    CHECK_OK(sfv_channel_post_receive(b.ch, NULL, 0, &rx));
+    CHECK_OK(sfv_channel_send_imm(a.ch, NULL, 0, 7, NULL));
+    CHECK_OK(sfv_pending_wait(&rx, -1, &wc));
+    CHECK(wc.has_imm && wc.imm_data == 7 && wc.byte_len == 0);
+    pair_close(&a, &b);
+}
+
+static void t_gather_4_6_2_into_scatter_5_7(void) {
+    side a, b;
+    sfv_channel_desc d = desc_default();
+    sfv_gather_element g[3];
+    sfv_scatter_element sc[2];
+    sfv_pending rx;
+    sfv_work_completion wc;
+    pair_open(&a, &b, &d, &d, SHARED);
+    memcpy(a.buf + 0, "ABCD", 4);
+    memcpy(a.buf + 100, "EFGHIJ", 6);
+    memcpy(a.buf + 200, "KL", 2);
+    g[0] = G(&a, 0, 4);
+    g[1] = G(&a, 100, 6);
+    g[2] = G(&a, 200, 2);
+    sc[0] = S(&b, 1000, 5);
+    sc[1] = S(&b, 2000, 7);
+    CHECK_OK(sfv_channel_post_receive(b.ch, sc, 2, &rx));
+    CHECK_OK(sfv_channel_send(a.ch, g, 3, NULL));
+    CHECK_OK(sfv_pending_wait(&rx, -1, &wc));
+    CHECK_EQ(wc.byte_len, 12);
+    CHECK(memcmp(b.buf + 1000, "ABCDE", 5) == 0);
+    CHECK(memcmp(b.buf + 2000, "FGHIJKL", 7) == 0);
+    /* more elements than the channel allows: refused */
+    {
+        sfv_gather_element many[5] = {g[0], g[0], g[0], g[0], g[0]};
+        CHECK_RESULT(sfv_channel_send(a.ch, many, 5, NULL), SFV_ERR_INVALID);
+    }
+    pair_close(&a, &b);
+}
+
+static void t_every_size_class(void) {
+    side a, b;
+    sfv_channel_desc d = desc_default();
+    size_t size;
+    unsigned k = 0;
+    pair_open(&a, &b, &d, &d, SHARED);
+    for (size = 1; size <= (1u << 20); size = size < 4 ? size + 1 : size * 2 + (k % 3 == 0 ? 1 : 0), k++) {
+        sfv_scatter_element sc;
+        sfv_gather_element g;
+        sfv_pending rx;
+        sfv_work_completion wc;
+        if (size > (1u << 20)) break;
+        fill(a.buf, size, k);
+        sc = S(&b, 0, size);
+        g = G(&a, 0, size);
+        CHECK_OK(sfv_channel_post_receive(b.ch, &sc, 1, &rx));
+        CHECK_OK(sfv_channel_send(a.ch, &g, 1, NULL));
+        CHECK_OK(sfv_pending_wait(&rx, -1, &wc));
+        if (wc.byte_len != size) FAIL("size %zu: received %u", size, wc.byte_len);
+        if (memcmp(a.buf, b.buf, size) != 0) FAIL("size %zu: payload differs", size);
+        /* the same size by RDMA write and read back */
+        fill(a.buf, size, k + 100);
+        CHECK_OK(sfv_channel_write(a.ch, &g, 1, sfv_mr_remote(b.mr), NULL));
+        sc = S(&a, BUF / 2, size);
+        CHECK_OK(sfv_channel_read(a.ch, &sc, 1, sfv_mr_remote(b.mr), &wc));
+        if (memcmp(a.buf, a.buf + BUF / 2, size) != 0) FAIL("size %zu: write/read differs", size);
+    }
+    CHECK(k > 20);
+    pair_close(&a, &b);
+}
+
+/* --- pending work ---------------------------------------------------------------------------- */
+static void t_pending_out_of_order(void) {
+    side a, b;
+    sfv_channel_desc d = desc_default();
+    sfv_pending rx[4], tx[4];
+    sfv_work_completion wc;
+    int i;
+    pair_open(&a, &b, &d, &d, SHARED);
+    for (i = 0; i < 4; i++) {
+        sfv_scatter_element sc = S(&b, (size_t)i * 100, 100);
+        CHECK_OK(sfv_channel_post_receive(b.ch, &sc, 1, &rx[i]));
+        CHECK(!sfv_pending_done(&rx[i]));
+    }
+    CHECK_EQ(sfv_channel_outstanding(b.ch), 4);
+    CHECK_EQ(sfv_pending_poll(&rx[0], &wc), SFV_NOT_DONE);
+    for (i = 0; i < 4; i++) {
+        sfv_gather_element g = G(&a, (size_t)i * 100, (size_t)(10 + i));
+        CHECK_OK(sfv_channel_post_send(a.ch, &g, 1, &tx[i]));
+    }
+    /* the last first: its wait polls the others' completions, which are kept for them */
+    CHECK_OK(sfv_pending_wait(&rx[3], -1, &wc));
+    CHECK_EQ(wc.byte_len, 13);
+    CHECK_OK(sfv_pending_wait(&tx[2], -1, NULL));
+    CHECK_OK(sfv_pending_poll(&rx[1], &wc)); /* already completed: no wait */
+    CHECK_EQ(wc.byte_len, 11);
+    CHECK_OK(sfv_pending_poll(&rx[0], &wc));
+    CHECK_EQ(wc.byte_len, 10);
+    CHECK_OK(sfv_pending_wait(&rx[2], 0, &wc));
+    CHECK_EQ(wc.byte_len, 12);
+    CHECK_OK(sfv_pending_poll(&rx[2], &wc)); /* polling a finished handle again repeats it */
+    CHECK_EQ(wc.byte_len, 12);
+    CHECK(sfv_pending_done(&rx[2]));
+    for (i = 0; i < 4; i++) CHECK_OK(sfv_pending_wait(&tx[i], -1, NULL));
+    CHECK_EQ(sfv_channel_outstanding(a.ch), 0);
+    CHECK_EQ(sfv_channel_outstanding(b.ch), 0);
+    pair_close(&a, &b);
+}
+
+static void t_queue_full_and_null_pending(void) {
+    side a, b;
+    sfv_channel_desc d = desc_default();
+    sfv_pending rx[5];
+    sfv_scatter_element sc;
+    int i;
+    d.max_recv_wr = 4;
+    pair_open(&a, &b, &d, &d, SHARED);
+    sc = S(&b, 0, 16);
+    for (i = 0; i < 4; i++) CHECK_OK(sfv_channel_post_receive(b.ch, &sc, 1, &rx[i]));
+    CHECK_RESULT(sfv_channel_post_receive(b.ch, &sc, 1, &rx[4]), SFV_ERR_RESOURCE);
+    CHECK(strstr(sfv_last_error()->message, "queue full") != NULL);
+    CHECK_RESULT(sfv_channel_post_receive(a.ch, &sc, 1, NULL), SFV_ERR_INVALID); /* NULL outside a scope */
+    CHECK_RESULT(sfv_channel_post_receive(NULL, &sc, 1, &rx[4]), SFV_ERR_INVALID);
+    CHECK_RESULT(sfv_channel_post_receive(b.ch, NULL, 1, &rx[4]), SFV_ERR_INVALID);
+    pair_close(&a, &b); /* four receives in flight: destroy flushes them */
+}
+
+static void t_batches(void) {
+    side a, b;
+    sfv_channel_desc d = desc_default();
+    sfv_scatter_element sc[16];
+    sfv_gather_element g[16];
+    sfv_remote_mr rm[16];
+    sfv_pending rx[16], tx;
+    sfv_work_completion wc;
+    int i;
+    d.max_inline_data = 64;
+    pair_open(&a, &b, &d, &d, SHARED);
+    for (i = 0; i < 16; i++) {
+        sc[i] = S(&b, (size_t)i * 64, 64);
+        g[i] = G(&a, (size_t)i * 64, (size_t)(i + 1));
+        fill(a.buf + i * 64, 64, (unsigned)i);
+        CHECK_OK(sfv_remote_mr_slice(sfv_mr_remote(b.mr), 65536 + (uint64_t)i * 64, 64, &rm[i]));
+    }
+    CHECK_OK(sfv_channel_post_receive_batch(b.ch, sc, 1, 16, rx));
+    CHECK_OK(sfv_channel_post_send_batch(a.ch, g, 1, 16, &tx));
+    CHECK_EQ(sfv_channel_outstanding(a.ch), 16);
+    CHECK_OK(sfv_pending_wait(&tx, -1, &wc)); /* one handle, one completion, for all 16 */
+    CHECK_EQ(sfv_channel_outstanding(a.ch), 0);
+    for (i = 0; i < 16; i++) {
+        CHECK_OK(sfv_pending_wait(&rx[i], -1, &wc));
+        CHECK_EQ(wc.byte_len, i + 1);
+        CHECK(memcmp(b.buf + i * 64, a.buf + i * 64, (size_t)i + 1) == 0);
+    }
+    CHECK_OK(sfv_channel_post_write_batch(a.ch, g, 1, 16, rm, &tx));
+    CHECK_OK(sfv_pending_wait(&tx, -1, NULL));
+    for (i = 0; i < 16; i++) CHECK(memcmp(b.buf + 65536 + i * 64, a.buf + i * 64, (size_t)i + 1) == 0);
+    for (i = 0; i < 16; i++) sc[i] = S(&a, 131072 + (size_t)i * 64, 64);
+    CHECK_OK(sfv_channel_post_read_batch(a.ch, sc, 1, 16, rm, &tx));
+    CHECK_OK(sfv_pending_wait(&tx, -1, NULL));
+    for (i = 0; i < 16; i++) CHECK(memcmp(a.buf + 131072 + i * 64, b.buf + 65536 + i * 64, 64) == 0);
+    CHECK_RESULT(sfv_channel_post_send_batch(a.ch, g, 1, 0, &tx), SFV_ERR_INVALID);
+    CHECK_RESULT(sfv_channel_post_send_batch(a.ch, g, 1, SFV_BATCH_MAX + 1, &tx), SFV_ERR_INVALID);
+    CHECK_RESULT(sfv_channel_post_write_batch(a.ch, g, 1, 4, NULL, &tx), SFV_ERR_INVALID);
+    rm[3].length = 1;
+    CHECK_RESULT(sfv_channel_post_write_batch(a.ch, g, 1, 4, rm, &tx), SFV_ERR_SLICE_NOT_WITHIN_BOUNDS);
+    CHECK_EQ(sfv_channel_outstanding(a.ch), 0); /* a refused batch posts nothing */
+    pair_close(&a, &b);
+}
+
+/* --- scopes ---------------------------------------------------------------------------------- */
+typedef struct scope_ctx {
+    side *a, *b;
+    int fail_after_post;
+    sfv_pending keep;
+} scope_ctx;
+
+/* Posts a receive on b's channel and leaves it to the scope. */
+static sfv_result scope_receive(sfv_channel *ch, void *user) {
+    scope_ctx *x = (scope_ctx *)user;
+    sfv_scatter_element sc = S(x->b, 0, 64);
+    return sfv_channel_post_receive(ch, &sc, 1, NULL);
+}
+
+static sfv_result scope_send(sfv_channel *ch, void *user) {
+    scope_ctx *x = (scope_ctx *)user;
+    sfv_gather_element g = G(x->a, 0, 64);
+    sfv_result r = sfv_channel_post_send(ch, &g, 1, NULL); /* auto-polled */
+    if (r) return r;
+    if (x->fail_after_post) return SFV_ERR_PERMISSION; /* fn's own error */
+    return SFV_OK;
+}
+
+static void t_scope_auto_polls(void) {
+    side a, b;
+    sfv_channel_desc d = desc_default();
+    scope_ctx x;
+    sfv_scope_report rep;
+    sfv_pending rx;
+    sfv_scatter_element sc;
+    pair_open(&a, &b, &d, &d, SHARED);
+    memset(&x, 0, sizeof x);
+    x.a = &a;
+    x.b = &b;
+    sc = S(&b, 0, 64);
+    CHECK_OK(sfv_channel_post_receive(b.ch, &sc, 1, &rx));
+    fill(a.buf, 64, 5);
+    CHECK_OK(sfv_channel_scope(a.ch, scope_send, &x, &rep));
+    CHECK_EQ(rep.auto_polled, 1);
+    CHECK_EQ(rep.failed, 0);
+    CHECK_EQ(sfv_channel_outstanding(a.ch), 0); /* nothing in flight after the scope */
+    CHECK_OK(sfv_pending_wait(&rx, -1, NULL));
+    CHECK(memcmp(a.buf, b.buf, 64) == 0);
+    /* fn fails after posting: its work is still drained, and its error is reported as its own */
+    CHECK_OK(sfv_channel_post_receive(b.ch, &sc, 1, &rx));
+    x.fail_after_post = 1;
+    CHECK_RESULT(sfv_channel_scope(a.ch, scope_send, &x, &rep), SFV_ERR_SCOPE_FN);
+    CHECK_EQ(rep.fn_result, SFV_ERR_PERMISSION);
+    CHECK_EQ(rep.failed, 0);
+    CHECK_EQ(sfv_channel_outstanding(a.ch), 0);
+    CHECK_OK(sfv_pending_wait(&rx, -1, NULL));
+    CHECK_RESULT(sfv_channel_scope(a.ch, NULL, &x, &rep), SFV_ERR_INVALID);
+    {   /* a receive in b's scope, satisfied by a's send */
+        sfv_gather_element g = G(&a, 0, 64);
+        sfv_pending tx;
+        CHECK_OK(sfv_channel_post_send(a.ch, &g, 1, &tx));
+        CHECK_OK(sfv_channel_scope(b.ch, scope_receive, &x, NULL));
+        CHECK_OK(sfv_pending_wait(&tx, -1, NULL));
+    }
+    pair_close(&a, &b);
+}
+
+/* A send into a peer with no receive posted and RNR retries limited: the scope's auto-poll fails. */
+static void t_scope_auto_poll_error_rnr(void) {
+    side a, b;
+    sfv_channel_desc da = desc_default(), db = desc_default();
+    scope_ctx x;
+    sfv_scope_report rep;
+    da.rnr_retries_set = true;
+    da.rnr_retries = 1;
+    db.min_rnr_timer = 1;
+    pair_open(&a, &b, &da, &db, SHARED);
+    memset(&x, 0, sizeof x);
+    x.a = &a;
+    x.b = &b;
+    CHECK_RESULT(sfv_channel_scope(a.ch, scope_send, &x, &rep), SFV_ERR_SCOPE_AUTOPOLL);
+    CHECK_EQ(rep.fn_result, SFV_OK);
+    CHECK_EQ(rep.failed, 1);
+    CHECK_EQ(rep.first_error.result, SFV_ERR_WORK);
+    CHECK_EQ(rep.first_error.status, SFV_WC_RNR_RETRY_EXC_ERR);
+    CHECK_EQ(rep.first_error.error_class, SFV_WORK_ERROR_TRANSPORT);
+    CHECK(strstr(sfv_last_error()->message, "RNR_RETRY_EXC_ERR") != NULL);
+    CHECK_EQ(sfv_channel_outstanding(a.ch), 0);
+    /* the channel is broken now: posts are refused with their own result */
+    {
+        sfv_gather_element g = G(&a, 0, 8);
+        CHECK_RESULT(sfv_channel_send(a.ch, &g, 1, NULL), SFV_ERR_BROKEN);
+    }
+    pair_close(&a, &b);
+}
+
+static sfv_result manual_ok(sfv_channel *ch, void *user) {
+    scope_ctx *x = (scope_ctx *)user;
+    sfv_gather_element g = G(x->a, 0, 16);
+    sfv_pending p;
+    sfv_result r = sfv_channel_post_send(ch, &g, 1, &p);
+    if (r) return r;
+    return sfv_pending_wait(&p, -1, NULL); /* polled by hand: the contract holds */
+}
+static sfv_result manual_leaves_work(sfv_channel *ch, void *user) {
+    scope_ctx *x = (scope_ctx *)user;
+    sfv_gather_element g = G(x->a, 0, 16);
+    sfv_pending p;
+    return sfv_channel_post_send(ch, &g, 1, &p); /* never polled */
+}
+static sfv_result manual_fails_with_work(sfv_channel *ch, void *user) {
+    scope_ctx *x = (scope_ctx *)user;
+    sfv_gather_element g = G(x->a, 0, 16);
+    sfv_pending p;
+    sfv_result r = sfv_channel_post_send(ch, &g, 1, &p);
+    return r ? r : SFV_ERR_NOT_FOUND;
+}
+
+/* In a child of its own (devices opened after the fork): the contract breaks and it aborts. */
+static void manual_scope_violation(void) {
+    side a, b;
+    sfv_channel_desc d = desc_default();
+    scope_ctx x;
+    sfv_pending rx;
+    sfv_scatter_element sc;
+    pair_open(&a, &b, &d, &d, SHARED);
+    memset(&x, 0, sizeof x);
+    x.a = &a;
+    x.b = &b;
+    sc = S(&b, 0, 64);
+    CHECK_OK(sfv_channel_post_receive(b.ch, &sc, 1, &rx));
+    (void)sfv_channel_manual_scope(a.ch, manual_leaves_work, &x);
+}
+
+static void t_manual_scope_contract(void) {
+    side a, b;
+    sfv_channel_desc d = desc_default();
+    scope_ctx x;
+    sfv_pending rx[3];
+    sfv_scatter_element sc;
+    int i;
+    /* fn succeeds but leaves work unpolled: a broken contract */
+    CHECK_ABORTS(manual_scope_violation());
+    pair_open(&a, &b, &d, &d, SHARED);
+    memset(&x, 0, sizeof x);
+    x.a = &a;
+    x.b = &b;
+    sc = S(&b, 0, 64);
+    for (i = 0; i < 3; i++) CHECK_OK(sfv_channel_post_receive(b.ch, &sc, 1, &rx[i]));
+    CHECK_OK(sfv_channel_manual_scope(a.ch, manual_ok, &x));
+    /* fn fails with work left: drained quietly, fn's result returned as it is */
+    CHECK_RESULT(sfv_channel_manual_scope(a.ch, manual_fails_with_work, &x), SFV_ERR_NOT_FOUND);
+    CHECK_EQ(sfv_channel_outstanding(a.ch), 0);
+    pair_close(&a, &b);
+}
+
+static void t_stale_pending_is_a_broken_contract(void) {
+    side a, b;
+    sfv_channel_desc d = desc_default();
+    sfv_pending rx;
+    sfv_scatter_element sc;
+    sfv_gather_element g;
+    pair_open(&a, &b, &d, &d, SHARED);
+    sc = S(&b, 0, 64);
+    g = G(&a, 0, 8);
+    CHECK_OK(sfv_channel_post_receive(b.ch, &sc, 1, &rx));
+    CHECK_OK(sfv_channel_send(a.ch, &g, 1, NULL));
+    CHECK_OK(sfv_pending_wait(&rx, -1, NULL));
+    {
+        sfv_pending copy = rx;
+        copy.state_ = 1; /* a forged "still waiting" copy of a consumed handle */
+        CHECK_ABORTS(sfv_pending_poll(&copy, NULL));
+    }
+    pair_close(&a, &b);
+}
+
+/* --- completion errors ----------------------------------------------------------------------- */
+static void t_write_to_local_only_region(void) {
+    side a, b;
+    sfv_channel_desc d = desc_default();
+    sfv_gather_element g;
+    sfv_work_completion wc;
+    pair_open(&a, &b, &d, &d, SFV_ACCESS_LOCAL_WRITE); /* b registered without remote access */
+    g = G(&a, 0, 64);
+    CHECK_RESULT(sfv_channel_write(a.ch, &g, 1, sfv_mr_remote(b.mr), &wc), SFV_ERR_WORK);
+    CHECK_EQ(wc.result, SFV_ERR_WORK);
+    CHECK_EQ(wc.status, SFV_WC_REM_ACCESS_ERR);
+    CHECK_EQ(wc.error_class, SFV_WORK_ERROR_REMOTE);
+    CHECK(strstr(sfv_wc_status_hint(wc.status), "remote access") != NULL);
+    pair_close(&a, &b);
+}
+
+static void t_unchecked_element_outside_mr(void) {
+    side a, b;
+    sfv_channel_desc d = desc_default();
+    static char outside[64];
+    sfv_gather_element g;
+    sfv_work_completion wc;
+    sfv_pending rx;
+    sfv_scatter_element sc;
+    pair_open(&a, &b, &d, &d, SHARED);
+    sc = S(&b, 0, 64);
+    CHECK_OK(sfv_channel_post_receive(b.ch, &sc, 1, &rx));
+    g = sfv_mr_gather_element_unchecked(a.mr, outside, sizeof outside);
+    CHECK_RESULT(sfv_channel_send(a.ch, &g, 1, &wc), SFV_ERR_WORK);
+    CHECK_EQ(wc.status, SFV_WC_LOC_PROT_ERR);
+    CHECK_EQ(wc.error_class, SFV_WORK_ERROR_LOCAL_PROGRAMMING);
+    pair_close(&a, &b);
+}
+
+static void t_receive_too_small(void) {
+    side a, b;
+    sfv_channel_desc d = desc_default();
+    sfv_gather_element g;
+    sfv_scatter_element sc;
+    sfv_pending rx;
+    sfv_work_completion wc, swc;
+    pair_open(&a, &b, &d, &d, SHARED);
+    sc = S(&b, 0, 16);
+    g = G(&a, 0, 64);
+    CHECK_OK(sfv_channel_post_receive(b.ch, &sc, 1, &rx));
+    CHECK(sfv_channel_send(a.ch, &g, 1, &swc) == SFV_ERR_WORK);
+    CHECK_RESULT(sfv_pending_wait(&rx, -1, &wc), SFV_ERR_WORK);
+    /* the verbs spec says LOC_LEN_ERR; rxe (Linux 6.1) reports LOC_QP_OP_ERR: both local */
+    if (wc.status != SFV_WC_LOC_LEN_ERR && wc.status != SFV_WC_LOC_QP_OP_ERR)
+        FAIL("receiver status %s", sfv_wc_status_str(wc.status));
+    CHECK_EQ(wc.error_class, SFV_WORK_ERROR_LOCAL_PROGRAMMING);
+    CHECK(swc.error_class == SFV_WORK_ERROR_REMOTE); /* the sender hears of it as a remote error */
+    pair_close(&a, &b);
+}
+
+static void t_rnr_limited_retries(void) {
+    side a, b;
+    sfv_channel_desc da = desc_default(), db = desc_default();
+    sfv_gather_element g;
+    sfv_work_completion wc;
+    double t0;
+    da.rnr_retries_set = true;
+    da.rnr_retries = 2;
+    db.min_rnr_timer = 1;
+    pair_open(&a, &b, &da, &db, SHARED);
+    g = G(&a, 0, 32);
+    t0 = sfv_test_seconds();
+    CHECK_RESULT(sfv_channel_send(a.ch, &g, 1, &wc), SFV_ERR_WORK);
+    CHECK_EQ(wc.status, SFV_WC_RNR_RETRY_EXC_ERR);
+    CHECK_EQ(wc.error_class, SFV_WORK_ERROR_TRANSPORT);
+    CHECK(sfv_test_seconds() - t0 < 9.0); /* well inside the 10 s deadline: retries ran out */
+    pair_close(&a, &b);
+}
+
+/* The peer process dies mid-transfer: the sender's retries run out within its bound. */
+static void t_peer_disappears(void) {
+    int sv[2], st;
+    pid_t pid;
+    CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0);
+    pid = fork();
+    CHECK(pid >= 0);
+    {
+        sfv_channel_desc d = desc_default();
+        side s;
+        sfv_endpoint me, peer;
+        int fd = sv[pid == 0 ? 1 : 0];
+        d.ack_timeout = 10; /* 4.2 ms */
+        d.ack_retries_set = true;
+        d.ack_retries = 3;
+        d.timeout_ms = 20000;
+        s = side_open(sfv_test_device(pid == 0 ? 1 : 0), &d, SHARED);
+        CHECK_OK(sfv_channel_endpoint(s.ch, &me));
+        CHECK(sock_exchange(fd, &me, &peer) == 0);
+        CHECK_OK(sfv_channel_handshake(s.ch, &peer));
+        if (pid == 0) { /* the peer: takes one message, then dies without a word */
+            sfv_scatter_element sc = S(&s, 0, BUF);
+            char c;
+            CHECK_OK(sfv_channel_receive(s.ch, &sc, 1, NULL));
+            CHECK(read(fd, &c, 1) == 1);
+            _exit(0);
+        } else {
+            sfv_gather_element g = G(&s, 0, 4096);
+            sfv_gather_element big = G(&s, 0, BUF);
+            sfv_work_completion wc;
+            sfv_result r = SFV_OK;
+            double t0;
+            int i;
+            CHECK_OK(sfv_channel_send(s.ch, &g, 1, NULL));
+            CHECK(write(fd, "x", 1) == 1);
+            CHECK(waitpid(pid, &st, 0) == pid); /* gone */
+            t0 = sfv_test_seconds();
+            for (i = 0; i < 10 && r == SFV_OK; i++) r = sfv_channel_write(s.ch, &big, 1, sfv_remote_mr_make(0x1000, BUF, 1), &wc);
+            CHECK_EQ(r, SFV_ERR_WORK);
+            CHECK_EQ(wc.status, SFV_WC_RETRY_EXC_ERR);
+            CHECK_EQ(wc.error_class, SFV_WORK_ERROR_TRANSPORT);
+            CHECK(sfv_test_seconds() - t0 < 15.0);
+            side_close(&s);
+        }
+    }
+}
+
+/* --- deadlines ------------------------------------------------------------------------------- */
+static void t_wait_deadlines(void) {
+    side a, b;
+    sfv_channel_desc d = desc_default();
+    sfv_pending rx;
+    sfv_scatter_element sc;
+    sfv_work_completion wc;
+    sfv_scope_report rep;
+    scope_ctx x;
+    double t0;
+    d.timeout_ms = 300;
+    pair_open(&a, &b, &d, &d, SHARED);
+    sc = S(&b, 0, 64);
+    /* a pending wait: times out, the work stays tracked and can be waited for again */
+    CHECK_OK(sfv_channel_post_receive(b.ch, &sc, 1, &rx));
+    t0 = sfv_test_seconds();
+    CHECK_RESULT(sfv_pending_wait(&rx, 100, &wc), SFV_ERR_TIMEOUT);
+    CHECK(sfv_test_seconds() - t0 >= 0.09 && sfv_test_seconds() - t0 < 3.0);
+    CHECK_EQ(sfv_channel_outstanding(b.ch), 1);
+    CHECK_RESULT(sfv_pending_wait(&rx, -1, &wc), SFV_ERR_TIMEOUT); /* the channel's 300 ms */
+    {
+        sfv_gather_element g = G(&a, 0, 8);
+        CHECK_OK(sfv_channel_send(a.ch, &g, 1, NULL));
+        CHECK_OK(sfv_pending_wait(&rx, -1, &wc)); /* still tracked: completes */
+    }
+    /* a scope whose work never completes: flushed at the deadline, reported, nothing in flight */
+    memset(&x, 0, sizeof x);
+    x.a = &a;
+    x.b = &b;
+    t0 = sfv_test_seconds();
+    CHECK_RESULT(sfv_channel_scope(b.ch, scope_receive, &x, &rep), SFV_ERR_SCOPE_AUTOPOLL);
+    CHECK_EQ(rep.first_error.result, SFV_ERR_TIMEOUT);
+    CHECK_EQ(sfv_channel_outstanding(b.ch), 0);
+    CHECK(sfv_test_seconds() - t0 < 6.0);
+    /* a blocking receive: times out, flushes, returns the buffer */
+    CHECK_RESULT(sfv_channel_receive(b.ch, &sc, 1, &wc), SFV_ERR_BROKEN); /* b was flushed above */
+    pair_close(&a, &b);
+    pair_open(&a, &b, &d, &d, SHARED);
+    t0 = sfv_test_seconds();
+    CHECK_RESULT(sfv_channel_receive(b.ch, &sc, 1, &wc), SFV_ERR_TIMEOUT);
+    CHECK_EQ(wc.result, SFV_ERR_TIMEOUT);
+    CHECK_EQ(sfv_channel_outstanding(b.ch), 0);
+    CHECK(sfv_test_seconds() - t0 < 6.0);
+    pair_close(&a, &b);
+}
+
+/* --- event mode ------------------------------------------------------------------------------ */
+static void t_event_wait_mode(void) {
+    side a, b;
+    sfv_channel_desc d = desc_default();
+    sfv_pending rx;
+    sfv_scatter_element sc;
+    sfv_gather_element g;
+    sfv_work_completion wc;
+    struct pollfd pfd;
+    int i;
+    d.wait_mode = SFV_WAIT_EVENT;
+    d.timeout_ms = 2000;
+    pair_open(&a, &b, &d, &d, SHARED);
+    CHECK(sfv_channel_fd(a.ch) >= 0);
+    CHECK(sfv_channel_fd(b.ch) >= 0);
+    sc = S(&b, 0, 256);
+    g = G(&a, 0, 256);
+    for (i = 0; i < 50; i++) { /* blocking calls sleep on the completion channel */
+        fill(a.buf, 256, (unsigned)i);
+        CHECK_OK(sfv_channel_post_receive(b.ch, &sc, 1, &rx));
+        CHECK_OK(sfv_channel_send(a.ch, &g, 1, NULL));
+        CHECK_OK(sfv_pending_wait(&rx, -1, &wc));
+        CHECK(memcmp(a.buf, b.buf, 256) == 0);
+    }
+    /* the caller's own poll(): arm, wait for the fd, ack, then poll the pending work */
+    CHECK_OK(sfv_channel_post_receive(b.ch, &sc, 1, &rx));
+    CHECK_OK(sfv_channel_arm(b.ch));
+    CHECK_OK(sfv_channel_send(a.ch, &g, 1, NULL));
+    pfd.fd = sfv_channel_fd(b.ch);
+    pfd.events = POLLIN;
+    CHECK(poll(&pfd, 1, 5000) == 1);
+    CHECK_OK(sfv_channel_ack_events(b.ch));
+    CHECK_OK(sfv_pending_poll(&rx, &wc));
+    CHECK_EQ(wc.byte_len, 256);
+    /* the deadline holds in event mode too */
+    CHECK_OK(sfv_channel_post_receive(b.ch, &sc, 1, &rx));
+    CHECK_RESULT(sfv_pending_wait(&rx, 150, &wc), SFV_ERR_TIMEOUT);
+    pair_close(&a, &b); /* armed, events acknowledged, one receive in flight: destroy must not hang */
+    {
+        sfv_channel_desc busy = desc_default();
+        side s = side_open(sfv_test_device(0), &busy, SHARED);
+        CHECK_EQ(sfv_channel_fd(s.ch), -1);
+        CHECK_RESULT(sfv_channel_arm(s.ch), SFV_ERR_INVALID);
+        side_close(&s);
+    }
+}
+
+/* --- teardown ------------------------------------------------------------------------------- */
+static void t_destroy_with_work_outstanding(void) {
+    side a, b;
+    sfv_channel_desc d = desc_default();
+    sfv_pending rx[8], tx;
+    sfv_scatter_element sc;
+    sfv_gather_element g;
+    double t0;
+    int i;
+    d.rnr_retries_set = true;
+    d.rnr_retries = 7; /* a's send keeps retrying forever: only the flush ends it */
+    pair_open(&a, &b, &d, &d, SHARED);
+    sc = S(&a, 0, 64);
+    for (i = 0; i < 8; i++) CHECK_OK(sfv_channel_post_receive(a.ch, &sc, 1, &rx[i]));
+    g = G(&a, 0, BUF);
+    CHECK_OK(sfv_channel_post_send(a.ch, &g, 1, &tx)); /* b has no receive: RNR, forever */
+    CHECK_EQ(sfv_channel_outstanding(a.ch), 9);
+    t0 = sfv_test_seconds();
+    CHECK_OK(sfv_destroy_channel(a.ch));
+    CHECK(sfv_test_seconds() - t0 < 6.0);
+    a.ch = NULL; /* destroyed: side_close's destroy of NULL is a no-op */
+    side_close(&a);
+    side_close(&b);
+}
+
+/* --- endpoint codec -------------------------------------------------------------------------- */
+static void t_endpoint_codec(void) {
+    sfv_endpoint e, o;
+    uint8_t buf[SFV_ENDPOINT_ENCODED_SIZE], bad[SFV_ENDPOINT_ENCODED_SIZE];
+    int i;
+    memset(&e, 0, sizeof e);
+    e.qpn = 0x123456;
+    e.lid = 0xbeef;
+    e.psn = 0xabcdef;
+    e.mtu = 1024;
+    e.has_gid = true;
+    for (i = 0; i < 16; i++) e.gid.raw[i] = (uint8_t)(i * 17);
+    sfv_endpoint_encode(&e, buf);
+    CHECK(buf[0] == 'S' && buf[1] == 'E' && buf[2] == 1 && buf[3] == 1);
+    CHECK(buf[5] == 0x12 && buf[7] == 0x56); /* big-endian */
+    CHECK_OK(sfv_endpoint_decode(buf, sizeof buf, &o));
+    CHECK(o.qpn == e.qpn && o.lid == e.lid && o.psn == e.psn && o.mtu == e.mtu && o.has_gid);
+    CHECK(memcmp(o.gid.raw, e.gid.raw, 16) == 0);
+    CHECK_RESULT(sfv_endpoint_decode(buf, sizeof buf - 1, &o), SFV_ERR_INVALID);
+    CHECK(o.qpn == 0);
+    CHECK_RESULT(sfv_endpoint_decode(NULL, sizeof buf, &o), SFV_ERR_INVALID);
+    CHECK_RESULT(sfv_endpoint_decode(buf, sizeof buf, NULL), SFV_ERR_INVALID);
+#define MANGLE(byte, value)                                               \
+    do {                                                                  \
+        memcpy(bad, buf, sizeof bad);                                     \
+        bad[byte] = (uint8_t)(value);                                     \
+        CHECK_RESULT(sfv_endpoint_decode(bad, sizeof bad, &o), SFV_ERR_INVALID); \
+    } while (0)
+    MANGLE(0, 'X');          /* magic */
+    MANGLE(2, 2);            /* version */
+    MANGLE(3, 3);            /* unknown flag */
+    MANGLE(4, 1);            /* QPN over 24 bits */
+    MANGLE(12, 1);           /* PSN over 24 bits */
+    MANGLE(10, 0x05);        /* MTU 0x0500 */
+    memcpy(bad, buf, sizeof bad);
+    bad[4] = bad[5] = bad[6] = bad[7] = 0; /* QPN 0 */
+    CHECK_RESULT(sfv_endpoint_decode(bad, sizeof bad, &o), SFV_ERR_INVALID);
+    e.has_gid = false; /* GID bytes without the flag: garbage */
+    sfv_endpoint_encode(&e, bad);
+    CHECK(bad[3] == 0);
+    memcpy(bad + 16, buf + 16, 16);
+    CHECK_RESULT(sfv_endpoint_decode(bad, sizeof bad, &o), SFV_ERR_INVALID);
+    memset(e.gid.raw, 0, 16);
+    sfv_endpoint_encode(&e, bad);
+    CHECK_OK(sfv_endpoint_decode(bad, sizeof bad, &o));
+    CHECK(!o.has_gid);
+    memset(bad, 0xff, sizeof bad);
+    CHECK_RESULT(sfv_endpoint_decode(bad, sizeof bad, &o), SFV_ERR_INVALID);
+}
+
+static const sfv_test TESTS[] = {
+    TEST(t_endpoint_codec, 10),
+    TEST(t_desc_defaults_and_range_checks, 60),
+    TEST(t_loopback_send_receive, 60),
+    TEST(t_pair_rxe0_rxe1, 60),
+    TEST(t_two_processes, 120),
+    TEST(t_handshake_bad_peer, 60),
+    TEST(t_write_and_read, 60),
+    TEST(t_immediates, 60),
+    TEST(t_gather_4_6_2_into_scatter_5_7, 60),
+    TEST(t_every_size_class, 180),
+    TEST(t_pending_out_of_order, 60),
+    TEST(t_queue_full_and_null_pending, 60),
+    TEST(t_batches, 60),
+    TEST(t_scope_auto_polls, 60),
+    TEST(t_scope_auto_poll_error_rnr, 60),
+    TEST(t_manual_scope_contract, 60),
+    TEST(t_stale_pending_is_a_broken_contract, 60),
+    TEST(t_write_to_local_only_region, 60),
+    TEST(t_unchecked_element_outside_mr, 60),
+    TEST(t_receive_too_small, 60),
+    TEST(t_rnr_limited_retries, 60),
+    TEST(t_peer_disappears, 120),
+    TEST(t_wait_deadlines, 90),
+    TEST(t_event_wait_mode, 90),
+    TEST(t_destroy_with_work_outstanding, 60),
+};
+
+int main(int argc, char **argv) { return sfv_test_main(argc, argv, TESTS, SFV_COUNT(TESTS)); }
