@@ -24,5 +24,19 @@ for cc in "gcc -std=c99" "gcc -std=c11" "clang -std=c99" "clang -std=c11" "g++ -
         fi
     done
 done
-echo "compile matrix: $ok of $((ok + bad)) configurations clean"
+# Direction safety: each misuse in wrong_direction.c must be a compile error (and WRONG=0, the
+# same file used rightly, must compile, so the failures are the misuse and nothing else).
+for cc in "gcc -std=c11" "clang -std=c11" "g++ -std=c++11 -x c++"; do
+    if ! $cc -I. -Wall -Wextra -Werror -DWRONG=0 -c tests/compile/wrong_direction.c -o /dev/null; then
+        echo "FAIL compile: wrong_direction.c WRONG=0 with $cc"; bad=$((bad + 1)); continue
+    fi
+    for w in 1 2 3 4; do
+        if $cc -I. -Wall -Wextra -Werror -DWRONG=$w -c tests/compile/wrong_direction.c -o /dev/null 2>/dev/null; then
+            echo "FAIL compile: misuse WRONG=$w compiled with $cc"; bad=$((bad + 1))
+        else
+            ok=$((ok + 1))
+        fi
+    done
+done
+echo "compile matrix: $ok of $((ok + bad)) checks passed (10 clean builds, 12 rejected misuses)"
 [ "$bad" -eq 0 ]
