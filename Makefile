@@ -9,19 +9,25 @@ LDLIBS  := -libverbs -lpthread
 BUILD   := build
 
 TESTS    := $(patsubst tests/%.c,$(BUILD)/%,$(wildcard tests/test_*.c))
+ASAN_TESTS := $(patsubst tests/%.c,$(BUILD)/asan/%,$(wildcard tests/test_*.c))
 EXAMPLES := $(patsubst examples/%.c,$(BUILD)/%,$(wildcard examples/*.c))
 BENCHES  := $(patsubst bench/%.c,$(BUILD)/%,$(wildcard bench/*.c))
 ON_RXE   := bash tools/on-rxe.sh
 
 .PHONY: all deps check demo bench compile-matrix clean
 
-all: $(TESTS) $(EXAMPLES) $(BENCHES)
+all: $(TESTS) $(ASAN_TESTS) $(EXAMPLES) $(BENCHES)
 
 $(BUILD):
 	@mkdir -p $@
 
 $(BUILD)/test_%: tests/test_%.c tests/sfv_test.h safeverbs.h | $(BUILD)
 	$(CC) $(CFLAGS) $(WARN) -I. -o $@ $< $(LDLIBS)
+
+# The same tests with AddressSanitizer and LeakSanitizer: no overflow, no leak, on any path.
+$(BUILD)/asan/test_%: tests/test_%.c tests/sfv_test.h safeverbs.h
+	@mkdir -p $(@D)
+	$(CC) -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined $(WARN) -I. -o $@ $< $(LDLIBS)
 
 $(BUILD)/%: examples/%.c safeverbs.h | $(BUILD)
 	$(CC) $(CFLAGS) $(WARN) -I. -o $@ $< $(LDLIBS)

@@ -1803,9 +1803,12 @@ static sfv_result sfv__consume(sfv__ring *q, uint64_t seq, sfv_work_completion *
 }
 
 /* --- posting ----------------------------------------------------------------------------- */
-static sfv_result sfv__post_check(sfv_channel *ch, sfv__ring *q, const void *sges, size_t n, uint32_t max_sge,
-                                  size_t count, sfv_pending *p) {
+static sfv_result sfv__post_check(sfv_channel *ch, bool recv, const void *sges, size_t n, size_t count, sfv_pending *p) {
+    const sfv__ring *q;
+    uint32_t max_sge;
     SFV__CHECK_ARG(ch, "channel");
+    q = recv ? &ch->rq : &ch->sq;
+    max_sge = recv ? ch->desc.max_recv_sge : ch->desc.max_send_sge;
     SFV__CHECK_ARG(sges || n == 0, "elements (NULL)");
     if (SFV__UNLIKELY(count == 0 || count > SFV_BATCH_MAX))
         return sfv__fail(SFV_ERR_INVALID, EINVAL, "post", "batch of %zu work requests (1 .. %d)", count, SFV_BATCH_MAX);
@@ -1853,7 +1856,7 @@ static sfv_result sfv__post_send(sfv_channel *ch, enum ibv_wr_opcode opcode, con
     sfv_result r;
     size_t i, k;
     int rc;
-    r = sfv__post_check(ch, &ch->sq, sges, per_wr, ch ? ch->desc.max_send_sge : 0, count, p);
+    r = sfv__post_check(ch, false, sges, per_wr, count, p);
     if (SFV__UNLIKELY(r)) return r;
     if (SFV__UNLIKELY(!ch->connected))
         return sfv__fail(SFV_ERR_INVALID, EINVAL, "post", "the channel is not connected (call sfv_channel_handshake)");
@@ -1895,7 +1898,7 @@ static sfv_result sfv__post_send(sfv_channel *ch, enum ibv_wr_opcode opcode, con
 
 static sfv_result sfv__post_recv(sfv_channel *ch, const sfv_scatter_element *sges, size_t per_wr, size_t count, sfv_pending *ps) {
     struct ibv_recv_wr wrs[SFV_BATCH_MAX], *bad = NULL;
-    sfv_result r = sfv__post_check(ch, &ch->rq, sges, per_wr, ch ? ch->desc.max_recv_sge : 0, count, ps);
+    sfv_result r = sfv__post_check(ch, true, sges, per_wr, count, ps);
     size_t i, posted;
     int rc;
     if (SFV__UNLIKELY(r)) return r;

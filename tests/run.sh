@@ -26,6 +26,10 @@ run_one() { # NAME COMMAND...
 for t in build/test_*; do
     [ -x "$t" ] && run_one "$(basename "$t")" "$t"
 done
+# The sanitizer builds: any leak, overflow or undefined behaviour fails the test it happens in.
+for t in build/asan/test_*; do
+    [ -x "$t" ] && run_one "asan/$(basename "$t")" env ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 "$t"
+done
 for s in tests/*.test.sh; do
     [ -f "$s" ] && run_one "$(basename "$s")" bash "$s"
 done

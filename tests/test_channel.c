@@ -736,18 +736,20 @@ static void t_rnr_limited_retries(void) {
     pair_close(&a, &b);
 }
 
-/* The peer process dies mid-transfer: the sender's retries run out within its bound. */
-static void t_peer_disappears(void) {
+/* The peer process dies while eight 2 MiB writes into its memory are in flight: the first
+   unfinished one fails with retries exhausted, the rest are flushed, all within the bound. */
+static void t_peer_disappears_mid_transfer(void) {
     int sv[2], st;
     pid_t pid;
     CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0);
-    pid = fork();
+    pid = fork(); /* before any device is opened */
     CHECK(pid >= 0);
     {
         sfv_channel_desc d = desc_default();
         side s;
         sfv_endpoint me, peer;
         int fd = sv[pid == 0 ? 1 : 0];
+        uint8_t rm[SFV_REMOTE_MR_ENCODED_SIZE];
         d.ack_timeout = 10; /* 4.2 ms */
         d.ack_retries_set = true;
         d.ack_retries = 3;
@@ -756,28 +758,36 @@ static void t_peer_disappears(void) {
         CHECK_OK(sfv_channel_endpoint(s.ch, &me));
         CHECK(sock_exchange(fd, &me, &peer) == 0);
         CHECK_OK(sfv_channel_handshake(s.ch, &peer));
-        if (pid == 0) { /* the peer: takes one message, then dies without a word */
-            sfv_scatter_element sc = S(&s, 0, BUF);
+        if (pid == 0) { /* the peer: shares its memory, then dies without a word when told */
             char c;
-            CHECK_OK(sfv_channel_receive(s.ch, &sc, 1, NULL));
+            sfv_remote_mr_encode(sfv_mr_remote(s.mr), rm);
+            CHECK(write(fd, rm, sizeof rm) == (ssize_t)sizeof rm);
             CHECK(read(fd, &c, 1) == 1);
             _exit(0);
         } else {
-            sfv_gather_element g = G(&s, 0, 4096);
             sfv_gather_element big = G(&s, 0, BUF);
+            sfv_remote_mr target;
+            sfv_pending w[8];
             sfv_work_completion wc;
-            sfv_result r = SFV_OK;
+            size_t ok = 0, retry_exc = 0, flushed = 0, i;
             double t0;
-            int i;
-            CHECK_OK(sfv_channel_send(s.ch, &g, 1, NULL));
-            CHECK(write(fd, "x", 1) == 1);
-            CHECK(waitpid(pid, &st, 0) == pid); /* gone */
+            CHECK(read(fd, rm, sizeof rm) == (ssize_t)sizeof rm);
+            CHECK_OK(sfv_remote_mr_decode(rm, sizeof rm, &target));
+            for (i = 0; i < 8; i++) CHECK_OK(sfv_channel_post_write(s.ch, &big, 1, target, &w[i]));
+            CHECK(write(fd, "x", 1) == 1); /* die now, with 16 MiB of writes on the way */
+            CHECK(waitpid(pid, &st, 0) == pid);
             t0 = sfv_test_seconds();
-            for (i = 0; i < 10 && r == SFV_OK; i++) r = sfv_channel_write(s.ch, &big, 1, sfv_remote_mr_make(0x1000, BUF, 1), &wc);
-            CHECK_EQ(r, SFV_ERR_WORK);
-            CHECK_EQ(wc.status, SFV_WC_RETRY_EXC_ERR);
-            CHECK_EQ(wc.error_class, SFV_WORK_ERROR_TRANSPORT);
+            for (i = 0; i < 8; i++) {
+                sfv_result r = sfv_pending_wait(&w[i], -1, &wc);
+                if (r == SFV_OK) ok++;
+                else if (wc.status == SFV_WC_RETRY_EXC_ERR) retry_exc++;
+                else if (wc.status == SFV_WC_WR_FLUSH_ERR) flushed++;
+                else FAIL("write %zu: %s (%s)", i, sfv_result_str(r), sfv_wc_status_str(wc.status));
+            }
+            CHECK_EQ(retry_exc, 1);
+            CHECK(ok < 8 && ok + retry_exc + flushed == 8);
             CHECK(sfv_test_seconds() - t0 < 15.0);
+            CHECK_EQ(sfv_channel_outstanding(s.ch), 0);
             side_close(&s);
         }
     }
@@ -973,7 +983,7 @@ static const sfv_test TESTS[] = {
     TEST(t_unchecked_element_outside_mr, 60),
     TEST(t_receive_too_small, 60),
     TEST(t_rnr_limited_retries, 60),
-    TEST(t_peer_disappears, 120),
+    TEST(t_peer_disappears_mid_transfer, 120),
     TEST(t_wait_deadlines, 90),
     TEST(t_event_wait_mode, 90),
     TEST(t_destroy_with_work_outstanding, 60),
