@@ -4,20 +4,20 @@
 # closes with the sum: "N passed, N failed". Exits non-zero if anything failed or nothing ran.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-pass=0 fail=0
+pass=0 fail=0 skip=0
 log=$(mktemp)
 run_one() { # NAME COMMAND...
     echo "== $1"
     "${@:2}" 2>&1 | tee "$log"
     local rc=${PIPESTATUS[0]} line
-    line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$log" | tail -n 1)
+    line=$(grep -E '^[0-9]+ passed, [0-9]+ failed(, [0-9]+ skipped)?$' "$log" | tail -n 1)
     if [ -z "$line" ]; then
         echo "FAIL $1: printed no result line (exit $rc)"
         fail=$((fail + 1))
         return
     fi
     set -- $line
-    pass=$((pass + $1)) fail=$((fail + $3))
+    pass=$((pass + $1)) fail=$((fail + $3)) skip=$((skip + ${5:-0}))
     if [ "$rc" -ne 0 ] && [ "$3" -eq 0 ]; then
         echo "FAIL $1: exit $rc"
         fail=$((fail + 1))
@@ -34,5 +34,5 @@ for s in tests/*.test.sh; do
     [ -f "$s" ] && run_one "$(basename "$s")" bash "$s"
 done
 rm -f "$log"
-echo "$pass passed, $fail failed"
+if [ "$skip" -gt 0 ]; then echo "$pass passed, $fail failed, $skip skipped"; else echo "$pass passed, $fail failed"; fi
 [ "$fail" -eq 0 ] && [ "$pass" -gt 0 ]

@@ -185,7 +185,7 @@ static void t_open_port_down(void) {
     char cmd[128];
     sfv_context *c, *probe;
     sfv_result r;
-    if (!nd) FAIL("needs SAFEVERBS_TEST_NETDEV (the netdev under %s) or the test guest", sfv_test_device(0));
+    if (!nd) SKIP("takes %s's link down: set SAFEVERBS_TEST_NETDEV to its netdev to allow it", sfv_test_device(0));
     CHECK_OK(sfv_open_device(sfv_test_device(0), &probe));
     snprintf(cmd, sizeof cmd, "ip link set %s down", nd);
     CHECK(system(cmd) == 0);
