@@ -578,12 +578,10 @@ SAFEVERBS_API sfv_result sfv_channel_manual_scope(sfv_channel *ch, sfv_scope_fn 
 #endif
 
 #if defined(__GNUC__)
-#define SFV__UNUSED __attribute__((unused))
 #define SFV__LIKELY(x) __builtin_expect(!!(x), 1)
 #define SFV__UNLIKELY(x) __builtin_expect(!!(x), 0)
 #define SFV__PRINTF(a, b) __attribute__((format(printf, a, b)))
 #else
-#define SFV__UNUSED
 #define SFV__LIKELY(x) (x)
 #define SFV__UNLIKELY(x) (x)
 #define SFV__PRINTF(a, b)
@@ -2135,6 +2133,16 @@ SAFEVERBS_API sfv_result sfv_destroy_channel(sfv_channel *ch) {
     return SFV_OK;
 }
 
+/* Helper macros end here, so they cannot collide with the including file's. */
+#undef SFV__THREAD_LOCAL
+#undef SFV__STATIC_ASSERT
+#undef SFV__LIKELY
+#undef SFV__UNLIKELY
+#undef SFV__PRINTF
+#undef SFV__ACCESS_ALL
+#undef SFV__CHECK_ARG
+#undef SFV__ELEMENT
+#undef SFV__WC_LIST
 #endif /* SAFEVERBS_IMPLEMENTATION */
 
 /*
