@@ -61,6 +61,14 @@ static void pair_open(side *a, side *b, const sfv_channel_desc *da, const sfv_ch
     *b = side_open(sfv_test_device(1), db, access_b);
     connect_pair(a, b);
 }
+/* A pair whose sender a gives up after `rnr_retries` RNR NAKs from b (b asks for the shortest wait). */
+static void pair_open_rnr(side *a, side *b, uint8_t rnr_retries) {
+    sfv_channel_desc da = desc_default(), db = desc_default();
+    da.rnr_retries_set = true;
+    da.rnr_retries = rnr_retries;
+    db.min_rnr_timer = 1;
+    pair_open(a, b, &da, &db, SHARED);
+}
 static void pair_close(side *a, side *b) {
     side_close(a);
     side_close(b);
@@ -556,13 +564,9 @@ static void t_scope_auto_polls(void) {
 /* A send into a peer with no receive posted and RNR retries limited: the scope's auto-poll fails. */
 static void t_scope_auto_poll_error_rnr(void) {
     side a, b;
-    sfv_channel_desc da = desc_default(), db = desc_default();
     scope_ctx x;
     sfv_scope_report rep;
-    da.rnr_retries_set = true;
-    da.rnr_retries = 1;
-    db.min_rnr_timer = 1;
-    pair_open(&a, &b, &da, &db, SHARED);
+    pair_open_rnr(&a, &b, 1);
     memset(&x, 0, sizeof x);
     x.a = &a;
     x.b = &b;
@@ -719,14 +723,10 @@ static void t_receive_too_small(void) {
 
 static void t_rnr_limited_retries(void) {
     side a, b;
-    sfv_channel_desc da = desc_default(), db = desc_default();
     sfv_gather_element g;
     sfv_work_completion wc;
     double t0;
-    da.rnr_retries_set = true;
-    da.rnr_retries = 2;
-    db.min_rnr_timer = 1;
-    pair_open(&a, &b, &da, &db, SHARED);
+    pair_open_rnr(&a, &b, 2);
     g = G(&a, 0, 32);
     t0 = sfv_test_seconds();
     CHECK_RESULT(sfv_channel_send(a.ch, &g, 1, &wc), SFV_ERR_WORK);
