@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# demo.sh [SERVER_DEV CLIENT_DEV]: what `make demo` runs where the RDMA devices are. The pingpong
+# example in two processes, server on rxe0 and client on rxe1, 1000 round trips over TCP-swapped
+# endpoints; prints the latency. Fails if either side failed.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+sdev=${1:-rxe0} cdev=${2:-rxe1} port=18515
+
+listening() { # PORT: a socket listens on it (reads /proc/net/tcp*, no process started)
+    local want f _ addr st
+    printf -v want ':%04X' "$1"
+    for f in /proc/net/tcp /proc/net/tcp6; do
+        while read -r _ addr _ st _; do [[ $addr == *"$want" && $st == 0A ]] && return 0; done <"$f"
+    done
+    return 1
+}
+
+echo "pingpong: server on $sdev, client on $cdev, 1000 round trips"
+timeout 60 build/pingpong -d "$sdev" -p "$port" -n 1000 &
+server=$!
+trap 'kill "$server" 2>/dev/null' EXIT
+for ((i = 0; i < 100; i++)); do # up to ~10 s for the server to listen; stop if it died
+    if listening "$port" || ! kill -0 "$server" 2>/dev/null; then break; fi
+    sleep 0.1
+done
+timeout 60 build/pingpong -d "$cdev" -p "$port" -n 1000 127.0.0.1
+client=$?
+((client == 0)) || kill "$server" 2>/dev/null
+wait "$server"
+server_rc=$?
+((client == 0 && server_rc == 0)) || { echo "demo failed: client exit $client, server exit $server_rc" >&2; exit 1; }

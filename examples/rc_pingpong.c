@@ -1,0 +1,280 @@
+/* rc_pingpong.c - a safeverbs channel talking to rdma-core's own ibv_rc_pingpong.
+
+   It speaks ibv_rc_pingpong's protocol, so either side can be the real tool (ibverbs-utils):
+   - TCP (default port 18515): the client sends its address as the text
+     "LLLL:QQQQQQ:PPPPPP:GGGG...G" (LID, QP number, PSN in hex, then the GID as 32 hex digits,
+     NUL-terminated: 52 bytes), the server connects its queue pair and answers with its own, and
+     the client closes with "done" (5 bytes, NUL included).
+   - Both sides post -r receives of -s bytes before that. The client sends first; each side sends
+     again only once its last send completed and the peer's next message arrived, so the server
+     echoes. Each side sends and receives -n messages.
+   The channel gets what ibv_rc_pingpong uses: port -i, GID index -g, path MTU -m (1024), and a
+   random 24-bit first PSN, which it advertises; the peer makes it its receive PSN.
+
+       ibv_rc_pingpong -d rxe0 -g 1 &       build/rc_pingpong -d rxe1 -g 1 127.0.0.1
+       build/rc_pingpong -d rxe0 -g 1 &     ibv_rc_pingpong -d rxe1 -g 1 127.0.0.1
+
+   Options: -d device (first), -i port (1), -g GID index (the channel's choice), -s size (4096),
+   -m MTU (1024), -r receives posted (500), -n iterations (1000), -p TCP port (18515),
+   -e sleep on completion events. Exits 0 only if all -n messages went both ways. */
+#define _GNU_SOURCE
+#define SAFEVERBS_IMPLEMENTATION
+#include "safeverbs.h"
+
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#define WIRE_SIZE 52 /* sizeof "LLLL:QQQQQQ:PPPPPP:" + 32 GID digits, NUL included */
+
+static bool ok(sfv_result r, const char *what, const sfv_work_completion *wc) {
+    if (r == SFV_OK) return true;
+    if (r == SFV_ERR_WORK && wc)
+        fprintf(stderr, "rc_pingpong: %s: %s (%s)\n", what, sfv_wc_status_str(wc->status), sfv_wc_status_hint(wc->status));
+    else
+        fprintf(stderr, "rc_pingpong: %s: %s\n", what, sfv_last_error()->message);
+    return false;
+}
+
+/* ---- TCP ---------------------------------------------------------------------------------- */
+static int tcp_accept(int port) {
+    struct sockaddr_in a;
+    int one = 1, fd = socket(AF_INET, SOCK_STREAM, 0), conn = -1;
+    if (fd < 0) return -1;
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_port = htons((uint16_t)port);
+    a.sin_addr.s_addr = htonl(INADDR_ANY);
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (bind(fd, (struct sockaddr *)&a, sizeof a) == 0 && listen(fd, 1) == 0) conn = accept(fd, NULL, NULL);
+    close(fd);
+    return conn;
+}
+
+static int tcp_connect(const char *host, int port) {
+    struct addrinfo hints, *res, *ai;
+    char service[16];
+    int fd = -1;
+    memset(&hints, 0, sizeof hints);
+    hints.ai_socktype = SOCK_STREAM;
+    snprintf(service, sizeof service, "%d", port);
+    if (getaddrinfo(host, service, &hints, &res) != 0) return -1;
+    for (ai = res; ai && fd < 0; ai = ai->ai_next) {
+        fd = socket(ai->ai_family, ai->ai_socktype, ai->ai_protocol);
+        if (fd >= 0 && connect(fd, ai->ai_addr, ai->ai_addrlen) != 0) {
+            close(fd);
+            fd = -1;
+        }
+    }
+    freeaddrinfo(res);
+    return fd;
+}
+
+static bool write_all(int fd, const void *p, size_t n) {
+    for (const char *c = p; n > 0;) {
+        ssize_t k = write(fd, c, n);
+        if (k <= 0) return false;
+        c += k, n -= (size_t)k;
+    }
+    return true;
+}
+
+static bool read_all(int fd, void *p, size_t n) {
+    for (char *c = p; n > 0;) {
+        ssize_t k = read(fd, c, n);
+        if (k <= 0) return false;
+        c += k, n -= (size_t)k;
+    }
+    return true;
+}
+
+/* ---- the address text ----------------------------------------------------------------------- */
+/* ibv_rc_pingpong prints the GID as four 32-bit words, each converted to big-endian before
+   "%08x" (and back after sscanf): on any host, the 32 digits are the GID's 16 bytes in order. */
+static void endpoint_to_wire(const sfv_endpoint *ep, char wire[WIRE_SIZE]) {
+    int n = snprintf(wire, WIRE_SIZE, "%04x:%06x:%06x:", (unsigned)ep->lid, (unsigned)ep->qpn, (unsigned)ep->psn);
+    for (int i = 0; i < 16; i++) n += snprintf(wire + n, (size_t)(WIRE_SIZE - n), "%02x", ep->has_gid ? ep->gid.raw[i] : 0);
+}
+
+/* The peer as the channel needs it. ibv_rc_pingpong does not send its MTU: both use -m. A zero
+   GID means the peer has none (ibv_rc_pingpong without -g). */
+static bool endpoint_from_wire(const char wire[WIRE_SIZE], uint32_t mtu, sfv_endpoint *ep) {
+    unsigned lid, qpn, psn;
+    char gid[33];
+    int used = 0;
+    memset(ep, 0, sizeof *ep);
+    if (wire[WIRE_SIZE - 1] != '\0' || sscanf(wire, "%x:%x:%x:%32[0-9a-fA-F]%n", &lid, &qpn, &psn, gid, &used) != 4 ||
+        used != WIRE_SIZE - 1 || strlen(gid) != 32 || lid > 0xffff) {
+        fprintf(stderr, "rc_pingpong: the peer's address \"%.*s\" is malformed\n", WIRE_SIZE - 1, wire);
+        return false;
+    }
+    for (int i = 0; i < 16; i++) {
+        sscanf(gid + 2 * i, "%2hhx", &ep->gid.raw[i]);
+        ep->has_gid |= ep->gid.raw[i] != 0;
+    }
+    ep->lid = (uint16_t)lid;
+    ep->qpn = qpn;
+    ep->psn = psn;
+    ep->mtu = mtu;
+    return true;
+}
+
+static void print_address(const char *who, const sfv_endpoint *ep) {
+    char text[INET6_ADDRSTRLEN] = "::";
+    if (ep->has_gid) inet_ntop(AF_INET6, ep->gid.raw, text, sizeof text);
+    printf("  %s LID 0x%04x, QPN 0x%06x, PSN 0x%06x, GID %s\n", who, (unsigned)ep->lid, (unsigned)ep->qpn,
+           (unsigned)ep->psn, text);
+}
+
+/* Swaps addresses as ibv_rc_pingpong does. The server connects before it answers, so the
+   client's first message finds a queue pair ready to receive. */
+static bool exchange(sfv_channel *ch, const char *servername, int port, uint32_t mtu) {
+    char mine[WIRE_SIZE], theirs[WIRE_SIZE], done[5];
+    sfv_endpoint me, peer;
+    bool good;
+    int fd;
+    if (!ok(sfv_channel_endpoint(ch, &me), "sfv_channel_endpoint", NULL)) return false;
+    endpoint_to_wire(&me, mine);
+    print_address("local address: ", &me);
+    fd = servername ? tcp_connect(servername, port) : tcp_accept(port);
+    if (fd < 0) {
+        fprintf(stderr, "rc_pingpong: could not %s port %d\n", servername ? "connect to" : "accept on", port);
+        return false;
+    }
+    if (servername) {
+        good = write_all(fd, mine, sizeof mine) && read_all(fd, theirs, sizeof theirs) &&
+               write_all(fd, "done", sizeof "done") && endpoint_from_wire(theirs, mtu, &peer) &&
+               ok(sfv_channel_handshake(ch, &peer), "sfv_channel_handshake", NULL);
+    } else {
+        good = read_all(fd, theirs, sizeof theirs) && endpoint_from_wire(theirs, mtu, &peer) &&
+               ok(sfv_channel_handshake(ch, &peer), "sfv_channel_handshake", NULL) &&
+               write_all(fd, mine, sizeof mine) && read_all(fd, done, sizeof done) && memcmp(done, "done", 5) == 0;
+    }
+    close(fd);
+    if (!good) {
+        fprintf(stderr, "rc_pingpong: address exchange with the peer failed\n");
+        return false;
+    }
+    print_address("remote address:", &peer);
+    return true;
+}
+
+/* ---- the ping-pong -------------------------------------------------------------------------- */
+struct run {
+    sfv_channel *ch;
+    sfv_mr *mr;
+    uint8_t *buf;          /* depth receive slots of size bytes, then the send buffer */
+    sfv_pending *rx;       /* one per receive slot */
+    size_t size;
+    unsigned depth, received;
+};
+
+static bool post_slot(struct run *r, unsigned k) {
+    sfv_scatter_element in = sfv_mr_scatter_element(r->mr, r->buf + (size_t)k * r->size, r->size);
+    return ok(sfv_channel_post_receive(r->ch, &in, 1, &r->rx[k]), "post receive", NULL);
+}
+
+/* RC completes receives in the order they were posted: the next message is in the oldest slot.
+   The slot is posted again at once, so `depth` receives stay ready. */
+static bool receive_one(struct run *r) {
+    unsigned k = r->received++ % r->depth;
+    sfv_work_completion wc;
+    if (!ok(sfv_pending_wait(&r->rx[k], -1, &wc), "receive", &wc)) return false;
+    if (wc.byte_len != r->size) {
+        fprintf(stderr, "rc_pingpong: got %u bytes, expected %zu (is -s the same on both sides?)\n", (unsigned)wc.byte_len, r->size);
+        return false;
+    }
+    return post_slot(r, k);
+}
+
+static bool send_one(struct run *r) {
+    sfv_gather_element out = sfv_mr_gather_element(r->mr, r->buf + (size_t)r->depth * r->size, r->size);
+    sfv_work_completion wc;
+    return ok(sfv_channel_send(r->ch, &out, 1, &wc), "send", &wc);
+}
+
+static void usage(void) {
+    fprintf(stderr, "usage: rc_pingpong [-d dev] [-i port] [-g gid index] [-s size] [-m mtu] [-r rx depth] [-n iters]\n"
+                    "                   [-p tcp port] [-e] [server-host]\n");
+    exit(2);
+}
+
+int main(int argc, char **argv) {
+    const char *device = NULL, *servername = NULL;
+    int port = 18515, iters = 1000, gid_index = -1, c;
+    unsigned ib_port = 1;
+    sfv_context *ctx = NULL;
+    sfv_pd *pd = NULL;
+    sfv_channel_desc desc = {0};
+    struct run r = {NULL, NULL, NULL, NULL, 4096, 500, 0};
+    struct timespec t0, t1;
+    uint32_t psn;
+    bool good = false;
+    desc.path_mtu = 1024;
+    while ((c = getopt(argc, argv, "d:i:g:s:m:r:n:p:e")) != -1) {
+        switch (c) {
+        case 'd': device = optarg; break;
+        case 'i': ib_port = (unsigned)atoi(optarg); break;
+        case 'g': gid_index = atoi(optarg); break;
+        case 's': r.size = strtoul(optarg, NULL, 0); break;
+        case 'm': desc.path_mtu = (uint32_t)atoi(optarg); break;
+        case 'r': r.depth = (unsigned)atoi(optarg); break;
+        case 'n': iters = atoi(optarg); break;
+        case 'p': port = atoi(optarg); break;
+        case 'e': desc.wait_mode = SFV_WAIT_EVENT; break;
+        default: usage();
+        }
+    }
+    if (optind < argc) servername = argv[optind++];
+    if (optind < argc || ib_port < 1 || ib_port > 255 || gid_index > 255 || r.size == 0 || r.size > (1u << 30) ||
+        r.depth < 1 || r.depth > 65536 || iters < 1)
+        usage();
+    if (getrandom(&psn, sizeof psn, 0) != sizeof psn) psn = (uint32_t)time(NULL) ^ (uint32_t)getpid() * 2654435761u;
+
+    desc.port = (uint8_t)ib_port;
+    desc.gid_index_set = gid_index >= 0;
+    desc.gid_index = (uint8_t)(gid_index >= 0 ? gid_index : 0);
+    desc.send_psn = psn & 0xffffff;
+    desc.max_recv_wr = r.depth;
+    r.buf = calloc((size_t)r.depth + 1, r.size);
+    r.rx = calloc(r.depth, sizeof *r.rx);
+    if (!r.buf || !r.rx) {
+        perror("rc_pingpong: calloc");
+        goto out;
+    }
+    if (!ok(sfv_open_device(device, &ctx), "sfv_open_device", NULL) || !ok(sfv_alloc_pd(ctx, &pd), "sfv_alloc_pd", NULL) ||
+        !ok(sfv_reg_mr_local(pd, r.buf, ((size_t)r.depth + 1) * r.size, &r.mr), "sfv_reg_mr_local", NULL) ||
+        !ok(sfv_create_channel(pd, &desc, &r.ch), "sfv_create_channel", NULL))
+        goto out;
+    for (unsigned k = 0; k < r.depth; k++)
+        if (!post_slot(&r, k)) goto out;
+    if (!exchange(r.ch, servername, port, desc.path_mtu)) goto out;
+
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    good = true;
+    for (int i = 0; good && i < iters; i++) /* the client speaks first, the servername answers */
+        good = servername ? send_one(&r) && receive_one(&r) : receive_one(&r) && send_one(&r);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    if (good) {
+        double usec = (double)(t1.tv_sec - t0.tv_sec) * 1e6 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e3;
+        long long bytes = (long long)r.size * iters * 2;
+        printf("%lld bytes in %.2f seconds = %.2f Mbit/sec\n", bytes, usec / 1e6, bytes * 8. / usec);
+        printf("%d iters in %.2f seconds = %.2f usec/iter\n", iters, usec / 1e6, usec / iters);
+    }
+out:
+    /* The receives still posted are flushed by sfv_destroy_channel before their buffer goes. */
+    sfv_destroy_channel(r.ch);
+    sfv_dereg_mr(r.mr);
+    sfv_dealloc_pd(pd);
+    sfv_close_device(ctx);
+    free(r.rx);
+    free(r.buf);
+    return good ? 0 : 1;
+}

@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# examples.test.sh: runs each example's real scenarios on rxe0 and rxe1 (tests/run.sh runs it
+# where the devices are): devices, pingpong (loopback, two processes, event mode), rc_pingpong
+# against rdma-core's ibv_rc_pingpong in both roles and against itself, write_read. One line
+# per scenario ("ok   NAME" or "FAIL NAME", with the output of a failure), then "N passed, N failed".
+# Every process runs under `timeout 60`; each two-process scenario has its own TCP port.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+pass=0 fail=0
+out=$(mktemp -d)
+trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$out"' EXIT
+
+result() { # NAME STATUS FILE...: count it; a failure shows the files, a success the last line
+    local name=$1 rc=$2
+    shift 2
+    if ((rc == 0)); then
+        echo "ok   $name"
+        tail -n 1 "$1" | sed 's/^/       /'
+        pass=$((pass + 1))
+    else
+        echo "FAIL $name"
+        cat "$@" | sed 's/^/       /'
+        fail=$((fail + 1))
+    fi
+}
+
+listening() { # PORT: a socket listens on it (reads /proc/net/tcp*, no process started)
+    local want f _ addr st
+    printf -v want ':%04X' "$1"
+    for f in /proc/net/tcp /proc/net/tcp6; do
+        while read -r _ addr _ st _; do [[ $addr == *"$want" && $st == 0A ]] && return 0; done <"$f"
+    done
+    return 1
+}
+
+solo() { # NAME COMMAND...
+    timeout 60 "${@:2}" >"$out/solo" 2>&1
+    result "$1" $? "$out/solo"
+}
+
+pair() { # NAME PORT "SERVER COMMAND" "CLIENT COMMAND": the client connects to 127.0.0.1:PORT
+    local name=$1 port=$2 server client spid src crc=1 i
+    read -ra server <<<"$3"
+    read -ra client <<<"$4"
+    timeout 60 "${server[@]}" -p "$port" >"$out/server" 2>&1 &
+    spid=$!
+    for ((i = 0; i < 100; i++)); do
+        if listening "$port" || ! kill -0 "$spid" 2>/dev/null; then break; fi
+        sleep 0.1
+    done
+    : >"$out/client"
+    if listening "$port"; then
+        timeout 60 "${client[@]}" -p "$port" 127.0.0.1 >"$out/client" 2>&1
+        crc=$?
+    else
+        echo "the server did not listen on port $port" >"$out/client"
+    fi
+    ((crc == 0)) || kill "$spid" 2>/dev/null
+    wait "$spid"
+    src=$?
+    ((crc == 0 && src == 0))
+    result "$name" $? "$out/client" "$out/server"
+}
+
+# devices: both rxe devices, each with its IPv4 GID, and a remote descriptor.
+timeout 60 build/devices >"$out/devices" 2>&1 &&
+    grep -q '^rxe0: GUID' "$out/devices" && grep -q '^rxe1: GUID' "$out/devices" &&
+    grep -q 'IPv4 192.0.2.1' "$out/devices" && grep -q 'remote descriptor 5352' "$out/devices"
+result "devices lists rxe0 and rxe1" $? "$out/devices"
+
+solo "pingpong --loopback" build/pingpong -d rxe0 --loopback
+pair "pingpong rxe0 <-> rxe1" 18601 "build/pingpong -d rxe0" "build/pingpong -d rxe1"
+pair "pingpong rxe0 <-> rxe1, event mode (-e)" 18602 "build/pingpong -d rxe0 -e" "build/pingpong -d rxe1 -e"
+
+port=18610
+for size in 100 4096; do
+    pair "rc_pingpong client vs ibv_rc_pingpong server, -s $size" $((port += 1)) \
+        "ibv_rc_pingpong -d rxe0 -g 1 -s $size" "build/rc_pingpong -d rxe1 -g 1 -s $size"
+    pair "rc_pingpong server vs ibv_rc_pingpong client, -s $size" $((port += 1)) \
+        "build/rc_pingpong -d rxe0 -g 1 -s $size" "ibv_rc_pingpong -d rxe1 -g 1 -s $size"
+done
+pair "rc_pingpong vs itself" 18620 "build/rc_pingpong -d rxe0 -g 1" "build/rc_pingpong -d rxe1 -g 1"
+
+pair "write_read rxe0 <-> rxe1" 18630 "build/write_read -d rxe0" "build/write_read -d rxe1"
+solo "write_read --loopback" build/write_read -d rxe0 --loopback
+
+echo "$pass passed, $fail failed"
+((fail == 0))
