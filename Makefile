@@ -29,7 +29,7 @@ $(BUILD)/asan/test_%: tests/test_%.c tests/sfv_test.h safeverbs.h
 	@mkdir -p $(@D)
 	$(CC) -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined $(WARN) -I. -o $@ $< $(LDLIBS)
 
-$(BUILD)/%: examples/%.c safeverbs.h | $(BUILD)
+$(BUILD)/%: examples/%.c safeverbs.h $(wildcard examples/*.h) | $(BUILD)
 	$(CC) $(CFLAGS) $(WARN) -I. -o $@ $< $(LDLIBS)
 
 $(BUILD)/%: bench/%.c safeverbs.h $(wildcard bench/*.h) | $(BUILD)
