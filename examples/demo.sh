@@ -1,20 +1,16 @@
 #!/usr/bin/env bash
-# demo.sh [SERVER_DEV CLIENT_DEV]: what `make demo` runs where the RDMA devices are. The pingpong
+# demo.sh [SERVER_DEV CLIENT_DEV]: what `make demo` runs where the RDMA devices are: the devices
+# example (devices, ports, GIDs, keys), then the pingpong
 # example in two processes, server on rxe0 and client on rxe1, 1000 round trips over TCP-swapped
 # endpoints; prints the latency. Fails if either side failed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 sdev=${1:-rxe0} cdev=${2:-rxe1} port=18515
 
-listening() { # PORT: a socket listens on it (reads /proc/net/tcp*, no process started)
-    local want f _ addr st
-    printf -v want ':%04X' "$1"
-    for f in /proc/net/tcp /proc/net/tcp6; do
-        while read -r _ addr _ st _; do [[ $addr == *"$want" && $st == 0A ]] && return 0; done <"$f"
-    done
-    return 1
-}
+source tools/listening.sh
 
+build/devices || exit 1
+echo
 echo "pingpong: server on $sdev, client on $cdev, 1000 round trips"
 timeout 60 build/pingpong -d "$sdev" -p "$port" -n 1000 &
 server=$!

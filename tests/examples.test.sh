@@ -24,14 +24,7 @@ result() { # NAME STATUS FILE...: count it; a failure shows the files, a success
     fi
 }
 
-listening() { # PORT: a socket listens on it (reads /proc/net/tcp*, no process started)
-    local want f _ addr st
-    printf -v want ':%04X' "$1"
-    for f in /proc/net/tcp /proc/net/tcp6; do
-        while read -r _ addr _ st _; do [[ $addr == *"$want" && $st == 0A ]] && return 0; done <"$f"
-    done
-    return 1
-}
+source tools/listening.sh
 
 solo() { # NAME COMMAND...
     timeout 60 "${@:2}" >"$out/solo" 2>&1
