@@ -1659,7 +1659,23 @@ SAFEVERBS_API size_t sfv_channel_outstanding(const sfv_channel *ch) {
 /* --- completions ------------------------------------------------------------------------- */
 static sfv__ring *sfv__ring_of(sfv_channel *ch, uint64_t wr_id) { return (wr_id & 1) ? &ch->rq : &ch->sq; }
 
-/* Records one completion in its slot; in-order queues complete unsignaled work before it. */
+/* Marks done a slot that gets no completion of its own (unsignaled, or never to complete
+   because its queue pair is gone): a success, or flushed. */
+static void sfv__finish_quiet(sfv__slot *s, bool flushed) {
+    memset(&s->wc, 0, sizeof s->wc);
+    s->wc.wr_id = s->seq << 1;
+    s->wc.opcode = s->op;
+    if (flushed) {
+        s->wc.result = SFV_ERR_WORK;
+        s->wc.status = SFV_WC_WR_FLUSH_ERR;
+        s->wc.error_class = SFV_WORK_ERROR_LOCAL_RESOURCE;
+        s->wc.opcode = SFV_WC_OP_UNKNOWN;
+    }
+    s->state = SFV__SLOT_DONE;
+}
+
+/* Records one completion in its slot. A queue completes in order, so unsignaled work before it
+   is finished too: successfully, unless this completion is a flush (then it was flushed). */
 static void sfv__complete(sfv_channel *ch, const struct ibv_wc *w) {
     sfv__ring *q = sfv__ring_of(ch, w->wr_id);
     uint64_t seq = w->wr_id >> 1;
@@ -1667,11 +1683,7 @@ static void sfv__complete(sfv_channel *ch, const struct ibv_wc *w) {
     if (seq < q->completed || seq >= q->head) return; /* not ours (cannot happen) */
     for (; q->completed < seq; q->completed++) {
         s = &q->slots[q->completed & q->mask];
-        if (s->state != SFV__SLOT_INFLIGHT) continue;
-        memset(&s->wc, 0, sizeof s->wc); /* unsignaled and finished: a success */
-        s->wc.wr_id = s->seq << 1;
-        s->wc.opcode = s->op;
-        s->state = SFV__SLOT_DONE;
+        if (s->state == SFV__SLOT_INFLIGHT) sfv__finish_quiet(s, w->status == IBV_WC_WR_FLUSH_ERR);
     }
     s = &q->slots[seq & q->mask];
     sfv__wc_fill(&s->wc, w);
@@ -1701,13 +1713,7 @@ static bool sfv__inflight(const sfv_channel *ch) {
 static void sfv__ring_flush(sfv__ring *q) {
     for (; q->completed < q->head; q->completed++) {
         sfv__slot *s = &q->slots[q->completed & q->mask];
-        if (s->state != SFV__SLOT_INFLIGHT) continue;
-        memset(&s->wc, 0, sizeof s->wc);
-        s->wc.wr_id = s->seq << 1;
-        s->wc.result = SFV_ERR_WORK;
-        s->wc.status = SFV_WC_WR_FLUSH_ERR;
-        s->wc.error_class = SFV_WORK_ERROR_LOCAL_RESOURCE;
-        s->state = SFV__SLOT_DONE;
+        if (s->state == SFV__SLOT_INFLIGHT) sfv__finish_quiet(s, true);
     }
 }
 

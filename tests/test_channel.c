@@ -499,6 +499,23 @@ static void t_batches(void) {
     pair_close(&a, &b);
 }
 
+/* A batch into a peer that never posts a receive: the first send fails (RNR), the rest are
+   flushed, unsignaled or not, and the one handle reports the first failure. */
+static void t_batch_failure(void) {
+    side a, b;
+    sfv_gather_element g[4];
+    sfv_pending tx;
+    sfv_work_completion wc;
+    int i;
+    pair_open_rnr(&a, &b, 1);
+    for (i = 0; i < 4; i++) g[i] = G(&a, (size_t)i * 64, 64);
+    CHECK_OK(sfv_channel_post_send_batch(a.ch, g, 1, 4, &tx));
+    CHECK_RESULT(sfv_pending_wait(&tx, -1, &wc), SFV_ERR_WORK);
+    CHECK_EQ(wc.status, SFV_WC_RNR_RETRY_EXC_ERR);
+    CHECK_EQ(sfv_channel_outstanding(a.ch), 0);
+    pair_close(&a, &b);
+}
+
 /* --- scopes ---------------------------------------------------------------------------------- */
 typedef struct scope_ctx {
     side *a, *b;
@@ -975,6 +992,7 @@ static const sfv_test TESTS[] = {
     TEST(t_pending_out_of_order, 60),
     TEST(t_queue_full_and_null_pending, 60),
     TEST(t_batches, 60),
+    TEST(t_batch_failure, 60),
     TEST(t_scope_auto_polls, 60),
     TEST(t_scope_auto_poll_error_rnr, 60),
     TEST(t_manual_scope_contract, 60),
