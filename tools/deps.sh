@@ -1,0 +1,29 @@
+#!/bin/sh
+# tools/deps.sh - install the Debian packages safeverbs needs to build and to run its
+# tests inside a QEMU guest with Soft-RoCE (see tests/vm/run.sh). Idempotent: it only
+# calls apt-get when a package is missing. Not root and something missing: it lists
+# what is missing and exits 1.
+set -eu
+
+PKGS="gcc g++ make clang libibverbs-dev ibverbs-providers ibverbs-utils rdma-core
+iproute2 kmod qemu-system-x86 busybox-static perftest gnuplot-nox valgrind strace cpio"
+
+missing=
+for p in $PKGS; do
+    st=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)
+    [ "$st" = "install ok installed" ] || missing="$missing $p"
+done
+[ -z "$missing" ] && exit 0
+
+if [ "$(id -u)" -ne 0 ]; then
+    echo "deps.sh: missing Debian packages:$missing" >&2
+    echo "deps.sh: as root run: apt-get install --no-install-recommends$missing" >&2
+    exit 1
+fi
+
+echo "deps.sh: installing:$missing" >&2
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+# shellcheck disable=SC2086
+apt-get install -y -qq --no-install-recommends $missing >/dev/null
+echo "deps.sh: done" >&2
