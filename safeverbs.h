@@ -472,7 +472,7 @@ typedef struct sfv_pending {
     uint64_t wr_id_;
     uint32_t state_;
     uint32_t batch_;          /* work requests this handle covers (a batch), ending at wr_id_ */
-    sfv_work_completion wc_;
+    uint64_t done_[3];        /* once done: the completion as the channel recorded it */
 } sfv_pending;
 
 /* Unpolled posts. The buffers belong to the NIC until the pending work is done: wait for it
@@ -581,7 +581,9 @@ SAFEVERBS_API sfv_result sfv_channel_manual_scope(sfv_channel *ch, sfv_scope_fn 
 #define SFV__LIKELY(x) __builtin_expect(!!(x), 1)
 #define SFV__UNLIKELY(x) __builtin_expect(!!(x), 0)
 #define SFV__PRINTF(a, b) __attribute__((format(printf, a, b)))
+#define SFV__HOT_INLINE static inline __attribute__((always_inline))
 #else
+#define SFV__HOT_INLINE static inline
 #define SFV__LIKELY(x) (x)
 #define SFV__UNLIKELY(x) (x)
 #define SFV__PRINTF(a, b)
@@ -1332,12 +1334,17 @@ SAFEVERBS_API sfv_result sfv_remote_mr_decode(const uint8_t *in, size_t size, sf
 enum { SFV__SLOT_FREE = 0, SFV__SLOT_INFLIGHT = 1, SFV__SLOT_DONE = 2 };
 enum { SFV__PENDING_WAITING = 1, SFV__PENDING_DONE = 2 };
 
+/* 24 bytes: the raw facts of one completion; sfv_work_completion is built from them only when
+   the work is consumed. */
 typedef struct sfv__slot {
     uint64_t seq;
-    uint32_t state;
-    sfv_wc_opcode op;
-    uint32_t read_len;   /* bytes an RDMA read scatters, reported on success */
-    sfv_work_completion wc;
+    uint8_t state;
+    uint8_t op;          /* sfv_wc_opcode posted; a receive becomes RECV_IMM by its completion */
+    uint8_t status;      /* enum ibv_wc_status */
+    uint8_t has_imm;
+    uint32_t byte_len;   /* posted: what a read will scatter; completed: what a receive got */
+    uint32_t imm_be;     /* immediate data as it came off the wire */
+    uint32_t vendor_err;
 } sfv__slot;
 
 typedef struct sfv__ring {
@@ -1359,6 +1366,7 @@ struct sfv_channel {
     uint16_t lid;
     sfv_link_layer link_layer;
     bool connected, broken, armed;
+    bool can_send, can_recv;      /* the post paths' one-test summary of the state above */
     int scope_depth;
     sfv__ring sq, rq;
 };
@@ -1532,6 +1540,7 @@ SAFEVERBS_API sfv_result sfv_create_channel(sfv_pd *pd, const sfv_channel_desc *
     if (r) goto destroy_qp;
     sfv__ref(&pd->refs);
     ch->pd = pd;
+    ch->can_recv = true;
     *out = ch;
     return SFV_OK;
 destroy_qp:
@@ -1646,6 +1655,7 @@ SAFEVERBS_API sfv_result sfv_channel_handshake(sfv_channel *ch, const sfv_endpoi
                     IBV_QP_MAX_QP_RD_ATOMIC, "RTS");
     if (r) return r;
     ch->connected = true;
+    ch->can_send = true;
     return SFV_OK;
 }
 
@@ -1657,26 +1667,25 @@ SAFEVERBS_API size_t sfv_channel_outstanding(const sfv_channel *ch) {
 }
 
 /* --- completions ------------------------------------------------------------------------- */
+/* After an error completion, a flush or a partial post: nothing more may be posted. */
+static void sfv__break(sfv_channel *ch) {
+    ch->broken = true;
+    ch->can_send = ch->can_recv = false;
+}
+
 static sfv__ring *sfv__ring_of(sfv_channel *ch, uint64_t wr_id) { return (wr_id & 1) ? &ch->rq : &ch->sq; }
 
 /* Marks done a slot that gets no completion of its own (unsignaled, or never to complete
    because its queue pair is gone): a success, or flushed. */
 static void sfv__finish_quiet(sfv__slot *s, bool flushed) {
-    memset(&s->wc, 0, sizeof s->wc);
-    s->wc.wr_id = s->seq << 1;
-    s->wc.opcode = s->op;
-    if (flushed) {
-        s->wc.result = SFV_ERR_WORK;
-        s->wc.status = SFV_WC_WR_FLUSH_ERR;
-        s->wc.error_class = SFV_WORK_ERROR_LOCAL_RESOURCE;
-        s->wc.opcode = SFV_WC_OP_UNKNOWN;
-    }
+    s->status = (uint8_t)(flushed ? IBV_WC_WR_FLUSH_ERR : IBV_WC_SUCCESS);
+    s->vendor_err = 0;
     s->state = SFV__SLOT_DONE;
 }
 
 /* Records one completion in its slot. A queue completes in order, so unsignaled work before it
    is finished too: successfully, unless this completion is a flush (then it was flushed). */
-static void sfv__complete(sfv_channel *ch, const struct ibv_wc *w) {
+SFV__HOT_INLINE void sfv__complete(sfv_channel *ch, const struct ibv_wc *w) {
     sfv__ring *q = sfv__ring_of(ch, w->wr_id);
     uint64_t seq = w->wr_id >> 1;
     sfv__slot *s;
@@ -1686,19 +1695,24 @@ static void sfv__complete(sfv_channel *ch, const struct ibv_wc *w) {
         if (s->state == SFV__SLOT_INFLIGHT) sfv__finish_quiet(s, w->status == IBV_WC_WR_FLUSH_ERR);
     }
     s = &q->slots[seq & q->mask];
-    sfv__wc_fill(&s->wc, w);
-    if (s->wc.result == SFV_OK) {
-        s->wc.opcode = s->op == SFV_WC_OP_RECV ? s->wc.opcode : s->op;
-        if (s->op == SFV_WC_OP_READ) s->wc.byte_len = s->read_len;
+    s->status = (uint8_t)w->status;
+    s->vendor_err = w->vendor_err;
+    if (SFV__LIKELY(w->status == IBV_WC_SUCCESS)) {
+        if (s->op == SFV_WC_OP_RECV) {
+            s->byte_len = w->byte_len;
+            s->has_imm = (w->wc_flags & IBV_WC_WITH_IMM) != 0;
+            s->imm_be = w->imm_data;
+            if (w->opcode == IBV_WC_RECV_RDMA_WITH_IMM) s->op = SFV_WC_OP_RECV_IMM;
+        }
     } else {
-        ch->broken = true; /* an error completion leaves the QP in the error state */
+        sfv__break(ch); /* an error completion leaves the QP in the error state */
     }
     s->state = SFV__SLOT_DONE;
     q->completed = seq + 1;
 }
 
 /* Polls the CQ once. Returns completions seen, or a negative errno. */
-static int sfv__drain(sfv_channel *ch) {
+SFV__HOT_INLINE int sfv__drain(sfv_channel *ch) {
     struct ibv_wc wc[16];
     int n = ibv_poll_cq(ch->cq, 16, wc), i;
     for (i = 0; i < n; i++) sfv__complete(ch, &wc[i]);
@@ -1730,7 +1744,7 @@ static bool sfv__destroy_qp(sfv_channel *ch) {
 static void sfv__abort(sfv_channel *ch) {
     struct ibv_qp_attr qa;
     uint64_t deadline = sfv__now_ns() + 5000000000ull;
-    ch->broken = true;
+    sfv__break(ch);
     if (!ch->qp) return;
     memset(&qa, 0, sizeof qa);
     qa.qp_state = IBV_QPS_ERR;
@@ -1761,10 +1775,12 @@ SAFEVERBS_API sfv_result sfv_channel_ack_events(sfv_channel *ch) {
     return SFV_OK;
 }
 
-/* Waits until slot `seq` of q is done or the deadline passes. */
-static sfv_result sfv__wait(sfv_channel *ch, sfv__ring *q, uint64_t seq, uint64_t deadline) {
+/* Waits until slot `seq` of q is done, or `deadline` (monotonic ns) passes. deadline 0: timeout_ms
+   from the first time the clock is read, which a completion that comes quickly never needs. */
+static sfv_result sfv__wait(sfv_channel *ch, sfv__ring *q, uint64_t seq, uint64_t deadline, uint32_t timeout_ms) {
     const sfv__slot *s = &q->slots[seq & q->mask];
     unsigned spins = 0;
+    uint64_t now;
     for (;;) {
         int n;
         if (s->state == SFV__SLOT_DONE) return SFV_OK;
@@ -1773,13 +1789,13 @@ static sfv_result sfv__wait(sfv_channel *ch, sfv__ring *q, uint64_t seq, uint64_
         if (n > 0) continue;
         if (ch->cc) {
             struct pollfd pfd;
-            uint64_t now;
             if (!ch->armed) {
                 sfv_result r = sfv_channel_arm(ch);
                 if (r) return r;
                 continue; /* poll once more: a completion may have come before the arm */
             }
             now = sfv__now_ns();
+            if (!deadline) deadline = now + (uint64_t)timeout_ms * 1000000u;
             if (now >= deadline) break;
             pfd.fd = ch->cc->fd;
             pfd.events = POLLIN;
@@ -1787,8 +1803,10 @@ static sfv_result sfv__wait(sfv_channel *ch, sfv__ring *q, uint64_t seq, uint64_
             if (poll(&pfd, 1, (int)((deadline - now + 999999) / 1000000)) < 0 && errno != EINTR)
                 return sfv__fail_verb("poll", errno);
             sfv_channel_ack_events(ch);
-        } else if ((++spins & 63) == 0 && sfv__now_ns() >= deadline) {
-            break;
+        } else if ((++spins & 63) == 0) {
+            now = sfv__now_ns();
+            if (!deadline) deadline = now + (uint64_t)timeout_ms * 1000000u;
+            if (now >= deadline) break;
         }
     }
     return sfv__fail(SFV_ERR_TIMEOUT, ETIMEDOUT, "wait", "work request not complete within the deadline");
@@ -1796,18 +1814,47 @@ static sfv_result sfv__wait(sfv_channel *ch, sfv__ring *q, uint64_t seq, uint64_
 
 static uint64_t sfv__deadline(uint32_t ms) { return sfv__now_ns() + (uint64_t)ms * 1000000u; }
 
-/* Hands a finished slot's completion out and frees the slot. */
-static sfv_result sfv__consume(sfv__ring *q, uint64_t seq, sfv_work_completion *wc) {
-    sfv__slot *s = &q->slots[seq & q->mask];
-    sfv_result r = s->wc.result;
-    if (wc) *wc = s->wc;
-    s->state = SFV__SLOT_FREE;
+static sfv_result sfv__slot_result(const sfv__slot *s) { return s->status == IBV_WC_SUCCESS ? SFV_OK : SFV_ERR_WORK; }
+
+/* The user's view of a finished slot, built only when someone asks for it. */
+static void sfv__wc_make(sfv_work_completion *wc, const sfv__slot *s) {
+    const bool recv = s->op == SFV_WC_OP_RECV || s->op == SFV_WC_OP_RECV_IMM;
+    wc->wr_id = s->seq << 1 | recv;
+    wc->result = sfv__slot_result(s);
+    wc->status = (sfv_wc_status)s->status;
+    wc->vendor_err = s->vendor_err;
+    if (SFV__LIKELY(wc->result == SFV_OK)) {
+        wc->error_class = SFV_WORK_ERROR_NONE;
+        wc->opcode = (sfv_wc_opcode)s->op;
+        wc->byte_len = (recv || s->op == SFV_WC_OP_READ) ? s->byte_len : 0;
+        wc->has_imm = s->has_imm != 0;
+        wc->imm_data = s->has_imm ? ntohl(s->imm_be) : 0; /* the one byte-order conversion */
+    } else {
+        wc->error_class = sfv_wc_status_class(wc->status);
+        wc->opcode = SFV_WC_OP_UNKNOWN; /* not valid in an error completion */
+        wc->byte_len = 0;
+        wc->has_imm = false;
+        wc->imm_data = 0;
+    }
+}
+
+/* Frees a consumed slot; the ring's tail moves past every freed slot at its front. */
+SFV__HOT_INLINE void sfv__release(sfv__ring *q, uint64_t seq) {
+    q->slots[seq & q->mask].state = SFV__SLOT_FREE;
     while (q->tail < q->head && q->slots[q->tail & q->mask].state == SFV__SLOT_FREE) q->tail++;
-    return r;
 }
 
 /* --- posting ----------------------------------------------------------------------------- */
-static sfv_result sfv__post_check(sfv_channel *ch, bool recv, const void *sges, size_t n, size_t count, sfv_pending *p) {
+/* Every rule of posting in one test (ch is not NULL); when it fails, sfv__post_refused works
+   out which rule it was, so the common path pays for no message. */
+SFV__HOT_INLINE bool sfv__postable(const sfv_channel *ch, bool recv, const void *sges, size_t n, size_t count, const sfv_pending *p) {
+    const sfv__ring *q = recv ? &ch->rq : &ch->sq;
+    return (recv ? ch->can_recv : ch->can_send) && n <= (recv ? ch->desc.max_recv_sge : ch->desc.max_send_sge) &&
+           (sges != NULL || n == 0) && count - 1 < SFV_BATCH_MAX && (p != NULL || ch->scope_depth > 0) &&
+           q->head - q->tail + count <= q->cap;
+}
+
+static sfv_result sfv__post_refused(sfv_channel *ch, bool recv, const void *sges, size_t n, size_t count, sfv_pending *p) {
     const sfv__ring *q;
     uint32_t max_sge;
     SFV__CHECK_ARG(ch, "channel");
@@ -1822,19 +1869,22 @@ static sfv_result sfv__post_check(sfv_channel *ch, bool recv, const void *sges, 
         return sfv__fail(SFV_ERR_INVALID, EINVAL, "post", "a NULL pending handle is allowed only inside a scope");
     if (SFV__UNLIKELY(ch->broken || !ch->qp))
         return sfv__fail(SFV_ERR_BROKEN, EIO, "post", "the channel is in the error state (an earlier work request failed)");
+    if (SFV__UNLIKELY(!recv && !ch->connected))
+        return sfv__fail(SFV_ERR_INVALID, EINVAL, "post", "the channel is not connected (call sfv_channel_handshake)");
     if (SFV__UNLIKELY(q->head - q->tail + count > q->cap))
         return sfv__fail(SFV_ERR_RESOURCE, ENOMEM, "post", "queue full: %llu work requests posted and not yet consumed",
                          (unsigned long long)(q->head - q->tail));
-    return SFV_OK;
+    return sfv__fail(SFV_ERR_INVALID, EINVAL, "post", "refused"); /* unreachable: every rule is named above */
 }
 
 /* Takes the next slot for a posted work request; `p` (if any) then covers the last `batch`. */
-static void sfv__track(sfv_channel *ch, sfv__ring *q, sfv_wc_opcode op, uint32_t read_len, sfv_pending *p, uint32_t batch) {
+SFV__HOT_INLINE void sfv__track(sfv_channel *ch, sfv__ring *q, sfv_wc_opcode op, uint32_t read_len, sfv_pending *p, uint32_t batch) {
     sfv__slot *s = &q->slots[q->head & q->mask];
     s->seq = q->head++;
     s->state = SFV__SLOT_INFLIGHT;
-    s->op = op;
-    s->read_len = read_len;
+    s->op = (uint8_t)op;
+    s->byte_len = read_len;
+    s->has_imm = 0;
     if (p) {
         p->ch_ = ch;
         p->wr_id_ = s->seq << 1 | (q == &ch->rq);
@@ -1843,69 +1893,109 @@ static void sfv__track(sfv_channel *ch, sfv__ring *q, sfv_wc_opcode op, uint32_t
     }
 }
 
-static sfv_wc_opcode sfv__op_of(enum ibv_wr_opcode opcode) {
+SFV__HOT_INLINE sfv_wc_opcode sfv__op_of(enum ibv_wr_opcode opcode) {
     if (opcode == IBV_WR_RDMA_READ) return SFV_WC_OP_READ;
     if (opcode == IBV_WR_SEND || opcode == IBV_WR_SEND_WITH_IMM) return SFV_WC_OP_SEND;
     return SFV_WC_OP_WRITE;
 }
 
-/* Posts `count` send-queue work requests of `per_wr` elements each behind one call; only the
-   last is signaled. remotes: one per work request for write and read, else NULL. */
-static sfv_result sfv__post_send(sfv_channel *ch, enum ibv_wr_opcode opcode, const void *sges, size_t per_wr,
-                                 size_t count, const sfv_remote_mr *remotes, uint32_t imm, sfv_pending *p) {
-    struct ibv_send_wr wrs[SFV_BATCH_MAX], *bad = NULL;
-    uint32_t totals[SFV_BATCH_MAX];
-    const struct ibv_sge *sg = (const struct ibv_sge *)sges;
-    const bool rdma = opcode == IBV_WR_RDMA_WRITE || opcode == IBV_WR_RDMA_WRITE_WITH_IMM || opcode == IBV_WR_RDMA_READ;
-    sfv_result r;
-    size_t i, k;
-    int rc;
-    r = sfv__post_check(ch, false, sges, per_wr, count, p);
-    if (SFV__UNLIKELY(r)) return r;
-    if (SFV__UNLIKELY(!ch->connected))
-        return sfv__fail(SFV_ERR_INVALID, EINVAL, "post", "the channel is not connected (call sfv_channel_handshake)");
-    SFV__CHECK_ARG(!rdma || remotes, "remote regions (NULL)");
-    for (i = 0; i < count; i++, sg += per_wr) {
-        struct ibv_send_wr *w = &wrs[i];
-        uint64_t total = 0;
-        for (k = 0; k < per_wr; k++) total += sg[k].length;
-        if (rdma && SFV__UNLIKELY(total > remotes[i].length))
-            return sfv__fail(SFV_ERR_SLICE_NOT_WITHIN_BOUNDS, ERANGE, "post",
-                             "%llu bytes do not fit the remote region's %llu", (unsigned long long)total,
-                             (unsigned long long)remotes[i].length);
-        totals[i] = (uint32_t)total;
-        w->wr_id = (ch->sq.head + i) << 1;
-        w->next = i + 1 < count ? &wrs[i + 1] : NULL;
-        w->sg_list = (struct ibv_sge *)(uintptr_t)sg;
-        w->num_sge = (int)per_wr;
-        w->opcode = opcode;
-        w->send_flags = i + 1 == count ? IBV_SEND_SIGNALED : 0;
-        if (total && total <= ch->desc.max_inline_data && opcode != IBV_WR_RDMA_READ) w->send_flags |= IBV_SEND_INLINE;
-        w->imm_data = htonl(imm);
-        if (rdma) {
-            w->wr.rdma.remote_addr = remotes[i].addr;
-            w->wr.rdma.rkey = remotes[i].rkey;
-        }
+/* Fills one send-queue work request. The byte total is summed only where it is needed: to keep
+   a write or read inside its remote region, and to decide on inline data. */
+SFV__HOT_INLINE sfv_result sfv__fill_send(const sfv_channel *ch, struct ibv_send_wr *w, uint64_t seq, enum ibv_wr_opcode opcode,
+                                          const struct ibv_sge *sg, size_t n, const sfv_remote_mr *remote, uint32_t imm,
+                                          unsigned flags, uint32_t *total_out) {
+    uint64_t total = 0;
+    size_t k;
+    if (remote || ch->desc.max_inline_data) {
+        for (k = 0; k < n; k++) total += sg[k].length;
+        if (remote && SFV__UNLIKELY(total > remote->length))
+            return sfv__fail(SFV_ERR_SLICE_NOT_WITHIN_BOUNDS, ERANGE, "post", "%llu bytes do not fit the remote region's %llu",
+                             (unsigned long long)total, (unsigned long long)remote->length);
     }
-    rc = ibv_post_send(ch->qp, wrs, &bad);
-    if (SFV__UNLIKELY(rc)) {
-        /* Work before `bad` is in the NIC's hands: track it, so nothing lets go of its buffers.
-           It may be unsignaled, so only a flush ends it: the channel is broken from here. */
-        size_t posted = bad ? (size_t)(bad - wrs) : 0;
-        for (i = 0; i < posted; i++) sfv__track(ch, &ch->sq, sfv__op_of(opcode), totals[i], NULL, 0);
-        if (posted) ch->broken = true;
-        return sfv__fail_verb("ibv_post_send", rc);
+    w->wr_id = seq << 1;
+    w->next = NULL;
+    w->sg_list = (struct ibv_sge *)(uintptr_t)sg;
+    w->num_sge = (int)n;
+    w->opcode = opcode;
+    w->send_flags = flags;
+    if (total && total <= ch->desc.max_inline_data && opcode != IBV_WR_RDMA_READ) w->send_flags |= IBV_SEND_INLINE;
+    w->imm_data = htonl(imm);
+    if (remote) {
+        w->wr.rdma.remote_addr = remote->addr;
+        w->wr.rdma.rkey = remote->rkey;
     }
-    for (i = 0; i < count; i++) sfv__track(ch, &ch->sq, sfv__op_of(opcode), totals[i], p, (uint32_t)count);
+    *total_out = (uint32_t)total;
     return SFV_OK;
 }
 
-static sfv_result sfv__post_recv(sfv_channel *ch, const sfv_scatter_element *sges, size_t per_wr, size_t count, sfv_pending *ps) {
-    struct ibv_recv_wr wrs[SFV_BATCH_MAX], *bad = NULL;
-    sfv_result r = sfv__post_check(ch, true, sges, per_wr, count, ps);
+/* One signaled work request on the send queue: the data path of every single post. */
+SFV__HOT_INLINE sfv_result sfv__post_one(sfv_channel *ch, enum ibv_wr_opcode opcode, const void *sges, size_t n,
+                                         const sfv_remote_mr *remote, uint32_t imm, sfv_pending *p) {
+    struct ibv_send_wr wr, *bad = NULL;
+    uint32_t total = 0;
+    sfv_result r;
+    int rc;
+    if (SFV__UNLIKELY(!ch || !sfv__postable(ch, false, sges, n, 1, p))) return sfv__post_refused(ch, false, sges, n, 1, p);
+    r = sfv__fill_send(ch, &wr, ch->sq.head, opcode, (const struct ibv_sge *)sges, n, remote, imm, IBV_SEND_SIGNALED, &total);
+    if (SFV__UNLIKELY(r)) return r;
+    rc = ibv_post_send(ch->qp, &wr, &bad);
+    if (SFV__UNLIKELY(rc)) return sfv__fail_verb("ibv_post_send", rc);
+    sfv__track(ch, &ch->sq, sfv__op_of(opcode), total, p, 1);
+    return SFV_OK;
+}
+
+/* `count` work requests of `per_wr` elements each behind one call; only the last is signaled.
+   remotes: one per work request for write and read, else NULL. */
+static sfv_result sfv__post_batch(sfv_channel *ch, enum ibv_wr_opcode opcode, const void *sges, size_t per_wr,
+                                  size_t count, const sfv_remote_mr *remotes, sfv_pending *p) {
+    struct ibv_send_wr wrs[SFV_BATCH_MAX], *bad = NULL;
+    uint32_t totals[SFV_BATCH_MAX];
+    const struct ibv_sge *sg = (const struct ibv_sge *)sges;
+    const bool rdma = opcode == IBV_WR_RDMA_WRITE || opcode == IBV_WR_RDMA_READ;
     size_t i, posted;
     int rc;
-    if (SFV__UNLIKELY(r)) return r;
+    if (SFV__UNLIKELY(!ch || !sfv__postable(ch, false, sges, per_wr, count, p)))
+        return sfv__post_refused(ch, false, sges, per_wr, count, p);
+    SFV__CHECK_ARG(!rdma || remotes, "remote regions (NULL)");
+    for (i = 0; i < count; i++) {
+        sfv_result r = sfv__fill_send(ch, &wrs[i], ch->sq.head + i, opcode, sg + i * per_wr, per_wr,
+                                      rdma ? &remotes[i] : NULL, 0, i + 1 == count ? IBV_SEND_SIGNALED : 0, &totals[i]);
+        if (r) return r;
+        if (i) wrs[i - 1].next = &wrs[i];
+    }
+    rc = ibv_post_send(ch->qp, wrs, &bad);
+    /* What was posted is the NIC's: track it, so nothing lets go of its buffers. After a partial
+       post, unsignaled work can only end by a flush: the channel is broken from there. */
+    posted = rc ? (bad ? (size_t)(bad - wrs) : 0) : count;
+    for (i = 0; i < posted; i++) sfv__track(ch, &ch->sq, sfv__op_of(opcode), totals[i], rc ? NULL : p, (uint32_t)count);
+    if (SFV__UNLIKELY(rc)) {
+        if (posted) sfv__break(ch);
+        return sfv__fail_verb("ibv_post_send", rc);
+    }
+    return SFV_OK;
+}
+
+SAFEVERBS_API sfv_result sfv_channel_post_receive(sfv_channel *ch, const sfv_scatter_element *sges, size_t n, sfv_pending *p) {
+    struct ibv_recv_wr wr, *bad = NULL;
+    int rc;
+    if (SFV__UNLIKELY(!ch || !sfv__postable(ch, true, sges, n, 1, p))) return sfv__post_refused(ch, true, sges, n, 1, p);
+    wr.wr_id = ch->rq.head << 1 | 1;
+    wr.next = NULL;
+    wr.sg_list = (struct ibv_sge *)(uintptr_t)sges;
+    wr.num_sge = (int)n;
+    rc = ibv_post_recv(ch->qp, &wr, &bad);
+    if (SFV__UNLIKELY(rc)) return sfv__fail_verb("ibv_post_recv", rc);
+    sfv__track(ch, &ch->rq, SFV_WC_OP_RECV, 0, p, 1);
+    return SFV_OK;
+}
+
+SAFEVERBS_API sfv_result sfv_channel_post_receive_batch(sfv_channel *ch, const sfv_scatter_element *sges, size_t per_wr, size_t count, sfv_pending *ps) {
+    struct ibv_recv_wr wrs[SFV_BATCH_MAX], *bad = NULL;
+    size_t i, posted;
+    int rc;
+    if (SFV__UNLIKELY(!ch || !sfv__postable(ch, true, sges, per_wr, count, ps)))
+        return sfv__post_refused(ch, true, sges, per_wr, count, ps);
+    SFV__CHECK_ARG(ps, "pending handles (NULL)");
     for (i = 0; i < count; i++) {
         wrs[i].wr_id = (ch->rq.head + i) << 1 | 1;
         wrs[i].next = i + 1 < count ? &wrs[i + 1] : NULL;
@@ -1914,45 +2004,40 @@ static sfv_result sfv__post_recv(sfv_channel *ch, const sfv_scatter_element *sge
     }
     rc = ibv_post_recv(ch->qp, wrs, &bad);
     posted = rc ? (bad ? (size_t)(bad - wrs) : 0) : count; /* what was posted is the NIC's: track it */
-    for (i = 0; i < posted; i++) sfv__track(ch, &ch->rq, SFV_WC_OP_RECV, 0, ps ? &ps[i] : NULL, 1);
+    for (i = 0; i < posted; i++) sfv__track(ch, &ch->rq, SFV_WC_OP_RECV, 0, &ps[i], 1);
     if (SFV__UNLIKELY(rc)) return sfv__fail_verb("ibv_post_recv", rc);
     return SFV_OK;
 }
-
-SAFEVERBS_API sfv_result sfv_channel_post_receive(sfv_channel *ch, const sfv_scatter_element *sges, size_t n, sfv_pending *p) {
-    return sfv__post_recv(ch, sges, n, 1, p);
-}
-SAFEVERBS_API sfv_result sfv_channel_post_receive_batch(sfv_channel *ch, const sfv_scatter_element *sges, size_t per_wr, size_t count, sfv_pending *ps) {
-    return sfv__post_recv(ch, sges, per_wr, count, ps);
-}
 SAFEVERBS_API sfv_result sfv_channel_post_send_batch(sfv_channel *ch, const sfv_gather_element *sges, size_t per_wr, size_t count, sfv_pending *p) {
-    return sfv__post_send(ch, IBV_WR_SEND, sges, per_wr, count, NULL, 0, p);
+    return sfv__post_batch(ch, IBV_WR_SEND, sges, per_wr, count, NULL, p);
 }
 SAFEVERBS_API sfv_result sfv_channel_post_write_batch(sfv_channel *ch, const sfv_gather_element *sges, size_t per_wr, size_t count, const sfv_remote_mr *remotes, sfv_pending *p) {
-    return sfv__post_send(ch, IBV_WR_RDMA_WRITE, sges, per_wr, count, remotes, 0, p);
+    return sfv__post_batch(ch, IBV_WR_RDMA_WRITE, sges, per_wr, count, remotes, p);
 }
 SAFEVERBS_API sfv_result sfv_channel_post_read_batch(sfv_channel *ch, const sfv_scatter_element *sges, size_t per_wr, size_t count, const sfv_remote_mr *remotes, sfv_pending *p) {
-    return sfv__post_send(ch, IBV_WR_RDMA_READ, sges, per_wr, count, remotes, 0, p);
+    return sfv__post_batch(ch, IBV_WR_RDMA_READ, sges, per_wr, count, remotes, p);
 }
 SAFEVERBS_API sfv_result sfv_channel_post_send(sfv_channel *ch, const sfv_gather_element *sges, size_t n, sfv_pending *p) {
-    return sfv__post_send(ch, IBV_WR_SEND, sges, n, 1, NULL, 0, p);
+    return sfv__post_one(ch, IBV_WR_SEND, sges, n, NULL, 0, p);
 }
 SAFEVERBS_API sfv_result sfv_channel_post_send_imm(sfv_channel *ch, const sfv_gather_element *sges, size_t n, uint32_t imm, sfv_pending *p) {
-    return sfv__post_send(ch, IBV_WR_SEND_WITH_IMM, sges, n, 1, NULL, imm, p);
+    return sfv__post_one(ch, IBV_WR_SEND_WITH_IMM, sges, n, NULL, imm, p);
 }
 SAFEVERBS_API sfv_result sfv_channel_post_write(sfv_channel *ch, const sfv_gather_element *sges, size_t n, sfv_remote_mr remote, sfv_pending *p) {
-    return sfv__post_send(ch, IBV_WR_RDMA_WRITE, sges, n, 1, &remote, 0, p);
+    return sfv__post_one(ch, IBV_WR_RDMA_WRITE, sges, n, &remote, 0, p);
 }
 SAFEVERBS_API sfv_result sfv_channel_post_write_imm(sfv_channel *ch, const sfv_gather_element *sges, size_t n, sfv_remote_mr remote, uint32_t imm, sfv_pending *p) {
-    return sfv__post_send(ch, IBV_WR_RDMA_WRITE_WITH_IMM, sges, n, 1, &remote, imm, p);
+    return sfv__post_one(ch, IBV_WR_RDMA_WRITE_WITH_IMM, sges, n, &remote, imm, p);
 }
 SAFEVERBS_API sfv_result sfv_channel_post_read(sfv_channel *ch, const sfv_scatter_element *sges, size_t n, sfv_remote_mr remote, sfv_pending *p) {
-    return sfv__post_send(ch, IBV_WR_RDMA_READ, sges, n, 1, &remote, 0, p);
+    return sfv__post_one(ch, IBV_WR_RDMA_READ, sges, n, &remote, 0, p);
 }
 
 /* --- pending work ------------------------------------------------------------------------ */
-/* The slot behind a pending handle; a handle whose slot was consumed is a broken contract. */
-static sfv__slot *sfv__pending_slot(sfv_pending *p, sfv__ring **qo) {
+SFV__STATIC_ASSERT(sizeof(sfv__slot) <= sizeof(((sfv_pending *)0)->done_), pending_holds_a_slot);
+
+/* The slot behind a waiting handle; a handle whose slot was consumed is a broken contract. */
+SFV__HOT_INLINE sfv__slot *sfv__pending_slot(sfv_pending *p, sfv__ring **qo) {
     sfv__ring *q = sfv__ring_of(p->ch_, p->wr_id_);
     uint64_t seq = p->wr_id_ >> 1;
     sfv__slot *s = &q->slots[seq & q->mask];
@@ -1962,53 +2047,61 @@ static sfv__slot *sfv__pending_slot(sfv_pending *p, sfv__ring **qo) {
     return s;
 }
 
-/* Consumes the handle's work (a whole batch); the result is the first failure, else the last. */
-static sfv_result sfv__pending_take(sfv_pending *p, sfv__ring *q, sfv_work_completion *wc) {
-    uint64_t last = p->wr_id_ >> 1, seq = last + 1 - p->batch_;
-    bool failed = false;
-    for (; seq <= last; seq++) {
-        sfv_work_completion one;
-        if (sfv__consume(q, seq, &one) != SFV_OK && !failed) {
-            p->wc_ = one;
-            failed = true;
-        } else if (seq == last && !failed) {
-            p->wc_ = one;
+static sfv_result sfv__pending_result(const sfv_pending *p, sfv_work_completion *wc) {
+    sfv__slot d;
+    memcpy(&d, p->done_, sizeof d);
+    if (wc) sfv__wc_make(wc, &d);
+    return sfv__slot_result(&d);
+}
+
+/* Consumes the handle's work (a whole batch): the handle keeps the first failure, else the last. */
+SFV__HOT_INLINE sfv_result sfv__pending_take(sfv_pending *p, sfv__ring *q, sfv__slot *last_slot, sfv_work_completion *wc) {
+    uint64_t last = p->wr_id_ >> 1, seq;
+    if (SFV__LIKELY(p->batch_ == 1)) {
+        memcpy(p->done_, last_slot, sizeof *last_slot);
+        sfv__release(q, last);
+    } else {
+        const sfv__slot *pick = last_slot;
+        for (seq = last + 1 - p->batch_; seq <= last; seq++) {
+            const sfv__slot *t = &q->slots[seq & q->mask];
+            if (t->status != IBV_WC_SUCCESS) { pick = t; break; }
         }
+        memcpy(p->done_, pick, sizeof *pick);
+        for (seq = last + 1 - p->batch_; seq <= last; seq++) sfv__release(q, seq);
     }
     p->state_ = SFV__PENDING_DONE;
-    if (wc) *wc = p->wc_;
-    return p->wc_.result;
+    return sfv__pending_result(p, wc);
 }
 
 SAFEVERBS_API bool sfv_pending_done(const sfv_pending *p) { return p && p->state_ == SFV__PENDING_DONE; }
 
 SAFEVERBS_API sfv_result sfv_pending_poll(sfv_pending *p, sfv_work_completion *wc) {
-    sfv__ring *q;
-    sfv__slot *s;
-    SFV__CHECK_ARG(p && (p->state_ == SFV__PENDING_WAITING || p->state_ == SFV__PENDING_DONE), "pending handle");
-    if (p->state_ == SFV__PENDING_DONE) {
-        if (wc) *wc = p->wc_;
-        return p->wc_.result;
+    if (SFV__LIKELY(p && p->state_ == SFV__PENDING_WAITING)) {
+        sfv__ring *q;
+        sfv__slot *s = sfv__pending_slot(p, &q);
+        if (s->state != SFV__SLOT_DONE) {
+            int n = sfv__drain(p->ch_);
+            if (n < 0) return sfv__fail_verb("ibv_poll_cq", -n);
+            if (s->state != SFV__SLOT_DONE) return SFV_NOT_DONE;
+        }
+        return sfv__pending_take(p, q, s, wc);
     }
-    s = sfv__pending_slot(p, &q);
-    if (s->state != SFV__SLOT_DONE) {
-        int n = sfv__drain(p->ch_);
-        if (n < 0) return sfv__fail_verb("ibv_poll_cq", -n);
-        if (s->state != SFV__SLOT_DONE) return SFV_NOT_DONE;
-    }
-    return sfv__pending_take(p, q, wc);
+    SFV__CHECK_ARG(p && p->state_ == SFV__PENDING_DONE, "pending handle");
+    return sfv__pending_result(p, wc);
 }
 
 SAFEVERBS_API sfv_result sfv_pending_wait(sfv_pending *p, int timeout_ms, sfv_work_completion *wc) {
-    sfv__ring *q;
-    sfv_result r;
-    SFV__CHECK_ARG(p && (p->state_ == SFV__PENDING_WAITING || p->state_ == SFV__PENDING_DONE), "pending handle");
-    if (p->state_ == SFV__PENDING_DONE) return sfv_pending_poll(p, wc);
-    (void)sfv__pending_slot(p, &q);
-    r = sfv__wait(p->ch_, q, p->wr_id_ >> 1,
-                  sfv__deadline(timeout_ms < 0 ? p->ch_->desc.timeout_ms : (uint32_t)timeout_ms));
-    if (r) return r;
-    return sfv__pending_take(p, q, wc);
+    if (SFV__LIKELY(p && p->state_ == SFV__PENDING_WAITING)) {
+        sfv__ring *q;
+        sfv__slot *s = sfv__pending_slot(p, &q);
+        if (s->state != SFV__SLOT_DONE) {
+            sfv_result r = sfv__wait(p->ch_, q, p->wr_id_ >> 1, 0, timeout_ms < 0 ? p->ch_->desc.timeout_ms : (uint32_t)timeout_ms);
+            if (r) return r;
+        }
+        return sfv__pending_take(p, q, s, wc);
+    }
+    SFV__CHECK_ARG(p && p->state_ == SFV__PENDING_DONE, "pending handle");
+    return sfv__pending_result(p, wc);
 }
 
 /* Blocking calls: post, wait with the channel's deadline; on expiry flush, so buffers are free. */
@@ -2062,11 +2155,13 @@ static void sfv__settle(sfv_channel *ch, sfv__ring *q, uint64_t from, uint64_t d
         bool timed_out = false;
         if (s->state == SFV__SLOT_FREE || s->seq != seq) continue; /* consumed by its handle */
         rep->auto_polled++;
-        if (s->state != SFV__SLOT_DONE && sfv__wait(ch, q, seq, deadline) != SFV_OK) {
+        if (s->state != SFV__SLOT_DONE && sfv__wait(ch, q, seq, deadline, 0) != SFV_OK) {
             sfv__abort(ch);
             timed_out = true;
         }
-        if (sfv__consume(q, seq, &wc) != SFV_OK) {
+        sfv__wc_make(&wc, s);
+        sfv__release(q, seq);
+        if (wc.result != SFV_OK) {
             if (timed_out) wc.result = SFV_ERR_TIMEOUT;
             if (rep->failed++ == 0) rep->first_error = wc;
         }
@@ -2145,6 +2240,7 @@ SAFEVERBS_API sfv_result sfv_destroy_channel(sfv_channel *ch) {
 #undef SFV__LIKELY
 #undef SFV__UNLIKELY
 #undef SFV__PRINTF
+#undef SFV__HOT_INLINE
 #undef SFV__ACCESS_ALL
 #undef SFV__CHECK_ARG
 #undef SFV__ELEMENT
