@@ -1371,10 +1371,26 @@ struct sfv_channel {
     sfv__ring sq, rq;
 };
 
+/* The wait loops read the clock while they spin. CLOCK_MONOTONIC_COARSE comes from the vDSO even
+   where CLOCK_MONOTONIC is a system call (an HPET or ACPI PM clocksource, common in VMs), so a
+   busy wait makes no system call; it lags by up to a tick, which sfv__timeout_ns adds back. */
 static uint64_t sfv__now_ns(void) {
     struct timespec ts;
+#ifdef CLOCK_MONOTONIC_COARSE
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+#else
     clock_gettime(CLOCK_MONOTONIC, &ts);
+#endif
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* A timeout in ns plus the clock's resolution: a deadline never passes early. */
+static uint64_t sfv__timeout_ns(uint32_t ms) {
+    struct timespec res = {0, 0};
+#ifdef CLOCK_MONOTONIC_COARSE
+    clock_getres(CLOCK_MONOTONIC_COARSE, &res);
+#endif
+    return (uint64_t)ms * 1000000u + (uint64_t)res.tv_sec * 1000000000u + (uint64_t)res.tv_nsec;
 }
 
 static sfv_result sfv__bad_field(const char *field, unsigned long long v, const char *allowed) {
@@ -1768,7 +1784,9 @@ SAFEVERBS_API sfv_result sfv_channel_ack_events(sfv_channel *ch) {
     struct ibv_cq *cq;
     void *cq_ctx;
     SFV__CHECK_ARG(ch && ch->cc, "channel (not in SFV_WAIT_EVENT mode)");
-    while (ibv_get_cq_event(ch->cc, &cq, &cq_ctx) == 0) { /* fd is non-blocking */
+    /* One read: the CQ raises one event per arm, and sfv_channel_arm arms only after the last
+       event was taken, so a second read would only say EAGAIN (a system call per wake-up). */
+    if (ibv_get_cq_event(ch->cc, &cq, &cq_ctx) == 0) { /* fd is non-blocking */
         ibv_ack_cq_events(cq, 1);
         ch->armed = false;
     }
@@ -1795,7 +1813,7 @@ static sfv_result sfv__wait(sfv_channel *ch, sfv__ring *q, uint64_t seq, uint64_
                 continue; /* poll once more: a completion may have come before the arm */
             }
             now = sfv__now_ns();
-            if (!deadline) deadline = now + (uint64_t)timeout_ms * 1000000u;
+            if (!deadline) deadline = now + sfv__timeout_ns(timeout_ms);
             if (now >= deadline) break;
             pfd.fd = ch->cc->fd;
             pfd.events = POLLIN;
@@ -1805,14 +1823,14 @@ static sfv_result sfv__wait(sfv_channel *ch, sfv__ring *q, uint64_t seq, uint64_
             sfv_channel_ack_events(ch);
         } else if ((++spins & 63) == 0) {
             now = sfv__now_ns();
-            if (!deadline) deadline = now + (uint64_t)timeout_ms * 1000000u;
+            if (!deadline) deadline = now + sfv__timeout_ns(timeout_ms);
             if (now >= deadline) break;
         }
     }
     return sfv__fail(SFV_ERR_TIMEOUT, ETIMEDOUT, "wait", "work request not complete within the deadline");
 }
 
-static uint64_t sfv__deadline(uint32_t ms) { return sfv__now_ns() + (uint64_t)ms * 1000000u; }
+static uint64_t sfv__deadline(uint32_t ms) { return sfv__now_ns() + sfv__timeout_ns(ms); }
 
 static sfv_result sfv__slot_result(const sfv__slot *s) { return s->status == IBV_WC_SUCCESS ? SFV_OK : SFV_ERR_WORK; }
 
