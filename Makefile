@@ -54,7 +54,7 @@ demo: deps
 
 bench: deps
 	@$(MAKE) --no-print-directory all
-	@$(ON_RXE) bash bench/run.sh
+	@bash bench/run.sh
 
 clean:
 	rm -rf $(BUILD)

@@ -1,0 +1,533 @@
+/* bench_report.c - turns bench/run.sh's measurements into bench/RESULTS.md and the data files
+   bench/plot.gp draws.
+
+       build/bench_report RESULTS_CSV META_TXT OUT_MD DATA_DIR
+
+   RESULTS_CSV: test,op,variant,size,impl,metric,value (a header line first); impl is sfv, raw
+   or perftest. META_TXT: key=value lines about the machine and the run. Writes OUT_MD (tables
+   per measurement, ratios safeverbs/raw and safeverbs/perftest, every target marked met or
+   NOT met, a summary of the targets first) and DATA_DIR/lat_<op>.dat, DATA_DIR/bw_<op>.dat
+   (size, then safeverbs, raw, perftest; "?" where a figure is missing). Missing figures show
+   as "-" and their targets as "no data": the report never invents a number. */
+#define _GNU_SOURCE
+#include <math.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct rec {
+    char test[16], op[16], variant[40], impl[16], metric[32];
+    long size;
+    double value;
+} rec;
+
+static rec *g_recs;
+static size_t g_nrecs;
+static char g_meta[64][2][512];
+static int g_nmeta;
+
+static void die(const char *msg, const char *arg) {
+    fprintf(stderr, "bench_report: %s%s\n", msg, arg ? arg : "");
+    exit(1);
+}
+
+static void load_csv(const char *path) {
+    char line[512];
+    size_t cap = 0;
+    FILE *f = fopen(path, "r");
+    if (!f) die("cannot read ", path);
+    while (fgets(line, sizeof line, f)) {
+        rec r;
+        char *field[7], *p = line, *end;
+        int n = 0;
+        line[strcspn(line, "\r\n")] = 0;
+        while (n < 7) {
+            field[n++] = p;
+            p = strchr(p, ',');
+            if (!p) break;
+            *p++ = 0;
+        }
+        if (n != 7) continue; /* the header or a damaged line */
+        memset(&r, 0, sizeof r);
+        r.size = strtol(field[3], &end, 10);
+        if (*end) continue;
+        r.value = strtod(field[6], &end);
+        if (*end || end == field[6]) continue;
+        snprintf(r.test, sizeof r.test, "%s", field[0]);
+        snprintf(r.op, sizeof r.op, "%s", field[1]);
+        snprintf(r.variant, sizeof r.variant, "%s", field[2]);
+        snprintf(r.impl, sizeof r.impl, "%s", field[4]);
+        snprintf(r.metric, sizeof r.metric, "%s", field[5]);
+        if (g_nrecs == cap) {
+            cap = cap ? 2 * cap : 256;
+            g_recs = realloc(g_recs, cap * sizeof *g_recs);
+            if (!g_recs) die("out of memory", NULL);
+        }
+        g_recs[g_nrecs++] = r;
+    }
+    fclose(f);
+}
+
+static void load_meta(const char *path) {
+    char line[512];
+    FILE *f = fopen(path, "r");
+    if (!f) die("cannot read ", path);
+    while (g_nmeta < 64 && fgets(line, sizeof line, f)) {
+        char *eq = strchr(line, '=');
+        line[strcspn(line, "\r\n")] = 0;
+        if (!eq) continue;
+        *eq = 0;
+        snprintf(g_meta[g_nmeta][0], sizeof g_meta[0][0], "%s", line);
+        snprintf(g_meta[g_nmeta][1], sizeof g_meta[0][1], "%s", eq + 1);
+        g_nmeta++;
+    }
+    fclose(f);
+}
+
+static const char *meta(const char *key) {
+    for (int i = g_nmeta - 1; i >= 0; i--)
+        if (strcmp(g_meta[i][0], key) == 0) return g_meta[i][1][0] ? g_meta[i][1] : "unknown";
+    return "unknown";
+}
+
+/* The figure, NAN if there is none (the last one wins). */
+static double fig(const char *test, const char *op, const char *variant, long size, const char *impl, const char *metric) {
+    double v = NAN;
+    for (size_t i = 0; i < g_nrecs; i++) {
+        const rec *r = &g_recs[i];
+        if (r->size == size && !strcmp(r->test, test) && !strcmp(r->op, op) && !strcmp(r->variant, variant) &&
+            !strcmp(r->impl, impl) && !strcmp(r->metric, metric))
+            v = r->value;
+    }
+    return v;
+}
+
+/* The sizes measured for (test, op, variant), ascending. */
+static int sizes_of(const char *test, const char *op, const char *variant, long *out, int max) {
+    int n = 0;
+    for (size_t i = 0; i < g_nrecs; i++) {
+        const rec *r = &g_recs[i];
+        int j;
+        if (strcmp(r->test, test) || strcmp(r->op, op) || strcmp(r->variant, variant)) continue;
+        for (j = 0; j < n && out[j] != r->size; j++) {}
+        if (j == n && n < max) out[n++] = r->size;
+    }
+    for (int a = 1; a < n; a++)
+        for (int b = a; b > 0 && out[b - 1] > out[b]; b--) {
+            long t = out[b];
+            out[b] = out[b - 1];
+            out[b - 1] = t;
+        }
+    return n;
+}
+
+/* ---- formatting ---------------------------------------------------------------------------- */
+static char g_ring[32][48];
+static int g_ringi;
+static char *slot(void) { return g_ring[g_ringi++ % 32]; }
+
+static const char *num(double v, int decimals) {
+    char *s = slot();
+    if (isnan(v)) return "-";
+    snprintf(s, 48, "%.*f", decimals, v);
+    return s;
+}
+/* Three significant digits at least, never in exponent form. */
+static const char *sig(double v) {
+    double a = fabs(v);
+    return num(v, isnan(v) ? 0 : a >= 100 ? 1 : a >= 10 ? 2 : a >= 1 ? 2 : 3);
+}
+static const char *ratio(double a, double b) { return (isnan(a) || isnan(b) || b == 0) ? "-" : num(a / b, 3); }
+/* The ratio a target is judged on: the paired one (A-B-B-A rounds) when there is one. */
+static double judged(double paired, double a, double b) {
+    if (!isnan(paired)) return paired;
+    return (isnan(a) || isnan(b) || b == 0) ? NAN : a / b;
+}
+static const char *bytes(long n) {
+    char *s = slot();
+    if (n >= 1048576 && n % 1048576 == 0) snprintf(s, 48, "%ld MiB", n / 1048576);
+    else if (n >= 1024 && n % 1024 == 0) snprintf(s, 48, "%ld KiB", n / 1024);
+    else snprintf(s, 48, "%ld B", n);
+    return s;
+}
+
+/* ---- targets ----------------------------------------------------------------------------- */
+typedef struct target {
+    const char *name, *rule;
+    int met, missed, nodata;
+    double worst;       /* the ratio furthest on the wrong side */
+    char worst_at[96];
+    bool upper;         /* a ceiling (ratio <= limit) or a floor (ratio >= limit) */
+    double limit;
+} target;
+
+enum { T_MEDIAN, T_P99, T_BW, T_RATE1, T_RATEB, T_IR, T_ALLOC, T_SYSCALL, T_COUNT };
+static target g_t[T_COUNT] = {
+    {"latency median, safeverbs/raw", "<= 1.02", 0, 0, 0, NAN, "", true, 1.02},
+    {"latency p99, safeverbs/raw", "<= 1.10", 0, 0, 0, NAN, "", true, 1.10},
+    {"throughput, safeverbs/raw", ">= 0.98", 0, 0, 0, NAN, "", false, 0.98},
+    {"message rate one per post, safeverbs/raw", ">= 0.95", 0, 0, 0, NAN, "", false, 0.95},
+    {"batched message rate 64 B, safeverbs/ib_send_bw default", ">= 1.5", 0, 0, 0, NAN, "", false, 1.5},
+    {"user-space instructions per op, safeverbs/raw", "<= 1.2", 0, 0, 0, NAN, "", true, 1.2},
+    {"heap allocations per op (safeverbs)", "= 0", 0, 0, 0, NAN, "", true, 0},
+    {"system calls per op, safeverbs - raw", "= 0", 0, 0, 0, NAN, "", true, 0},
+};
+
+/* Judges one ratio (or value) against target t; returns the table cell. */
+static const char *judge(int t, double v, const char *where) {
+    target *g = &g_t[t];
+    bool ok;
+    if (isnan(v)) {
+        g->nodata++;
+        return "no data";
+    }
+    ok = g->upper ? v <= g->limit + 1e-9 : v >= g->limit - 1e-9;
+    if (t == T_SYSCALL) ok = fabs(v) < 0.005;
+    if (ok) g->met++;
+    else g->missed++;
+    if (isnan(g->worst) || (g->upper ? v > g->worst : v < g->worst) || (t == T_SYSCALL && fabs(v) > fabs(g->worst))) {
+        g->worst = v;
+        snprintf(g->worst_at, sizeof g->worst_at, "%s", where);
+    }
+    return ok ? "met" : "**NOT met**";
+}
+
+/* ---- sections -------------------------------------------------------------------------------- */
+static const char *const LAT_OPS[] = {"send", "write", "write_imm", "read"};
+static const char *const BW_OPS[] = {"write", "read", "send"};
+
+static void write_dat(const char *dir, const char *name, const char *test, const char *op, const char *variant,
+                      const char *m1, const char *m2) {
+    char path[1024];
+    long sz[64];
+    int n = sizes_of(test, op, variant, sz, 64);
+    const char *impls[3] = {"sfv", "raw", "perftest"};
+    FILE *f;
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    f = fopen(path, "w");
+    if (!f) die("cannot write ", path);
+    fprintf(f, "# size sfv raw perftest (%s)%s%s\n", m1, m2 ? ", then " : "", m2 ? m2 : "");
+    for (int i = 0; i < n; i++) {
+        fprintf(f, "%ld", sz[i]);
+        for (int k = 0; k < 3; k++) {
+            double v = fig(test, op, variant, sz[i], impls[k], m1);
+            if (isnan(v)) fprintf(f, " ?");
+            else fprintf(f, " %g", v);
+        }
+        for (int k = 0; m2 && k < 3; k++) {
+            double v = fig(test, op, variant, sz[i], impls[k], m2);
+            if (isnan(v)) fprintf(f, " ?");
+            else fprintf(f, " %g", v);
+        }
+        fprintf(f, "\n");
+    }
+    fclose(f);
+}
+
+static void latency_section(FILE *o) {
+    fprintf(o, "## Latency (ping-pong, busy polling)\n\n"
+               "Two processes, rxe1 (client) <-> rxe0 (server), one work request per post, every one signaled. "
+               "send: the server echoes each send. write: RDMA write into the peer's buffer, the peer spins on the "
+               "last byte and writes back (as ib_write_lat). write_imm: RDMA write with immediate, the peer's receive "
+               "completion is the signal (perftest has no such latency test). read: RDMA read, the peer stays idle. "
+               "Half the round trip for send and write (perftest's convention), the whole round trip for read. "
+               "perftest's t_typical is its median. Microseconds.\n\n"
+               "safeverbs and raw verbs run in the same two processes after a warm-up, in short runs (about 20 ms) "
+               "alternating A-B-B-A for the whole measurement. *sfv/raw* divides the medians of all samples; "
+               "*paired* is the median over the A-B-B-A rounds of (A1 + A2) / (B1 + B2) of the runs' medians, which "
+               "cancels the machine's drift (its speed changes by tens of percent within seconds when other guests "
+               "run) and is what the median target is judged on. p99 is judged on all samples.\n\n");
+    for (size_t k = 0; k < sizeof LAT_OPS / sizeof *LAT_OPS; k++) {
+        const char *op = LAT_OPS[k];
+        long sz[64];
+        int n = sizes_of("lat", op, "busy", sz, 64);
+        if (!n) continue;
+        fprintf(o, "### %s\n\n| size | figure | safeverbs | raw verbs | perftest | sfv/raw | paired | sfv/perftest | target (sfv/raw) |\n"
+                   "|---:|---|---:|---:|---:|---:|---:|---:|---|\n", op);
+        for (int i = 0; i < n; i++) {
+            static const char *const metrics[3] = {"median_us", "p99_us", "mean_us"};
+            static const char *const names[3] = {"median", "p99", "mean"};
+            for (int m = 0; m < 3; m++) {
+                double s = fig("lat", op, "busy", sz[i], "sfv", metrics[m]);
+                double r = fig("lat", op, "busy", sz[i], "raw", metrics[m]);
+                double p = fig("lat", op, "busy", sz[i], "perftest", metrics[m]);
+                double pr = m == 0 ? fig("lat", op, "busy", sz[i], "sfv", "median_ratio_paired") : NAN;
+                char where[96], cell[64] = "";
+                snprintf(where, sizeof where, "%s %s", op, bytes(sz[i]));
+                if (m < 2)
+                    snprintf(cell, sizeof cell, "%s %s", m == 0 ? "<= 1.02" : "<= 1.10",
+                             judge(m == 0 ? T_MEDIAN : T_P99, judged(pr, s, r), where));
+                fprintf(o, "| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", m == 0 ? bytes(sz[i]) : "", names[m], sig(s),
+                        sig(r), sig(p), ratio(s, r), num(pr, 3), ratio(s, p), cell);
+            }
+        }
+        fprintf(o, "\nSamples (runs) per implementation and size: ");
+        for (int i = 0; i < n; i++)
+            fprintf(o, "%s%s %s (%s)", i ? ", " : "", bytes(sz[i]), num(fig("lat", op, "busy", sz[i], "sfv", "iters"), 0),
+                    num(fig("lat", op, "busy", sz[i], "sfv", "runs"), 0));
+        fprintf(o, ".\n\n");
+    }
+}
+
+static void throughput_section(FILE *o) {
+    fprintf(o, "## Throughput (128 work requests in flight)\n\n"
+               "The client keeps 128 work requests in flight, one per post, every one signaled; a send's server keeps "
+               "512 receives posted. MiB/s (2^20 bytes), from the first post to the last completion of each run; "
+               "safeverbs and raw alternate A-B-B-A in runs of about 250 ms (*paired*: the median over the rounds of "
+               "(A1 + A2) / (B1 + B2) of the runs' rates, what the target is judged on). perftest: ib_write_bw, "
+               "ib_read_bw, ib_send_bw with -s and -n, otherwise their defaults (tx depth 128, reads in flight: the "
+               "device's maximum). The guest's netdev_max_backlog is raised to 16384: a 1 MiB read response is 1024 "
+               "packets, and at the default 1000 the drops stall reads in retries (for perftest as for us).\n\n");
+    for (size_t k = 0; k < sizeof BW_OPS / sizeof *BW_OPS; k++) {
+        const char *op = BW_OPS[k];
+        long sz[64];
+        int n = sizes_of("bw", op, "stream", sz, 64);
+        if (!n) continue;
+        fprintf(o, "### %s\n\n| size | safeverbs | raw verbs | perftest | sfv/raw | paired | sfv/perftest | target >= 0.98 |\n"
+                   "|---:|---:|---:|---:|---:|---:|---:|---|\n", op);
+        for (int i = 0; i < n; i++) {
+            double s = fig("bw", op, "stream", sz[i], "sfv", "mib_s");
+            double r = fig("bw", op, "stream", sz[i], "raw", "mib_s");
+            double p = fig("bw", op, "stream", sz[i], "perftest", "mib_s");
+            char where[96];
+            snprintf(where, sizeof where, "%s %s", op, bytes(sz[i]));
+            double pr = fig("bw", op, "stream", sz[i], "sfv", "rate_ratio_paired");
+            fprintf(o, "| %s | %s | %s | %s | %s | %s | %s | %s |\n", bytes(sz[i]), sig(s), sig(r), sig(p), ratio(s, r),
+                    num(pr, 3), ratio(s, p), judge(T_BW, judged(pr, s, r), where));
+        }
+        fprintf(o, "\n");
+    }
+}
+
+static void rate_section(FILE *o) {
+    const char *batch = meta("rate_batch"), *inl = meta("rate_inline");
+    char vb[40], vi[40];
+    long sizes[2] = {8, 64};
+    snprintf(vb, sizeof vb, "batch%s", batch);
+    snprintf(vi, sizeof vi, "batch%s-inline", batch);
+    fprintf(o, "## Message rate (small sends)\n\n"
+               "Sends with 128 in flight, the server re-posting receives (512 posted). *one per post*: one signaled "
+               "work request per post call (safeverbs: sfv_channel_post_send; the server re-posts receives one by "
+               "one). *batch %s*: sfv_channel_post_send_batch of %s work requests, one doorbell, only the last "
+               "signaled, receives re-posted %s at a time with sfv_channel_post_receive_batch (raw: linked lists "
+               "the same way). *+ inline*: the same with max_inline_data = %s, so the sends carry their data in the "
+               "work request. Completions polled 16 at a time everywhere; runs of about 250 ms alternate A-B-B-A "
+               "(*paired* as for throughput). perftest: ib_send_bw with its defaults "
+               "(one work request per post, a completion every 100). Thousands of messages per second.\n\n"
+               "| size | posting | safeverbs | raw verbs | perftest (ib_send_bw default) | sfv/raw | paired | sfv/perftest | target |\n"
+               "|---:|---|---:|---:|---:|---:|---:|---:|---|\n",
+            batch, batch, batch, inl);
+    for (int i = 0; i < 2; i++) {
+        const char *variants[3] = {"post1", vb, vi};
+        char names[3][64];
+        double p = fig("bw", "send", "post1", sizes[i], "perftest", "kmsg_s");
+        snprintf(names[0], sizeof names[0], "one per post");
+        snprintf(names[1], sizeof names[1], "batch %s", batch);
+        snprintf(names[2], sizeof names[2], "batch %s + inline", batch);
+        for (int v = 0; v < 3; v++) {
+            double s = fig("bw", "send", variants[v], sizes[i], "sfv", "kmsg_s");
+            double r = fig("bw", "send", variants[v], sizes[i], "raw", "kmsg_s");
+            double pr = fig("bw", "send", variants[v], sizes[i], "sfv", "rate_ratio_paired");
+            char where[96], cell[64] = "-";
+            snprintf(where, sizeof where, "send %s, %s", bytes(sizes[i]), names[v]);
+            if (v == 0)
+                snprintf(cell, sizeof cell, "sfv/raw >= 0.95 %s", judge(T_RATE1, judged(pr, s, r), where));
+            else if (sizes[i] == 64)
+                snprintf(cell, sizeof cell, "sfv/perftest >= 1.5 %s", judge(T_RATEB, isnan(s) || isnan(p) ? NAN : s / p, where));
+            fprintf(o, "| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", bytes(sizes[i]), names[v], sig(s), sig(r),
+                    v == 0 ? sig(p) : "", ratio(s, r), num(pr, 3), ratio(s, p), cell);
+        }
+    }
+    fprintf(o, "\n");
+}
+
+static void wait_section(FILE *o) {
+    long sz[16];
+    int n = sizes_of("lat", "send", "event", sz, 16);
+    if (!n) return;
+    fprintf(o, "## Waiting: SFV_WAIT_EVENT against busy polling\n\n"
+               "Send ping-pong as above. *event*: safeverbs sleeps on the channel's completion channel "
+               "(SFV_WAIT_EVENT); raw arms the CQ, polls it once more, then poll(2)s the completion channel's fd "
+               "with the deadline, takes and acknowledges the event (the same deadline-bounded wait). *busy*: the "
+               "figures of the latency table. CPU: user + system time of the client per round trip.\n\n"
+               "| size | impl | busy median (us) | event median (us) | event/busy | busy CPU (us/op) | event CPU (us/op) | event p99 (us) |\n"
+               "|---:|---|---:|---:|---:|---:|---:|---:|\n");
+    for (int i = 0; i < n; i++) {
+        for (int k = 0; k < 2; k++) {
+            const char *impl = k ? "raw" : "sfv";
+            double b = fig("lat", "send", "busy", sz[i], impl, "median_us");
+            double e = fig("lat", "send", "event", sz[i], impl, "median_us");
+            fprintf(o, "| %s | %s | %s | %s | %s | %s | %s | %s |\n", k ? "" : bytes(sz[i]), k ? "raw verbs" : "safeverbs",
+                    sig(b), sig(e), ratio(e, b), sig(fig("lat", "send", "busy", sz[i], impl, "cpu_us_per_op")),
+                    sig(fig("lat", "send", "event", sz[i], impl, "cpu_us_per_op")),
+                    sig(fig("lat", "send", "event", sz[i], impl, "p99_us")));
+        }
+        fprintf(o, "| | sfv/raw | %s | %s | | | | |\n",
+                ratio(fig("lat", "send", "busy", sz[i], "sfv", "median_us"), fig("lat", "send", "busy", sz[i], "raw", "median_us")),
+                ratio(fig("lat", "send", "event", sz[i], "sfv", "median_us"), fig("lat", "send", "event", sz[i], "raw", "median_us")));
+    }
+    fprintf(o, "\n");
+}
+
+static void cost_section(FILE *o) {
+    static const char *const steps[5] = {"post_recv", "post_send", "poll_send", "poll_recv", "per_op"};
+    static const char *const names[5] = {"post a receive", "post a send", "poll the send's completion",
+                                         "poll the receive's completion", "**one send + one receive, total**"};
+    const char *batch = meta("rate_batch");
+    char variants[2][40];
+    snprintf(variants[0], sizeof variants[0], "batch1");
+    snprintf(variants[1], sizeof variants[1], "batch%s", batch);
+    fprintf(o, "## User-space instructions per operation (callgrind)\n\n"
+               "One process, a channel (raw: a QP) connected to itself on one device, 64-byte messages: post a "
+               "receive, post a send, let the completions arrive (a sleep, outside the counted code), poll the send's "
+               "completion, then the receive's. Each step is a function of the harness; valgrind --tool=callgrind "
+               "--toggle-collect='cost_*' counts the instructions inside them, the library's, libibverbs', the rxe "
+               "provider's and libc's included (the kernel's not). Runs of N and 2N iterations: the difference over "
+               "N, so start-up is excluded and the counts repeat exactly. *batch %s*: the same with batches of %s "
+               "(per work request).\n\n"
+               "| loop | step | safeverbs | raw verbs | sfv/raw | target <= 1.2 |\n|---|---|---:|---:|---:|---|\n",
+            batch, batch);
+    for (int v = 0; v < 2; v++) {
+        for (int k = 0; k < 5; k++) {
+            char metric[32], where[96];
+            double s, r;
+            snprintf(metric, sizeof metric, "ir_%s", steps[k]);
+            s = fig("cost", "send", variants[v], 64, "sfv", metric);
+            r = fig("cost", "send", variants[v], 64, "raw", metric);
+            snprintf(where, sizeof where, "%s, %s", variants[v], names[k]);
+            fprintf(o, "| %s | %s | %s | %s | %s | %s |\n", k ? "" : (v ? "batch" : "one per post"), names[k], num(s, 1),
+                    num(r, 1), ratio(s, r), k == 4 ? judge(T_IR, isnan(s) || isnan(r) ? NAN : s / r, where) : "");
+        }
+    }
+    fprintf(o, "\nThe target is judged on the total per operation; the steps show where the instructions go.\n\n");
+}
+
+static void alloc_section(FILE *o) {
+    char seen[128][96];
+    int nseen = 0;
+    fprintf(o, "## Heap allocations per operation\n\n"
+               "Every timed loop counts the calls to malloc, calloc, realloc and posix_memalign of the whole "
+               "process (libibverbs and the provider included) through an interposed counter; the most per operation "
+               "over the sizes of each run.\n\n"
+               "| run | safeverbs | raw verbs | target: safeverbs = 0 |\n|---|---:|---:|---|\n");
+    for (size_t i = 0; i < g_nrecs; i++) {
+        const rec *r = &g_recs[i];
+        char key[96];
+        double worst[2] = {NAN, NAN};
+        int j;
+        if (strcmp(r->metric, "allocs_per_op")) continue;
+        snprintf(key, sizeof key, "%s %s %s", r->test, r->op, r->variant);
+        for (j = 0; j < nseen && strcmp(seen[j], key); j++) {}
+        if (j < nseen || nseen == 128) continue;
+        snprintf(seen[nseen++], sizeof seen[0], "%s", key);
+        for (size_t k = i; k < g_nrecs; k++) {
+            const rec *q = &g_recs[k];
+            int x = !strcmp(q->impl, "raw");
+            if (strcmp(q->metric, "allocs_per_op") || strcmp(q->test, r->test) || strcmp(q->op, r->op) ||
+                strcmp(q->variant, r->variant))
+                continue;
+            if (isnan(worst[x]) || q->value > worst[x]) worst[x] = q->value;
+        }
+        fprintf(o, "| %s | %s | %s | %s |\n", key, num(worst[0], 3), num(worst[1], 3), judge(T_ALLOC, worst[0], key));
+    }
+    fprintf(o, "\n");
+}
+
+static void syscall_section(FILE *o) {
+    static const char *const cases[3][2] = {{"lat-busy", "send ping-pong, busy polling"},
+                                            {"lat-event", "send ping-pong, SFV_WAIT_EVENT"},
+                                            {"rate-batch", "send batches (message rate)"}};
+    fprintf(o, "## System calls per operation (strace)\n\n"
+               "strace -c -f on the client, runs of N and 2N operations, 8-byte sends; the difference over N. On rxe "
+               "every post of send-queue work is one write(2) to the kernel (the doorbell), receives and polling none.\n\n"
+               "| run | safeverbs | raw verbs | safeverbs - raw | target: equal |\n|---|---:|---:|---:|---|\n");
+    for (int c = 0; c < 3; c++) {
+        char variant[40];
+        double s, r;
+        if (c == 2) snprintf(variant, sizeof variant, "rate-batch%s", meta("rate_batch"));
+        else snprintf(variant, sizeof variant, "%s", cases[c][0]);
+        s = fig("syscalls", "send", variant, 8, "sfv", "syscalls_per_op");
+        r = fig("syscalls", "send", variant, 8, "raw", "syscalls_per_op");
+        fprintf(o, "| %s | %s | %s | %s | %s |\n", cases[c][1], num(s, 3), num(r, 3), isnan(s) || isnan(r) ? "-" : num(s - r, 3),
+                judge(T_SYSCALL, isnan(s) || isnan(r) ? NAN : s - r, cases[c][1]));
+    }
+    fprintf(o, "\n");
+}
+
+int main(int argc, char **argv) {
+    FILE *body, *o;
+    char *text = NULL;
+    size_t len = 0;
+    if (argc != 5) {
+        fprintf(stderr, "usage: bench_report RESULTS_CSV META_TXT OUT_MD DATA_DIR\n");
+        return 2;
+    }
+    load_csv(argv[1]);
+    load_meta(argv[2]);
+    for (size_t k = 0; k < sizeof LAT_OPS / sizeof *LAT_OPS; k++) {
+        char name[64];
+        snprintf(name, sizeof name, "lat_%s.dat", LAT_OPS[k]);
+        write_dat(argv[4], name, "lat", LAT_OPS[k], "busy", "median_us", "p99_us");
+    }
+    for (size_t k = 0; k < sizeof BW_OPS / sizeof *BW_OPS; k++) {
+        char name[64];
+        snprintf(name, sizeof name, "bw_%s.dat", BW_OPS[k]);
+        write_dat(argv[4], name, "bw", BW_OPS[k], "stream", "mib_s", NULL);
+    }
+    /* the sections first (they judge the targets), then the page with the summary on top */
+    body = open_memstream(&text, &len);
+    if (!body) die("out of memory", NULL);
+    latency_section(body);
+    throughput_section(body);
+    rate_section(body);
+    wait_section(body);
+    cost_section(body);
+    alloc_section(body);
+    syscall_section(body);
+    fclose(body);
+
+    o = fopen(argv[3], "w");
+    if (!o) die("cannot write ", argv[3]);
+    fprintf(o, "# safeverbs benchmark results\n\n"
+               "Written by `make bench` (bench/run.sh, build/sfv_bench, build/bench_report) on %s; every figure is "
+               "in results.csv. safeverbs %s (commit %s), measured against the same work written directly on "
+               "libibverbs (the raw side of bench/sfv_bench.c: same harness, same QP settings) and against "
+               "perftest's binaries, on the same devices in the same run.%s\n\n",
+            meta("date"), meta("safeverbs"), meta("commit"),
+            strcmp(meta("quick"), "1") == 0 ? " **Quick run (SFV_BENCH_QUICK=1): fewer sizes and iterations.**" : "");
+    fprintf(o, "## Machine\n\n"
+               "| | |\n|---|---|\n"
+               "| host | `%s`, %s CPUs |\n"
+               "| where it ran | %s |\n"
+               "| kernel there | `%s`, %s CPUs, %s, clocksource %s |\n"
+               "| rdma-core / libibverbs | %s / %s |\n"
+               "| perftest | %s |\n"
+               "| valgrind | %s |\n"
+               "| devices | %s, active MTU %s |\n"
+               "| host load during the run | %s |\n"
+               "| run time | %s s%s |\n\n",
+            meta("host_uname"), meta("host_nproc"),
+            strcmp(meta("in_vm"), "1") == 0 ? "QEMU guest under TCG emulation (tests/vm/run.sh): 2 vCPUs, Soft-RoCE (rxe) on a veth pair"
+                                            : "this host",
+            meta("guest_uname"), meta("guest_nproc"), meta("cpu"), meta("clocksource"), meta("rdma_core"),
+            meta("libibverbs"), meta("perftest"), meta("valgrind"), meta("devices"), meta("mtu"), meta("host_load"),
+            meta("seconds"),
+            strcmp(meta("failures"), "0") == 0 ? "" : ", **with failures: see the run's log**");
+    fprintf(o, "Everything here, the kernel's RDMA stack included, runs under instruction-set emulation on a shared "
+               "2-core machine: absolute figures are far below real hardware; only ratios within this run mean "
+               "anything, and tails (p99) are noisy.\n\n");
+    fprintf(o, "## Targets\n\n| target | rule | met | NOT met | no data | worst | at |\n|---|---|---:|---:|---:|---:|---|\n");
+    for (int t = 0; t < T_COUNT; t++) {
+        const target *g = &g_t[t];
+        fprintf(o, "| %s | %s | %d | %d | %d | %s | %s |\n", g->name, g->rule, g->met, g->missed, g->nodata,
+                isnan(g->worst) ? "-" : num(g->worst, 3), g->worst_at[0] ? g->worst_at : "-");
+    }
+    fprintf(o, "\n![latency](latency.png)\n\n![throughput](throughput.png)\n\n");
+    fwrite(text, 1, len, o);
+    free(text);
+    if (fclose(o) != 0) die("cannot write ", argv[3]);
+    free(g_recs);
+    return 0;
+}

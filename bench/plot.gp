@@ -1,0 +1,44 @@
+# bench/plot.gp - latency and throughput against message size, safeverbs / raw verbs / perftest.
+#   gnuplot -e "dir='DATA_DIR'; out='OUT_DIR'" bench/plot.gp
+# DATA_DIR holds lat_<op>.dat and bw_<op>.dat from build/bench_report
+# (size, sfv, raw, perftest [, then the p99 columns]; "?" = no figure).
+set datafile missing "?"
+set terminal pngcairo size 1400,1000 font "sans,11"
+set logscale xy 2
+set grid
+set key top left
+set format x "%.0s%cB"
+set style line 1 lc rgb "#1f77b4" lw 2 pt 7 ps 1.0
+set style line 2 lc rgb "#d62728" lw 2 pt 5 ps 1.0 dt 2
+set style line 3 lc rgb "#2ca02c" lw 2 pt 9 ps 1.1 dt 3
+set style line 4 lc rgb "#1f77b4" lw 1 pt 6 ps 0.7 dt 4
+set style line 5 lc rgb "#d62728" lw 1 pt 4 ps 0.7 dt 4
+
+set output out."/latency.png"
+set multiplot layout 2,2 title "Latency against message size (rxe in a TCG guest; median, thin: p99)"
+set logscale y 10
+set ylabel "microseconds"
+set xlabel "message size"
+do for [op in "send write write_imm read"] {
+    set title op.(op eq "read" ? " (round trip)" : " (half round trip)")
+    plot dir."/lat_".op.".dat" using 1:2 with linespoints ls 1 title "safeverbs", \
+         "" using 1:3 with linespoints ls 2 title "raw verbs", \
+         "" using 1:4 with linespoints ls 3 title "perftest", \
+         "" using 1:5 with linespoints ls 4 title "safeverbs p99", \
+         "" using 1:6 with linespoints ls 5 title "raw p99"
+}
+unset multiplot
+
+set output out."/throughput.png"
+set terminal pngcairo size 1500,500 font "sans,11"
+set multiplot layout 1,3 title "Throughput against message size (rxe in a TCG guest)"
+set ylabel "MiB/s"
+set logscale y 2
+set key bottom right
+do for [op in "write read send"] {
+    set title op
+    plot dir."/bw_".op.".dat" using 1:2 with linespoints ls 1 title "safeverbs", \
+         "" using 1:3 with linespoints ls 2 title "raw verbs", \
+         "" using 1:4 with linespoints ls 3 title "perftest"
+}
+unset multiplot

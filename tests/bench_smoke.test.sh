@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# bench_smoke.test.sh - the benchmark programs still work: each test of build/sfv_bench (both
+# implementations, both sides) and build/bench_report run for a handful of iterations on the
+# rxe devices, so `make bench` cannot rot between runs. No timing is judged here; a run fails
+# if it crashes, hangs (timeout 60 on every process), prints no figures, or allocates on the
+# heap inside a timed loop. tests/run.sh runs this where the devices are (the test guest).
+# Prints "ok   NAME" / "FAIL NAME" per case and ends with "N passed, N failed".
+set -uo pipefail
+cd "$(dirname "$0")/.."
+B=build/sfv_bench
+SDEV=${SFV_BENCH_SERVER_DEV:-rxe0} CDEV=${SFV_BENCH_CLIENT_DEV:-rxe1} GID=${SFV_BENCH_GID:-1}
+pass=0 fail=0 port=19500
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+listening() { # PORT: a socket listens on it
+    local want f _ addr st
+    printf -v want ':%04X' "$1"
+    for f in /proc/net/tcp /proc/net/tcp6; do
+        while read -r _ addr _ st _; do [[ $addr == *"$want" && $st == 0A ]] && return 0; done <"$f"
+    done
+    return 1
+}
+result() { # NAME OK [WHY]
+    if (($2)); then
+        echo "ok   $1"; pass=$((pass + 1))
+    else
+        echo "FAIL $1${3:+: $3}"; fail=$((fail + 1))
+    fi
+}
+# figures_ok FILE: some figures, and not one heap allocation inside a timed loop
+figures_ok() {
+    grep -q '^result,' "$1" || { echo "no figures"; return 1; }
+    if grep '^result,' "$1" | awk -F, '$7 == "allocs_per_op" && $8 != 0 { bad = 1 } END { exit !bad }'; then
+        echo "heap allocations in a timed loop"; return 1
+    fi
+}
+# pair NAME CLIENT_ARGS...: server on $SDEV, client on $CDEV, few iterations
+pair() {
+    local name=$1 p=$((port++)) s rc why i
+    shift
+    timeout 60 "$B" -d "$SDEV" -x "$GID" -p "$p" >"$tmp/server" 2>&1 &
+    s=$!
+    for ((i = 0; i < 100; i++)); do listening "$p" && break; kill -0 "$s" 2>/dev/null || break; sleep 0.1; done
+    timeout 60 "$B" -d "$CDEV" -x "$GID" -p "$p" "$@" 127.0.0.1 >"$tmp/client" 2>&1
+    rc=$?
+    wait "$s" || rc=1
+    cat "$tmp/client" >>"$tmp/all"
+    why=$(figures_ok "$tmp/client") || rc=1
+    ((rc == 0)) || { [[ -n $why ]] || why=$(tail -n 1 "$tmp/client" "$tmp/server" | grep -v '^==>\|^$' | head -n 2 | tr '\n' ' '); }
+    result "$name" $((rc == 0)) "$why"
+}
+# alone NAME ARGS...: one process (the loopback cost test)
+alone() {
+    local name=$1 rc why
+    shift
+    timeout 60 "$B" -d "$SDEV" -x "$GID" "$@" >"$tmp/alone" 2>&1
+    rc=$?
+    cat "$tmp/alone" >>"$tmp/all"
+    why=$(figures_ok "$tmp/alone") || rc=1
+    ((rc == 0)) || { [[ -n $why ]] || why=$(tail -n 1 "$tmp/alone"); }
+    result "$name" $((rc == 0)) "$why"
+}
+
+[[ -x $B && -x build/bench_report ]] || { echo "FAIL build: $B or build/bench_report missing (make all)"; echo "0 passed, 1 failed"; exit 1; }
+: >"$tmp/all"
+lat=(--test lat --impl both -n 8 --warmup 2)
+pair "lat send (sfv, raw)" "${lat[@]}" --op send --sizes 8,4096
+pair "lat write" "${lat[@]}" --op write --sizes 8,4096
+pair "lat write_imm" "${lat[@]}" --op write_imm --sizes 8
+pair "lat read" "${lat[@]}" --op read --sizes 8,4096
+pair "lat send, event wait" "${lat[@]}" --op send --sizes 8 --wait event
+pair "lat send, sfv only, 2 rounds" --test lat --impl sfv -n 16 --warmup 2 --rounds 2 --op send --sizes 64
+bw=(--test bw --impl both -n 64 --warmup 16 --variant stream)
+pair "bw write" "${bw[@]}" --op write --sizes 4096,65536
+pair "bw read" "${bw[@]}" --op read --sizes 4096 --depth 16
+pair "bw send" "${bw[@]}" --op send --sizes 4096
+pair "rate send, batch 16" --test bw --impl both -n 256 --warmup 32 --op send --sizes 64 --batch 16 --variant batch16
+pair "rate send, batch 16, inline" --test bw --impl both -n 256 --warmup 32 --op send --sizes 8 --batch 16 --inline 64 --variant batch16-inline
+alone "cost sfv" --test cost --impl sfv -n 20 --warmup 2 --settle-us 100
+alone "cost raw" --test cost --impl raw -n 20 --warmup 2 --settle-us 100
+alone "cost sfv, batch 16" --test cost --impl sfv --batch 16 -n 4 --warmup 1 --settle-us 100
+
+# The report from what ran above (most tables stay empty: it must still write a page).
+{ echo "test,op,variant,size,impl,metric,value"; sed -n 's/^result,//p' "$tmp/all"; } >"$tmp/results.csv"
+printf 'date=smoke\nrate_batch=16\nrate_inline=64\nfailures=0\n' >"$tmp/meta.txt"
+if timeout 60 build/bench_report "$tmp/results.csv" "$tmp/meta.txt" "$tmp/RESULTS.md" "$tmp" >"$tmp/report.log" 2>&1 &&
+    grep -q '^## Targets' "$tmp/RESULTS.md" && grep -q '^### send' "$tmp/RESULTS.md" && [[ -s $tmp/lat_send.dat ]]; then
+    result "bench_report" 1
+else
+    result "bench_report" 0 "$(tail -n 1 "$tmp/report.log")"
+fi
+
+echo "$pass passed, $fail failed"
+((fail == 0))
