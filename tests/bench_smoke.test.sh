@@ -13,14 +13,7 @@ pass=0 fail=0 port=19500
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-listening() { # PORT: a socket listens on it
-    local want f _ addr st
-    printf -v want ':%04X' "$1"
-    for f in /proc/net/tcp /proc/net/tcp6; do
-        while read -r _ addr _ st _; do [[ $addr == *"$want" && $st == 0A ]] && return 0; done <"$f"
-    done
-    return 1
-}
+source tools/listening.sh
 result() { # NAME OK [WHY]
     if (($2)); then
         echo "ok   $1"; pass=$((pass + 1))
