@@ -70,14 +70,7 @@ RATE_BATCH=16 RATE_INLINE=64
 # otherwise keep the guest's rxe work (softirq, ksoftirqd) waiting for the 4 ms scheduler tick.
 if command -v chrt >/dev/null && chrt -i 0 true 2>/dev/null; then IDLE=(chrt -i 0); else IDLE=(); fi
 log() { printf '[%4ds] %s\n' $((SECONDS - T_START)) "$*"; }
-listening() { # PORT: a socket listens on it
-    local want f _ addr st
-    printf -v want ':%04X' "$1"
-    for f in /proc/net/tcp /proc/net/tcp6; do
-        while read -r _ addr _ st _; do [[ $addr == *"$want" && $st == 0A ]] && return 0; done <"$f"
-    done
-    return 1
-}
+source tools/listening.sh
 wait_listen() { # PORT PID: up to ~20 s for the server to listen, unless it died
     local i
     for ((i = 0; i < 200; i++)); do
