@@ -32,7 +32,7 @@ $(BUILD)/asan/test_%: tests/test_%.c tests/sfv_test.h safeverbs.h
 $(BUILD)/%: examples/%.c safeverbs.h $(wildcard examples/*.h) | $(BUILD)
 	$(CC) $(CFLAGS) $(WARN) -I. -o $@ $< $(LDLIBS)
 
-$(BUILD)/%: bench/%.c safeverbs.h $(wildcard bench/*.h) | $(BUILD)
+$(BUILD)/%: bench/%.c safeverbs.h $(wildcard bench/*.h) examples/tcp.h | $(BUILD)
 	$(CC) $(CFLAGS) $(WARN) -I. -o $@ $< $(LDLIBS)
 
 deps:

@@ -45,6 +45,7 @@
 #define _GNU_SOURCE
 #define SAFEVERBS_IMPLEMENTATION
 #include "safeverbs.h"
+#include "../examples/tcp.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -162,66 +163,27 @@ static double span_us_per_tick(const span *s) {
 }
 
 /* ---- TCP: the endpoint exchange and the start/stop handshake of every run ------------------- */
+/* examples/tcp.h's helpers, with Nagle off (the handshakes are single bytes) and a dial that
+   retries while the server is still starting. */
 static int tcp_listen_accept(int port) {
-    struct sockaddr_in a;
-    int one = 1, fd = socket(AF_INET, SOCK_STREAM, 0), conn = -1;
-    if (fd < 0) return -1;
-    memset(&a, 0, sizeof a);
-    a.sin_family = AF_INET;
-    a.sin_port = htons((uint16_t)port);
-    a.sin_addr.s_addr = htonl(INADDR_ANY);
-    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    if (bind(fd, (struct sockaddr *)&a, sizeof a) == 0 && listen(fd, 1) == 0) conn = accept(fd, NULL, NULL);
-    close(fd);
+    int one = 1, conn = tcp_accept(port);
     if (conn >= 0) setsockopt(conn, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     return conn;
 }
 
 static int tcp_dial(const char *host, int port) {
-    struct addrinfo hints, *res, *ai;
-    char service[16];
     int fd = -1, one = 1, tries;
-    memset(&hints, 0, sizeof hints);
-    hints.ai_socktype = SOCK_STREAM;
-    snprintf(service, sizeof service, "%d", port);
-    if (getaddrinfo(host, service, &hints, &res) != 0) return -1;
-    for (tries = 0; tries < 300 && fd < 0; tries++) { /* the server may still be starting */
-        for (ai = res; ai && fd < 0; ai = ai->ai_next) {
-            fd = socket(ai->ai_family, ai->ai_socktype, ai->ai_protocol);
-            if (fd >= 0 && connect(fd, ai->ai_addr, ai->ai_addrlen) != 0) {
-                close(fd);
-                fd = -1;
-            }
-        }
-        if (fd < 0) usleep(100000);
-    }
-    freeaddrinfo(res);
+    for (tries = 0; tries < 300 && fd < 0; tries++) /* the server may still be starting */
+        if ((fd = tcp_connect(host, port)) < 0) usleep(100000);
     if (fd >= 0) setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     return fd;
 }
-
-static bool put_all(int fd, const void *p, size_t n) {
-    for (const char *c = p; n > 0;) {
-        ssize_t k = write(fd, c, n);
-        if (k <= 0) return false;
-        c += k, n -= (size_t)k;
-    }
-    return true;
-}
-static bool get_all(int fd, void *p, size_t n) {
-    for (char *c = p; n > 0;) {
-        ssize_t k = read(fd, c, n);
-        if (k <= 0) return false;
-        c += k, n -= (size_t)k;
-    }
-    return true;
-}
 static void send_byte(int fd, char c) {
-    if (!put_all(fd, &c, 1)) die("control connection: write failed");
+    if (!write_all(fd, &c, 1)) die("control connection: write failed");
 }
 static void expect_byte(int fd, char want) {
     char c = 0;
-    if (!get_all(fd, &c, 1)) die("control connection closed (waiting for '%c')", want);
+    if (!read_all(fd, &c, 1)) die("control connection closed (waiting for '%c')", want);
     if (c != want) die("control connection: got '%c', expected '%c'", c, want);
 }
 static void put_be(uint8_t *p, uint64_t v, int n) {
@@ -300,11 +262,11 @@ static void point_send(int fd, const point *p) {
     uint8_t b[24];
     put_be(b, p->impl, 4), put_be(b + 4, p->size, 4), put_be(b + 8, p->iters, 4);
     put_be(b + 12, p->batch, 4), put_be(b + 16, p->record, 4), put_be(b + 20, p->end, 4);
-    if (!put_all(fd, b, sizeof b)) die("control connection: write failed");
+    if (!write_all(fd, b, sizeof b)) die("control connection: write failed");
 }
 static bool point_recv(int fd, point *p) {
     uint8_t b[24];
-    if (!get_all(fd, b, sizeof b)) return false;
+    if (!read_all(fd, b, sizeof b)) return false;
     p->impl = (uint32_t)get_be(b, 4), p->size = (uint32_t)get_be(b + 4, 4), p->iters = (uint32_t)get_be(b + 8, 4);
     p->batch = (uint32_t)get_be(b + 12, 4), p->record = (uint32_t)get_be(b + 16, 4), p->end = (uint32_t)get_be(b + 20, 4);
     return true;
@@ -1124,11 +1086,11 @@ static void sides_connect(sides *sd, const session *ss, const options *o, int fd
         raw_side_wire(&sd->raw, mine + SFV_WIRE_SIZE);
     }
     /* The server connects before it answers, so the client never sends to a QP not ready. */
-    if (client && !put_all(fd, mine, sizeof mine)) die("endpoint exchange failed");
-    if (!get_all(fd, theirs, sizeof theirs)) die("endpoint exchange failed");
+    if (client && !write_all(fd, mine, sizeof mine)) die("endpoint exchange failed");
+    if (!read_all(fd, theirs, sizeof theirs)) die("endpoint exchange failed");
     if (sd->have[IMPL_SFV]) sfv_side_connect(&sd->sfv, theirs);
     if (sd->have[IMPL_RAW]) raw_side_connect(&sd->raw, theirs + SFV_WIRE_SIZE);
-    if (!client && !put_all(fd, mine, sizeof mine)) die("endpoint exchange failed");
+    if (!client && !write_all(fd, mine, sizeof mine)) die("endpoint exchange failed");
 }
 
 static void sides_close(sides *sd) {
@@ -1146,7 +1108,7 @@ static int run_server(options *o) {
     g_role = "sfv_bench server";
     if (fd < 0) die("listen/accept on port %d: %s", o->port, strerror(errno));
     while (n + 1 < sizeof line) { /* the session line */
-        if (!get_all(fd, &line[n], 1)) die("control connection closed");
+        if (!read_all(fd, &line[n], 1)) die("control connection closed");
         if (line[n++] == '\n') break;
     }
     line[n] = 0;
@@ -1187,7 +1149,7 @@ static int run_client(options *o) {
     fd = tcp_dial(o->host, o->port);
     if (fd < 0) die("cannot connect to %s:%d", o->host, o->port);
     session_format(&o->s, line, sizeof line);
-    if (!put_all(fd, line, strlen(line))) die("control connection: write failed");
+    if (!write_all(fd, line, strlen(line))) die("control connection: write failed");
     sides_connect(&sd, &o->s, o, fd, true);
     scratch = calloc((size_t)o->max_iters + (size_t)o->iters + 64, sizeof *scratch);
     if (!scratch) die("out of memory");
