@@ -57,7 +57,7 @@ if [[ -n $QUICK ]]; then
     LAT_SIZES=8,512,65536 BW_SIZES=4096,1048576 TLAT=0.3 TBW=0.5 CG_N=200 ST_N=100
 else
     LAT_SIZES=8,32,128,512,2048,8192,32768,65536 BW_SIZES=4096,16384,65536,262144,1048576
-    TLAT=2.5 TBW=3.0 CG_N=1000 ST_N=300
+    TLAT=2.5 TBW=5.0 CG_N=1000 ST_N=300
 fi
 # In the test guest, a 1 MiB read response (1024 packets at MTU 1024) overflows the default
 # receive backlog of 1000 packets; the drops stall reads in retries. The guest is ours alone.
@@ -165,7 +165,7 @@ perftest_bw() { # OP VARIANT SIZE ITERS [ARGS...]: one perftest bandwidth figure
 for op in write read send; do
     log "throughput: $op, sizes $BW_SIZES"
     ours --test bw --op "$op" --impl both --sizes "$BW_SIZES" --time "$TBW" --warmup 64 --min-iters 16 --max-iters 100000 \
-        --depth 128 --block-ms 250 --variant stream
+        --depth 128 --block-ms 1000 --variant stream
     for size in ${BW_SIZES//,/ }; do
         mib=$(figure bw "$op" stream "$size" raw mib_s)
         n=$(awk -v m="${mib:-0}" -v s="$size" -v t="$TBW" 'BEGIN { n = (m > 0) ? int(t * m * 1048576 / s) : 100; print (n < 16 ? 16 : n) }')
@@ -256,7 +256,7 @@ strace_case() { # VARIANT N ARGS...
     done
 }
 strace_case lat-busy "$ST_N" --test lat --op send --sizes 8
-strace_case lat-event $((ST_N / 3)) --test lat --op send --sizes 8 --wait event
+strace_case lat-event $((ST_N / 3)) --test lat --op send --sizes 8 --wait event --echo-delay-us 2000
 strace_case "rate-batch$RATE_BATCH" $((ST_N * RATE_BATCH)) --test bw --op send --sizes 8 --batch "$RATE_BATCH"
 
 # ---- report --------------------------------------------------------------------------------
@@ -275,9 +275,9 @@ log "report"
     echo "perftest=$(dpkg-query -W -f='${Version}' perftest 2>/dev/null)"
     echo "valgrind=$(valgrind --version 2>/dev/null)"
     echo "safeverbs=$(sed -n 's/^#define SAFEVERBS_VERSION_STRING "\(.*\)"/\1/p' safeverbs.h)"
-    echo "commit=$(git rev-parse --short HEAD 2>/dev/null)"
+    echo "commit=$(git rev-parse --short HEAD 2>/dev/null)$(git diff --quiet HEAD -- safeverbs.h 2>/dev/null || echo ' + uncommitted changes to safeverbs.h')"
     echo "devices=$SDEV (server) <-> $CDEV (client), GID index $GID"
-    echo "mtu=$(cat /sys/class/infiniband/"$SDEV"/ports/1/active_mtu 2>/dev/null)"
+    echo "mtu=$(ibv_devinfo -d "$SDEV" 2>/dev/null | awk '/active_mtu/ { print $2; exit }')"
     echo "rate_batch=$RATE_BATCH"
     echo "rate_inline=$RATE_INLINE"
     echo "quick=${QUICK:-0}"

@@ -38,7 +38,8 @@
    --depth N (send queue), --rx-depth N, --batch N, --variant NAME (a label for the output),
    --rounds R (A-B-B-A repeated R times per size: slow drift of the machine hits both alike),
    --block-ms MS (instead of --rounds: as many A-B-B-A rounds as make runs of about MS ms each),
-   --dump FILE (every latency sample: impl,size,run,us).
+   --dump FILE (every latency sample: impl,size,run,us), --echo-delay-us N (the server pauses
+   before each echo, so that every wait of the client blocks: for counting system calls).
    Both sides: -d DEVICE, -p PORT (18600), -x GID index (1), --settle-us N (cost test).
    Results are lines on stdout: result,TEST,OP,VARIANT,SIZE,IMPL,METRIC,VALUE (bench/run.sh
    collects them into bench/results.csv). */
@@ -212,6 +213,7 @@ typedef struct session {
     unsigned depth;        /* send queue: max_send_wr, work requests in flight */
     unsigned rx_depth;     /* receive queue: max_recv_wr, receives kept posted */
     size_t max_size;
+    unsigned echo_delay_us; /* the server sleeps this long before each echo (lat send, write_imm) */
 } session;
 
 typedef struct options {
@@ -240,14 +242,14 @@ static size_t parse_size(const char *s) {
 }
 
 static void session_format(const session *s, char *out, size_t n) {
-    snprintf(out, n, "test=%d op=%d impls=%u event=%d inline=%u depth=%u rx_depth=%u max_size=%zu\n", s->test,
-             s->op, s->impls, s->event ? 1 : 0, s->inline_size, s->depth, s->rx_depth, s->max_size);
+    snprintf(out, n, "test=%d op=%d impls=%u event=%d inline=%u depth=%u rx_depth=%u max_size=%zu delay=%u\n", s->test,
+             s->op, s->impls, s->event ? 1 : 0, s->inline_size, s->depth, s->rx_depth, s->max_size, s->echo_delay_us);
 }
 static bool session_parse(const char *line, session *s) {
     int ev = 0;
     memset(s, 0, sizeof *s);
-    if (sscanf(line, "test=%d op=%d impls=%u event=%d inline=%u depth=%u rx_depth=%u max_size=%zu", &s->test,
-               &s->op, &s->impls, &ev, &s->inline_size, &s->depth, &s->rx_depth, &s->max_size) != 8)
+    if (sscanf(line, "test=%d op=%d impls=%u event=%d inline=%u depth=%u rx_depth=%u max_size=%zu delay=%u", &s->test,
+               &s->op, &s->impls, &ev, &s->inline_size, &s->depth, &s->rx_depth, &s->max_size, &s->echo_delay_us) != 9)
         return false;
     s->event = ev != 0;
     return s->test >= TEST_LAT && s->test <= TEST_BW && s->op >= OP_SEND && s->op <= OP_READ && s->impls &&
@@ -612,6 +614,12 @@ static void raw_post_recv(raw_side *r, raw_recv *w, unsigned n) {
    Client side: samples[i] = ticks of iteration i (post to everything complete). The server side
    answers each iteration. Both prepare (post the first receive), then say ready. */
 static void ready_server(int fd) { send_byte(fd, 'R'); }
+/* The server's pause before each echo (session.echo_delay_us): makes every wait of the client
+   block, so that a count of system calls in SFV_WAIT_EVENT mode does not depend on timing. */
+static unsigned g_echo_delay_us;
+static void echo_delay(void) {
+    if (g_echo_delay_us) usleep(g_echo_delay_us);
+}
 /* The client's clock starts when the server is ready. */
 static void ready_client(int fd, span *sp) {
     expect_byte(fd, 'R');
@@ -684,6 +692,7 @@ static void sfv_lat(sfv_side *s, int op, size_t size, uint32_t iters, bool clien
                     if (imm) sfv_must(sfv_channel_post_receive(s->ch, NULL, 0, &rx), "sfv_channel_post_receive");
                     else sfv_must(sfv_channel_post_receive(s->ch, &e, 1, &rx), "sfv_channel_post_receive");
                 }
+                echo_delay();
                 if (imm) sfv_must(sfv_channel_post_write_imm(s->ch, &g, 1, dst, i, &tx), "sfv_channel_post_write_imm");
                 else sfv_must(sfv_channel_post_send(s->ch, &g, 1, &tx), "sfv_channel_post_send");
                 sfv_wait(&tx);
@@ -752,6 +761,7 @@ static void raw_lat(raw_side *r, int op, size_t size, uint32_t iters, bool clien
             } else {
                 raw_wait(r, sends, ++recvs);
                 if (i + 1 < iters) raw_post_recv(r, &rv, 1);
+                echo_delay();
                 w.wr[0].imm_data = htonl(i);
                 raw_post_send(r, &w);
                 raw_wait(r, ++sends, recvs);
@@ -1113,6 +1123,7 @@ static int run_server(options *o) {
     }
     line[n] = 0;
     if (!session_parse(line, &ss)) die("bad session line: %s", line);
+    g_echo_delay_us = ss.echo_delay_us;
     sides_connect(&sd, &ss, o, fd, false);
     while (point_recv(fd, &p) && !p.end) server_run(&sd, &ss, fd, &p);
     sides_close(&sd);
@@ -1245,7 +1256,7 @@ int main(int argc, char **argv) {
         {"iters", 1, 0, 'n'}, {"time", 1, 0, 't'}, {"warmup", 1, 0, 'w'}, {"wait", 1, 0, 'W'},
         {"inline", 1, 0, 'I'}, {"depth", 1, 0, 'D'}, {"rx-depth", 1, 0, 'R'}, {"batch", 1, 0, 'b'},
         {"variant", 1, 0, 'v'}, {"min-iters", 1, 0, 'm'}, {"max-iters", 1, 0, 'M'}, {"settle-us", 1, 0, 'S'},
-        {"rounds", 1, 0, 'r'}, {"dump", 1, 0, 'X'}, {"block-ms", 1, 0, 'B'},
+        {"rounds", 1, 0, 'r'}, {"dump", 1, 0, 'X'}, {"block-ms", 1, 0, 'B'}, {"echo-delay-us", 1, 0, 'E'},
         {0, 0, 0, 0}};
     options o;
     int c;
@@ -1305,6 +1316,7 @@ int main(int argc, char **argv) {
         case 'S': o.settle_us = atoi(optarg); break;
         case 'r': o.rounds = atoi(optarg); break;
         case 'B': o.block_ms = atoi(optarg); break;
+        case 'E': o.s.echo_delay_us = (unsigned)atoi(optarg); break;
         case 'X':
             if (!(o.dump = fopen(optarg, "w"))) die("cannot write %s", optarg);
             break;
