@@ -54,7 +54,7 @@ static void load_csv(const char *path) {
         r.size = strtol(field[3], &end, 10);
         if (*end) continue;
         r.value = strtod(field[6], &end);
-        if (*end || end == field[6]) continue;
+        if (*end || end == field[6] || !isfinite(r.value)) continue; /* perftest can print "inf" */
         snprintf(r.test, sizeof r.test, "%s", field[0]);
         snprintf(r.op, sizeof r.op, "%s", field[1]);
         snprintf(r.variant, sizeof r.variant, "%s", field[2]);
