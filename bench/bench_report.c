@@ -314,7 +314,8 @@ static void rate_section(FILE *o) {
                "signaled, receives re-posted %s at a time with sfv_channel_post_receive_batch (raw: linked lists "
                "the same way). *+ inline*: the same with max_inline_data = %s, so the sends carry their data in the "
                "work request. Completions polled 16 at a time everywhere; runs of about 250 ms alternate A-B-B-A "
-               "(*paired* as for throughput). perftest: ib_send_bw with its defaults "
+               "(*paired* as for throughput). perftest: ib_send_bw with its defaults, run once before and once after "
+               "ours, the mean of the two (each in parentheses) "
                "(one work request per post, a completion every 100). Thousands of messages per second.\n\n"
                "| size | posting | safeverbs | raw verbs | perftest (ib_send_bw default) | sfv/raw | paired | sfv/perftest | target |\n"
                "|---:|---|---:|---:|---:|---:|---:|---:|---|\n",
@@ -336,8 +337,15 @@ static void rate_section(FILE *o) {
                 snprintf(cell, sizeof cell, "sfv/raw >= 0.95 %s", judge(T_RATE1, judged(pr, s, r), where));
             else if (sizes[i] == 64)
                 snprintf(cell, sizeof cell, "sfv/perftest >= 1.5 %s", judge(T_RATEB, isnan(s) || isnan(p) ? NAN : s / p, where));
-            fprintf(o, "| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", bytes(sizes[i]), names[v], sig(s), sig(r),
-                    v == 0 ? sig(p) : "", ratio(s, r), num(pr, 3), ratio(s, p), cell);
+            char ptcell[96] = "";
+            if (v == 0) {
+                double b4 = fig("bw", "send", "post1", sizes[i], "perftest", "kmsg_s_before");
+                double af = fig("bw", "send", "post1", sizes[i], "perftest", "kmsg_s_after");
+                if (isnan(b4) || isnan(af)) snprintf(ptcell, sizeof ptcell, "%s", sig(p));
+                else snprintf(ptcell, sizeof ptcell, "%s (%s, %s)", sig(p), sig(b4), sig(af));
+            }
+            fprintf(o, "| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", bytes(sizes[i]), names[v], sig(s), sig(r), ptcell,
+                    ratio(s, r), num(pr, 3), ratio(s, p), cell);
         }
     }
     fprintf(o, "\n");
