@@ -582,7 +582,9 @@ SAFEVERBS_API sfv_result sfv_channel_manual_scope(sfv_channel *ch, sfv_scope_fn 
 #define SFV__UNLIKELY(x) __builtin_expect(!!(x), 0)
 #define SFV__PRINTF(a, b) __attribute__((format(printf, a, b)))
 #define SFV__HOT_INLINE static inline __attribute__((always_inline))
+#define SFV__SLOW static __attribute__((noinline))
 #else
+#define SFV__SLOW static
 #define SFV__HOT_INLINE static inline
 #define SFV__LIKELY(x) (x)
 #define SFV__UNLIKELY(x) (x)
@@ -1699,20 +1701,25 @@ static void sfv__finish_quiet(sfv__slot *s, bool flushed) {
     s->state = SFV__SLOT_DONE;
 }
 
-/* Records one completion in its slot. A queue completes in order, so unsignaled work before it
-   is finished too: successfully, unless this completion is a flush (then it was flushed). */
+/* A queue completes in order, so the unsignaled work before a completion is finished too:
+   successfully, unless the completion is a flush (then it was flushed). False: not ours. */
+SFV__SLOW bool sfv__catch_up(sfv__ring *q, uint64_t seq, enum ibv_wc_status status) {
+    if (seq < q->completed || seq >= q->head) return false; /* cannot happen: the CQ is ours */
+    for (; q->completed < seq; q->completed++) {
+        sfv__slot *s = &q->slots[q->completed & q->mask];
+        if (s->state == SFV__SLOT_INFLIGHT) sfv__finish_quiet(s, status == IBV_WC_WR_FLUSH_ERR);
+    }
+    return true;
+}
+
+/* Records one completion in its slot (the next one due, unless unsignaled work came before). */
 SFV__HOT_INLINE void sfv__complete(sfv_channel *ch, const struct ibv_wc *w) {
     sfv__ring *q = sfv__ring_of(ch, w->wr_id);
     uint64_t seq = w->wr_id >> 1;
     sfv__slot *s;
-    if (seq < q->completed || seq >= q->head) return; /* not ours (cannot happen) */
-    for (; q->completed < seq; q->completed++) {
-        s = &q->slots[q->completed & q->mask];
-        if (s->state == SFV__SLOT_INFLIGHT) sfv__finish_quiet(s, w->status == IBV_WC_WR_FLUSH_ERR);
-    }
+    if (SFV__UNLIKELY(seq != q->completed) && !sfv__catch_up(q, seq, w->status)) return;
     s = &q->slots[seq & q->mask];
     s->status = (uint8_t)w->status;
-    s->vendor_err = w->vendor_err;
     if (SFV__LIKELY(w->status == IBV_WC_SUCCESS)) {
         if (s->op == SFV_WC_OP_RECV) {
             s->byte_len = w->byte_len;
@@ -1721,6 +1728,7 @@ SFV__HOT_INLINE void sfv__complete(sfv_channel *ch, const struct ibv_wc *w) {
             if (w->opcode == IBV_WC_RECV_RDMA_WITH_IMM) s->op = SFV_WC_OP_RECV_IMM;
         }
     } else {
+        s->vendor_err = w->vendor_err; /* read only for an error */
         sfv__break(ch); /* an error completion leaves the QP in the error state */
     }
     s->state = SFV__SLOT_DONE;
@@ -1840,14 +1848,15 @@ static void sfv__wc_make(sfv_work_completion *wc, const sfv__slot *s) {
     wc->wr_id = s->seq << 1 | recv;
     wc->result = sfv__slot_result(s);
     wc->status = (sfv_wc_status)s->status;
-    wc->vendor_err = s->vendor_err;
     if (SFV__LIKELY(wc->result == SFV_OK)) {
+        wc->vendor_err = 0;
         wc->error_class = SFV_WORK_ERROR_NONE;
         wc->opcode = (sfv_wc_opcode)s->op;
         wc->byte_len = (recv || s->op == SFV_WC_OP_READ) ? s->byte_len : 0;
         wc->has_imm = s->has_imm != 0;
         wc->imm_data = s->has_imm ? ntohl(s->imm_be) : 0; /* the one byte-order conversion */
     } else {
+        wc->vendor_err = s->vendor_err;
         wc->error_class = sfv_wc_status_class(wc->status);
         wc->opcode = SFV_WC_OP_UNKNOWN; /* not valid in an error completion */
         wc->byte_len = 0;
@@ -1856,11 +1865,20 @@ static void sfv__wc_make(sfv_work_completion *wc, const sfv__slot *s) {
     }
 }
 
-/* Frees a consumed slot; the ring's tail moves past every freed slot at its front. */
-SFV__HOT_INLINE void sfv__release(sfv__ring *q, uint64_t seq) {
-    q->slots[seq & q->mask].state = SFV__SLOT_FREE;
-    while (q->tail < q->head && q->slots[q->tail & q->mask].state == SFV__SLOT_FREE) q->tail++;
+/* Frees consumed slots first .. last; the ring's tail moves past every freed slot at its front
+   (work is mostly consumed in order, so the tail mostly just steps past them). */
+SFV__HOT_INLINE void sfv__tail_past(sfv__ring *q, uint64_t first, uint64_t last) {
+    uint64_t t;
+    if (first != q->tail) return; /* older work is still unconsumed */
+    for (t = last + 1; t < q->head && q->slots[t & q->mask].state == SFV__SLOT_FREE; t++) {}
+    q->tail = t;
 }
+SFV__HOT_INLINE void sfv__release_range(sfv__ring *q, uint64_t first, uint64_t last) {
+    uint64_t seq;
+    for (seq = first; seq <= last; seq++) q->slots[seq & q->mask].state = SFV__SLOT_FREE;
+    sfv__tail_past(q, first, last);
+}
+SFV__HOT_INLINE void sfv__release(sfv__ring *q, uint64_t seq) { sfv__release_range(q, seq, seq); }
 
 /* --- posting ----------------------------------------------------------------------------- */
 /* Every rule of posting in one test (ch is not NULL); when it fails, sfv__post_refused works
@@ -2074,20 +2092,31 @@ static sfv_result sfv__pending_result(const sfv_pending *p, sfv_work_completion 
     return sfv__slot_result(&d);
 }
 
-/* Consumes the handle's work (a whole batch): the handle keeps the first failure, else the last. */
-SFV__HOT_INLINE sfv_result sfv__pending_take(sfv_pending *p, sfv__ring *q, sfv__slot *last_slot, sfv_work_completion *wc) {
-    uint64_t last = p->wr_id_ >> 1, seq;
-    if (SFV__LIKELY(p->batch_ == 1)) {
-        memcpy(p->done_, last_slot, sizeof *last_slot);
-        sfv__release(q, last);
-    } else {
-        const sfv__slot *pick = last_slot;
-        for (seq = last + 1 - p->batch_; seq <= last; seq++) {
+/* Consumes a batch's handle: keeps the first failure, else the last completion. Only the last
+   work request of a batch is signaled, and a queue completes in order, so when the last one
+   succeeded every one before it did too. */
+SFV__SLOW void sfv__pending_take_batch(sfv_pending *p, sfv__ring *q, const sfv__slot *last_slot) {
+    const uint64_t last = p->wr_id_ >> 1, first = last + 1 - p->batch_;
+    const sfv__slot *pick = last_slot;
+    uint64_t seq;
+    if (last_slot->status != IBV_WC_SUCCESS)
+        for (seq = first; seq <= last; seq++) {
             const sfv__slot *t = &q->slots[seq & q->mask];
             if (t->status != IBV_WC_SUCCESS) { pick = t; break; }
         }
-        memcpy(p->done_, pick, sizeof *pick);
-        for (seq = last + 1 - p->batch_; seq <= last; seq++) sfv__release(q, seq);
+    memcpy(p->done_, pick, sizeof *pick);
+    sfv__release_range(q, first, last);
+}
+
+/* Consumes the handle's work (a whole batch) and gives its result. */
+SFV__HOT_INLINE sfv_result sfv__pending_take(sfv_pending *p, sfv__ring *q, sfv__slot *last_slot, sfv_work_completion *wc) {
+    if (SFV__LIKELY(p->batch_ == 1)) {
+        const uint64_t seq = last_slot->seq;
+        memcpy(p->done_, last_slot, sizeof *last_slot);
+        last_slot->state = SFV__SLOT_FREE;
+        sfv__tail_past(q, seq, seq);
+    } else {
+        sfv__pending_take_batch(p, q, last_slot);
     }
     p->state_ = SFV__PENDING_DONE;
     if (wc) return sfv__pending_result(p, wc);
@@ -2097,33 +2126,45 @@ SFV__HOT_INLINE sfv_result sfv__pending_take(sfv_pending *p, sfv__ring *q, sfv__
 
 SAFEVERBS_API bool sfv_pending_done(const sfv_pending *p) { return p && p->state_ == SFV__PENDING_DONE; }
 
+/* A handle already consumed gives its result again; anything else is a broken contract. */
+SFV__SLOW sfv_result sfv__pending_again(const sfv_pending *p, sfv_work_completion *wc) {
+    SFV__CHECK_ARG(p && p->state_ == SFV__PENDING_DONE, "pending handle");
+    return sfv__pending_result(p, wc);
+}
+
+/* The slow paths are out of line, so the common one (the work is done: consume it) needs no
+   stack frame. */
+SFV__SLOW sfv_result sfv__pending_poll_cq(sfv_pending *p, sfv__ring *q, sfv__slot *s, sfv_work_completion *wc) {
+    int n = sfv__drain(p->ch_);
+    if (n < 0) return sfv__fail_verb("ibv_poll_cq", -n);
+    if (s->state != SFV__SLOT_DONE) return SFV_NOT_DONE;
+    return sfv__pending_take(p, q, s, wc);
+}
+
+SFV__SLOW sfv_result sfv__pending_block(sfv_pending *p, sfv__ring *q, sfv__slot *s, int timeout_ms, sfv_work_completion *wc) {
+    sfv_result r = sfv__wait(p->ch_, q, p->wr_id_ >> 1, 0, timeout_ms < 0 ? p->ch_->desc.timeout_ms : (uint32_t)timeout_ms);
+    if (r) return r;
+    return sfv__pending_take(p, q, s, wc);
+}
+
 SAFEVERBS_API sfv_result sfv_pending_poll(sfv_pending *p, sfv_work_completion *wc) {
     if (SFV__LIKELY(p && p->state_ == SFV__PENDING_WAITING)) {
         sfv__ring *q;
         sfv__slot *s = sfv__pending_slot(p, &q);
-        if (s->state != SFV__SLOT_DONE) {
-            int n = sfv__drain(p->ch_);
-            if (n < 0) return sfv__fail_verb("ibv_poll_cq", -n);
-            if (s->state != SFV__SLOT_DONE) return SFV_NOT_DONE;
-        }
-        return sfv__pending_take(p, q, s, wc);
+        if (SFV__LIKELY(s->state == SFV__SLOT_DONE)) return sfv__pending_take(p, q, s, wc);
+        return sfv__pending_poll_cq(p, q, s, wc);
     }
-    SFV__CHECK_ARG(p && p->state_ == SFV__PENDING_DONE, "pending handle");
-    return sfv__pending_result(p, wc);
+    return sfv__pending_again(p, wc);
 }
 
 SAFEVERBS_API sfv_result sfv_pending_wait(sfv_pending *p, int timeout_ms, sfv_work_completion *wc) {
     if (SFV__LIKELY(p && p->state_ == SFV__PENDING_WAITING)) {
         sfv__ring *q;
         sfv__slot *s = sfv__pending_slot(p, &q);
-        if (s->state != SFV__SLOT_DONE) {
-            sfv_result r = sfv__wait(p->ch_, q, p->wr_id_ >> 1, 0, timeout_ms < 0 ? p->ch_->desc.timeout_ms : (uint32_t)timeout_ms);
-            if (r) return r;
-        }
-        return sfv__pending_take(p, q, s, wc);
+        if (SFV__LIKELY(s->state == SFV__SLOT_DONE)) return sfv__pending_take(p, q, s, wc);
+        return sfv__pending_block(p, q, s, timeout_ms, wc);
     }
-    SFV__CHECK_ARG(p && p->state_ == SFV__PENDING_DONE, "pending handle");
-    return sfv__pending_result(p, wc);
+    return sfv__pending_again(p, wc);
 }
 
 /* Blocking calls: post, wait with the channel's deadline; on expiry flush, so buffers are free. */
@@ -2263,6 +2304,7 @@ SAFEVERBS_API sfv_result sfv_destroy_channel(sfv_channel *ch) {
 #undef SFV__UNLIKELY
 #undef SFV__PRINTF
 #undef SFV__HOT_INLINE
+#undef SFV__SLOW
 #undef SFV__ACCESS_ALL
 #undef SFV__CHECK_ARG
 #undef SFV__ELEMENT
