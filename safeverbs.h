@@ -467,11 +467,12 @@ SAFEVERBS_API sfv_result sfv_channel_read(sfv_channel *ch, const sfv_scatter_ele
 
 /* Pending work lives in storage the caller provides (a local, an array): no allocation per
    operation. Treat the fields as private. */
+struct sfv__ring;
 typedef struct sfv_pending {
-    sfv_channel *ch_;
-    uint64_t wr_id_;
+    struct sfv__ring *q_;     /* the channel's send or receive queue */
+    uint64_t seq_;            /* the (last) work request's place in that queue */
     uint32_t state_;
-    uint32_t batch_;          /* work requests this handle covers (a batch), ending at wr_id_ */
+    uint32_t batch_;          /* work requests this handle covers (a batch), ending at seq_ */
     uint64_t done_[3];        /* once done: the completion as the channel recorded it */
 } sfv_pending;
 
@@ -1340,7 +1341,7 @@ enum { SFV__PENDING_WAITING = 1, SFV__PENDING_DONE = 2 };
    the work is consumed. */
 typedef struct sfv__slot {
     uint64_t seq;
-    uint8_t state;
+    uint8_t state;       /* state, op, status, has_imm: set by one 4-byte store at post */
     uint8_t op;          /* sfv_wc_opcode posted; a receive becomes RECV_IMM by its completion */
     uint8_t status;      /* enum ibv_wc_status */
     uint8_t has_imm;
@@ -1351,6 +1352,7 @@ typedef struct sfv__slot {
 
 typedef struct sfv__ring {
     sfv__slot *slots;
+    sfv_channel *ch;     /* the ring's channel, for a pending handle that must poll */
     uint64_t mask;       /* ring size - 1; ring size is a power of two >= cap */
     uint64_t cap;        /* work requests posted and not yet consumed, at most */
     uint64_t head;       /* next seq to post */
@@ -1467,11 +1469,12 @@ SAFEVERBS_API sfv_result sfv_channel_desc_resolve(sfv_pd *pd, const sfv_channel_
     return SFV_OK;
 }
 
-static sfv_result sfv__ring_init(sfv__ring *q, uint32_t cap) {
+static sfv_result sfv__ring_init(sfv__ring *q, sfv_channel *ch, uint32_t cap) {
     uint64_t size = 1;
     while (size < cap) size <<= 1;
     q->slots = (sfv__slot *)calloc((size_t)size, sizeof *q->slots);
     if (!q->slots) return sfv__fail_verb("calloc", ENOMEM);
+    q->ch = ch;
     q->mask = size - 1;
     q->cap = cap;
     q->head = q->tail = q->completed = 0;
@@ -1509,9 +1512,9 @@ SAFEVERBS_API sfv_result sfv_create_channel(sfv_pd *pd, const sfv_channel_desc *
         if (r) goto free_ch;
         ch->gid = ge.gid;
     }
-    r = sfv__ring_init(&ch->sq, ch->desc.max_send_wr);
+    r = sfv__ring_init(&ch->sq, ch, ch->desc.max_send_wr);
     if (r) goto free_ch;
-    r = sfv__ring_init(&ch->rq, ch->desc.max_recv_wr);
+    r = sfv__ring_init(&ch->rq, ch, ch->desc.max_recv_wr);
     if (r) goto free_sq;
     if (ch->desc.wait_mode == SFV_WAIT_EVENT) {
         int fl;
@@ -1913,20 +1916,38 @@ static sfv_result sfv__post_refused(sfv_channel *ch, bool recv, const void *sges
     return sfv__fail(SFV_ERR_INVALID, EINVAL, "post", "refused"); /* unreachable: every rule is named above */
 }
 
-/* Takes the next slot for a posted work request; `p` (if any) then covers the last `batch`. */
-SFV__HOT_INLINE void sfv__track(sfv_channel *ch, sfv__ring *q, sfv_wc_opcode op, uint32_t read_len, sfv_pending *p, uint32_t batch) {
+/* Takes the next slot for a posted work request. */
+SFV__HOT_INLINE void sfv__track(sfv__ring *q, sfv_wc_opcode op, uint32_t read_len) {
     sfv__slot *s = &q->slots[q->head & q->mask];
+    const uint8_t small[4] = {SFV__SLOT_INFLIGHT, (uint8_t)op, 0, 0}; /* state, op, status, has_imm */
     s->seq = q->head++;
-    s->state = SFV__SLOT_INFLIGHT;
-    s->op = (uint8_t)op;
+    memcpy(&s->state, small, sizeof small);
     s->byte_len = read_len;
-    s->has_imm = 0;
-    if (p) {
-        p->ch_ = ch;
-        p->wr_id_ = s->seq << 1 | (q == &ch->rq);
-        p->state_ = SFV__PENDING_WAITING;
-        p->batch_ = batch;
+}
+
+/* sfv__track for n work requests at once (the ring's fields stay in registers). */
+SFV__HOT_INLINE void sfv__track_n(sfv__ring *q, sfv_wc_opcode op, const uint32_t *read_len, size_t n) {
+    sfv__slot *const slots = q->slots;
+    const uint64_t mask = q->mask;
+    const uint8_t small[4] = {SFV__SLOT_INFLIGHT, (uint8_t)op, 0, 0};
+    uint64_t head = q->head;
+    size_t i;
+    for (i = 0; i < n; i++, head++) {
+        sfv__slot *s = &slots[head & mask];
+        s->seq = head;
+        memcpy(&s->state, small, sizeof small);
+        s->byte_len = read_len[i];
     }
+    q->head = head;
+}
+
+/* Points `p` (if any) at the last `batch` work requests posted on q. */
+SFV__HOT_INLINE void sfv__cover(sfv__ring *q, sfv_pending *p, uint32_t batch) {
+    if (!p) return;
+    p->q_ = q;
+    p->seq_ = q->head - 1;
+    p->state_ = SFV__PENDING_WAITING;
+    p->batch_ = batch;
 }
 
 SFV__HOT_INLINE sfv_wc_opcode sfv__op_of(enum ibv_wr_opcode opcode) {
@@ -1976,7 +1997,8 @@ SFV__HOT_INLINE sfv_result sfv__post_one(sfv_channel *ch, enum ibv_wr_opcode opc
     if (SFV__UNLIKELY(r)) return r;
     rc = ibv_post_send(ch->qp, &wr, &bad);
     if (SFV__UNLIKELY(rc)) return sfv__fail_verb("ibv_post_send", rc);
-    sfv__track(ch, &ch->sq, sfv__op_of(opcode), total, p, 1);
+    sfv__track(&ch->sq, sfv__op_of(opcode), total);
+    sfv__cover(&ch->sq, p, 1);
     return SFV_OK;
 }
 
@@ -1988,6 +2010,7 @@ static sfv_result sfv__post_batch(sfv_channel *ch, enum ibv_wr_opcode opcode, co
     uint32_t totals[SFV_BATCH_MAX];
     const struct ibv_sge *sg = (const struct ibv_sge *)sges;
     const bool rdma = opcode == IBV_WR_RDMA_WRITE || opcode == IBV_WR_RDMA_READ;
+    const sfv_wc_opcode op = sfv__op_of(opcode);
     size_t i, posted;
     int rc;
     if (SFV__UNLIKELY(!ch || !sfv__postable(ch, false, sges, per_wr, count, p)))
@@ -2003,7 +2026,8 @@ static sfv_result sfv__post_batch(sfv_channel *ch, enum ibv_wr_opcode opcode, co
     /* What was posted is the NIC's: track it, so nothing lets go of its buffers. After a partial
        post, unsignaled work can only end by a flush: the channel is broken from there. */
     posted = rc ? (bad ? (size_t)(bad - wrs) : 0) : count;
-    for (i = 0; i < posted; i++) sfv__track(ch, &ch->sq, sfv__op_of(opcode), totals[i], rc ? NULL : p, (uint32_t)count);
+    sfv__track_n(&ch->sq, op, totals, posted);
+    if (SFV__LIKELY(!rc)) sfv__cover(&ch->sq, p, (uint32_t)count);
     if (SFV__UNLIKELY(rc)) {
         if (posted) sfv__break(ch);
         return sfv__fail_verb("ibv_post_send", rc);
@@ -2021,7 +2045,8 @@ SAFEVERBS_API sfv_result sfv_channel_post_receive(sfv_channel *ch, const sfv_sca
     wr.num_sge = (int)n;
     rc = ibv_post_recv(ch->qp, &wr, &bad);
     if (SFV__UNLIKELY(rc)) return sfv__fail_verb("ibv_post_recv", rc);
-    sfv__track(ch, &ch->rq, SFV_WC_OP_RECV, 0, p, 1);
+    sfv__track(&ch->rq, SFV_WC_OP_RECV, 0);
+    sfv__cover(&ch->rq, p, 1);
     return SFV_OK;
 }
 
@@ -2040,7 +2065,10 @@ SAFEVERBS_API sfv_result sfv_channel_post_receive_batch(sfv_channel *ch, const s
     }
     rc = ibv_post_recv(ch->qp, wrs, &bad);
     posted = rc ? (bad ? (size_t)(bad - wrs) : 0) : count; /* what was posted is the NIC's: track it */
-    for (i = 0; i < posted; i++) sfv__track(ch, &ch->rq, SFV_WC_OP_RECV, 0, &ps[i], 1);
+    for (i = 0; i < posted; i++) {
+        sfv__track(&ch->rq, SFV_WC_OP_RECV, 0);
+        sfv__cover(&ch->rq, &ps[i], 1);
+    }
     if (SFV__UNLIKELY(rc)) return sfv__fail_verb("ibv_post_recv", rc);
     return SFV_OK;
 }
@@ -2074,8 +2102,8 @@ SFV__STATIC_ASSERT(sizeof(sfv__slot) <= sizeof(((sfv_pending *)0)->done_), pendi
 
 /* The slot behind a waiting handle; a handle whose slot was consumed is a broken contract. */
 SFV__HOT_INLINE sfv__slot *sfv__pending_slot(sfv_pending *p, sfv__ring **qo) {
-    sfv__ring *q = sfv__ring_of(p->ch_, p->wr_id_);
-    uint64_t seq = p->wr_id_ >> 1;
+    sfv__ring *q = p->q_;
+    uint64_t seq = p->seq_;
     sfv__slot *s = &q->slots[seq & q->mask];
     /* A slot that is not free holds a work request in [tail, head), and its seq names which one:
        these two tests are the whole check, on every wait. */
@@ -2096,7 +2124,7 @@ static sfv_result sfv__pending_result(const sfv_pending *p, sfv_work_completion 
    work request of a batch is signaled, and a queue completes in order, so when the last one
    succeeded every one before it did too. */
 SFV__SLOW void sfv__pending_take_batch(sfv_pending *p, sfv__ring *q, const sfv__slot *last_slot) {
-    const uint64_t last = p->wr_id_ >> 1, first = last + 1 - p->batch_;
+    const uint64_t last = p->seq_, first = last + 1 - p->batch_;
     const sfv__slot *pick = last_slot;
     uint64_t seq;
     if (last_slot->status != IBV_WC_SUCCESS)
@@ -2135,14 +2163,14 @@ SFV__SLOW sfv_result sfv__pending_again(const sfv_pending *p, sfv_work_completio
 /* The slow paths are out of line, so the common one (the work is done: consume it) needs no
    stack frame. */
 SFV__SLOW sfv_result sfv__pending_poll_cq(sfv_pending *p, sfv__ring *q, sfv__slot *s, sfv_work_completion *wc) {
-    int n = sfv__drain(p->ch_);
+    int n = sfv__drain(q->ch);
     if (n < 0) return sfv__fail_verb("ibv_poll_cq", -n);
     if (s->state != SFV__SLOT_DONE) return SFV_NOT_DONE;
     return sfv__pending_take(p, q, s, wc);
 }
 
 SFV__SLOW sfv_result sfv__pending_block(sfv_pending *p, sfv__ring *q, sfv__slot *s, int timeout_ms, sfv_work_completion *wc) {
-    sfv_result r = sfv__wait(p->ch_, q, p->wr_id_ >> 1, 0, timeout_ms < 0 ? p->ch_->desc.timeout_ms : (uint32_t)timeout_ms);
+    sfv_result r = sfv__wait(q->ch, q, p->seq_, 0, timeout_ms < 0 ? q->ch->desc.timeout_ms : (uint32_t)timeout_ms);
     if (r) return r;
     return sfv__pending_take(p, q, s, wc);
 }
