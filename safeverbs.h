@@ -453,7 +453,9 @@ SAFEVERBS_API const sfv_channel_desc *sfv_channel_get_desc(const sfv_channel *ch
 SAFEVERBS_API int sfv_channel_fd(const sfv_channel *ch);
 SAFEVERBS_API sfv_result sfv_channel_arm(sfv_channel *ch);
 SAFEVERBS_API sfv_result sfv_channel_ack_events(sfv_channel *ch);
-/* Work posted but not yet consumed by a pending handle or a scope. */
+/* Places taken in the channel's two queues: work posted and not yet consumed by a pending
+   handle or a scope, plus work consumed before older work that is not (its place frees when
+   the older work is consumed). A post that finds its queue's places all taken is refused. */
 SAFEVERBS_API size_t sfv_channel_outstanding(const sfv_channel *ch);
 
 /* Blocking: post, then wait (deadline: desc.timeout_ms). On SFV_ERR_TIMEOUT the channel has
@@ -2160,17 +2162,26 @@ SFV__SLOW sfv_result sfv__pending_again(const sfv_pending *p, sfv_work_completio
     return sfv__pending_result(p, wc);
 }
 
-/* The slow paths are out of line, so the common one (the work is done: consume it) needs no
-   stack frame. */
-SFV__SLOW sfv_result sfv__pending_poll_cq(sfv_pending *p, sfv__ring *q, sfv__slot *s, sfv_work_completion *wc) {
+/* Polls the CQ once for `p`: its result if that finished it, else SFV_NOT_DONE. */
+SFV__HOT_INLINE sfv_result sfv__poll_once(sfv_pending *p, sfv__ring *q, sfv__slot *s, sfv_work_completion *wc) {
     int n = sfv__drain(q->ch);
     if (n < 0) return sfv__fail_verb("ibv_poll_cq", -n);
     if (s->state != SFV__SLOT_DONE) return SFV_NOT_DONE;
     return sfv__pending_take(p, q, s, wc);
 }
 
+/* The slow paths are out of line, so the common one (the work is done: consume it) needs no
+   stack frame. */
+SFV__SLOW sfv_result sfv__pending_poll_cq(sfv_pending *p, sfv__ring *q, sfv__slot *s, sfv_work_completion *wc) {
+    return sfv__poll_once(p, q, s, wc);
+}
+
+/* One poll first: with work in flight ahead of this call, it mostly finds the completion, and
+   the wait loop (deadline, clock, sleeping) is never entered. */
 SFV__SLOW sfv_result sfv__pending_block(sfv_pending *p, sfv__ring *q, sfv__slot *s, int timeout_ms, sfv_work_completion *wc) {
-    sfv_result r = sfv__wait(q->ch, q, p->seq_, 0, timeout_ms < 0 ? q->ch->desc.timeout_ms : (uint32_t)timeout_ms);
+    sfv_result r = sfv__poll_once(p, q, s, wc);
+    if (r != SFV_NOT_DONE) return r;
+    r = sfv__wait(q->ch, q, p->seq_, 0, timeout_ms < 0 ? q->ch->desc.timeout_ms : (uint32_t)timeout_ms);
     if (r) return r;
     return sfv__pending_take(p, q, s, wc);
 }

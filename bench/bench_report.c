@@ -409,7 +409,23 @@ static void cost_section(FILE *o) {
                     num(r, 1), ratio(s, r), k == 4 ? judge(T_IR, isnan(s) || isnan(r) ? NAN : s / r, where) : "");
         }
     }
-    fprintf(o, "\nThe target is judged on the total per operation; the steps show where the instructions go.\n\n");
+    fprintf(o, "\nThe target is judged on the total per operation; the steps show where the instructions go.\n\n"
+               "The same instructions by whose code runs them (the rxe provider and libibverbs run the same work "
+               "for both; raw verbs has no library, and its harness counts its own completions):\n\n"
+               "| loop | code | safeverbs | raw verbs |\n|---|---|---:|---:|\n");
+    for (int v = 0; v < 2; v++) {
+        static const char *const parts[3] = {"part_lib", "part_harness", "part_verbs"};
+        static const char *const whose[3] = {"safeverbs.h", "the harness (sfv_bench.c)",
+                                             "rxe provider, libibverbs, libc"};
+        for (int k = 0; k < 3; k++) {
+            char metric[32];
+            snprintf(metric, sizeof metric, "ir_%s", parts[k]);
+            fprintf(o, "| %s | %s | %s | %s |\n", k ? "" : (v ? "batch" : "one per post"), whose[k],
+                    num(fig("cost", "send", variants[v], 64, "sfv", metric), 1),
+                    k ? num(fig("cost", "send", variants[v], 64, "raw", metric), 1) : "-");
+        }
+    }
+    fprintf(o, "\n");
 }
 
 static void alloc_section(FILE *o) {

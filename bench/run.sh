@@ -225,6 +225,13 @@ callgrind_ir() { # IMPL BATCH ITERS OUTFILE: prints "step Ir" lines
     callgrind_annotate --inclusive=yes "$f" 2>/dev/null |
         awk '/:cost_[a-z]+_[a-z_]+ \[/ { v = $1; gsub(",", "", v)
             for (i = 2; i <= NF; i++) if ($i ~ /:cost_/) { f = $i; sub(/.*:cost_[a-z]+_/, "", f); print f, v } }'
+    # the same instructions by whose code they are: the library's (safeverbs.h), the harness's
+    # (sfv_bench.c), and the rest (the rxe provider, libibverbs and its inline verbs, libc)
+    callgrind_annotate --inclusive=no --threshold=100 "$f" 2>/dev/null |
+        awk '/file:function/ { on = 1; next } on == 1 && /^-----/ { on = 2; next } on == 2 && /^-----/ { exit }
+            on == 2 && /^ *[0-9,]+ +\(/ { v = $1; gsub(",", "", v); l = $0; sub(/^[^)]*\) +/, "", l); sub(/:.*/, "", l)
+                t[l ~ /safeverbs\.h$/ ? "part_lib" : l ~ /bench\/sfv_bench\.c$/ ? "part_harness" : "part_verbs"] += v }
+            END { print "part_lib", t["part_lib"] + 0; print "part_harness", t["part_harness"] + 0; print "part_verbs", t["part_verbs"] + 0 }'
 }
 log "callgrind: instructions per post and per poll"
 for batch in 1 $RATE_BATCH; do
@@ -236,14 +243,14 @@ for batch in 1 $RATE_BATCH; do
         while read -r step v; do ir1[$step]=$v; done <"$WORK/cg.$impl.$batch.1.ir"
         while read -r step v; do ir2[$step]=$v; done <"$WORK/cg.$impl.$batch.2.ir"
         total=0
-        for step in post_recv post_send poll_send poll_recv; do
+        for step in post_recv post_send poll_send poll_recv part_lib part_harness part_verbs; do
             if [[ -z ${ir1[$step]:-} || -z ${ir2[$step]:-} ]]; then
                 echo "run.sh: callgrind gave no count for $impl $step (batch $batch)" >&2
                 failures=$((failures + 1)); continue
             fi
             per=$(awk -v a="${ir1[$step]}" -v b="${ir2[$step]}" -v n="$((n2 - n1))" -v k="$batch" 'BEGIN { printf "%.1f", (b - a) / n / k }')
             csv "cost,send,batch$batch,64,$impl,ir_$step,$per"
-            total=$(awk -v t="$total" -v p="$per" 'BEGIN { print t + p }')
+            [[ $step == part_* ]] || total=$(awk -v t="$total" -v p="$per" 'BEGIN { print t + p }')
         done
         csv "cost,send,batch$batch,64,$impl,ir_per_op,$total"
         # heap allocations in the same loop, without valgrind

@@ -462,7 +462,7 @@ static void t_batches(void) {
     sfv_scatter_element sc[16];
     sfv_gather_element g[16];
     sfv_remote_mr rm[16];
-    sfv_pending rx[16], tx;
+    sfv_pending rx[16], tx, one;
     sfv_work_completion wc;
     int i;
     d.max_inline_data = 64;
@@ -490,6 +490,13 @@ static void t_batches(void) {
     CHECK_OK(sfv_channel_post_read_batch(a.ch, sc, 1, 16, rm, &tx));
     CHECK_OK(sfv_pending_wait(&tx, -1, NULL));
     for (i = 0; i < 16; i++) CHECK(memcmp(a.buf + 131072 + i * 64, b.buf + 65536 + i * 64, 64) == 0);
+    /* a batch consumed before older work: its places free together with the older work's */
+    CHECK_OK(sfv_channel_post_write(a.ch, g, 1, rm[0], &one));
+    CHECK_OK(sfv_channel_post_write_batch(a.ch, g, 1, 4, rm, &tx));
+    CHECK_OK(sfv_pending_wait(&tx, -1, NULL));
+    CHECK_EQ(sfv_channel_outstanding(a.ch), 5);
+    CHECK_OK(sfv_pending_wait(&one, -1, NULL));
+    CHECK_EQ(sfv_channel_outstanding(a.ch), 0);
     CHECK_RESULT(sfv_channel_post_send_batch(a.ch, g, 1, 0, &tx), SFV_ERR_INVALID);
     CHECK_RESULT(sfv_channel_post_send_batch(a.ch, g, 1, SFV_BATCH_MAX + 1, &tx), SFV_ERR_INVALID);
     CHECK_RESULT(sfv_channel_post_write_batch(a.ch, g, 1, 4, NULL, &tx), SFV_ERR_INVALID);
