@@ -1870,14 +1870,16 @@ static void sfv__wc_make(sfv_work_completion *wc, const sfv__slot *s) {
     }
 }
 
-/* Frees consumed slots first .. last; the ring's tail moves past every freed slot at its front
-   (work is mostly consumed in order, so the tail mostly just steps past them). */
+/* After slots first .. last were freed: if first is the ring's tail, the tail moves past them
+   and past every freed slot after them (work is mostly consumed in order, so it mostly just
+   steps past them). */
 SFV__HOT_INLINE void sfv__tail_past(sfv__ring *q, uint64_t first, uint64_t last) {
     uint64_t t;
     if (first != q->tail) return; /* older work is still unconsumed */
     for (t = last + 1; t < q->head && q->slots[t & q->mask].state == SFV__SLOT_FREE; t++) {}
     q->tail = t;
 }
+/* Frees consumed slots first .. last. */
 SFV__HOT_INLINE void sfv__release_range(sfv__ring *q, uint64_t first, uint64_t last) {
     uint64_t seq;
     for (seq = first; seq <= last; seq++) q->slots[seq & q->mask].state = SFV__SLOT_FREE;
@@ -1918,20 +1920,11 @@ static sfv_result sfv__post_refused(sfv_channel *ch, bool recv, const void *sges
     return sfv__fail(SFV_ERR_INVALID, EINVAL, "post", "refused"); /* unreachable: every rule is named above */
 }
 
-/* Takes the next slot for a posted work request. */
-SFV__HOT_INLINE void sfv__track(sfv__ring *q, sfv_wc_opcode op, uint32_t read_len) {
-    sfv__slot *s = &q->slots[q->head & q->mask];
-    const uint8_t small[4] = {SFV__SLOT_INFLIGHT, (uint8_t)op, 0, 0}; /* state, op, status, has_imm */
-    s->seq = q->head++;
-    memcpy(&s->state, small, sizeof small);
-    s->byte_len = read_len;
-}
-
-/* sfv__track for n work requests at once (the ring's fields stay in registers). */
+/* Takes the next n slots for n posted work requests (the ring's fields stay in registers). */
 SFV__HOT_INLINE void sfv__track_n(sfv__ring *q, sfv_wc_opcode op, const uint32_t *read_len, size_t n) {
     sfv__slot *const slots = q->slots;
     const uint64_t mask = q->mask;
-    const uint8_t small[4] = {SFV__SLOT_INFLIGHT, (uint8_t)op, 0, 0};
+    const uint8_t small[4] = {SFV__SLOT_INFLIGHT, (uint8_t)op, 0, 0}; /* state, op, status, has_imm */
     uint64_t head = q->head;
     size_t i;
     for (i = 0; i < n; i++, head++) {
@@ -1942,6 +1935,8 @@ SFV__HOT_INLINE void sfv__track_n(sfv__ring *q, sfv_wc_opcode op, const uint32_t
     }
     q->head = head;
 }
+
+SFV__HOT_INLINE void sfv__track(sfv__ring *q, sfv_wc_opcode op, uint32_t read_len) { sfv__track_n(q, op, &read_len, 1); }
 
 /* Points `p` (if any) at the last `batch` work requests posted on q. */
 SFV__HOT_INLINE void sfv__cover(sfv__ring *q, sfv_pending *p, uint32_t batch) {
