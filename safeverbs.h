@@ -1351,6 +1351,7 @@ typedef struct sfv__slot {
     uint32_t imm_be;     /* immediate data as it came off the wire */
     uint32_t vendor_err;
 } sfv__slot;
+SFV__STATIC_ASSERT(offsetof(sfv__slot, has_imm) == offsetof(sfv__slot, state) + 3, slot_small_fields_adjacent);
 
 typedef struct sfv__ring {
     sfv__slot *slots;
