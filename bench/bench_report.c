@@ -351,6 +351,69 @@ static void rate_section(FILE *o) {
     fprintf(o, "\n");
 }
 
+/* Repeatability: each measurement's A-B-B-A rounds split in two halves, taken as two runs. For
+   one kind of measurement: how far the halves differ, |half1 / half2 - 1|, median and worst over
+   its points, for each figure. */
+typedef struct spread {
+    double d[256];
+    int n;
+} spread;
+static void spread_add(spread *sp, double a, double b) {
+    if (!isnan(a) && !isnan(b) && b != 0 && sp->n < 256) sp->d[sp->n++] = fabs(a / b - 1);
+}
+static const char *spread_cell(spread *sp) {
+    char *c = slot();
+    if (!sp->n) return "-";
+    for (int a = 1; a < sp->n; a++)
+        for (int b = a; b > 0 && sp->d[b - 1] > sp->d[b]; b--) {
+            double t = sp->d[b];
+            sp->d[b] = sp->d[b - 1];
+            sp->d[b - 1] = t;
+        }
+    snprintf(c, 48, "%.1f%% / %.1f%%", 100 * (sp->n % 2 ? sp->d[sp->n / 2] : (sp->d[sp->n / 2 - 1] + sp->d[sp->n / 2]) / 2),
+             100 * sp->d[sp->n - 1]);
+    return c;
+}
+static void repeat_row(FILE *o, const char *label, const char *test, const char *op, const char *variant) {
+    long sz[64];
+    int n = sizes_of(test, op, variant, sz, 64);
+    spread s = {{0}, 0}, r = {{0}, 0}, p = {{0}, 0};
+    for (int i = 0; i < n; i++) {
+        spread_add(&s, fig(test, op, variant, sz[i], "sfv", "half1"), fig(test, op, variant, sz[i], "sfv", "half2"));
+        spread_add(&r, fig(test, op, variant, sz[i], "raw", "half1"), fig(test, op, variant, sz[i], "raw", "half2"));
+        spread_add(&p, fig(test, op, variant, sz[i], "sfv", "paired_half1"), fig(test, op, variant, sz[i], "sfv", "paired_half2"));
+    }
+    if (!s.n && !r.n && !p.n) return;
+    fprintf(o, "| %s | %d | %s | %s | %s |\n", label, n, spread_cell(&s), spread_cell(&r), spread_cell(&p));
+}
+static void repeat_section(FILE *o) {
+    char label[96], vb[40], vi[40];
+    fprintf(o, "## Repeatability\n\n"
+               "Each measurement above is many short runs in A-B-B-A rounds. Here its rounds are split in two "
+               "halves, as if it had been run twice in a row: how far the two halves differ, |half 1 / half 2 - 1| "
+               "of the median latency or the rate (for *paired*: of the paired sfv/raw ratio), the median and the "
+               "worst over the measurement's sizes. A target can be told met from missed only where this is well "
+               "below the margin it allows (2%% for latency medians and throughput).\n\n"
+               "| measurement | sizes | safeverbs (median / worst) | raw verbs | paired sfv/raw |\n"
+               "|---|---:|---:|---:|---:|\n");
+    for (size_t k = 0; k < sizeof LAT_OPS / sizeof *LAT_OPS; k++) {
+        snprintf(label, sizeof label, "latency, %s", LAT_OPS[k]);
+        repeat_row(o, label, "lat", LAT_OPS[k], "busy");
+    }
+    for (size_t k = 0; k < sizeof BW_OPS / sizeof *BW_OPS; k++) {
+        snprintf(label, sizeof label, "throughput, %s", BW_OPS[k]);
+        repeat_row(o, label, "bw", BW_OPS[k], "stream");
+    }
+    snprintf(vb, sizeof vb, "batch%s", meta("rate_batch"));
+    snprintf(vi, sizeof vi, "batch%s-inline", meta("rate_batch"));
+    repeat_row(o, "message rate, one per post", "bw", "send", "post1");
+    snprintf(label, sizeof label, "message rate, batch %s", meta("rate_batch"));
+    repeat_row(o, label, "bw", "send", vb);
+    snprintf(label, sizeof label, "message rate, batch %s + inline", meta("rate_batch"));
+    repeat_row(o, label, "bw", "send", vi);
+    fprintf(o, "\n");
+}
+
 static void wait_section(FILE *o) {
     long sz[16];
     int n = sizes_of("lat", "send", "event", sz, 16);
@@ -508,6 +571,7 @@ int main(int argc, char **argv) {
     latency_section(body);
     throughput_section(body);
     rate_section(body);
+    repeat_section(body);
     wait_section(body);
     cost_section(body);
     alloc_section(body);

@@ -1003,14 +1003,35 @@ static double median_of(double *v, size_t n) {
     return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
-/* The drift-free ratio of an A-B-B-A design: per round, (A1 + A2) / (B1 + B2) of the runs'
-   figures; the median over the rounds. */
-static double paired_ratio(const impl_result *a, const impl_result *b) {
+/* The drift-free ratio of an A-B-B-A design over rounds [r0, r1): per round, (A1 + A2) / (B1 + B2)
+   of the runs' figures (an implementation's runs 2k and 2k + 1 are round k's); the median. */
+static double paired_ratio(const impl_result *a, const impl_result *b, int r0, int r1) {
     double r[MAX_RUNS / 2];
     int n = 0;
-    for (int i = 0; i + 1 < a->nruns && i + 1 < b->nruns; i += 2)
+    for (int i = 2 * r0; i < 2 * r1 && i + 1 < a->nruns && i + 1 < b->nruns; i += 2)
         r[n++] = (a->run[i] + a->run[i + 1]) / (b->run[i] + b->run[i + 1]);
     return n ? median_of(r, (size_t)n) : NAN;
+}
+
+/* The median of an implementation's run figures over rounds [r0, r1) of `per` runs each. */
+static double runs_median(const impl_result *a, int per, int r0, int r1) {
+    double v[MAX_RUNS];
+    int n = 0;
+    for (int i = per * r0; i < per * r1 && i < a->nruns; i++) v[n++] = a->run[i];
+    return n ? median_of(v, (size_t)n) : NAN;
+}
+
+/* Repeatability: the first and the second half of the rounds, taken as two runs. */
+static void emit_halves(const options *o, const char *variant, size_t size, const impl_result *res, int impl, bool both,
+                        int rounds) {
+    const int h = rounds / 2, per = both ? 2 : 4; /* runs per round: A-B-B-A, or all four one's */
+    if (h < 1) return;
+    emit(o, variant, size, IMPL_NAMES[impl], "half1", runs_median(&res[impl], per, 0, h));
+    emit(o, variant, size, IMPL_NAMES[impl], "half2", runs_median(&res[impl], per, h, 2 * h));
+    if (impl == IMPL_SFV && both) {
+        emit(o, variant, size, IMPL_NAMES[impl], "paired_half1", paired_ratio(&res[0], &res[1], 0, h));
+        emit(o, variant, size, IMPL_NAMES[impl], "paired_half2", paired_ratio(&res[0], &res[1], h, 2 * h));
+    }
 }
 
 typedef struct sides {
@@ -1213,19 +1234,20 @@ static int run_client(options *o) {
                 for (size_t i = 0; i < r->n; i++) sum += r->us[i];
                 emit(o, variant, size, name, "median_us",
                      r->n % 2 ? r->us[r->n / 2] : (r->us[r->n / 2 - 1] + r->us[r->n / 2]) / 2);
-                if (impl == IMPL_SFV && both) emit(o, variant, size, name, "median_ratio_paired", paired_ratio(&res[0], &res[1]));
+                if (impl == IMPL_SFV && both) emit(o, variant, size, name, "median_ratio_paired", paired_ratio(&res[0], &res[1], 0, (int)rounds));
                 emit(o, variant, size, name, "p99_us", r->us[p99 > 0 ? p99 - 1 : 0]);
                 emit(o, variant, size, name, "mean_us", sum / (double)r->n);
             } else {
                 emit(o, variant, size, name, "mib_s", (double)r->ops * (double)size / 1048576.0 / r->seconds);
                 emit(o, variant, size, name, "kmsg_s", (double)r->ops / 1000.0 / r->seconds);
-                if (impl == IMPL_SFV && both) emit(o, variant, size, name, "rate_ratio_paired", paired_ratio(&res[0], &res[1]));
+                if (impl == IMPL_SFV && both) emit(o, variant, size, name, "rate_ratio_paired", paired_ratio(&res[0], &res[1], 0, (int)rounds));
             }
             if (o->s.test == TEST_BW) emit(o, variant, size, name, "depth", o->s.depth);
             emit(o, variant, size, name, "cpu_us_per_op", r->cpu * 1e6 / (double)r->ops);
             emit(o, variant, size, name, "allocs_per_op", (double)r->allocs / (double)r->ops);
             emit(o, variant, size, name, "iters", (double)r->ops);
             emit(o, variant, size, name, "runs", (double)(both ? 2 : 4) * rounds);
+            emit_halves(o, variant, size, res, impl, both, (int)rounds);
         }
         free(res[IMPL_SFV].us);
         free(res[IMPL_RAW].us);
