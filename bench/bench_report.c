@@ -393,7 +393,8 @@ static void repeat_section(FILE *o) {
                "halves, as if it had been run twice in a row: how far the two halves differ, |half 1 / half 2 - 1| "
                "of the median latency or the rate (for *paired*: of the paired sfv/raw ratio), the median and the "
                "worst over the measurement's sizes. A target can be told met from missed only where this is well "
-               "below the margin it allows (2%% for latency medians and throughput).\n\n"
+               "below the margin it allows (2%% for latency medians and throughput). The halves come from the same "
+               "minutes; on this shared machine runs minutes apart can differ more than the halves do.\n\n"
                "| measurement | sizes | safeverbs (median / worst) | raw verbs | paired sfv/raw |\n"
                "|---|---:|---:|---:|---:|\n");
     for (size_t k = 0; k < sizeof LAT_OPS / sizeof *LAT_OPS; k++) {
