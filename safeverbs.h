@@ -1886,7 +1886,12 @@ SFV__HOT_INLINE void sfv__release_range(sfv__ring *q, uint64_t first, uint64_t l
     for (seq = first; seq <= last; seq++) q->slots[seq & q->mask].state = SFV__SLOT_FREE;
     sfv__tail_past(q, first, last);
 }
-SFV__HOT_INLINE void sfv__release(sfv__ring *q, uint64_t seq) { sfv__release_range(q, seq, seq); }
+/* Frees one consumed slot. */
+SFV__HOT_INLINE void sfv__release(sfv__ring *q, sfv__slot *s) {
+    const uint64_t seq = s->seq;
+    s->state = SFV__SLOT_FREE;
+    sfv__tail_past(q, seq, seq);
+}
 
 /* --- posting ----------------------------------------------------------------------------- */
 /* Every rule of posting in one test (ch is not NULL); when it fails, sfv__post_refused works
@@ -2137,10 +2142,8 @@ SFV__SLOW void sfv__pending_take_batch(sfv_pending *p, sfv__ring *q, const sfv__
 /* Consumes the handle's work (a whole batch) and gives its result. */
 SFV__HOT_INLINE sfv_result sfv__pending_take(sfv_pending *p, sfv__ring *q, sfv__slot *last_slot, sfv_work_completion *wc) {
     if (SFV__LIKELY(p->batch_ == 1)) {
-        const uint64_t seq = last_slot->seq;
         memcpy(p->done_, last_slot, sizeof *last_slot);
-        last_slot->state = SFV__SLOT_FREE;
-        sfv__tail_past(q, seq, seq);
+        sfv__release(q, last_slot);
     } else {
         sfv__pending_take_batch(p, q, last_slot);
     }
@@ -2258,7 +2261,7 @@ static void sfv__settle(sfv_channel *ch, sfv__ring *q, uint64_t from, uint64_t d
             timed_out = true;
         }
         sfv__wc_make(&wc, s);
-        sfv__release(q, seq);
+        sfv__release(q, s);
         if (wc.result != SFV_OK) {
             if (timed_out) wc.result = SFV_ERR_TIMEOUT;
             if (rep->failed++ == 0) rep->first_error = wc;

@@ -301,12 +301,17 @@ static void throughput_section(FILE *o) {
     }
 }
 
+/* The message-rate runs' variant names: batches, and batches with inline data. */
+static void rate_variants(char vb[40], char vi[40]) {
+    snprintf(vb, 40, "batch%s", meta("rate_batch"));
+    snprintf(vi, 40, "batch%s-inline", meta("rate_batch"));
+}
+
 static void rate_section(FILE *o) {
     const char *batch = meta("rate_batch"), *inl = meta("rate_inline");
     char vb[40], vi[40];
     long sizes[2] = {8, 64};
-    snprintf(vb, sizeof vb, "batch%s", batch);
-    snprintf(vi, sizeof vi, "batch%s-inline", batch);
+    rate_variants(vb, vi);
     fprintf(o, "## Message rate (small sends)\n\n"
                "Sends with 128 in flight, the server re-posting receives (512 posted). *one per post*: one signaled "
                "work request per post call (safeverbs: sfv_channel_post_send; the server re-posts receives one by "
@@ -361,15 +366,14 @@ typedef struct spread {
 static void spread_add(spread *sp, double a, double b) {
     if (!isnan(a) && !isnan(b) && b != 0 && sp->n < 256) sp->d[sp->n++] = fabs(a / b - 1);
 }
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
 static const char *spread_cell(spread *sp) {
     char *c = slot();
     if (!sp->n) return "-";
-    for (int a = 1; a < sp->n; a++)
-        for (int b = a; b > 0 && sp->d[b - 1] > sp->d[b]; b--) {
-            double t = sp->d[b];
-            sp->d[b] = sp->d[b - 1];
-            sp->d[b - 1] = t;
-        }
+    qsort(sp->d, (size_t)sp->n, sizeof *sp->d, cmp_double);
     snprintf(c, 48, "%.1f%% / %.1f%%", 100 * (sp->n % 2 ? sp->d[sp->n / 2] : (sp->d[sp->n / 2 - 1] + sp->d[sp->n / 2]) / 2),
              100 * sp->d[sp->n - 1]);
     return c;
@@ -405,8 +409,7 @@ static void repeat_section(FILE *o) {
         snprintf(label, sizeof label, "throughput, %s", BW_OPS[k]);
         repeat_row(o, label, "bw", BW_OPS[k], "stream");
     }
-    snprintf(vb, sizeof vb, "batch%s", meta("rate_batch"));
-    snprintf(vi, sizeof vi, "batch%s-inline", meta("rate_batch"));
+    rate_variants(vb, vi);
     repeat_row(o, "message rate, one per post", "bw", "send", "post1");
     snprintf(label, sizeof label, "message rate, batch %s", meta("rate_batch"));
     repeat_row(o, label, "bw", "send", vb);
