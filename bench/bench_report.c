@@ -319,8 +319,8 @@ static void rate_section(FILE *o) {
                "signaled, receives re-posted %s at a time with sfv_channel_post_receive_batch (raw: linked lists "
                "the same way). *+ inline*: the same with max_inline_data = %s, so the sends carry their data in the "
                "work request. Completions polled 16 at a time everywhere; runs of about 250 ms alternate A-B-B-A "
-               "(*paired* as for throughput). perftest: ib_send_bw with its defaults, run once before and once after "
-               "ours, the mean of the two (each in parentheses) "
+               "(*paired* as for throughput). perftest: ib_send_bw with its defaults, run before and after each of "
+               "ours; each row's figure is the mean of the two runs beside it (each in parentheses) "
                "(one work request per post, a completion every 100). Thousands of messages per second.\n\n"
                "| size | posting | safeverbs | raw verbs | perftest (ib_send_bw default) | sfv/raw | paired | sfv/perftest | target |\n"
                "|---:|---|---:|---:|---:|---:|---:|---:|---|\n",
@@ -328,7 +328,6 @@ static void rate_section(FILE *o) {
     for (int i = 0; i < 2; i++) {
         const char *variants[3] = {"post1", vb, vi};
         char names[3][64];
-        double p = fig("bw", "send", "post1", sizes[i], "perftest", "kmsg_s");
         snprintf(names[0], sizeof names[0], "one per post");
         snprintf(names[1], sizeof names[1], "batch %s", batch);
         snprintf(names[2], sizeof names[2], "batch %s + inline", batch);
@@ -336,19 +335,18 @@ static void rate_section(FILE *o) {
             double s = fig("bw", "send", variants[v], sizes[i], "sfv", "kmsg_s");
             double r = fig("bw", "send", variants[v], sizes[i], "raw", "kmsg_s");
             double pr = fig("bw", "send", variants[v], sizes[i], "sfv", "rate_ratio_paired");
+            double p = fig("bw", "send", variants[v], sizes[i], "perftest", "kmsg_s");
+            double b4 = fig("bw", "send", variants[v], sizes[i], "perftest", "kmsg_s_before");
+            double af = fig("bw", "send", variants[v], sizes[i], "perftest", "kmsg_s_after");
             char where[96], cell[64] = "-";
             snprintf(where, sizeof where, "send %s, %s", bytes(sizes[i]), names[v]);
             if (v == 0)
                 snprintf(cell, sizeof cell, "sfv/raw >= 0.95 %s", judge(T_RATE1, judged(pr, s, r), where));
             else if (sizes[i] == 64)
                 snprintf(cell, sizeof cell, "sfv/perftest >= 1.5 %s", judge(T_RATEB, isnan(s) || isnan(p) ? NAN : s / p, where));
-            char ptcell[96] = "";
-            if (v == 0) {
-                double b4 = fig("bw", "send", "post1", sizes[i], "perftest", "kmsg_s_before");
-                double af = fig("bw", "send", "post1", sizes[i], "perftest", "kmsg_s_after");
-                if (isnan(b4) || isnan(af)) snprintf(ptcell, sizeof ptcell, "%s", sig(p));
-                else snprintf(ptcell, sizeof ptcell, "%s (%s, %s)", sig(p), sig(b4), sig(af));
-            }
+            char ptcell[96];
+            if (isnan(b4) || isnan(af)) snprintf(ptcell, sizeof ptcell, "%s", sig(p));
+            else snprintf(ptcell, sizeof ptcell, "%s (%s, %s)", sig(p), sig(b4), sig(af));
             fprintf(o, "| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", bytes(sizes[i]), names[v], sig(s), sig(r), ptcell,
                     ratio(s, r), num(pr, 3), ratio(s, p), cell);
         }

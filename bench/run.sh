@@ -178,8 +178,9 @@ for op in write read send; do
 done
 
 # ---- 3. message rate: small sends, one per post, then batches, then batches with inline data -
-# ib_send_bw runs before and after ours and counts as the mean of the two, so that a slow or
-# fast spell of the shared machine does not land on one side of the comparison only.
+# ib_send_bw runs before and after each of ours, and each of ours is compared with the mean of
+# the two runs beside it, so that a slow or fast spell of the shared machine does not land on one
+# side of the comparison only.
 perftest_rate() { # SIZE ITERS: one ib_send_bw message rate (thousands/s) on stdout
     local f
     f=$(perftest ib_send_bw "$1" "$2")
@@ -188,24 +189,28 @@ perftest_rate() { # SIZE ITERS: one ib_send_bw message rate (thousands/s) on std
 for size in 8 64; do
     log "message rate: send $size B"
     pt_n=$(awk -v t="$TBW" 'BEGIN { print int(t * 8000) }') # about TBW seconds at perftest's usual rate here
-    pt1=$(perftest_rate "$size" "$pt_n")
-    ours --test bw --op send --impl both --sizes "$size" --time "$TBW" --warmup 512 --min-iters 512 --max-iters 200000 \
-        --block-ms 250 --variant post1
-    ours --test bw --op send --impl both --sizes "$size" --time "$TBW" --warmup 512 --min-iters 512 --max-iters 200000 \
-        --batch "$RATE_BATCH" --block-ms 250 --variant "batch$RATE_BATCH"
-    ours --test bw --op send --impl both --sizes "$size" --time "$TBW" --warmup 512 --min-iters 512 --max-iters 200000 \
-        --batch "$RATE_BATCH" --inline "$RATE_INLINE" --block-ms 250 --variant "batch$RATE_BATCH-inline"
-    pt2=$(perftest_rate "$size" "$pt_n")
-    if [[ -n $pt1 && -n $pt2 ]]; then
-        # ib_send_bw's defaults: tx depth 128, rx depth 512, CQ moderation 100, one work request per post
-        csv "bw,send,post1,$size,perftest,kmsg_s,$(awk -v a="$pt1" -v b="$pt2" 'BEGIN { print (a + b) / 2 }')"
-        csv "bw,send,post1,$size,perftest,kmsg_s_before,$pt1"
-        csv "bw,send,post1,$size,perftest,kmsg_s_after,$pt2"
-        csv "bw,send,post1,$size,perftest,iters,$pt_n"
-    else
-        echo "run.sh: ib_send_bw -s $size gave no result" >&2
-        failures=$((failures + 1))
-    fi
+    pt_before=$(perftest_rate "$size" "$pt_n")
+    for variant in post1 "batch$RATE_BATCH" "batch$RATE_BATCH-inline"; do
+        case $variant in
+        post1) extra=() ;;
+        *-inline) extra=(--batch "$RATE_BATCH" --inline "$RATE_INLINE") ;;
+        *) extra=(--batch "$RATE_BATCH") ;;
+        esac
+        ours --test bw --op send --impl both --sizes "$size" --time "$TBW" --warmup 512 --min-iters 512 --max-iters 200000 \
+            --block-ms 250 --variant "$variant" "${extra[@]}"
+        pt_after=$(perftest_rate "$size" "$pt_n")
+        if [[ -n $pt_before && -n $pt_after ]]; then
+            # ib_send_bw's defaults: tx depth 128, rx depth 512, CQ moderation 100, one work request per post
+            csv "bw,send,$variant,$size,perftest,kmsg_s,$(awk -v a="$pt_before" -v b="$pt_after" 'BEGIN { print (a + b) / 2 }')"
+            csv "bw,send,$variant,$size,perftest,kmsg_s_before,$pt_before"
+            csv "bw,send,$variant,$size,perftest,kmsg_s_after,$pt_after"
+            csv "bw,send,$variant,$size,perftest,iters,$pt_n"
+        else
+            echo "run.sh: ib_send_bw -s $size gave no result" >&2
+            failures=$((failures + 1))
+        fi
+        pt_before=$pt_after
+    done
 done
 
 # ---- 4. waiting: sleeping on the completion channel against busy polling -------------------
