@@ -525,6 +525,117 @@ SAFEVERBS_API sfv_result sfv_channel_scope(sfv_channel *ch, sfv_scope_fn fn, voi
    that is a broken contract (SFV_ASSERT); if fn failed, remaining work is drained quietly. */
 SAFEVERBS_API sfv_result sfv_channel_manual_scope(sfv_channel *ch, sfv_scope_fn fn, void *user);
 
+/* >>multi-channel ---------------------------------------------------------------------------- */
+/* The crate's MultiChannel: n channels under one PD, channel i for peer i, each with its own
+   queue pair and CQ, so waiting on one peer never takes another peer's completions. Every
+   channel call works on sfv_multi_channel_peer(mc, i); the calls below add work for many peers
+   at once. Thread safety: as a channel (one thread at a time), for all of its channels. */
+typedef struct sfv_multi_channel sfv_multi_channel;
+/* n >= 1 channels made with the same desc (NULL or zero-filled: defaults). */
+SAFEVERBS_API sfv_result sfv_create_multi_channel(sfv_pd *pd, size_t n, const sfv_channel_desc *desc, sfv_multi_channel **out);
+/* Destroys every channel as sfv_destroy_channel does (work in flight is flushed first). If one
+   refuses, the multi-channel stays valid and the call can be retried. NULL: SFV_OK. */
+SAFEVERBS_API sfv_result sfv_destroy_multi_channel(sfv_multi_channel *mc);
+SAFEVERBS_API size_t sfv_multi_channel_len(const sfv_multi_channel *mc);
+/* Channel `peer`, owned by mc (do not destroy it); NULL when peer is out of range. */
+SAFEVERBS_API sfv_channel *sfv_multi_channel_peer(const sfv_multi_channel *mc, size_t peer);
+/* out[i] = channel i's endpoint; n must equal the length (else SFV_ERR_INVALID). */
+SAFEVERBS_API sfv_result sfv_multi_channel_endpoints(const sfv_multi_channel *mc, sfv_endpoint *out, size_t n);
+/* Connects channel i with peers[i]; n must equal the length (else SFV_ERR_INVALID, nothing done). */
+SAFEVERBS_API sfv_result sfv_multi_channel_handshake(sfv_multi_channel *mc, const sfv_endpoint *peers, size_t n);
+
+/* One work request for one peer. The element types keep the directions apart here too. */
+typedef struct sfv_peer_send { size_t peer; const sfv_gather_element *sges; size_t n; bool has_imm; uint32_t imm; } sfv_peer_send;
+typedef struct sfv_peer_write { size_t peer; const sfv_gather_element *sges; size_t n; sfv_remote_mr remote; bool has_imm; uint32_t imm; } sfv_peer_write;
+typedef struct sfv_peer_receive { size_t peer; const sfv_scatter_element *sges; size_t n; } sfv_peer_receive;
+typedef struct sfv_peer_read { size_t peer; const sfv_scatter_element *sges; size_t n; sfv_remote_mr remote; } sfv_peer_read;
+
+/* Blocking, for many peers: posts every request (all of them before waiting for any), then
+   waits for all, each within its channel's timeout_ms; when the call returns, no buffer of any
+   request is in flight. wcs: `count` completions in request order, or NULL.
+   SFV_OK: all succeeded. SFV_ERR_WORK: some completed with an error (each in wcs; the first in
+   sfv_last_error); a deadline that expired flushed that channel (its wcs say SFV_ERR_TIMEOUT).
+   A peer out of range or a NULL array: SFV_ERR_INVALID before anything is posted. A post that
+   fails part-way returns its error after the requests already posted have completed; the wcs
+   of the requests not posted carry that error. No allocation: as the channel's own calls. */
+SAFEVERBS_API sfv_result sfv_multi_channel_scatter_send(sfv_multi_channel *mc, const sfv_peer_send *reqs, size_t count, sfv_work_completion *wcs);
+SAFEVERBS_API sfv_result sfv_multi_channel_scatter_write(sfv_multi_channel *mc, const sfv_peer_write *reqs, size_t count, sfv_work_completion *wcs);
+SAFEVERBS_API sfv_result sfv_multi_channel_gather_receive(sfv_multi_channel *mc, const sfv_peer_receive *reqs, size_t count, sfv_work_completion *wcs);
+SAFEVERBS_API sfv_result sfv_multi_channel_gather_read(sfv_multi_channel *mc, const sfv_peer_read *reqs, size_t count, sfv_work_completion *wcs);
+/* The same message to each of peers[0 .. npeers); wcs: npeers entries or NULL. */
+SAFEVERBS_API sfv_result sfv_multi_channel_multicast_send(sfv_multi_channel *mc, const size_t *peers, size_t npeers, const sfv_gather_element *sges, size_t n, sfv_work_completion *wcs);
+
+/* A scope over every channel of mc: fn posts through sfv_multi_channel_peer(mc, i) (pending
+   handles may be NULL); when the scope returns, all of it has completed. Results and report as
+   sfv_channel_scope and sfv_channel_manual_scope, summed over the channels. */
+typedef sfv_result (*sfv_multi_scope_fn)(sfv_multi_channel *mc, void *user);
+SAFEVERBS_API sfv_result sfv_multi_channel_scope(sfv_multi_channel *mc, sfv_multi_scope_fn fn, void *user, sfv_scope_report *report);
+SAFEVERBS_API sfv_result sfv_multi_channel_manual_scope(sfv_multi_channel *mc, sfv_multi_scope_fn fn, void *user);
+
+/* >>exchange --------------------------------------------------------------------------------- */
+/* The crate's NetworkConfig and Exchanger: how the ranks of a job find each other. */
+typedef struct sfv_net_node {
+    const char *host;     /* name or address this rank listens on */
+    uint16_t port;
+    uint32_t rank;
+    const char *device;   /* the RDMA device this rank uses, for the program's own use; may be NULL */
+} sfv_net_node;
+/* SFV_ERR_INVALID, naming the rank, unless: n >= 1, nodes[i].rank == i (the first is 0, no gap,
+   no duplicate), every host is non-NULL and every port non-zero. */
+SAFEVERBS_API sfv_result sfv_net_config_check(const sfv_net_node *nodes, size_t n);
+/* Every rank gives `size` bytes and receives everyone's: all[r * size ..] holds rank r's, its
+   own included. Over TCP: a rank listens on its own host and port and accepts every lower rank,
+   and connects to every higher rank (retrying while it does not listen yet). The whole exchange
+   ends within timeout_ms (< 0: 60 s): SFV_ERR_TIMEOUT. A peer that sends something else
+   (another size, a rank it is not, twice the same rank): SFV_ERR_INVALID. Sockets: SFV_ERR_DRIVER
+   with the errno. size is at most 64 MiB. Blocking; no state survives the call. */
+SAFEVERBS_API sfv_result sfv_exchange_all(const sfv_net_node *nodes, size_t n, size_t rank, const void *mine, size_t size, void *all, int timeout_ms);
+
+/* >>node ------------------------------------------------------------------------------------- */
+/* The crate's Node: one rank of a job of world_size ranks. It holds a multi-channel with a
+   channel per rank (its own rank's channel is connected to itself) and a barrier. Thread
+   safety: as a channel. */
+typedef enum sfv_barrier_kind {
+    SFV_BARRIER_DEFAULT = 0,     /* = SFV_BARRIER_BINARY_TREE */
+    SFV_BARRIER_CENTRALIZED,     /* the lowest rank collects everyone, then releases them */
+    SFV_BARRIER_BINARY_TREE,     /* wait for the children, tell the parent, wait for it, release the children */
+    SFV_BARRIER_DISSEMINATION    /* log2(n) rounds: tell rank + 2^k, wait for rank - 2^k */
+} sfv_barrier_kind;
+typedef struct sfv_node_desc {
+    size_t rank;
+    size_t world_size;           /* 1 .. 4096 */
+    sfv_barrier_kind barrier;
+    sfv_channel_desc channel;    /* for every channel; zero-filled: defaults */
+} sfv_node_desc;
+typedef struct sfv_node sfv_node;
+SAFEVERBS_API sfv_result sfv_create_node(sfv_pd *pd, const sfv_node_desc *desc, sfv_node **out);
+/* As sfv_destroy_multi_channel, then frees the barrier's memory. NULL: SFV_OK. */
+SAFEVERBS_API sfv_result sfv_destroy_node(sfv_node *node);
+SAFEVERBS_API size_t sfv_node_rank(const sfv_node *node);
+SAFEVERBS_API size_t sfv_node_world_size(const sfv_node *node);
+/* Every multi-channel call works on the node's: the peer index is the rank. Owned by the node. */
+SAFEVERBS_API sfv_multi_channel *sfv_node_multi_channel(const sfv_node *node);
+
+/* What every other rank needs from this one: an endpoint per rank and the barrier's region.
+   Give it to sfv_exchange_all as `mine` and hand what comes back to sfv_node_handshake. */
+#define SFV_NODE_ENDPOINT_SIZE(world_size) \
+    (16 + (size_t)(world_size) * (SFV_ENDPOINT_ENCODED_SIZE + SFV_REMOTE_MR_ENCODED_SIZE))
+/* size must be SFV_NODE_ENDPOINT_SIZE(world size). */
+SAFEVERBS_API sfv_result sfv_node_endpoint(const sfv_node *node, uint8_t *out, size_t size);
+/* all: world_size blobs of SFV_NODE_ENDPOINT_SIZE bytes in rank order. Takes from each the part
+   meant for this rank and connects that rank's channel. SFV_ERR_INVALID (nothing connected) for
+   a wrong size, a blob that is not an endpoint, says another rank than its place, or another
+   world size. */
+SAFEVERBS_API sfv_result sfv_node_handshake(sfv_node *node, const uint8_t *all, size_t size);
+/* Returns once every rank in peers[0 .. n) has entered the same barrier (peers NULL: every rank).
+   peers must be sorted, without duplicates, in range and include this rank (else
+   SFV_ERR_INVALID, the barrier stays usable): a sub-group barrier. Every member must call it
+   with the same peers. SFV_ERR_TIMEOUT after timeout_ms (< 0: the channels' timeout_ms); a
+   timeout or a transport failure poisons the barrier: every later call returns SFV_ERR_BROKEN. */
+SAFEVERBS_API sfv_result sfv_node_barrier(sfv_node *node, const size_t *peers, size_t n, int timeout_ms);
+/* The same without checking peers (the caller vouches for them). */
+SAFEVERBS_API sfv_result sfv_node_barrier_unchecked(sfv_node *node, const size_t *peers, size_t n, int timeout_ms);
+
 #ifdef __cplusplus
 }
 #endif
@@ -538,6 +649,10 @@ SAFEVERBS_API sfv_result sfv_channel_manual_scope(sfv_channel *ch, sfv_scope_fn 
 
 #include <infiniband/verbs.h>
 #include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <sched.h>
+#include <sys/socket.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -2289,11 +2404,8 @@ static sfv_result sfv__scope_run(sfv_channel *ch, sfv_scope_fn fn, void *user, s
     return SFV_OK;
 }
 
-SAFEVERBS_API sfv_result sfv_channel_scope(sfv_channel *ch, sfv_scope_fn fn, void *user, sfv_scope_report *report) {
-    sfv_scope_report local;
-    sfv_scope_report *rep = report ? report : &local;
-    sfv_result r = sfv__scope_run(ch, fn, user, rep);
-    if (r) return r;
+/* What a scope returns, from its report. */
+static sfv_result sfv__scope_verdict(const sfv_scope_report *rep) {
     if (rep->fn_result != SFV_OK) return SFV_ERR_SCOPE_FN;
     if (rep->failed) {
         sfv__fail(SFV_ERR_SCOPE_AUTOPOLL, 0, "scope", "%zu auto-polled work request(s) failed; first: %s (%s)",
@@ -2302,15 +2414,25 @@ SAFEVERBS_API sfv_result sfv_channel_scope(sfv_channel *ch, sfv_scope_fn fn, voi
     }
     return SFV_OK;
 }
+/* What a manual scope returns. The work is drained first, so even an SFV_ASSERT that returns
+   leaves no buffer in flight. */
+static sfv_result sfv__manual_verdict(const sfv_scope_report *rep) {
+    SFV_ASSERT((rep->fn_result != SFV_OK || rep->auto_polled == 0) &&
+               "manual scope: fn succeeded but left work unpolled");
+    return rep->fn_result;
+}
+
+SAFEVERBS_API sfv_result sfv_channel_scope(sfv_channel *ch, sfv_scope_fn fn, void *user, sfv_scope_report *report) {
+    sfv_scope_report local;
+    sfv_scope_report *rep = report ? report : &local;
+    sfv_result r = sfv__scope_run(ch, fn, user, rep);
+    return r ? r : sfv__scope_verdict(rep);
+}
 
 SAFEVERBS_API sfv_result sfv_channel_manual_scope(sfv_channel *ch, sfv_scope_fn fn, void *user) {
     sfv_scope_report rep;
     sfv_result r = sfv__scope_run(ch, fn, user, &rep);
-    if (r) return r;
-    /* The work is drained first, so even an SFV_ASSERT that returns leaves no buffer in flight. */
-    SFV_ASSERT((rep.fn_result != SFV_OK || rep.auto_polled == 0) &&
-               "manual scope: fn succeeded but left work unpolled");
-    return rep.fn_result;
+    return r ? r : sfv__manual_verdict(&rep);
 }
 
 SAFEVERBS_API sfv_result sfv_destroy_channel(sfv_channel *ch) {
@@ -2333,6 +2455,755 @@ SAFEVERBS_API sfv_result sfv_destroy_channel(sfv_channel *ch) {
     sfv__pd_unref(ch->pd);
     free(ch);
     return SFV_OK;
+}
+
+/* >>impl multi-channel ----------------------------------------------------------------------- */
+#define SFV__MAX_PEERS 4096
+
+struct sfv_multi_channel {
+    size_t n;
+    sfv_channel **chs;
+    uint64_t *marks;     /* 2 per channel: where a call's or a scope's work starts in each queue */
+};
+
+/* Destroys channels from the last; stops at one that refuses (the rest stay valid). */
+static sfv_result sfv__mc_destroy_channels(sfv_multi_channel *mc) {
+    for (; mc->n > 0; mc->n--) {
+        sfv_result r = sfv_destroy_channel(mc->chs[mc->n - 1]);
+        if (r) return r;
+    }
+    return SFV_OK;
+}
+
+static void sfv__mc_free(sfv_multi_channel *mc) {
+    free(mc->chs);
+    free(mc->marks);
+    free(mc);
+}
+
+SAFEVERBS_API sfv_result sfv_create_multi_channel(sfv_pd *pd, size_t n, const sfv_channel_desc *desc, sfv_multi_channel **out) {
+    sfv_multi_channel *mc;
+    sfv_result r;
+    SFV__CHECK_ARG(out, "out");
+    *out = NULL;
+    SFV__CHECK_ARG(pd, "pd");
+    if (n == 0 || n > SFV__MAX_PEERS)
+        return sfv__fail(SFV_ERR_INVALID, EINVAL, "sfv_create_multi_channel", "%zu channels (1 .. %d)", n, SFV__MAX_PEERS);
+    mc = (sfv_multi_channel *)calloc(1, sizeof *mc);
+    if (!mc) return sfv__fail_verb("calloc", ENOMEM);
+    mc->chs = (sfv_channel **)calloc(n, sizeof *mc->chs);
+    mc->marks = (uint64_t *)calloc(2 * n, sizeof *mc->marks);
+    if (!mc->chs || !mc->marks) {
+        r = sfv__fail_verb("calloc", ENOMEM);
+        goto free_mc;
+    }
+    for (; mc->n < n; mc->n++) {
+        r = sfv_create_channel(pd, desc, &mc->chs[mc->n]);
+        if (r) goto destroy_channels;
+    }
+    *out = mc;
+    return SFV_OK;
+destroy_channels: {
+        sfv_error saved = sfv__last;
+        (void)sfv__mc_destroy_channels(mc); /* fresh channels: no work, nothing refuses */
+        sfv__last = saved;
+    }
+free_mc:
+    sfv__mc_free(mc);
+    return r;
+}
+
+SAFEVERBS_API sfv_result sfv_destroy_multi_channel(sfv_multi_channel *mc) {
+    sfv_result r;
+    if (!mc) return SFV_OK;
+    r = sfv__mc_destroy_channels(mc);
+    if (r) return r;
+    sfv__mc_free(mc);
+    return SFV_OK;
+}
+
+SAFEVERBS_API size_t sfv_multi_channel_len(const sfv_multi_channel *mc) { return mc ? mc->n : 0; }
+
+SAFEVERBS_API sfv_channel *sfv_multi_channel_peer(const sfv_multi_channel *mc, size_t peer) {
+    return mc && peer < mc->n ? mc->chs[peer] : NULL;
+}
+
+static sfv_result sfv__mc_count(const sfv_multi_channel *mc, size_t n) {
+    SFV__CHECK_ARG(mc, "multi-channel");
+    if (n != mc->n)
+        return sfv__fail(SFV_ERR_INVALID, EINVAL, "multi-channel", "%zu endpoints for %zu channels", n, mc->n);
+    return SFV_OK;
+}
+
+SAFEVERBS_API sfv_result sfv_multi_channel_endpoints(const sfv_multi_channel *mc, sfv_endpoint *out, size_t n) {
+    size_t i;
+    sfv_result r = sfv__mc_count(mc, n);
+    if (r) return r;
+    SFV__CHECK_ARG(out, "out");
+    for (i = 0; i < n; i++)
+        if ((r = sfv_channel_endpoint(mc->chs[i], &out[i])) != SFV_OK) return r;
+    return SFV_OK;
+}
+
+SAFEVERBS_API sfv_result sfv_multi_channel_handshake(sfv_multi_channel *mc, const sfv_endpoint *peers, size_t n) {
+    size_t i;
+    sfv_result r = sfv__mc_count(mc, n);
+    if (r) return r;
+    SFV__CHECK_ARG(peers, "peer endpoints");
+    for (i = 0; i < n; i++)
+        if ((r = sfv_channel_handshake(mc->chs[i], &peers[i])) != SFV_OK) return r;
+    return SFV_OK;
+}
+
+/* Work for many peers: which peer request i is for, and how to post it (pending handle NULL:
+   the call runs as a scope on every channel, and waits for each request by its place). */
+typedef struct sfv__many {
+    const void *reqs;
+    size_t count;
+    bool recv;                          /* receive-queue work */
+    const sfv_gather_element *sges;     /* multicast: the one message */
+    size_t n;
+    size_t (*peer)(const struct sfv__many *m, size_t i);
+    sfv_result (*post)(sfv_channel *ch, const struct sfv__many *m, size_t i);
+} sfv__many;
+
+static sfv_result sfv__many_run(sfv_multi_channel *mc, const sfv__many *m, sfv_work_completion *wcs) {
+    size_t i, posted, failed = 0, first_at = 0;
+    sfv_result post_r = SFV_OK;
+    sfv_error post_err;
+    sfv_work_completion first;
+    uint64_t t0;
+    SFV__CHECK_ARG(mc, "multi-channel");
+    SFV__CHECK_ARG(m->reqs || m->count == 0, "requests (NULL)");
+    for (i = 0; i < m->count; i++)
+        if (m->peer(m, i) >= mc->n)
+            return sfv__fail(SFV_ERR_INVALID, EINVAL, "multi-channel", "request %zu is for peer %zu, of %zu", i, m->peer(m, i), mc->n);
+    for (i = 0; i < mc->n; i++) {
+        mc->marks[i] = m->recv ? mc->chs[i]->rq.head : mc->chs[i]->sq.head;
+        mc->chs[i]->scope_depth++;
+    }
+    for (posted = 0; posted < m->count; posted++) {
+        post_r = m->post(mc->chs[m->peer(m, posted)], m, posted);
+        if (post_r) break;
+    }
+    post_err = sfv__last;
+    for (i = 0; i < mc->n; i++) mc->chs[i]->scope_depth--;
+    memset(&first, 0, sizeof first);
+    t0 = sfv__now_ns();
+    for (i = 0; i < posted; i++) { /* a queue's work is in request order from its mark on */
+        const size_t peer = m->peer(m, i);
+        sfv_channel *ch = mc->chs[peer];
+        sfv__ring *q = m->recv ? &ch->rq : &ch->sq;
+        const uint64_t seq = mc->marks[peer]++;
+        sfv__slot *s = &q->slots[seq & q->mask];
+        sfv_work_completion wc;
+        bool timed_out = false;
+        if (s->state != SFV__SLOT_DONE && sfv__wait(ch, q, seq, t0 + sfv__timeout_ns(ch->desc.timeout_ms), 0) != SFV_OK) {
+            sfv__abort(ch); /* flushed: the request's buffers are free */
+            timed_out = true;
+        }
+        sfv__wc_make(&wc, s);
+        sfv__release(q, s);
+        if (timed_out) wc.result = SFV_ERR_TIMEOUT;
+        if (wc.result != SFV_OK && failed++ == 0) {
+            first = wc;
+            first_at = i;
+        }
+        if (wcs) wcs[i] = wc;
+    }
+    for (i = posted; wcs && i < m->count; i++) {
+        memset(&wcs[i], 0, sizeof wcs[i]);
+        wcs[i].result = post_r;
+    }
+    if (post_r) {
+        sfv__last = post_err;
+        return post_r;
+    }
+    if (failed)
+        return sfv__fail(SFV_ERR_WORK, 0, "multi-channel", "%zu of %zu work requests failed; first: request %zu (peer %zu): %s",
+                         failed, m->count, first_at, m->peer(m, first_at),
+                         first.result == SFV_ERR_TIMEOUT ? "timed out (its channel was flushed)" : sfv_wc_status_str(first.status));
+    return SFV_OK;
+}
+
+#define SFV__PEER_OF(type) \
+    static size_t sfv__peer_of_##type(const sfv__many *m, size_t i) { return ((const type *)m->reqs)[i].peer; }
+SFV__PEER_OF(sfv_peer_send)
+SFV__PEER_OF(sfv_peer_write)
+SFV__PEER_OF(sfv_peer_receive)
+SFV__PEER_OF(sfv_peer_read)
+#undef SFV__PEER_OF
+static size_t sfv__peer_of_index(const sfv__many *m, size_t i) { return ((const size_t *)m->reqs)[i]; }
+
+static sfv_result sfv__post_peer_send(sfv_channel *ch, const sfv__many *m, size_t i) {
+    const sfv_peer_send *r = &((const sfv_peer_send *)m->reqs)[i];
+    return r->has_imm ? sfv_channel_post_send_imm(ch, r->sges, r->n, r->imm, NULL) : sfv_channel_post_send(ch, r->sges, r->n, NULL);
+}
+static sfv_result sfv__post_peer_write(sfv_channel *ch, const sfv__many *m, size_t i) {
+    const sfv_peer_write *r = &((const sfv_peer_write *)m->reqs)[i];
+    return r->has_imm ? sfv_channel_post_write_imm(ch, r->sges, r->n, r->remote, r->imm, NULL)
+                      : sfv_channel_post_write(ch, r->sges, r->n, r->remote, NULL);
+}
+static sfv_result sfv__post_peer_receive(sfv_channel *ch, const sfv__many *m, size_t i) {
+    const sfv_peer_receive *r = &((const sfv_peer_receive *)m->reqs)[i];
+    return sfv_channel_post_receive(ch, r->sges, r->n, NULL);
+}
+static sfv_result sfv__post_peer_read(sfv_channel *ch, const sfv__many *m, size_t i) {
+    const sfv_peer_read *r = &((const sfv_peer_read *)m->reqs)[i];
+    return sfv_channel_post_read(ch, r->sges, r->n, r->remote, NULL);
+}
+static sfv_result sfv__post_multicast(sfv_channel *ch, const sfv__many *m, size_t i) {
+    (void)i;
+    return sfv_channel_post_send(ch, m->sges, m->n, NULL);
+}
+
+static sfv_result sfv__many_post(sfv_multi_channel *mc, const void *reqs, size_t count, bool recv,
+                            size_t (*peer)(const sfv__many *, size_t),
+                            sfv_result (*post)(sfv_channel *, const sfv__many *, size_t), sfv_work_completion *wcs) {
+    sfv__many m;
+    memset(&m, 0, sizeof m);
+    m.reqs = reqs;
+    m.count = count;
+    m.recv = recv;
+    m.peer = peer;
+    m.post = post;
+    return sfv__many_run(mc, &m, wcs);
+}
+
+SAFEVERBS_API sfv_result sfv_multi_channel_scatter_send(sfv_multi_channel *mc, const sfv_peer_send *reqs, size_t count, sfv_work_completion *wcs) {
+    return sfv__many_post(mc, reqs, count, false, sfv__peer_of_sfv_peer_send, sfv__post_peer_send, wcs);
+}
+SAFEVERBS_API sfv_result sfv_multi_channel_scatter_write(sfv_multi_channel *mc, const sfv_peer_write *reqs, size_t count, sfv_work_completion *wcs) {
+    return sfv__many_post(mc, reqs, count, false, sfv__peer_of_sfv_peer_write, sfv__post_peer_write, wcs);
+}
+SAFEVERBS_API sfv_result sfv_multi_channel_gather_receive(sfv_multi_channel *mc, const sfv_peer_receive *reqs, size_t count, sfv_work_completion *wcs) {
+    return sfv__many_post(mc, reqs, count, true, sfv__peer_of_sfv_peer_receive, sfv__post_peer_receive, wcs);
+}
+SAFEVERBS_API sfv_result sfv_multi_channel_gather_read(sfv_multi_channel *mc, const sfv_peer_read *reqs, size_t count, sfv_work_completion *wcs) {
+    return sfv__many_post(mc, reqs, count, false, sfv__peer_of_sfv_peer_read, sfv__post_peer_read, wcs);
+}
+SAFEVERBS_API sfv_result sfv_multi_channel_multicast_send(sfv_multi_channel *mc, const size_t *peers, size_t npeers, const sfv_gather_element *sges, size_t n, sfv_work_completion *wcs) {
+    sfv__many m;
+    memset(&m, 0, sizeof m);
+    m.reqs = peers;
+    m.count = npeers;
+    m.sges = sges;
+    m.n = n;
+    m.peer = sfv__peer_of_index;
+    m.post = sfv__post_multicast;
+    return sfv__many_run(mc, &m, wcs);
+}
+
+static sfv_result sfv__mc_scope_run(sfv_multi_channel *mc, sfv_multi_scope_fn fn, void *user, sfv_scope_report *rep) {
+    size_t i;
+    uint64_t t0;
+    sfv_error saved;
+    SFV__CHECK_ARG(mc, "multi-channel");
+    SFV__CHECK_ARG(fn, "fn");
+    memset(rep, 0, sizeof *rep);
+    for (i = 0; i < mc->n; i++) {
+        mc->marks[2 * i] = mc->chs[i]->sq.head;
+        mc->marks[2 * i + 1] = mc->chs[i]->rq.head;
+        mc->chs[i]->scope_depth++;
+    }
+    rep->fn_result = fn(mc, user);
+    for (i = 0; i < mc->n; i++) mc->chs[i]->scope_depth--;
+    saved = sfv__last; /* fn's error detail survives the drain */
+    t0 = sfv__now_ns();
+    for (i = 0; i < mc->n; i++) {
+        sfv_channel *ch = mc->chs[i];
+        const uint64_t deadline = t0 + sfv__timeout_ns(ch->desc.timeout_ms);
+        sfv__settle(ch, &ch->sq, mc->marks[2 * i], deadline, rep);
+        sfv__settle(ch, &ch->rq, mc->marks[2 * i + 1], deadline, rep);
+    }
+    sfv__last = saved;
+    return SFV_OK;
+}
+
+SAFEVERBS_API sfv_result sfv_multi_channel_scope(sfv_multi_channel *mc, sfv_multi_scope_fn fn, void *user, sfv_scope_report *report) {
+    sfv_scope_report local;
+    sfv_scope_report *rep = report ? report : &local;
+    sfv_result r = sfv__mc_scope_run(mc, fn, user, rep);
+    return r ? r : sfv__scope_verdict(rep);
+}
+
+SAFEVERBS_API sfv_result sfv_multi_channel_manual_scope(sfv_multi_channel *mc, sfv_multi_scope_fn fn, void *user) {
+    sfv_scope_report rep;
+    sfv_result r = sfv__mc_scope_run(mc, fn, user, &rep);
+    return r ? r : sfv__manual_verdict(&rep);
+}
+
+/* >>impl exchange ---------------------------------------------------------------------------- */
+SAFEVERBS_API sfv_result sfv_net_config_check(const sfv_net_node *nodes, size_t n) {
+    size_t i;
+    SFV__CHECK_ARG(nodes || n == 0, "nodes (NULL)");
+    if (n == 0) return sfv__fail(SFV_ERR_INVALID, EINVAL, "network config", "the network is empty");
+    if (n > SFV__MAX_PEERS) return sfv__fail(SFV_ERR_INVALID, EINVAL, "network config", "%zu ranks (at most %d)", n, SFV__MAX_PEERS);
+    for (i = 0; i < n; i++) {
+        const uint32_t r = nodes[i].rank;
+        if (i == 0 && r != 0) return sfv__fail(SFV_ERR_INVALID, EINVAL, "network config", "the first rank is %u, not 0", (unsigned)r);
+        if (i > 0 && r == nodes[i - 1].rank) return sfv__fail(SFV_ERR_INVALID, EINVAL, "network config", "rank %u appears twice", (unsigned)r);
+        if (r != i) return sfv__fail(SFV_ERR_INVALID, EINVAL, "network config", "rank %u where rank %zu belongs (ranks go 0, 1, 2, ... without gaps)", (unsigned)r, i);
+        if (!nodes[i].host || !nodes[i].host[0] || !nodes[i].port)
+            return sfv__fail(SFV_ERR_INVALID, EINVAL, "network config", "rank %zu has no host or port", i);
+    }
+    return SFV_OK;
+}
+
+/* Milliseconds left before `deadline`, for poll(2); 0 once it has passed. */
+static int sfv__ms_left(uint64_t deadline) {
+    uint64_t now = sfv__now_ns();
+    uint64_t ms = now >= deadline ? 0 : (deadline - now + 999999) / 1000000;
+    return ms > 60000 ? 60000 : (int)ms;
+}
+
+static sfv_result sfv__ex_timeout(size_t peer) {
+    return sfv__fail(SFV_ERR_TIMEOUT, ETIMEDOUT, "exchange", "rank %zu did not complete the exchange in time", peer);
+}
+
+/* Waits until fd is ready for `events`: SFV_OK, or the timeout or socket error. */
+static sfv_result sfv__fd_wait(int fd, short events, uint64_t deadline, size_t peer) {
+    for (;;) {
+        struct pollfd pfd;
+        int rc;
+        pfd.fd = fd;
+        pfd.events = events;
+        pfd.revents = 0;
+        rc = poll(&pfd, 1, sfv__ms_left(deadline));
+        if (rc > 0) return SFV_OK;
+        if (rc < 0 && errno != EINTR) return sfv__fail_verb("poll", errno);
+        if (rc == 0 && sfv__now_ns() >= deadline) return sfv__ex_timeout(peer);
+    }
+}
+
+/* Moves len bytes through a non-blocking socket, before the deadline. */
+static sfv_result sfv__fd_io(int fd, void *buf, size_t len, bool writing, uint64_t deadline, size_t peer) {
+    uint8_t *p = (uint8_t *)buf;
+    while (len) {
+        ssize_t k = writing ? send(fd, p, len, MSG_NOSIGNAL) : recv(fd, p, len, 0);
+        if (k > 0) {
+            p += k;
+            len -= (size_t)k;
+        } else if (k == 0) {
+            return sfv__fail(SFV_ERR_DRIVER, ECONNRESET, "exchange", "rank %zu closed the connection mid-exchange", peer);
+        } else if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) {
+            sfv_result r = sfv__fd_wait(fd, writing ? POLLOUT : POLLIN, deadline, peer);
+            if (r) return r;
+        } else {
+            return sfv__fail_verb(writing ? "send" : "recv", errno);
+        }
+    }
+    return SFV_OK;
+}
+
+/* A message: "SX", version 1, 0, rank, world size, size (32-bit big-endian), then the bytes. */
+#define SFV__EX_HEADER 16
+static void sfv__ex_header(uint8_t *h, size_t rank, size_t n, size_t size) {
+    h[0] = 'S'; h[1] = 'X'; h[2] = 1; h[3] = 0;
+    sfv__put_be(h + 4, rank, 4);
+    sfv__put_be(h + 8, n, 4);
+    sfv__put_be(h + 12, size, 4);
+}
+
+/* Sends ours and receives the peer's over fd (the accepting side sends first). expect: the rank
+   the peer must be (the connecting side knows it), or n for "any lower rank not yet seen". */
+static sfv_result sfv__ex_swap(int fd, bool send_first, size_t rank, size_t n, size_t expect, const void *mine, size_t size,
+                               uint8_t *all, bool *seen, uint64_t deadline) {
+    uint8_t out[SFV__EX_HEADER], in[SFV__EX_HEADER];
+    size_t peer;
+    sfv_result r;
+    int pass;
+    sfv__ex_header(out, rank, n, size);
+    for (pass = 0; pass < 2; pass++) {
+        if ((pass == 0) == send_first) {
+            if ((r = sfv__fd_io(fd, out, sizeof out, true, deadline, expect)) != SFV_OK) return r;
+            if ((r = sfv__fd_io(fd, (void *)(uintptr_t)mine, size, true, deadline, expect)) != SFV_OK) return r;
+            continue;
+        }
+        if ((r = sfv__fd_io(fd, in, sizeof in, false, deadline, expect)) != SFV_OK) return r;
+        peer = (size_t)sfv__get_be(in + 4, 4);
+        if (in[0] != 'S' || in[1] != 'X' || in[2] != 1 || in[3] != 0)
+            return sfv__fail(SFV_ERR_INVALID, EINVAL, "exchange", "a peer sent something that is not an exchange message");
+        if (sfv__get_be(in + 8, 4) != n || sfv__get_be(in + 12, 4) != size)
+            return sfv__fail(SFV_ERR_INVALID, EINVAL, "exchange", "rank %zu has another world size or message size (%llu, %llu; ours %zu, %zu)",
+                             peer, (unsigned long long)sfv__get_be(in + 8, 4), (unsigned long long)sfv__get_be(in + 12, 4), n, size);
+        if (expect < n ? peer != expect : (peer >= rank || seen[peer]))
+            return sfv__fail(SFV_ERR_INVALID, EINVAL, "exchange", "a peer says it is rank %zu, which is not the one due here", peer);
+        seen[peer] = true;
+        if ((r = sfv__fd_io(fd, all + peer * size, size, false, deadline, peer)) != SFV_OK) return r;
+    }
+    return SFV_OK;
+}
+
+static int sfv__socket_for(const struct addrinfo *a) {
+    int fd = socket(a->ai_family, a->ai_socktype, a->ai_protocol);
+    if (fd >= 0) {
+        (void)fcntl(fd, F_SETFD, FD_CLOEXEC);
+        (void)fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+    }
+    return fd;
+}
+
+static sfv_result sfv__resolve(const sfv_net_node *node, bool passive, struct addrinfo **out) {
+    struct addrinfo hints;
+    char port[8];
+    int rc;
+    memset(&hints, 0, sizeof hints);
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = passive ? AI_PASSIVE : 0;
+    snprintf(port, sizeof port, "%u", (unsigned)node->port);
+    rc = getaddrinfo(node->host, port, &hints, out);
+    if (rc)
+        return sfv__fail(SFV_ERR_NOT_FOUND, ENOENT, "getaddrinfo", "rank %u: %s:%s: %s", (unsigned)node->rank, node->host, port, gai_strerror(rc));
+    return SFV_OK;
+}
+
+static sfv_result sfv__ex_listen(const sfv_net_node *me, int *out) {
+    struct addrinfo *ai, *a;
+    int fd = -1, err = EADDRNOTAVAIL, one = 1;
+    sfv_result r = sfv__resolve(me, true, &ai);
+    if (r) return r;
+    for (a = ai; a && fd < 0; a = a->ai_next) {
+        fd = sfv__socket_for(a);
+        if (fd < 0) { err = errno; continue; }
+        (void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+        if (bind(fd, a->ai_addr, a->ai_addrlen) != 0 || listen(fd, SFV__MAX_PEERS < 128 ? SFV__MAX_PEERS : 128) != 0) {
+            err = errno;
+            close(fd);
+            fd = -1;
+        }
+    }
+    freeaddrinfo(ai);
+    if (fd < 0) return sfv__fail(sfv_result_from_errno(err), err, "bind", "cannot listen on %s:%u: %s", me->host, (unsigned)me->port, strerror(err));
+    *out = fd;
+    return SFV_OK;
+}
+
+/* Connects to `peer`, trying again every 50 ms while nobody listens there yet. */
+static sfv_result sfv__ex_connect(const sfv_net_node *peer, uint64_t deadline, int *out) {
+    for (;;) {
+        struct addrinfo *ai, *a;
+        sfv_result r = sfv__resolve(peer, false, &ai);
+        if (r) return r;
+        for (a = ai; a; a = a->ai_next) {
+            int fd = sfv__socket_for(a), err = 0;
+            socklen_t len = sizeof err;
+            if (fd < 0) continue;
+            if (connect(fd, a->ai_addr, a->ai_addrlen) != 0 && errno != EINPROGRESS) err = errno;
+            else if ((r = sfv__fd_wait(fd, POLLOUT, deadline, peer->rank)) != SFV_OK) { close(fd); freeaddrinfo(ai); return r; }
+            else if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0) err = errno;
+            if (err == 0) {
+                freeaddrinfo(ai);
+                *out = fd;
+                return SFV_OK;
+            }
+            close(fd);
+        }
+        freeaddrinfo(ai);
+        if (sfv__now_ns() >= deadline) return sfv__ex_timeout(peer->rank);
+        (void)poll(NULL, 0, sfv__ms_left(deadline) < 50 ? sfv__ms_left(deadline) : 50);
+    }
+}
+
+SAFEVERBS_API sfv_result sfv_exchange_all(const sfv_net_node *nodes, size_t n, size_t rank, const void *mine, size_t size, void *all, int timeout_ms) {
+    const uint64_t deadline = sfv__now_ns() + sfv__timeout_ns(timeout_ms < 0 ? 60000u : (uint32_t)timeout_ms);
+    sfv_result r = sfv_net_config_check(nodes, n);
+    bool *seen;
+    int lfd = -1;
+    size_t i;
+    if (r) return r;
+    if (rank >= n) return sfv__fail(SFV_ERR_INVALID, EINVAL, "exchange", "rank %zu of %zu", rank, n);
+    SFV__CHECK_ARG(mine || size == 0, "mine (NULL)");
+    SFV__CHECK_ARG(all || size == 0, "all (NULL)");
+    if (size > ((size_t)64 << 20)) return sfv__fail(SFV_ERR_INVALID, EINVAL, "exchange", "%zu bytes (at most 64 MiB)", size);
+    seen = (bool *)calloc(n, sizeof *seen);
+    if (!seen) return sfv__fail_verb("calloc", ENOMEM);
+    if (size) memcpy((uint8_t *)all + rank * size, mine, size);
+    if (rank > 0) r = sfv__ex_listen(&nodes[rank], &lfd);
+    for (i = 0; r == SFV_OK && i < rank;) { /* the lower ranks come to us, in any order */
+        int fd;
+        r = sfv__fd_wait(lfd, POLLIN, deadline, 0);
+        if (r == SFV_ERR_TIMEOUT) {
+            size_t missing = 0;
+            while (missing < rank && seen[missing]) missing++;
+            r = sfv__ex_timeout(missing);
+        }
+        if (r) break;
+        fd = accept(lfd, NULL, NULL);
+        if (fd < 0) {
+            if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR || errno == ECONNABORTED) continue;
+            r = sfv__fail_verb("accept", errno);
+            break;
+        }
+        (void)fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+        r = sfv__ex_swap(fd, true, rank, n, n, mine, size, (uint8_t *)all, seen, deadline);
+        close(fd);
+        i++;
+    }
+    if (lfd >= 0) close(lfd);
+    for (i = rank + 1; r == SFV_OK && i < n; i++) { /* we go to the higher ones */
+        int fd = -1;
+        r = sfv__ex_connect(&nodes[i], deadline, &fd);
+        if (r) break;
+        r = sfv__ex_swap(fd, false, rank, n, i, mine, size, (uint8_t *)all, seen, deadline);
+        close(fd);
+    }
+    free(seen);
+    return r;
+}
+
+/* >>impl node -------------------------------------------------------------------------------- */
+struct sfv_node {
+    sfv_multi_channel *mc;
+    size_t rank, world;
+    sfv_barrier_kind kind;
+    bool connected, poisoned;
+    uint64_t *in;            /* in[r]: the epoch rank r last announced; its NIC writes it (little-endian) */
+    uint64_t *out;           /* out[r]: the epoch last announced to r (little-endian), the write's source */
+    uint64_t *expected;      /* expected[r]: the epoch awaited from r */
+    sfv_remote_mr *peer_in;  /* rank r's in[] */
+    sfv_mr *in_mr, *out_mr;
+};
+
+/* Epochs travel little-endian, whatever the host's byte order (the same conversion both ways). */
+static uint64_t sfv__le64(uint64_t v) {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    v = __builtin_bswap64(v);
+#endif
+    return v;
+}
+
+static void sfv__node_free(sfv_node *nd) {
+    free(nd->in);
+    free(nd->out);
+    free(nd->expected);
+    free(nd->peer_in);
+    free(nd);
+}
+
+SAFEVERBS_API sfv_result sfv_create_node(sfv_pd *pd, const sfv_node_desc *desc, sfv_node **out) {
+    sfv_node *nd;
+    sfv_result r;
+    size_t w;
+    SFV__CHECK_ARG(out, "out");
+    *out = NULL;
+    SFV__CHECK_ARG(pd, "pd");
+    SFV__CHECK_ARG(desc, "desc");
+    w = desc->world_size;
+    if (w == 0 || w > SFV__MAX_PEERS)
+        return sfv__fail(SFV_ERR_INVALID, EINVAL, "sfv_node_desc", "sfv_node_desc.world_size = %zu is out of range (1 .. %d)", w, SFV__MAX_PEERS);
+    if (desc->rank >= w)
+        return sfv__fail(SFV_ERR_INVALID, EINVAL, "sfv_node_desc", "sfv_node_desc.rank = %zu is out of range (below world_size %zu)", desc->rank, w);
+    if ((unsigned)desc->barrier > (unsigned)SFV_BARRIER_DISSEMINATION)
+        return sfv__fail(SFV_ERR_INVALID, EINVAL, "sfv_node_desc", "sfv_node_desc.barrier = %d is not a barrier kind", (int)desc->barrier);
+    nd = (sfv_node *)calloc(1, sizeof *nd);
+    if (!nd) return sfv__fail_verb("calloc", ENOMEM);
+    nd->rank = desc->rank;
+    nd->world = w;
+    nd->kind = desc->barrier == SFV_BARRIER_DEFAULT ? SFV_BARRIER_BINARY_TREE : desc->barrier;
+    nd->in = (uint64_t *)calloc(w, sizeof *nd->in);
+    nd->out = (uint64_t *)calloc(w, sizeof *nd->out);
+    nd->expected = (uint64_t *)calloc(w, sizeof *nd->expected);
+    nd->peer_in = (sfv_remote_mr *)calloc(w, sizeof *nd->peer_in);
+    if (!nd->in || !nd->out || !nd->expected || !nd->peer_in) {
+        r = sfv__fail_verb("calloc", ENOMEM);
+        goto free_node;
+    }
+    r = sfv_create_multi_channel(pd, w, &desc->channel, &nd->mc);
+    if (r) goto free_node;
+    /* Peers write only in[]; out[] is read by our own NIC only. */
+    r = sfv_reg_mr_access(pd, nd->in, w * sizeof *nd->in, SFV_ACCESS_LOCAL_WRITE | SFV_ACCESS_REMOTE_WRITE, &nd->in_mr);
+    if (r) goto destroy_mc;
+    r = sfv_reg_mr_local(pd, nd->out, w * sizeof *nd->out, &nd->out_mr);
+    if (r) goto dereg_in;
+    *out = nd;
+    return SFV_OK;
+dereg_in:
+    sfv_dereg_mr(nd->in_mr);
+destroy_mc: {
+        sfv_error saved = sfv__last;
+        (void)sfv_destroy_multi_channel(nd->mc); /* fresh channels: nothing refuses */
+        sfv__last = saved;
+    }
+free_node:
+    sfv__node_free(nd);
+    return r;
+}
+
+SAFEVERBS_API sfv_result sfv_destroy_node(sfv_node *nd) {
+    sfv_result r;
+    if (!nd) return SFV_OK;
+    r = sfv_destroy_multi_channel(nd->mc); /* first: after it, no NIC touches in[] or out[] */
+    if (r) return r;
+    sfv_dereg_mr(nd->in_mr);
+    sfv_dereg_mr(nd->out_mr);
+    sfv__node_free(nd);
+    return SFV_OK;
+}
+
+SAFEVERBS_API size_t sfv_node_rank(const sfv_node *nd) { return nd ? nd->rank : 0; }
+SAFEVERBS_API size_t sfv_node_world_size(const sfv_node *nd) { return nd ? nd->world : 0; }
+SAFEVERBS_API sfv_multi_channel *sfv_node_multi_channel(const sfv_node *nd) { return nd ? nd->mc : NULL; }
+
+/* A node endpoint: "SN", version 1, 0, rank, world size (32-bit big-endian), 4 zero bytes; then
+   for each rank d: the endpoint of our channel d and our barrier region (in[]). */
+#define SFV__NODE_ENTRY (SFV_ENDPOINT_ENCODED_SIZE + SFV_REMOTE_MR_ENCODED_SIZE)
+
+SAFEVERBS_API sfv_result sfv_node_endpoint(const sfv_node *nd, uint8_t *out, size_t size) {
+    const sfv_remote_mr barrier = nd ? sfv_mr_remote(nd->in_mr) : sfv_remote_mr_make(0, 0, 0);
+    size_t d;
+    SFV__CHECK_ARG(nd, "node");
+    SFV__CHECK_ARG(out, "out");
+    if (size != SFV_NODE_ENDPOINT_SIZE(nd->world))
+        return sfv__fail(SFV_ERR_INVALID, EINVAL, "sfv_node_endpoint", "%zu bytes, not SFV_NODE_ENDPOINT_SIZE(%zu) = %zu",
+                         size, nd->world, (size_t)SFV_NODE_ENDPOINT_SIZE(nd->world));
+    memset(out, 0, 16);
+    out[0] = 'S'; out[1] = 'N'; out[2] = 1;
+    sfv__put_be(out + 4, nd->rank, 4);
+    sfv__put_be(out + 8, nd->world, 4);
+    for (d = 0; d < nd->world; d++) {
+        uint8_t *e = out + 16 + d * SFV__NODE_ENTRY;
+        sfv_endpoint ep;
+        sfv_result r = sfv_channel_endpoint(nd->mc->chs[d], &ep);
+        if (r) return r;
+        sfv_endpoint_encode(&ep, e);
+        sfv_remote_mr_encode(barrier, e + SFV_ENDPOINT_ENCODED_SIZE);
+    }
+    return SFV_OK;
+}
+
+/* Rank r's entry for this node, from its blob at `b`. */
+static sfv_result sfv__node_entry(const sfv_node *nd, const uint8_t *b, size_t r, sfv_endpoint *ep, sfv_remote_mr *barrier) {
+    const uint8_t *e = b + 16 + nd->rank * SFV__NODE_ENTRY;
+    if (b[0] != 'S' || b[1] != 'N' || b[2] != 1 || b[3] != 0)
+        return sfv__bad_encoding("node endpoint", "not a node endpoint (magic or version)");
+    if (sfv__get_be(b + 4, 4) != r || sfv__get_be(b + 8, 4) != nd->world)
+        return sfv__fail(SFV_ERR_INVALID, EINVAL, "sfv_node_handshake", "the endpoint in place %zu says rank %llu of %llu (this world: %zu)",
+                         r, (unsigned long long)sfv__get_be(b + 4, 4), (unsigned long long)sfv__get_be(b + 8, 4), nd->world);
+    if (sfv_endpoint_decode(e, SFV_ENDPOINT_ENCODED_SIZE, ep) || sfv_remote_mr_decode(e + SFV_ENDPOINT_ENCODED_SIZE, SFV_REMOTE_MR_ENCODED_SIZE, barrier))
+        return sfv__fail(SFV_ERR_INVALID, EINVAL, "sfv_node_handshake", "rank %zu's entry for rank %zu is malformed", r, nd->rank);
+    if (barrier->length < nd->world * sizeof *nd->in)
+        return sfv__fail(SFV_ERR_INVALID, EINVAL, "sfv_node_handshake", "rank %zu's barrier region is too small", r);
+    return SFV_OK;
+}
+
+SAFEVERBS_API sfv_result sfv_node_handshake(sfv_node *nd, const uint8_t *all, size_t size) {
+    size_t r, each;
+    int pass;
+    SFV__CHECK_ARG(nd, "node");
+    SFV__CHECK_ARG(all, "endpoints (NULL)");
+    each = SFV_NODE_ENDPOINT_SIZE(nd->world);
+    if (size != nd->world * each)
+        return sfv__fail(SFV_ERR_INVALID, EINVAL, "sfv_node_handshake", "%zu bytes, not %zu endpoints of %zu", size, nd->world, each);
+    for (pass = 0; pass < 2; pass++) /* check every entry before connecting any channel */
+        for (r = 0; r < nd->world; r++) {
+            sfv_endpoint ep;
+            sfv_remote_mr barrier;
+            sfv_result res = sfv__node_entry(nd, all + r * each, r, &ep, &barrier);
+            if (res == SFV_OK && pass == 1) {
+                nd->peer_in[r] = barrier;
+                res = sfv_channel_handshake(nd->mc->chs[r], &ep);
+            }
+            if (res) return res;
+        }
+    nd->connected = true;
+    return SFV_OK;
+}
+
+/* Tells rank `to` that we reached the next epoch: one RDMA write of out[to] into its in[rank]. */
+static sfv_result sfv__notify(sfv_node *nd, size_t to) {
+    sfv_gather_element g;
+    nd->out[to] = sfv__le64(sfv__le64(nd->out[to]) + 1);
+    g = sfv_mr_gather_element(nd->out_mr, &nd->out[to], sizeof nd->out[to]);
+    /* in bounds: the handshake checked the region's length */
+    return sfv_channel_write(nd->mc->chs[to], &g, 1, sfv_remote_mr_slice_unchecked(nd->peer_in[to], nd->rank * sizeof *nd->in, sizeof *nd->in), NULL);
+}
+
+/* Waits until rank `from` announced the next epoch (>=: it may be a barrier ahead). An aligned
+   8-byte write lands whole, and epochs only grow. The wait yields the CPU now and then: a
+   barrier often has more ranks than cores. */
+static sfv_result sfv__await(sfv_node *nd, size_t from, uint64_t deadline) {
+    const uint64_t want = ++nd->expected[from];
+    unsigned spins = 0;
+    while (sfv__le64(__atomic_load_n(&nd->in[from], __ATOMIC_ACQUIRE)) < want) {
+        if ((++spins & 255) == 0) {
+            if (sfv__now_ns() >= deadline)
+                return sfv__fail(SFV_ERR_TIMEOUT, ETIMEDOUT, "barrier", "rank %zu did not reach the barrier in time", from);
+            sched_yield();
+        }
+    }
+    return SFV_OK;
+}
+
+/* Member k of the group: peers[k], or rank k when the group is everyone. */
+static size_t sfv__member(const size_t *peers, size_t k) { return peers ? peers[k] : k; }
+
+static sfv_result sfv__barrier_run(sfv_node *nd, const size_t *peers, size_t m, size_t me, uint64_t deadline) {
+    sfv_result r = SFV_OK;
+    size_t k, d;
+    switch (nd->kind) {
+    case SFV_BARRIER_CENTRALIZED:
+        if (me == 0) {
+            for (k = 1; !r && k < m; k++) r = sfv__await(nd, sfv__member(peers, k), deadline);
+            for (k = 1; !r && k < m; k++) r = sfv__notify(nd, sfv__member(peers, k));
+        } else {
+            r = sfv__notify(nd, sfv__member(peers, 0));
+            if (!r) r = sfv__await(nd, sfv__member(peers, 0), deadline);
+        }
+        break;
+    case SFV_BARRIER_DISSEMINATION:
+        for (d = 1; !r && d < m; d <<= 1) {
+            r = sfv__notify(nd, sfv__member(peers, (me + d) % m));
+            if (!r) r = sfv__await(nd, sfv__member(peers, (me + m - d) % m), deadline);
+        }
+        break;
+    default: /* binary tree over the group's positions: children 2i+1 and 2i+2 */
+        for (k = 2 * me + 1; !r && k <= 2 * me + 2 && k < m; k++) r = sfv__await(nd, sfv__member(peers, k), deadline);
+        if (!r && me > 0) {
+            r = sfv__notify(nd, sfv__member(peers, (me - 1) / 2));
+            if (!r) r = sfv__await(nd, sfv__member(peers, (me - 1) / 2), deadline);
+        }
+        for (k = 2 * me + 1; !r && k <= 2 * me + 2 && k < m; k++) r = sfv__notify(nd, sfv__member(peers, k));
+        break;
+    }
+    if (r) nd->poisoned = true;
+    return r;
+}
+
+/* Range checks guard memory, so they hold in the unchecked barrier too; order and duplicates
+   only decide whether the group agrees (a wrong group times out), so those are skippable. */
+static sfv_result sfv__barrier(sfv_node *nd, const size_t *peers, size_t n, int timeout_ms, bool check) {
+    size_t k, m, me = (size_t)-1;
+    uint32_t ms;
+    SFV__CHECK_ARG(nd, "node");
+    if (nd->poisoned)
+        return sfv__fail(SFV_ERR_BROKEN, EIO, "barrier", "the barrier is poisoned: an earlier barrier timed out or failed");
+    if (!nd->connected)
+        return sfv__fail(SFV_ERR_INVALID, EINVAL, "barrier", "the node is not connected (call sfv_node_handshake)");
+    m = peers ? n : nd->world;
+    if (m == 0) return sfv__fail(SFV_ERR_INVALID, EINVAL, "barrier", "an empty group");
+    for (k = 0; k < m; k++) {
+        const size_t r = sfv__member(peers, k);
+        if (r >= nd->world)
+            return sfv__fail(SFV_ERR_INVALID, EINVAL, "barrier", "rank %zu is not in the world of %zu", r, nd->world);
+        if (check && k > 0 && r == peers[k - 1])
+            return sfv__fail(SFV_ERR_INVALID, EINVAL, "barrier", "rank %zu appears twice in the group", r);
+        if (check && k > 0 && r < peers[k - 1])
+            return sfv__fail(SFV_ERR_INVALID, EINVAL, "barrier", "the group is not sorted (rank %zu after rank %zu)", r, peers[k - 1]);
+        if (r == nd->rank && me == (size_t)-1) me = k;
+    }
+    if (me == (size_t)-1)
+        return sfv__fail(SFV_ERR_INVALID, EINVAL, "barrier", "this rank (%zu) is not in the group", nd->rank);
+    ms = timeout_ms < 0 ? nd->mc->chs[nd->rank]->desc.timeout_ms : (uint32_t)timeout_ms;
+    return sfv__barrier_run(nd, peers, m, me, sfv__now_ns() + sfv__timeout_ns(ms));
+}
+
+SAFEVERBS_API sfv_result sfv_node_barrier(sfv_node *nd, const size_t *peers, size_t n, int timeout_ms) {
+    return sfv__barrier(nd, peers, n, timeout_ms, true);
+}
+SAFEVERBS_API sfv_result sfv_node_barrier_unchecked(sfv_node *nd, const size_t *peers, size_t n, int timeout_ms) {
+    return sfv__barrier(nd, peers, n, timeout_ms, false);
 }
 
 /* Helper macros end here, so they cannot collide with the including file's. */
