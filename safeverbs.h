@@ -2805,33 +2805,30 @@ static void sfv__ex_header(uint8_t *h, size_t rank, size_t n, size_t size) {
     sfv__put_be(h + 12, size, 4);
 }
 
-/* Sends ours and receives the peer's over fd (the accepting side sends first). expect: the rank
-   the peer must be (the connecting side knows it), or n for "any lower rank not yet seen". */
-static sfv_result sfv__ex_swap(int fd, bool send_first, size_t rank, size_t n, size_t expect, const void *mine, size_t size,
+/* Swaps messages with one peer over fd. Both headers go first (16 bytes: no side waits for
+   the other's), so each side can tell a mismatch before any data moves; then the accepting side
+   sends its bytes first. expect: the rank the peer must be (the connecting side knows it), or
+   n for "any lower rank not yet seen". */
+static sfv_result sfv__ex_swap(int fd, bool accepting, size_t rank, size_t n, size_t expect, const void *mine, size_t size,
                                uint8_t *all, bool *seen, uint64_t deadline) {
     uint8_t out[SFV__EX_HEADER], in[SFV__EX_HEADER];
     size_t peer;
     sfv_result r;
-    int pass;
     sfv__ex_header(out, rank, n, size);
-    for (pass = 0; pass < 2; pass++) {
-        if ((pass == 0) == send_first) {
-            if ((r = sfv__fd_io(fd, out, sizeof out, true, deadline, expect)) != SFV_OK) return r;
-            if ((r = sfv__fd_io(fd, (void *)(uintptr_t)mine, size, true, deadline, expect)) != SFV_OK) return r;
-            continue;
-        }
-        if ((r = sfv__fd_io(fd, in, sizeof in, false, deadline, expect)) != SFV_OK) return r;
-        peer = (size_t)sfv__get_be(in + 4, 4);
-        if (in[0] != 'S' || in[1] != 'X' || in[2] != 1 || in[3] != 0)
-            return sfv__fail(SFV_ERR_INVALID, EINVAL, "exchange", "a peer sent something that is not an exchange message");
-        if (sfv__get_be(in + 8, 4) != n || sfv__get_be(in + 12, 4) != size)
-            return sfv__fail(SFV_ERR_INVALID, EINVAL, "exchange", "rank %zu has another world size or message size (%llu, %llu; ours %zu, %zu)",
-                             peer, (unsigned long long)sfv__get_be(in + 8, 4), (unsigned long long)sfv__get_be(in + 12, 4), n, size);
-        if (expect < n ? peer != expect : (peer >= rank || seen[peer]))
-            return sfv__fail(SFV_ERR_INVALID, EINVAL, "exchange", "a peer says it is rank %zu, which is not the one due here", peer);
-        seen[peer] = true;
-        if ((r = sfv__fd_io(fd, all + peer * size, size, false, deadline, peer)) != SFV_OK) return r;
-    }
+    if ((r = sfv__fd_io(fd, out, sizeof out, true, deadline, expect)) != SFV_OK) return r;
+    if ((r = sfv__fd_io(fd, in, sizeof in, false, deadline, expect)) != SFV_OK) return r;
+    peer = (size_t)sfv__get_be(in + 4, 4);
+    if (in[0] != 'S' || in[1] != 'X' || in[2] != 1 || in[3] != 0)
+        return sfv__fail(SFV_ERR_INVALID, EINVAL, "exchange", "a peer sent something that is not an exchange message");
+    if (sfv__get_be(in + 8, 4) != n || sfv__get_be(in + 12, 4) != size)
+        return sfv__fail(SFV_ERR_INVALID, EINVAL, "exchange", "rank %zu has another world size or message size (%llu, %llu; ours %zu, %zu)",
+                         peer, (unsigned long long)sfv__get_be(in + 8, 4), (unsigned long long)sfv__get_be(in + 12, 4), n, size);
+    if (expect < n ? peer != expect : (peer >= rank || seen[peer]))
+        return sfv__fail(SFV_ERR_INVALID, EINVAL, "exchange", "a peer says it is rank %zu, which is not the one due here", peer);
+    seen[peer] = true;
+    if (accepting && (r = sfv__fd_io(fd, (void *)(uintptr_t)mine, size, true, deadline, peer)) != SFV_OK) return r;
+    if ((r = sfv__fd_io(fd, all + peer * size, size, false, deadline, peer)) != SFV_OK) return r;
+    if (!accepting && (r = sfv__fd_io(fd, (void *)(uintptr_t)mine, size, true, deadline, peer)) != SFV_OK) return r;
     return SFV_OK;
 }
 
@@ -3187,9 +3184,9 @@ static sfv_result sfv__barrier(sfv_node *nd, const size_t *peers, size_t n, int 
         const size_t r = sfv__member(peers, k);
         if (r >= nd->world)
             return sfv__fail(SFV_ERR_INVALID, EINVAL, "barrier", "rank %zu is not in the world of %zu", r, nd->world);
-        if (check && k > 0 && r == peers[k - 1])
+        if (check && peers && k > 0 && r == peers[k - 1])
             return sfv__fail(SFV_ERR_INVALID, EINVAL, "barrier", "rank %zu appears twice in the group", r);
-        if (check && k > 0 && r < peers[k - 1])
+        if (check && peers && k > 0 && r < peers[k - 1])
             return sfv__fail(SFV_ERR_INVALID, EINVAL, "barrier", "the group is not sorted (rank %zu after rank %zu)", r, peers[k - 1]);
         if (r == nd->rank && me == (size_t)-1) me = k;
     }
