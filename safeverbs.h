@@ -90,11 +90,12 @@
    thread-safe; reference counts are atomic). A channel, and every pending handle of it, is for
    one thread at a time: its completion bookkeeping takes no lock.
 */
-/* The implementation uses POSIX (clock_gettime, poll). Under a strict -std=c99/c11 it asks for
-   it here, before the first system header; a file that includes other headers before this one
-   with SAFEVERBS_IMPLEMENTATION must define _POSIX_C_SOURCE (or _GNU_SOURCE) itself. */
+/* The implementation uses POSIX (clock_gettime, poll, sockets) and Linux's CPU affinity. Under a
+   strict -std=c99/c11 it asks for them here, before the first system header; a file that
+   includes other headers before this one with SAFEVERBS_IMPLEMENTATION must define _GNU_SOURCE
+   itself (with only _POSIX_C_SOURCE, NUMA binding reports SFV_ERR_UNSUPPORTED). */
 #if defined(SAFEVERBS_IMPLEMENTATION) && !defined(_POSIX_C_SOURCE) && !defined(_GNU_SOURCE) && !defined(_DEFAULT_SOURCE)
-#define _POSIX_C_SOURCE 200809L
+#define _GNU_SOURCE
 #endif
 
 #ifndef SAFEVERBS_H_INCLUDED
@@ -176,6 +177,9 @@ SAFEVERBS_API const char *sfv_device_list_name(const sfv_device_list *list, size
 /* The node GUID in host byte order (its bytes as printed, most significant first). */
 SAFEVERBS_API sfv_result sfv_device_list_guid(const sfv_device_list *list, size_t i, uint64_t *out);
 SAFEVERBS_API void sfv_free_device_list(sfv_device_list *list);
+/* The crate's Guid helpers: the IEEE OUI (the top 24 bits), and "reserved" (all zero). */
+SAFEVERBS_API uint32_t sfv_guid_oui(uint64_t guid);
+SAFEVERBS_API bool sfv_guid_is_reserved(uint64_t guid);
 
 /* Opens a device by name (NULL or "" = the first one; unknown name = SFV_ERR_NOT_FOUND) and
    checks that port 1 is ACTIVE or ARMED (otherwise SFV_ERR_RESOURCE naming the state). */
@@ -184,6 +188,15 @@ SAFEVERBS_API sfv_result sfv_open_device_at(const sfv_device_list *list, size_t 
 /* Drops the caller's reference; the device closes when no PD, CQ, MR or channel uses it. */
 SAFEVERBS_API void sfv_close_device(sfv_context *ctx);
 SAFEVERBS_API const char *sfv_context_name(const sfv_context *ctx);
+/* NUMA (the crate's numa feature). The node the device hangs off, from sysfs; -1 when the
+   platform does not say (virtual devices such as rxe, single-node machines). */
+SAFEVERBS_API int sfv_context_numa_node(const sfv_context *ctx);
+/* Binds the calling thread to the CPUs of NUMA node `node`. SFV_ERR_NOT_FOUND for a node this
+   machine does not have; SFV_ERR_UNSUPPORTED when built without _GNU_SOURCE (see the top). */
+SAFEVERBS_API sfv_result sfv_bind_thread_to_numa_node(int node);
+/* Binds the calling thread to the device's node. A device without one: SFV_OK and no change,
+   or SFV_ERR_NOT_FOUND when `strict`. */
+SAFEVERBS_API sfv_result sfv_context_bind_thread_to_numa(const sfv_context *ctx, bool strict);
 
 typedef enum sfv_port_state { /* values equal enum ibv_port_state */
     SFV_PORT_NOP = 0, SFV_PORT_DOWN = 1, SFV_PORT_INIT = 2, SFV_PORT_ARMED = 3,
@@ -949,6 +962,63 @@ static void sfv__context_unref(sfv_context *c) {
 }
 SAFEVERBS_API void sfv_close_device(sfv_context *c) { sfv__context_unref(c); }
 SAFEVERBS_API const char *sfv_context_name(const sfv_context *c) { return c ? c->name : NULL; }
+
+SAFEVERBS_API uint32_t sfv_guid_oui(uint64_t guid) { return (uint32_t)(guid >> 40); }
+SAFEVERBS_API bool sfv_guid_is_reserved(uint64_t guid) { return guid == 0; }
+
+/* Reads a small sysfs file into buf (NUL-terminated); false if it cannot. */
+static bool sfv__read_small(const char *path, char *buf, size_t size) {
+    FILE *f = fopen(path, "r");
+    size_t k;
+    if (!f) return false;
+    k = fread(buf, 1, size - 1, f);
+    fclose(f);
+    buf[k] = 0;
+    return k > 0;
+}
+
+SAFEVERBS_API int sfv_context_numa_node(const sfv_context *c) {
+    char path[256 + IBV_SYSFS_PATH_MAX], buf[32];
+    if (!c) return -1;
+    snprintf(path, sizeof path, "%s/device/numa_node", c->ctx->device->ibdev_path);
+    return sfv__read_small(path, buf, sizeof buf) ? atoi(buf) : -1;
+}
+
+SAFEVERBS_API sfv_result sfv_bind_thread_to_numa_node(int node) {
+#ifdef CPU_SET
+    char path[96], list[4096];
+    const char *p = list;
+    cpu_set_t set;
+    int cpus = 0;
+    if (node < 0) return sfv__fail(SFV_ERR_INVALID, EINVAL, "numa", "NUMA node %d", node);
+    snprintf(path, sizeof path, "/sys/devices/system/node/node%d/cpulist", node);
+    if (!sfv__read_small(path, list, sizeof list))
+        return sfv__fail(SFV_ERR_NOT_FOUND, ENOENT, "numa", "this machine has no NUMA node %d (%s)", node, path);
+    CPU_ZERO(&set);
+    while (*p >= '0' && *p <= '9') { /* "0-3,8-11" */
+        char *end;
+        long lo = strtol(p, &end, 10), hi = lo, c;
+        if (*end == '-') hi = strtol(end + 1, &end, 10);
+        for (c = lo; c <= hi && c < CPU_SETSIZE; c++, cpus++) CPU_SET((int)c, &set);
+        p = *end == ',' ? end + 1 : end;
+    }
+    if (!cpus) return sfv__fail(SFV_ERR_NOT_FOUND, ENOENT, "numa", "NUMA node %d has no CPUs", node);
+    if (sched_setaffinity(0, sizeof set, &set) != 0) return sfv__fail_verb("sched_setaffinity", errno);
+    return SFV_OK;
+#else
+    (void)node;
+    return sfv__fail(SFV_ERR_UNSUPPORTED, EOPNOTSUPP, "numa", "built without _GNU_SOURCE: no CPU affinity");
+#endif
+}
+
+SAFEVERBS_API sfv_result sfv_context_bind_thread_to_numa(const sfv_context *c, bool strict) {
+    int node;
+    SFV__CHECK_ARG(c, "context");
+    node = sfv_context_numa_node(c);
+    if (node < 0)
+        return strict ? sfv__fail(SFV_ERR_NOT_FOUND, ENOENT, "numa", "%s has no NUMA node", c->name) : SFV_OK;
+    return sfv_bind_thread_to_numa_node(node);
+}
 
 SAFEVERBS_API sfv_result sfv_query_port(sfv_context *c, uint8_t port, sfv_port_attr *out) {
     struct ibv_port_attr pa;

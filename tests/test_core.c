@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdint.h>
 #include <sys/mman.h>
 
@@ -114,6 +115,43 @@ static void t_device_list(void) {
     CHECK(sfv_device_list_name(NULL, 0) == NULL);
     sfv_free_device_list(l);
     sfv_free_device_list(NULL);
+}
+
+/* The Guid helpers on rxe's GUID, and NUMA: the device's node (rxe, a virtual device, may have
+   none), binding to a node, and the refusals. */
+static void t_guid_and_numa(void) {
+    sfv_device_list *l;
+    sfv_context *ctx;
+    uint64_t guid = 0;
+    size_t i;
+    int node;
+    cpu_set_t set;
+    CHECK_EQ(sfv_guid_oui(0x0002c90300a0b0c0ull), 0x0002c9);
+    CHECK(sfv_guid_is_reserved(0));
+    CHECK(!sfv_guid_is_reserved(1));
+    CHECK_OK(sfv_get_device_list(&l));
+    for (i = 0; i < sfv_device_list_len(l); i++)
+        if (strcmp(sfv_device_list_name(l, i), sfv_test_device(0)) == 0) CHECK_OK(sfv_device_list_guid(l, i, &guid));
+    sfv_free_device_list(l);
+    CHECK(!sfv_guid_is_reserved(guid)); /* rxe makes its GUID from the netdev's MAC */
+    CHECK_OK(sfv_open_device(sfv_test_device(0), &ctx));
+    node = sfv_context_numa_node(ctx);
+    CHECK(node >= -1);
+    CHECK_EQ(sfv_context_numa_node(NULL), -1);
+    CHECK_OK(sfv_context_bind_thread_to_numa(ctx, false));
+    if (node < 0) CHECK_RESULT(sfv_context_bind_thread_to_numa(ctx, true), SFV_ERR_NOT_FOUND);
+    else CHECK_OK(sfv_context_bind_thread_to_numa(ctx, true));
+    CHECK_RESULT(sfv_context_bind_thread_to_numa(NULL, false), SFV_ERR_INVALID);
+    /* pinned to CPU 0, then bound to node 0: on a one-node machine, every online CPU again */
+    CPU_ZERO(&set);
+    CPU_SET(0, &set);
+    CHECK(sched_setaffinity(0, sizeof set, &set) == 0);
+    CHECK_OK(sfv_bind_thread_to_numa_node(0));
+    CHECK(sched_getaffinity(0, sizeof set, &set) == 0);
+    if (access("/sys/devices/system/node/node1", F_OK) != 0) CHECK_EQ(CPU_COUNT(&set), sysconf(_SC_NPROCESSORS_ONLN));
+    CHECK_RESULT(sfv_bind_thread_to_numa_node(4095), SFV_ERR_NOT_FOUND);
+    CHECK_RESULT(sfv_bind_thread_to_numa_node(-1), SFV_ERR_INVALID);
+    sfv_close_device(ctx);
 }
 
 static void t_open_by_name_and_index(void) {
@@ -583,6 +621,7 @@ static const sfv_test TESTS[] = {
     TEST(t_result_strings, 10),
     TEST(t_last_error_is_per_thread, 30),
     TEST(t_device_list, 30),
+    TEST(t_guid_and_numa, 30),
     TEST(t_open_by_name_and_index, 30),
     TEST(t_open_unknown_name, 30),
     TEST(t_open_port_down, 60),
