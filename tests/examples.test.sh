@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # examples.test.sh: runs each example's real scenarios on rxe0 and rxe1 (tests/run.sh runs it
 # where the devices are): devices, pingpong (loopback, two processes, event mode), rc_pingpong
-# against rdma-core's ibv_rc_pingpong in both roles and against itself, write_read. One line
-# per scenario ("ok   NAME" or "FAIL NAME", with the output of a failure), then "N passed, N failed".
+# against rdma-core's ibv_rc_pingpong in both roles and against itself, write_read, allgather
+# (2, 3 and 4 ranks, each barrier algorithm). One line per scenario ("ok   NAME" or "FAIL NAME",
+# with the output of a failure), then "N passed, N failed".
 # Every process runs under `timeout 60`; each two-process scenario has its own TCP port.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -76,6 +77,21 @@ pair "rc_pingpong vs itself" 18620 "build/rc_pingpong -d rxe0 -g 1" "build/rc_pi
 
 pair "write_read rxe0 <-> rxe1" 18630 "build/write_read -d rxe0" "build/write_read -d rxe1"
 solo "write_read --loopback" build/write_read -d rxe0 --loopback
+
+ranks() { # NAME N ALGORITHM PORT: allgather with N ranks on rxe0 and rxe1 by turns, all must exit 0
+    local name=$1 n=$2 algo=$3 port=$4 r ok=0 pids=()
+    for ((r = 0; r < n; r++)); do
+        timeout 60 build/allgather -n "$n" -r "$r" -d "rxe$((r % 2))" -a "$algo" -p "$port" >"$out/rank$r" 2>&1 &
+        pids+=($!)
+    done
+    for r in "${!pids[@]}"; do wait "${pids[$r]}" || ok=1; done
+    ((ok == 0)) && [ "$(cat "$out"/rank* | grep -c "all right")" -eq "$n" ]
+    result "$name" $? "$out"/rank*
+    rm -f "$out"/rank*
+}
+ranks "allgather, 3 ranks, tree barrier" 3 tree 18640
+ranks "allgather, 4 ranks, dissemination barrier" 4 dissemination 18650
+ranks "allgather, 2 ranks, central barrier" 2 central 18660
 
 echo "$pass passed, $fail failed"
 ((fail == 0))
