@@ -51,12 +51,19 @@
        sfv_pending_wait(&rx, -1, NULL);                 (buf + 32 now holds "hello")
        sfv_destroy_channel(ch); sfv_dereg_mr(mr); sfv_dealloc_pd(pd); sfv_close_device(ctx);
 
+   Many peers: sfv_create_multi_channel makes a channel per peer (sfv_multi_channel_peer(mc, i)
+   is an ordinary channel) with calls that reach many peers at once. A job of N processes makes
+   one node per rank (sfv_create_node), swaps node endpoints with sfv_exchange_all (TCP), calls
+   sfv_node_handshake, and then has a channel to every rank and sfv_node_barrier.
+
    LIFETIME
    ========
    Handles are opaque and reference counted. A child holds a reference on its parent:
    MR -> PD -> context, CQ -> context, channel -> PD. Releasing a parent while children live is
    safe; the device is closed when the last reference goes. Releasing NULL does nothing.
    A memory region never owns its buffer: the buffer must outlive the MR and any work that uses it.
+   A multi-channel owns its channels (never destroy one of them yourself); a node owns its
+   multi-channel and the memory of its barrier, which peers write into until it is destroyed.
    Elements (sfv_gather_element, sfv_scatter_element) and remote regions are plain values that
    hold no reference: build them right before posting.
    Destroying a channel with work in flight first moves its queue pair to the error state and
@@ -88,7 +95,8 @@
    =============
    Device lists, contexts, PDs, MRs and CQs may be shared between threads (libibverbs is
    thread-safe; reference counts are atomic). A channel, and every pending handle of it, is for
-   one thread at a time: its completion bookkeeping takes no lock.
+   one thread at a time: its completion bookkeeping takes no lock. So are a multi-channel and a
+   node, with all of their channels. sfv_exchange_all keeps no state and may run anywhere.
 */
 /* The implementation uses POSIX (clock_gettime, poll, sockets) and Linux's CPU affinity. Under a
    strict -std=c99/c11 it asks for them here, before the first system header; a file that
