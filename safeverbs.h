@@ -588,7 +588,8 @@ SAFEVERBS_API sfv_result sfv_multi_channel_multicast_send(sfv_multi_channel *mc,
 
 /* A scope over every channel of mc: fn posts through sfv_multi_channel_peer(mc, i) (pending
    handles may be NULL); when the scope returns, all of it has completed. Results and report as
-   sfv_channel_scope and sfv_channel_manual_scope, summed over the channels. */
+   sfv_channel_scope and sfv_channel_manual_scope, summed over the channels. The many-peer calls
+   work inside it; a second scope of the same mc inside it is refused (SFV_ERR_INVALID). */
 typedef sfv_result (*sfv_multi_scope_fn)(sfv_multi_channel *mc, void *user);
 SAFEVERBS_API sfv_result sfv_multi_channel_scope(sfv_multi_channel *mc, sfv_multi_scope_fn fn, void *user, sfv_scope_report *report);
 SAFEVERBS_API sfv_result sfv_multi_channel_manual_scope(sfv_multi_channel *mc, sfv_multi_scope_fn fn, void *user);
@@ -2541,7 +2542,9 @@ SAFEVERBS_API sfv_result sfv_destroy_channel(sfv_channel *ch) {
 struct sfv_multi_channel {
     size_t n;
     sfv_channel **chs;
-    uint64_t *marks;     /* 2 per channel: where a call's or a scope's work starts in each queue */
+    bool in_scope;
+    uint64_t *marks;     /* 3 per channel: where the scope's work starts in the send and receive
+                            queues (2i, 2i + 1), and the next place of a many-peer call (2n + i) */
 };
 
 /* Destroys channels from the last; stops at one that refuses (the rest stay valid). */
@@ -2570,7 +2573,7 @@ SAFEVERBS_API sfv_result sfv_create_multi_channel(sfv_pd *pd, size_t n, const sf
     mc = (sfv_multi_channel *)calloc(1, sizeof *mc);
     if (!mc) return sfv__fail_verb("calloc", ENOMEM);
     mc->chs = (sfv_channel **)calloc(n, sizeof *mc->chs);
-    mc->marks = (uint64_t *)calloc(2 * n, sizeof *mc->marks);
+    mc->marks = (uint64_t *)calloc(3 * n, sizeof *mc->marks);
     if (!mc->chs || !mc->marks) {
         r = sfv__fail_verb("calloc", ENOMEM);
         goto free_mc;
@@ -2650,14 +2653,15 @@ static sfv_result sfv__many_run(sfv_multi_channel *mc, const sfv__many *m, sfv_w
     sfv_result post_r = SFV_OK;
     sfv_error post_err;
     sfv_work_completion first;
-    uint64_t t0;
+    uint64_t t0, *next;
     SFV__CHECK_ARG(mc, "multi-channel");
     SFV__CHECK_ARG(m->reqs || m->count == 0, "requests (NULL)");
     for (i = 0; i < m->count; i++)
         if (m->peer(m, i) >= mc->n)
             return sfv__fail(SFV_ERR_INVALID, EINVAL, "multi-channel", "request %zu is for peer %zu, of %zu", i, m->peer(m, i), mc->n);
+    next = mc->marks + 2 * mc->n;
     for (i = 0; i < mc->n; i++) {
-        mc->marks[i] = m->recv ? mc->chs[i]->rq.head : mc->chs[i]->sq.head;
+        next[i] = m->recv ? mc->chs[i]->rq.head : mc->chs[i]->sq.head;
         mc->chs[i]->scope_depth++;
     }
     for (posted = 0; posted < m->count; posted++) {
@@ -2672,7 +2676,7 @@ static sfv_result sfv__many_run(sfv_multi_channel *mc, const sfv__many *m, sfv_w
         const size_t peer = m->peer(m, i);
         sfv_channel *ch = mc->chs[peer];
         sfv__ring *q = m->recv ? &ch->rq : &ch->sq;
-        const uint64_t seq = mc->marks[peer]++;
+        const uint64_t seq = next[peer]++;
         sfv__slot *s = &q->slots[seq & q->mask];
         sfv_work_completion wc;
         bool timed_out = false;
@@ -2779,12 +2783,16 @@ static sfv_result sfv__mc_scope_run(sfv_multi_channel *mc, sfv_multi_scope_fn fn
     SFV__CHECK_ARG(mc, "multi-channel");
     SFV__CHECK_ARG(fn, "fn");
     memset(rep, 0, sizeof *rep);
+    if (mc->in_scope) /* as in the crate, where the open scope holds the multi-channel */
+        return sfv__fail(SFV_ERR_INVALID, EINVAL, "scope", "a scope of this multi-channel is already open");
+    mc->in_scope = true;
     for (i = 0; i < mc->n; i++) {
         mc->marks[2 * i] = mc->chs[i]->sq.head;
         mc->marks[2 * i + 1] = mc->chs[i]->rq.head;
         mc->chs[i]->scope_depth++;
     }
     rep->fn_result = fn(mc, user);
+    mc->in_scope = false;
     for (i = 0; i < mc->n; i++) mc->chs[i]->scope_depth--;
     saved = sfv__last; /* fn's error detail survives the drain */
     t0 = sfv__now_ns();

@@ -326,6 +326,22 @@ static sfv_result leaves_work(sfv_multi_channel *mc, void *user) {
     sfv_pending p;
     return sfv_channel_post_send(sfv_multi_channel_peer(mc, 1), &g, 1, &p); /* never polled */
 }
+/* Inside a scope: a second scope of the same multi-channel is refused; a blocking many-peer call
+   works and consumes its own work; then one send per peer is left to the scope. */
+static sfv_result nested(sfv_multi_channel *mc, void *user) {
+    scope_ctx *x = (scope_ctx *)user;
+    sfv_peer_send s;
+    sfv_gather_element g = G(x->a, 0, 16);
+    sfv_result r = sfv_multi_channel_scope(mc, send_to_all, x, NULL);
+    if (r != SFV_ERR_INVALID) return SFV_ERR_DRIVER;
+    memset(&s, 0, sizeof s);
+    s.peer = 1;
+    s.sges = &g;
+    s.n = 1;
+    r = sfv_multi_channel_scatter_send(mc, &s, 1, NULL);
+    return r ? r : send_to_all(mc, user);
+}
+
 /* In a child of its own (devices opened after the fork): the contract breaks and it aborts. */
 static void manual_scope_violation(void) {
     side a, b;
@@ -375,6 +391,20 @@ static void t_multi_channel_scopes(void) {
             CHECK(b.buf[4096 + 16 * i] == 'a' + round);
         }
     }
+    /* nested: b's channel 1 takes two messages (the blocking call's, then the scope's) */
+    x.fail = 0;
+    post_rx(&b, 1, 4096, 16, &rx[1]);
+    post_rx(&b, 1, 4096 + 16, 16, &rx[0]);
+    post_rx(&b, 0, 4096, 16, &rx[2]);
+    {
+        sfv_pending rx2;
+        post_rx(&b, 2, 4096 + 32, 16, &rx2);
+        CHECK_OK(sfv_multi_channel_scope(a.mc, nested, &x, &rep));
+        CHECK_EQ(rep.auto_polled, PEERS);
+        CHECK_OK(sfv_pending_wait(&rx2, -1, NULL));
+    }
+    for (i = 0; i < PEERS; i++) CHECK_OK(sfv_pending_wait(&rx[i], -1, NULL));
+    CHECK_EQ(outstanding(&a) + outstanding(&b), 0);
     CHECK_RESULT(sfv_multi_channel_scope(a.mc, NULL, &x, &rep), SFV_ERR_INVALID);
     CHECK_RESULT(sfv_multi_channel_scope(NULL, send_to_all, &x, &rep), SFV_ERR_INVALID);
     side_close(&a);
