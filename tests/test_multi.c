@@ -470,6 +470,38 @@ static void size_mismatch_rank(size_t rank, void *arg) {
     CHECK(strstr(sfv_last_error()->message, "message size") != NULL);
 }
 
+/* A process that connects to rank 1 of `nodes` (port 24301), writes `len` bytes and hangs up;
+   rank 1's exchange must fail with `want`, saying `why`. */
+static void fake_peer(const sfv_net_node *nodes, char *all, const char *bytes, size_t len, sfv_result want, const char *why) {
+    char mine[8] = "mine";
+    pid_t pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        struct sockaddr_in sa;
+        int fd, tries;
+        memset(&sa, 0, sizeof sa);
+        sa.sin_family = AF_INET;
+        sa.sin_port = htons(nodes[1].port);
+        sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        for (tries = 0; tries < 200; tries++) {
+            fd = socket(AF_INET, SOCK_STREAM, 0);
+            if (connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0) {
+                char sink[64];
+                CHECK(write(fd, bytes, len) == (ssize_t)len);
+                shutdown(fd, SHUT_WR);
+                while (read(fd, sink, sizeof sink) > 0) {}
+                _exit(0);
+            }
+            close(fd);
+            usleep(20000);
+        }
+        _exit(1);
+    }
+    CHECK_RESULT(sfv_exchange_all(nodes, 2, 1, mine, 8, all, 5000), want);
+    if (!strstr(sfv_last_error()->message, why)) FAIL("message \"%s\" does not say \"%s\"", sfv_last_error()->message, why);
+    CHECK(waitpid(pid, NULL, 0) == pid);
+}
+
 static void t_exchange_refusals(void) {
     sfv_net_node nodes[3];
     char mine[8] = "mine", all[24];
@@ -511,32 +543,14 @@ static void t_exchange_refusals(void) {
     CHECK(sfv_test_seconds() - t0 < 3.0);
     /* two ranks that disagree on the size */
     run_ranks(2, size_mismatch_rank, NULL);
-    /* something that is not a peer connects to rank 1 and talks nonsense */
+    /* strangers at rank 1's door: one talks nonsense, one claims a rank that is not due, one
+       leaves halfway through its bytes */
+    fake_peer(nodes, all, "GET / HTTP/1.0\r\n\r\n", 18, SFV_ERR_INVALID, "not an exchange message");
     {
-        pid_t pid = fork();
-        CHECK(pid >= 0);
-        if (pid == 0) {
-            struct sockaddr_in sa;
-            int fd, tries;
-            memset(&sa, 0, sizeof sa);
-            sa.sin_family = AF_INET;
-            sa.sin_port = htons(24301);
-            sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-            for (tries = 0; tries < 100; tries++) {
-                fd = socket(AF_INET, SOCK_STREAM, 0);
-                if (connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0) {
-                    CHECK(write(fd, "GET / HTTP/1.0\r\n\r\n", 18) == 18);
-                    sleep(1);
-                    _exit(0);
-                }
-                close(fd);
-                usleep(20000);
-            }
-            _exit(1);
-        }
-        CHECK_RESULT(sfv_exchange_all(nodes, 2, 1, mine, 8, all, 5000), SFV_ERR_INVALID);
-        CHECK(strstr(sfv_last_error()->message, "not an exchange message") != NULL);
-        CHECK(waitpid(pid, NULL, 0) == pid);
+        uint8_t h[16] = {'S', 'X', 1, 0, 0, 0, 0, 5, 0, 0, 0, 2, 0, 0, 0, 8};
+        fake_peer(nodes, all, (const char *)h, 16, SFV_ERR_INVALID, "not the one due here");
+        h[7] = 0;
+        fake_peer(nodes, all, (const char *)h, 16 + 0, SFV_ERR_DRIVER, "closed the connection");
     }
 }
 
@@ -730,6 +744,11 @@ static void t_node_refusals(void) {
     all[sizeof blob + 16 + 1] ^= 0xFF; /* rank 1's entry for rank 0: its endpoint magic */
     CHECK_RESULT(sfv_node_handshake(node, all, sizeof all), SFV_ERR_INVALID);
     CHECK(strstr(sfv_last_error()->message, "malformed") != NULL);
+    all[sizeof blob + 16 + 1] ^= 0xFF;
+    memset(all + sizeof blob + 16 + SFV_ENDPOINT_ENCODED_SIZE + 12, 0, 8); /* its barrier region: 8 bytes */
+    all[sizeof blob + 16 + SFV_ENDPOINT_ENCODED_SIZE + 19] = 8;
+    CHECK_RESULT(sfv_node_handshake(node, all, sizeof all), SFV_ERR_INVALID);
+    CHECK(strstr(sfv_last_error()->message, "too small") != NULL);
     CHECK_EQ(sfv_channel_outstanding(sfv_multi_channel_peer(sfv_node_multi_channel(node), 0)), 0);
     CHECK_OK(sfv_destroy_node(node));
     CHECK_OK(sfv_destroy_node(NULL));
