@@ -1825,19 +1825,26 @@ SAFEVERBS_API sfv_result sfv_endpoint_decode(const uint8_t *in, size_t size, sfv
     return SFV_OK;
 }
 
+/* Whether ch can be connected to peer: every refusal of the handshake that comes before a verb. */
+static sfv_result sfv__handshake_check(const sfv_channel *ch, const sfv_endpoint *peer) {
+    static const char fn[] = "sfv_channel_handshake";
+    if (ch->connected || ch->broken || !ch->qp)
+        return sfv__fail(SFV_ERR_INVALID, EINVAL, fn, "the channel is %s", ch->connected ? "already connected" : "broken");
+    if (peer->qpn == 0 || peer->qpn > 0xFFFFFFu) return sfv__fail(SFV_ERR_INVALID, EINVAL, fn, "peer QPN %u is not 24 bits", (unsigned)peer->qpn);
+    if (peer->psn > 0xFFFFFFu) return sfv__fail(SFV_ERR_INVALID, EINVAL, fn, "peer PSN %u is over 24 bits", (unsigned)peer->psn);
+    if (!sfv__mtu_enum(peer->mtu)) return sfv__fail(SFV_ERR_INVALID, EINVAL, fn, "peer MTU %u is not 256 .. 4096", (unsigned)peer->mtu);
+    if (ch->link_layer == SFV_LINK_LAYER_ETHERNET && !(peer->has_gid && ch->desc.gid_index_set))
+        return sfv__fail(SFV_ERR_INVALID, EINVAL, fn, "RoCE needs a GID on both sides (the peer's endpoint has none)");
+    return SFV_OK;
+}
+
 SAFEVERBS_API sfv_result sfv_channel_handshake(sfv_channel *ch, const sfv_endpoint *peer) {
     struct ibv_qp_attr qa;
     sfv_result r;
     uint32_t mtu;
     SFV__CHECK_ARG(ch, "channel");
     SFV__CHECK_ARG(peer, "peer");
-    if (ch->connected || ch->broken || !ch->qp)
-        return sfv__fail(SFV_ERR_INVALID, EINVAL, __func__, "the channel is %s", ch->connected ? "already connected" : "broken");
-    if (peer->qpn == 0 || peer->qpn > 0xFFFFFFu) return sfv__fail(SFV_ERR_INVALID, EINVAL, __func__, "peer QPN %u is not 24 bits", (unsigned)peer->qpn);
-    if (peer->psn > 0xFFFFFFu) return sfv__fail(SFV_ERR_INVALID, EINVAL, __func__, "peer PSN %u is over 24 bits", (unsigned)peer->psn);
-    if (!sfv__mtu_enum(peer->mtu)) return sfv__fail(SFV_ERR_INVALID, EINVAL, __func__, "peer MTU %u is not 256 .. 4096", (unsigned)peer->mtu);
-    if (ch->link_layer == SFV_LINK_LAYER_ETHERNET && !(peer->has_gid && ch->desc.gid_index_set))
-        return sfv__fail(SFV_ERR_INVALID, EINVAL, __func__, "RoCE needs a GID on both sides (the peer's endpoint has none)");
+    if ((r = sfv__handshake_check(ch, peer)) != SFV_OK) return r;
     mtu = peer->mtu < ch->desc.path_mtu ? peer->mtu : ch->desc.path_mtu;
 
     memset(&qa, 0, sizeof qa);
@@ -2552,6 +2559,7 @@ static sfv_result sfv__mc_destroy_channels(sfv_multi_channel *mc) {
     for (; mc->n > 0; mc->n--) {
         sfv_result r = sfv_destroy_channel(mc->chs[mc->n - 1]);
         if (r) return r;
+        mc->chs[mc->n - 1] = NULL;
     }
     return SFV_OK;
 }
@@ -2648,6 +2656,10 @@ typedef struct sfv__many {
     sfv_result (*post)(sfv_channel *ch, const struct sfv__many *m, size_t i);
 } sfv__many;
 
+/* In a many-peer call's next place of a channel: the deadline expired there, so the rest of its
+   requests were flushed by the expiry. */
+#define SFV__EXPIRED (1ull << 63)
+
 static sfv_result sfv__many_run(sfv_multi_channel *mc, const sfv__many *m, sfv_work_completion *wcs) {
     size_t i, posted, failed = 0, first_at = 0;
     sfv_result post_r = SFV_OK;
@@ -2676,17 +2688,17 @@ static sfv_result sfv__many_run(sfv_multi_channel *mc, const sfv__many *m, sfv_w
         const size_t peer = m->peer(m, i);
         sfv_channel *ch = mc->chs[peer];
         sfv__ring *q = m->recv ? &ch->rq : &ch->sq;
-        const uint64_t seq = next[peer]++;
+        const uint64_t seq = next[peer]++ & ~SFV__EXPIRED;
         sfv__slot *s = &q->slots[seq & q->mask];
         sfv_work_completion wc;
-        bool timed_out = false;
-        if (s->state != SFV__SLOT_DONE && sfv__wait(ch, q, seq, t0 + sfv__timeout_ns(ch->desc.timeout_ms), 0) != SFV_OK) {
-            sfv__abort(ch); /* flushed: the request's buffers are free */
-            timed_out = true;
+        if (s->state != SFV__SLOT_DONE) {
+            sfv_result w = sfv__wait(ch, q, seq, t0 + sfv__timeout_ns(ch->desc.timeout_ms), 0);
+            if (w != SFV_OK) sfv__abort(ch); /* flushed: the request's buffers are free */
+            if (w == SFV_ERR_TIMEOUT) next[peer] |= SFV__EXPIRED;
         }
         sfv__wc_make(&wc, s);
         sfv__release(q, s);
-        if (timed_out) wc.result = SFV_ERR_TIMEOUT;
+        if ((next[peer] & SFV__EXPIRED) && wc.result != SFV_OK) wc.result = SFV_ERR_TIMEOUT; /* flushed by the expiry */
         if (wc.result != SFV_OK && failed++ == 0) {
             first = wc;
             first_at = i;
@@ -3049,6 +3061,13 @@ struct sfv_node {
     sfv_mr *in_mr, *out_mr;
 };
 
+/* After a destroy that a verb refused part-way, the node has lost channels: it can only be
+   destroyed again. */
+static bool sfv__node_whole(const sfv_node *nd) { return nd->mc->n == nd->world; }
+static sfv_result sfv__node_torn(void) {
+    return sfv__fail(SFV_ERR_BROKEN, EIO, "node", "the node lost channels to a destroy that failed part-way: destroy it again");
+}
+
 /* Epochs travel little-endian, whatever the host's byte order (the same conversion both ways). */
 static uint64_t sfv__le64(uint64_t v) {
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
@@ -3078,6 +3097,8 @@ SAFEVERBS_API sfv_result sfv_create_node(sfv_pd *pd, const sfv_node_desc *desc, 
         return sfv__fail(SFV_ERR_INVALID, EINVAL, "sfv_node_desc", "sfv_node_desc.world_size = %zu is out of range (1 .. %d)", w, SFV__MAX_PEERS);
     if (desc->rank >= w)
         return sfv__fail(SFV_ERR_INVALID, EINVAL, "sfv_node_desc", "sfv_node_desc.rank = %zu is out of range (below world_size %zu)", desc->rank, w);
+    if (desc->channel.access && !(desc->channel.access & SFV_ACCESS_REMOTE_WRITE))
+        return sfv__fail(SFV_ERR_INVALID, EINVAL, "sfv_node_desc", "sfv_node_desc.channel.access must let peers write (SFV_ACCESS_REMOTE_WRITE): the barrier writes into them");
     if ((unsigned)desc->barrier > (unsigned)SFV_BARRIER_DISSEMINATION)
         return sfv__fail(SFV_ERR_INVALID, EINVAL, "sfv_node_desc", "sfv_node_desc.barrier = %d is not a barrier kind", (int)desc->barrier);
     nd = (sfv_node *)calloc(1, sizeof *nd);
@@ -3138,6 +3159,7 @@ SAFEVERBS_API sfv_result sfv_node_endpoint(const sfv_node *nd, uint8_t *out, siz
     size_t d;
     SFV__CHECK_ARG(nd, "node");
     SFV__CHECK_ARG(out, "out");
+    if (!sfv__node_whole(nd)) return sfv__node_torn();
     if (size != SFV_NODE_ENDPOINT_SIZE(nd->world))
         return sfv__fail(SFV_ERR_INVALID, EINVAL, "sfv_node_endpoint", "%zu bytes, not SFV_NODE_ENDPOINT_SIZE(%zu) = %zu",
                          size, nd->world, (size_t)SFV_NODE_ENDPOINT_SIZE(nd->world));
@@ -3176,6 +3198,8 @@ SAFEVERBS_API sfv_result sfv_node_handshake(sfv_node *nd, const uint8_t *all, si
     int pass;
     SFV__CHECK_ARG(nd, "node");
     SFV__CHECK_ARG(all, "endpoints (NULL)");
+    if (nd->connected) return sfv__fail(SFV_ERR_INVALID, EINVAL, "sfv_node_handshake", "the node is already connected");
+    if (!sfv__node_whole(nd)) return sfv__node_torn();
     each = SFV_NODE_ENDPOINT_SIZE(nd->world);
     if (size != nd->world * each)
         return sfv__fail(SFV_ERR_INVALID, EINVAL, "sfv_node_handshake", "%zu bytes, not %zu endpoints of %zu", size, nd->world, each);
@@ -3184,11 +3208,9 @@ SAFEVERBS_API sfv_result sfv_node_handshake(sfv_node *nd, const uint8_t *all, si
             sfv_endpoint ep;
             sfv_remote_mr barrier;
             sfv_result res = sfv__node_entry(nd, all + r * each, r, &ep, &barrier);
-            if (res == SFV_OK && pass == 1) {
-                nd->peer_in[r] = barrier;
-                res = sfv_channel_handshake(nd->mc->chs[r], &ep);
-            }
+            if (res == SFV_OK) res = pass == 0 ? sfv__handshake_check(nd->mc->chs[r], &ep) : sfv_channel_handshake(nd->mc->chs[r], &ep);
             if (res) return res;
+            if (pass == 1) nd->peer_in[r] = barrier;
         }
     nd->connected = true;
     return SFV_OK;
@@ -3262,6 +3284,7 @@ static sfv_result sfv__barrier(sfv_node *nd, const size_t *peers, size_t n, int 
     SFV__CHECK_ARG(nd, "node");
     if (nd->poisoned)
         return sfv__fail(SFV_ERR_BROKEN, EIO, "barrier", "the barrier is poisoned: an earlier barrier timed out or failed");
+    if (!sfv__node_whole(nd)) return sfv__node_torn();
     if (!nd->connected)
         return sfv__fail(SFV_ERR_INVALID, EINVAL, "barrier", "the node is not connected (call sfv_node_handshake)");
     m = peers ? n : nd->world;
@@ -3278,6 +3301,17 @@ static sfv_result sfv__barrier(sfv_node *nd, const size_t *peers, size_t n, int 
     }
     if (me == (size_t)-1)
         return sfv__fail(SFV_ERR_INVALID, EINVAL, "barrier", "this rank (%zu) is not in the group", nd->rank);
+    /* Every algorithm writes at most once to each member: with room for one write on each
+       channel, nothing can be refused once the barrier has begun (and left it half done). */
+    for (k = 0; k < m; k++) {
+        const sfv_channel *ch = nd->mc->chs[sfv__member(peers, k)];
+        if (sfv__member(peers, k) == nd->rank) continue;
+        if (!ch->can_send)
+            return sfv__fail(SFV_ERR_BROKEN, EIO, "barrier", "the channel to rank %zu is in the error state", sfv__member(peers, k));
+        if (ch->sq.head - ch->sq.tail + 1 > ch->sq.cap)
+            return sfv__fail(SFV_ERR_RESOURCE, ENOMEM, "barrier", "the channel to rank %zu has no room for a write (its send queue is full)",
+                             sfv__member(peers, k));
+    }
     ms = timeout_ms < 0 ? nd->mc->chs[nd->rank]->desc.timeout_ms : (uint32_t)timeout_ms;
     return sfv__barrier_run(nd, peers, m, me, sfv__now_ns() + sfv__timeout_ns(ms));
 }
@@ -3298,6 +3332,10 @@ SAFEVERBS_API sfv_result sfv_node_barrier_unchecked(sfv_node *nd, const size_t *
 #undef SFV__HOT_INLINE
 #undef SFV__SLOW
 #undef SFV__ACCESS_ALL
+#undef SFV__EXPIRED
+#undef SFV__EX_HEADER
+#undef SFV__NODE_ENTRY
+#undef SFV__MAX_PEERS
 #undef SFV__CHECK_ARG
 #undef SFV__ELEMENT
 #undef SFV__WC_LIST
