@@ -576,9 +576,10 @@ typedef struct sfv_peer_read { size_t peer; const sfv_scatter_element *sges; siz
    request is in flight. wcs: `count` completions in request order, or NULL.
    SFV_OK: all succeeded. SFV_ERR_WORK: some completed with an error (each in wcs; the first in
    sfv_last_error); a deadline that expired flushed that channel (its wcs say SFV_ERR_TIMEOUT).
-   A peer out of range or a NULL array: SFV_ERR_INVALID before anything is posted. A post that
-   fails part-way returns its error after the requests already posted have completed; the wcs
-   of the requests not posted carry that error. No allocation: as the channel's own calls. */
+   A peer out of range or a NULL request array: SFV_ERR_INVALID before anything is posted. A
+   request its channel refuses (a NULL element array, a full queue, a broken channel) returns
+   that error after the requests already posted have completed; the wcs of the requests not
+   posted carry it. No allocation: as the channel's own calls. */
 SAFEVERBS_API sfv_result sfv_multi_channel_scatter_send(sfv_multi_channel *mc, const sfv_peer_send *reqs, size_t count, sfv_work_completion *wcs);
 SAFEVERBS_API sfv_result sfv_multi_channel_scatter_write(sfv_multi_channel *mc, const sfv_peer_write *reqs, size_t count, sfv_work_completion *wcs);
 SAFEVERBS_API sfv_result sfv_multi_channel_gather_receive(sfv_multi_channel *mc, const sfv_peer_receive *reqs, size_t count, sfv_work_completion *wcs);
@@ -609,8 +610,10 @@ SAFEVERBS_API sfv_result sfv_net_config_check(const sfv_net_node *nodes, size_t 
    own included. Over TCP: a rank listens on its own host and port and accepts every lower rank,
    and connects to every higher rank (retrying while it does not listen yet). The whole exchange
    ends within timeout_ms (< 0: 60 s): SFV_ERR_TIMEOUT. A peer that sends something else
-   (another size, a rank it is not, twice the same rank): SFV_ERR_INVALID. Sockets: SFV_ERR_DRIVER
-   with the errno. size is at most 64 MiB. Blocking; no state survives the call. */
+   (another size, a rank it is not, twice the same rank): SFV_ERR_INVALID. A host that does not
+   resolve: SFV_ERR_NOT_FOUND. A socket call that fails (bind, accept, a peer that hangs up):
+   the class of its errno, mostly SFV_ERR_DRIVER, with the errno in sfv_last_error. size is at
+   most 64 MiB. Blocking; no state and no file descriptor survives the call. */
 SAFEVERBS_API sfv_result sfv_exchange_all(const sfv_net_node *nodes, size_t n, size_t rank, const void *mine, size_t size, void *all, int timeout_ms);
 
 /* >>node ------------------------------------------------------------------------------------- */
@@ -652,10 +655,14 @@ SAFEVERBS_API sfv_result sfv_node_handshake(sfv_node *node, const uint8_t *all, 
 /* Returns once every rank in peers[0 .. n) has entered the same barrier (peers NULL: every rank).
    peers must be sorted, without duplicates, in range and include this rank (else
    SFV_ERR_INVALID, the barrier stays usable): a sub-group barrier. Every member must call it
-   with the same peers. SFV_ERR_TIMEOUT after timeout_ms (< 0: the channels' timeout_ms); a
-   timeout or a transport failure poisons the barrier: every later call returns SFV_ERR_BROKEN. */
+   with the same peers. Each member's channel needs room for one write (else SFV_ERR_RESOURCE,
+   checked before anything is sent). SFV_ERR_TIMEOUT when the other ranks do not all come within
+   timeout_ms (< 0: the channels' timeout_ms); each of this rank's writes is bounded by its
+   channel's timeout_ms. A timeout or a failed write leaves the barrier half done on some ranks,
+   so it poisons it: every later call returns SFV_ERR_BROKEN. */
 SAFEVERBS_API sfv_result sfv_node_barrier(sfv_node *node, const size_t *peers, size_t n, int timeout_ms);
-/* The same without checking peers (the caller vouches for them). */
+/* The same without checking that peers are sorted and unique (the caller vouches that every
+   member passes the same list); ranks are still checked against the world, as they index memory. */
 SAFEVERBS_API sfv_result sfv_node_barrier_unchecked(sfv_node *node, const size_t *peers, size_t n, int timeout_ms);
 
 #ifdef __cplusplus
@@ -2910,11 +2917,13 @@ static void sfv__ex_header(uint8_t *h, size_t rank, size_t n, size_t size) {
 static sfv_result sfv__ex_swap(int fd, bool accepting, size_t rank, size_t n, size_t expect, const void *mine, size_t size,
                                uint8_t *all, bool *seen, uint64_t deadline) {
     uint8_t out[SFV__EX_HEADER], in[SFV__EX_HEADER];
-    size_t peer;
+    size_t peer, who = expect; /* who, in an error before the peer's header: the first rank missing */
     sfv_result r;
+    if (who >= n)
+        for (who = 0; who + 1 < rank && seen[who]; who++) {}
     sfv__ex_header(out, rank, n, size);
-    if ((r = sfv__fd_io(fd, out, sizeof out, true, deadline, expect)) != SFV_OK) return r;
-    if ((r = sfv__fd_io(fd, in, sizeof in, false, deadline, expect)) != SFV_OK) return r;
+    if ((r = sfv__fd_io(fd, out, sizeof out, true, deadline, who)) != SFV_OK) return r;
+    if ((r = sfv__fd_io(fd, in, sizeof in, false, deadline, who)) != SFV_OK) return r;
     peer = (size_t)sfv__get_be(in + 4, 4);
     if (in[0] != 'S' || in[1] != 'X' || in[2] != 1 || in[3] != 0)
         return sfv__fail(SFV_ERR_INVALID, EINVAL, "exchange", "a peer sent something that is not an exchange message");
@@ -2931,12 +2940,29 @@ static sfv_result sfv__ex_swap(int fd, bool accepting, size_t rank, size_t n, si
 }
 
 static int sfv__socket_for(const struct addrinfo *a) {
+#ifdef SOCK_CLOEXEC
+    return socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, a->ai_protocol);
+#else
     int fd = socket(a->ai_family, a->ai_socktype, a->ai_protocol);
     if (fd >= 0) {
         (void)fcntl(fd, F_SETFD, FD_CLOEXEC);
         (void)fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
     }
     return fd;
+#endif
+}
+
+static int sfv__accept(int lfd) {
+#if defined(_GNU_SOURCE) && defined(SOCK_CLOEXEC) /* accept4 is a GNU call */
+    return accept4(lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+#else
+    int fd = accept(lfd, NULL, NULL);
+    if (fd >= 0) {
+        (void)fcntl(fd, F_SETFD, FD_CLOEXEC);
+        (void)fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+    }
+    return fd;
+#endif
 }
 
 static sfv_result sfv__resolve(const sfv_net_node *node, bool passive, struct addrinfo **out) {
@@ -2975,8 +3001,14 @@ static sfv_result sfv__ex_listen(const sfv_net_node *me, int *out) {
     return SFV_OK;
 }
 
-/* Connects to `peer`, trying again every 50 ms while nobody listens there yet. */
+/* What a peer that is not up yet answers: worth another try. */
+static bool sfv__not_up_yet(int err) {
+    return err == ECONNREFUSED || err == ECONNRESET || err == ETIMEDOUT || err == EHOSTUNREACH || err == ENETUNREACH;
+}
+
+/* Connects to `peer`, trying again every 50 ms while it is not up yet. */
 static sfv_result sfv__ex_connect(const sfv_net_node *peer, uint64_t deadline, int *out) {
+    int last = 0;
     for (;;) {
         struct addrinfo *ai, *a;
         sfv_result r = sfv__resolve(peer, false, &ai);
@@ -2984,19 +3016,34 @@ static sfv_result sfv__ex_connect(const sfv_net_node *peer, uint64_t deadline, i
         for (a = ai; a; a = a->ai_next) {
             int fd = sfv__socket_for(a), err = 0;
             socklen_t len = sizeof err;
-            if (fd < 0) continue;
+            if (fd < 0) {
+                err = errno;
+                freeaddrinfo(ai);
+                return sfv__fail_verb("socket", err);
+            }
             if (connect(fd, a->ai_addr, a->ai_addrlen) != 0 && errno != EINPROGRESS) err = errno;
-            else if ((r = sfv__fd_wait(fd, POLLOUT, deadline, peer->rank)) != SFV_OK) { close(fd); freeaddrinfo(ai); return r; }
-            else if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0) err = errno;
+            else if ((r = sfv__fd_wait(fd, POLLOUT, deadline, peer->rank)) != SFV_OK) {
+                close(fd);
+                freeaddrinfo(ai);
+                return r;
+            } else if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0) err = errno;
             if (err == 0) {
                 freeaddrinfo(ai);
                 *out = fd;
                 return SFV_OK;
             }
             close(fd);
+            if (!sfv__not_up_yet(err)) {
+                freeaddrinfo(ai);
+                return sfv__fail(sfv_result_from_errno(err), err, "connect", "rank %u at %s:%u: %s", (unsigned)peer->rank,
+                                 peer->host, (unsigned)peer->port, strerror(err));
+            }
+            last = err;
         }
         freeaddrinfo(ai);
-        if (sfv__now_ns() >= deadline) return sfv__ex_timeout(peer->rank);
+        if (sfv__now_ns() >= deadline)
+            return sfv__fail(SFV_ERR_TIMEOUT, ETIMEDOUT, "exchange", "rank %u did not complete the exchange in time (connect: %s)",
+                             (unsigned)peer->rank, strerror(last ? last : ETIMEDOUT));
         (void)poll(NULL, 0, sfv__ms_left(deadline) < 50 ? sfv__ms_left(deadline) : 50);
     }
 }
@@ -3025,13 +3072,12 @@ SAFEVERBS_API sfv_result sfv_exchange_all(const sfv_net_node *nodes, size_t n, s
             r = sfv__ex_timeout(missing);
         }
         if (r) break;
-        fd = accept(lfd, NULL, NULL);
+        fd = sfv__accept(lfd);
         if (fd < 0) {
             if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR || errno == ECONNABORTED) continue;
             r = sfv__fail_verb("accept", errno);
             break;
         }
-        (void)fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
         r = sfv__ex_swap(fd, true, rank, n, n, mine, size, (uint8_t *)all, seen, deadline);
         close(fd);
         i++;

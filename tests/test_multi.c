@@ -245,9 +245,23 @@ static void t_multi_channel_failures(void) {
     CHECK(strstr(sfv_last_error()->message, "peer 3") != NULL);
     CHECK_RESULT(sfv_multi_channel_multicast_send(a.mc, &bad_peer, 1, &g, 1, NULL), SFV_ERR_INVALID);
     CHECK_RESULT(sfv_multi_channel_scatter_send(a.mc, NULL, 1, NULL), SFV_ERR_INVALID);
+    CHECK_RESULT(sfv_multi_channel_scatter_write(a.mc, NULL, 1, NULL), SFV_ERR_INVALID);
+    CHECK_RESULT(sfv_multi_channel_gather_receive(a.mc, NULL, 1, NULL), SFV_ERR_INVALID);
+    CHECK_RESULT(sfv_multi_channel_gather_read(a.mc, NULL, 1, NULL), SFV_ERR_INVALID);
+    CHECK_RESULT(sfv_multi_channel_multicast_send(a.mc, NULL, 1, &g, 1, NULL), SFV_ERR_INVALID);
     CHECK_RESULT(sfv_multi_channel_scatter_send(NULL, sends, 1, NULL), SFV_ERR_INVALID);
     CHECK_EQ(outstanding(&a), 0); /* nothing was posted */
     CHECK_OK(sfv_multi_channel_scatter_send(a.mc, sends, 0, NULL));
+    /* a request whose channel refuses it (no elements behind n = 1): the one before it was
+       posted and completed first */
+    post_rx(&b, 1, 0, 32, &rx[1]);
+    sends[1].peer = 2;
+    sends[1].sges = NULL;
+    CHECK_RESULT(sfv_multi_channel_scatter_send(a.mc, sends, 2, wc), SFV_ERR_INVALID);
+    CHECK_EQ(wc[0].result, SFV_OK);
+    CHECK_EQ(wc[1].result, SFV_ERR_INVALID);
+    CHECK_OK(sfv_pending_wait(&rx[1], -1, NULL));
+    sends[1].sges = &g;
     /* a write with a wrong rkey to peer 0 fails there (remote access); peer 1's succeeds */
     memset(writes, 0, sizeof writes);
     writes[0].peer = 0;
@@ -278,9 +292,9 @@ static void t_multi_channel_failures(void) {
 static void t_multi_channel_deadline(void) {
     side a, b;
     sfv_channel_desc d;
-    sfv_scatter_element e[2];
-    sfv_peer_receive recvs[2];
-    sfv_work_completion wc[2];
+    sfv_scatter_element e[3];
+    sfv_peer_receive recvs[3];
+    sfv_work_completion wc[3];
     double t0;
     memset(&d, 0, sizeof d);
     d.timeout_ms = 300;
@@ -294,12 +308,16 @@ static void t_multi_channel_deadline(void) {
     recvs[1] = recvs[0];
     recvs[1].peer = 2;
     recvs[1].sges = &e[1];
+    e[2] = S(&a, 128, 64);
+    recvs[2] = recvs[0]; /* a second one on peer 0: flushed by the same expiry */
+    recvs[2].sges = &e[2];
     t0 = sfv_test_seconds();
-    CHECK_RESULT(sfv_multi_channel_gather_receive(a.mc, recvs, 2, wc), SFV_ERR_WORK);
+    CHECK_RESULT(sfv_multi_channel_gather_receive(a.mc, recvs, 3, wc), SFV_ERR_WORK);
     CHECK(sfv_test_seconds() - t0 < 3.0);
     CHECK(strstr(sfv_last_error()->message, "timed out") != NULL);
     CHECK_EQ(wc[0].result, SFV_ERR_TIMEOUT);
     CHECK_EQ(wc[1].result, SFV_ERR_TIMEOUT);
+    CHECK_EQ(wc[2].result, SFV_ERR_TIMEOUT);
     CHECK_EQ(outstanding(&a), 0);
     side_close(&a);
     side_close(&b);
@@ -326,6 +344,13 @@ static sfv_result leaves_work(sfv_multi_channel *mc, void *user) {
     sfv_pending p;
     return sfv_channel_post_send(sfv_multi_channel_peer(mc, 1), &g, 1, &p); /* never polled */
 }
+/* A write with a wrong rkey, left to the scope: an auto-poll failure. */
+static sfv_result bad_write(sfv_multi_channel *mc, void *user) {
+    scope_ctx *x = (scope_ctx *)user;
+    sfv_gather_element g = G(x->a, 0, 16);
+    return sfv_channel_post_write(sfv_multi_channel_peer(mc, 0), &g, 1, sfv_remote_mr_make(sfv_mr_addr(x->a->mr), 16, 0x1234), NULL);
+}
+
 /* Inside a scope: a second scope of the same multi-channel is refused; a blocking many-peer call
    works and consumes its own work; then one send per peer is left to the scope. */
 static sfv_result nested(sfv_multi_channel *mc, void *user) {
@@ -405,6 +430,10 @@ static void t_multi_channel_scopes(void) {
     }
     for (i = 0; i < PEERS; i++) CHECK_OK(sfv_pending_wait(&rx[i], -1, NULL));
     CHECK_EQ(outstanding(&a) + outstanding(&b), 0);
+    CHECK_RESULT(sfv_multi_channel_scope(a.mc, bad_write, &x, &rep), SFV_ERR_SCOPE_AUTOPOLL);
+    CHECK_EQ(rep.failed, 1);
+    CHECK_EQ(rep.first_error.error_class, SFV_WORK_ERROR_REMOTE);
+    CHECK_EQ(outstanding(&a), 0);
     CHECK_RESULT(sfv_multi_channel_scope(a.mc, NULL, &x, &rep), SFV_ERR_INVALID);
     CHECK_RESULT(sfv_multi_channel_scope(NULL, send_to_all, &x, &rep), SFV_ERR_INVALID);
     side_close(&a);
@@ -452,7 +481,7 @@ static void exchange_rank(size_t rank, void *arg) {
     (void)arg;
     net(nodes, 4, 24100);
     snprintf(mine, sizeof mine, "rank %zu says hi", rank);
-    CHECK_OK(sfv_exchange_all(nodes, 4, rank, mine, sizeof mine, all, 20000));
+    CHECK_OK(sfv_exchange_all(nodes, 4, rank, mine, sizeof mine, all, -1)); /* the default deadline */
     for (r = 0; r < 4; r++) {
         char want[24];
         snprintf(want, sizeof want, "rank %zu says hi", r);
@@ -462,44 +491,51 @@ static void exchange_rank(size_t rank, void *arg) {
 static void t_exchange_four_ranks(void) { run_ranks(4, exchange_rank, NULL); }
 
 static void size_mismatch_rank(size_t rank, void *arg) {
-    sfv_net_node nodes[2];
-    char mine[32] = {0}, all[64];
-    (void)arg;
-    net(nodes, 2, 24200);
-    CHECK_RESULT(sfv_exchange_all(nodes, 2, rank, mine, rank ? 32 : 16, all, 5000), SFV_ERR_INVALID);
-    CHECK(strstr(sfv_last_error()->message, "message size") != NULL);
+    sfv_net_node nodes[3];
+    char mine[32] = {0}, all[96];
+    const bool world = arg != NULL; /* rank 1 thinks the world has 3 ranks, else 32-byte messages */
+    net(nodes, 3, 24200);
+    CHECK_RESULT(sfv_exchange_all(nodes, world && rank ? 3 : 2, rank, mine, !world && rank ? 32 : 16, all, 5000), SFV_ERR_INVALID);
+    CHECK(strstr(sfv_last_error()->message, "world size or message size") != NULL);
 }
 
-/* A process that connects to rank 1 of `nodes` (port 24301), writes `len` bytes and hangs up;
-   rank 1's exchange must fail with `want`, saying `why`. */
-static void fake_peer(const sfv_net_node *nodes, char *all, const char *bytes, size_t len, sfv_result want, const char *why) {
-    char mine[8] = "mine";
+/* A process that makes `conns` connections, one after the other, to rank `rank` of the n in
+   `nodes`, and on each writes `len` bytes and hangs up; the rank's exchange (8-byte messages)
+   must fail with `want`, saying `why`. */
+static void fake_peer_at(const sfv_net_node *nodes, size_t n, size_t rank, const char *bytes, size_t len, int conns,
+                         sfv_result want, const char *why) {
+    char mine[8] = "mine", all[8 * 8];
     pid_t pid = fork();
     CHECK(pid >= 0);
     if (pid == 0) {
         struct sockaddr_in sa;
-        int fd, tries;
+        int fd, tries, done = 0;
         memset(&sa, 0, sizeof sa);
         sa.sin_family = AF_INET;
-        sa.sin_port = htons(nodes[1].port);
+        sa.sin_port = htons(nodes[rank].port);
         sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-        for (tries = 0; tries < 200; tries++) {
+        for (tries = 0; tries < 200 && done < conns; tries++) {
             fd = socket(AF_INET, SOCK_STREAM, 0);
             if (connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0) {
                 char sink[64];
-                CHECK(write(fd, bytes, len) == (ssize_t)len);
+                if (write(fd, bytes, len) != (ssize_t)len) _exit(1);
                 shutdown(fd, SHUT_WR);
                 while (read(fd, sink, sizeof sink) > 0) {}
-                _exit(0);
+                done++;
+            } else {
+                usleep(20000);
             }
             close(fd);
-            usleep(20000);
         }
-        _exit(1);
+        _exit(done == conns ? 0 : 1);
     }
-    CHECK_RESULT(sfv_exchange_all(nodes, 2, 1, mine, 8, all, 5000), want);
+    CHECK_RESULT(sfv_exchange_all(nodes, n, rank, mine, 8, all, 5000), want);
     if (!strstr(sfv_last_error()->message, why)) FAIL("message \"%s\" does not say \"%s\"", sfv_last_error()->message, why);
     CHECK(waitpid(pid, NULL, 0) == pid);
+}
+static void fake_peer(const sfv_net_node *nodes, char *all, const char *bytes, size_t len, sfv_result want, const char *why) {
+    (void)all;
+    fake_peer_at(nodes, 2, 1, bytes, len, 1, want, why);
 }
 
 static void t_exchange_refusals(void) {
@@ -543,6 +579,20 @@ static void t_exchange_refusals(void) {
     CHECK(sfv_test_seconds() - t0 < 3.0);
     /* two ranks that disagree on the size */
     run_ranks(2, size_mismatch_rank, NULL);
+    run_ranks(2, size_mismatch_rank, (void *)1);
+    /* rank 1's port is taken: bind fails, with its errno */
+    {
+        struct sockaddr_in sa;
+        int fd = socket(AF_INET, SOCK_STREAM, 0);
+        memset(&sa, 0, sizeof sa);
+        sa.sin_family = AF_INET;
+        sa.sin_port = htons(nodes[1].port);
+        sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        CHECK(bind(fd, (struct sockaddr *)&sa, sizeof sa) == 0 && listen(fd, 1) == 0);
+        CHECK_RESULT(sfv_exchange_all(nodes, 2, 1, mine, 8, all, 1000), SFV_ERR_DRIVER);
+        CHECK_EQ(sfv_last_error()->errnum, EADDRINUSE);
+        close(fd);
+    }
     /* strangers at rank 1's door: one talks nonsense, one claims a rank that is not due, one
        leaves halfway through its bytes */
     fake_peer(nodes, all, "GET / HTTP/1.0\r\n\r\n", 18, SFV_ERR_INVALID, "not an exchange message");
@@ -551,6 +601,14 @@ static void t_exchange_refusals(void) {
         fake_peer(nodes, all, (const char *)h, 16, SFV_ERR_INVALID, "not the one due here");
         h[7] = 0;
         fake_peer(nodes, all, (const char *)h, 16 + 0, SFV_ERR_DRIVER, "closed the connection");
+    }
+    /* rank 2 of 3 hears from "rank 0" twice */
+    {
+        uint8_t twice[2 * 24] = {'S', 'X', 1, 0, 0, 0, 0, 0, 0, 0, 0, 3, 0, 0, 0, 8, 'r', 'a', 'n', 'k', ' ', '0', 0, 0};
+        sfv_net_node three[3];
+        net(three, 3, 24300);
+        memcpy(twice + 24, twice, 24);
+        fake_peer_at(three, 3, 2, (const char *)twice, 24, 2, SFV_ERR_INVALID, "not the one due here");
     }
 }
 
@@ -672,16 +730,20 @@ static void node_rank(size_t rank, void *argp) {
     CHECK_RESULT(sfv_node_barrier(s.node, pair, 0, 100), SFV_ERR_INVALID);
     if (rank == 0) CHECK_RESULT(sfv_node_barrier(s.node, others, 2, 100), SFV_ERR_INVALID);
     CHECK_OK(sfv_node_barrier_unchecked(s.node, NULL, 0, 20000));
-    /* rank 2 stays away from the last barrier: the others time out, then the barrier is poisoned */
-    if (arg->kind == SFV_BARRIER_DISSEMINATION) {
-        if (rank != 2) {
-            double t = sfv_test_seconds();
-            CHECK_RESULT(sfv_node_barrier(s.node, NULL, 0, 500), SFV_ERR_TIMEOUT);
-            CHECK(sfv_test_seconds() - t < 5.0);
-            CHECK_RESULT(sfv_node_barrier(s.node, NULL, 0, 500), SFV_ERR_BROKEN);
-        }
-        /* nobody leaves before the others are done: a rank gone would fail their writes, not time them out */
-        usleep(rank == 2 ? 3000000 : 0);
+    { /* unchecked: an unsorted group works when every member passes the same one */
+        const size_t shuffled[3] = {2, 0, 1};
+        CHECK_OK(sfv_node_barrier_unchecked(s.node, shuffled, 3, 20000));
+    }
+    /* rank 2 stays away from the last barrier: the others time out, then the barrier is
+       poisoned. Rank 2 stays up until they are done (a rank gone fails writes, not waits). */
+    if (rank != 2) {
+        double t = sfv_test_seconds();
+        CHECK_RESULT(sfv_node_barrier(s.node, NULL, 0, 500), SFV_ERR_TIMEOUT);
+        CHECK(sfv_test_seconds() - t < 5.0);
+        CHECK_RESULT(sfv_node_barrier(s.node, NULL, 0, 500), SFV_ERR_BROKEN);
+        __atomic_add_fetch(&arg->entered[RANKS], 1, __ATOMIC_SEQ_CST);
+    } else {
+        for (i = 0; i < 1000 && __atomic_load_n(&arg->entered[RANKS], __ATOMIC_SEQ_CST) < RANKS - 1; i++) usleep(10000);
     }
     node_close(&s);
 }
@@ -719,7 +781,14 @@ static void t_node_refusals(void) {
     nd.rank = 2;
     CHECK_RESULT(sfv_create_node(pd, &nd, &node), SFV_ERR_INVALID);
     CHECK(strstr(sfv_last_error()->message, "rank") != NULL);
+    nd.world_size = 4097;
     nd.rank = 0;
+    CHECK_RESULT(sfv_create_node(pd, &nd, &node), SFV_ERR_INVALID);
+    nd.world_size = 2;
+    nd.channel.access = SFV_ACCESS_LOCAL_WRITE | SFV_ACCESS_REMOTE_READ; /* the barrier must write */
+    CHECK_RESULT(sfv_create_node(pd, &nd, &node), SFV_ERR_INVALID);
+    CHECK(strstr(sfv_last_error()->message, "REMOTE_WRITE") != NULL);
+    nd.channel.access = 0;
     nd.barrier = (sfv_barrier_kind)9;
     CHECK_RESULT(sfv_create_node(pd, &nd, &node), SFV_ERR_INVALID);
     nd.barrier = SFV_BARRIER_DEFAULT;
@@ -737,7 +806,10 @@ static void t_node_refusals(void) {
     CHECK_RESULT(sfv_node_handshake(node, all, sizeof all - 1), SFV_ERR_INVALID);
     CHECK_RESULT(sfv_node_handshake(node, all, sizeof all), SFV_ERR_INVALID);
     CHECK(strstr(sfv_last_error()->message, "place 1") != NULL);
-    all[sizeof blob + 7] = 1; /* now it says rank 1, but its magic goes */
+    all[sizeof blob + 7] = 1; /* now it says rank 1, but of a world of 3 */
+    all[sizeof blob + 11] = 3;
+    CHECK_RESULT(sfv_node_handshake(node, all, sizeof all), SFV_ERR_INVALID);
+    all[sizeof blob + 11] = 2; /* now its magic goes */
     all[sizeof blob] = 'X';
     CHECK_RESULT(sfv_node_handshake(node, all, sizeof all), SFV_ERR_INVALID);
     all[sizeof blob] = 'S';
@@ -758,7 +830,52 @@ static void t_node_refusals(void) {
     CHECK_OK(sfv_node_endpoint(solo, one, sizeof one));
     CHECK_OK(sfv_node_handshake(solo, one, sizeof one));
     CHECK_OK(sfv_node_barrier(solo, NULL, 0, 100));
+    CHECK_RESULT(sfv_node_handshake(solo, one, sizeof one), SFV_ERR_INVALID); /* once only */
+    CHECK(strstr(sfv_last_error()->message, "already") != NULL);
     CHECK_OK(sfv_destroy_node(solo));
+    /* two ranks in this process, connected by hand: rank 0's channel to rank 1 is full (two
+       sends wait for receives that are not there), so the barrier refuses before it starts and
+       is not poisoned: the next call times out (rank 1 never comes), and only then is it */
+    {
+        sfv_node *pair[2];
+        uint8_t blobs[2 * SFV_NODE_ENDPOINT_SIZE(2)];
+        static char buf[64];
+        sfv_mr *mr;
+        sfv_gather_element g;
+        sfv_pending tx[2];
+        sfv_channel *to1;
+        size_t r;
+        nd.world_size = 2;
+        nd.channel.max_send_wr = 2;
+        for (r = 0; r < 2; r++) {
+            nd.rank = r;
+            CHECK_OK(sfv_create_node(pd, &nd, &pair[r]));
+            CHECK_OK(sfv_node_endpoint(pair[r], blobs + r * SFV_NODE_ENDPOINT_SIZE(2), SFV_NODE_ENDPOINT_SIZE(2)));
+        }
+        for (r = 0; r < 2; r++) CHECK_OK(sfv_node_handshake(pair[r], blobs, sizeof blobs));
+        CHECK_OK(sfv_reg_mr_local(pd, buf, sizeof buf, &mr));
+        g = sfv_mr_gather_element(mr, buf, 8);
+        to1 = sfv_multi_channel_peer(sfv_node_multi_channel(pair[0]), 1);
+        CHECK_OK(sfv_channel_post_send(to1, &g, 1, &tx[0]));
+        CHECK_OK(sfv_channel_post_send(to1, &g, 1, &tx[1]));
+        CHECK_RESULT(sfv_node_barrier(pair[0], NULL, 0, 100), SFV_ERR_RESOURCE);
+        CHECK(strstr(sfv_last_error()->message, "rank 1") != NULL);
+        {
+            sfv_scatter_element e = sfv_mr_scatter_element(mr, buf + 32, 8);
+            sfv_channel *from0 = sfv_multi_channel_peer(sfv_node_multi_channel(pair[1]), 0);
+            sfv_pending rx[2];
+            CHECK_OK(sfv_channel_post_receive(from0, &e, 1, &rx[0]));
+            CHECK_OK(sfv_channel_post_receive(from0, &e, 1, &rx[1]));
+            for (r = 0; r < 2; r++) {
+                CHECK_OK(sfv_pending_wait(&tx[r], -1, NULL));
+                CHECK_OK(sfv_pending_wait(&rx[r], -1, NULL));
+            }
+        }
+        CHECK_RESULT(sfv_node_barrier(pair[0], NULL, 0, 100), SFV_ERR_TIMEOUT);
+        CHECK_RESULT(sfv_node_barrier(pair[0], NULL, 0, 100), SFV_ERR_BROKEN);
+        for (r = 0; r < 2; r++) CHECK_OK(sfv_destroy_node(pair[r]));
+        sfv_dereg_mr(mr);
+    }
     sfv_dealloc_pd(pd);
     sfv_close_device(ctx);
 }
