@@ -1,4 +1,4 @@
-/* safeverbs.h - v0.1.0 - safe RDMA verbs for C, on top of libibverbs (rdma-core).
+/* safeverbs.h - v0.2.0 - safe RDMA verbs for C, on top of libibverbs (rdma-core).
    MIT licence at the end of this file.
 
    DO THIS
@@ -114,9 +114,9 @@
 #include <stdbool.h>
 
 #define SAFEVERBS_VERSION_MAJOR 0
-#define SAFEVERBS_VERSION_MINOR 1
+#define SAFEVERBS_VERSION_MINOR 2
 #define SAFEVERBS_VERSION_PATCH 0
-#define SAFEVERBS_VERSION_STRING "0.1.0"
+#define SAFEVERBS_VERSION_STRING "0.2.0"
 
 #ifndef SAFEVERBS_API
 #define SAFEVERBS_API extern
