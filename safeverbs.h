@@ -2497,8 +2497,9 @@ static sfv_result sfv__scope_run(sfv_channel *ch, sfv_scope_fn fn, void *user, s
     return SFV_OK;
 }
 
-/* What a scope returns, from its report. */
-static sfv_result sfv__scope_verdict(const sfv_scope_report *rep) {
+/* What a scope returns: the run's own failure, else the verdict of its report. */
+static sfv_result sfv__scope_verdict(sfv_result ran, const sfv_scope_report *rep) {
+    if (ran) return ran;
     if (rep->fn_result != SFV_OK) return SFV_ERR_SCOPE_FN;
     if (rep->failed) {
         sfv__fail(SFV_ERR_SCOPE_AUTOPOLL, 0, "scope", "%zu auto-polled work request(s) failed; first: %s (%s)",
@@ -2509,23 +2510,20 @@ static sfv_result sfv__scope_verdict(const sfv_scope_report *rep) {
 }
 /* What a manual scope returns. The work is drained first, so even an SFV_ASSERT that returns
    leaves no buffer in flight. */
-static sfv_result sfv__manual_verdict(const sfv_scope_report *rep) {
+static sfv_result sfv__manual_verdict(sfv_result ran, const sfv_scope_report *rep) {
+    if (ran) return ran;
     SFV_ASSERT((rep->fn_result != SFV_OK || rep->auto_polled == 0) &&
                "manual scope: fn succeeded but left work unpolled");
     return rep->fn_result;
 }
 
 SAFEVERBS_API sfv_result sfv_channel_scope(sfv_channel *ch, sfv_scope_fn fn, void *user, sfv_scope_report *report) {
-    sfv_scope_report local;
-    sfv_scope_report *rep = report ? report : &local;
-    sfv_result r = sfv__scope_run(ch, fn, user, rep);
-    return r ? r : sfv__scope_verdict(rep);
+    sfv_scope_report local, *rep = report ? report : &local;
+    return sfv__scope_verdict(sfv__scope_run(ch, fn, user, rep), rep);
 }
-
 SAFEVERBS_API sfv_result sfv_channel_manual_scope(sfv_channel *ch, sfv_scope_fn fn, void *user) {
     sfv_scope_report rep;
-    sfv_result r = sfv__scope_run(ch, fn, user, &rep);
-    return r ? r : sfv__manual_verdict(&rep);
+    return sfv__manual_verdict(sfv__scope_run(ch, fn, user, &rep), &rep);
 }
 
 SAFEVERBS_API sfv_result sfv_destroy_channel(sfv_channel *ch) {
@@ -2826,16 +2824,12 @@ static sfv_result sfv__mc_scope_run(sfv_multi_channel *mc, sfv_multi_scope_fn fn
 }
 
 SAFEVERBS_API sfv_result sfv_multi_channel_scope(sfv_multi_channel *mc, sfv_multi_scope_fn fn, void *user, sfv_scope_report *report) {
-    sfv_scope_report local;
-    sfv_scope_report *rep = report ? report : &local;
-    sfv_result r = sfv__mc_scope_run(mc, fn, user, rep);
-    return r ? r : sfv__scope_verdict(rep);
+    sfv_scope_report local, *rep = report ? report : &local;
+    return sfv__scope_verdict(sfv__mc_scope_run(mc, fn, user, rep), rep);
 }
-
 SAFEVERBS_API sfv_result sfv_multi_channel_manual_scope(sfv_multi_channel *mc, sfv_multi_scope_fn fn, void *user) {
     sfv_scope_report rep;
-    sfv_result r = sfv__mc_scope_run(mc, fn, user, &rep);
-    return r ? r : sfv__manual_verdict(&rep);
+    return sfv__manual_verdict(sfv__mc_scope_run(mc, fn, user, &rep), &rep);
 }
 
 /* >>impl exchange ---------------------------------------------------------------------------- */
