@@ -1592,6 +1592,13 @@ static uint64_t sfv__now_ns(void) {
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+/* Milliseconds left before `deadline`, for poll(2); 0 once it has passed. */
+static int sfv__ms_left(uint64_t deadline) {
+    uint64_t now = sfv__now_ns();
+    uint64_t ms = now >= deadline ? 0 : (deadline - now + 999999) / 1000000;
+    return ms > 60000 ? 60000 : (int)ms;
+}
+
 /* A timeout in ns plus the clock's resolution: a deadline never passes early. */
 static uint64_t sfv__timeout_ns(uint32_t ms) {
     struct timespec res = {0, 0};
@@ -2040,7 +2047,7 @@ static sfv_result sfv__wait(sfv_channel *ch, sfv__ring *q, uint64_t seq, uint64_
             pfd.fd = ch->cc->fd;
             pfd.events = POLLIN;
             pfd.revents = 0;
-            if (poll(&pfd, 1, (int)((deadline - now + 999999) / 1000000)) < 0 && errno != EINTR)
+            if (poll(&pfd, 1, sfv__ms_left(deadline)) < 0 && errno != EINTR)
                 return sfv__fail_verb("poll", errno);
             sfv_channel_ack_events(ch);
         } else if ((++spins & 63) == 0) {
@@ -2456,22 +2463,29 @@ SAFEVERBS_API sfv_result sfv_channel_read(sfv_channel *ch, const sfv_scatter_ele
 /* --- scopes ------------------------------------------------------------------------------ */
 /* Waits for and consumes every work request of q from seq `from` on; counts the failures.
    After the deadline, the channel is aborted so that nothing stays in flight. */
+/* Waits for work request `seq` of q until `deadline` and consumes it into wc. If the wait
+   fails (the deadline passed), the channel is aborted first, so the work is flushed and its
+   buffers are free. Returns what the wait returned. */
+static sfv_result sfv__take_by(sfv_channel *ch, sfv__ring *q, uint64_t seq, uint64_t deadline, sfv_work_completion *wc) {
+    sfv__slot *s = &q->slots[seq & q->mask];
+    sfv_result w = SFV_OK;
+    if (s->state != SFV__SLOT_DONE && (w = sfv__wait(ch, q, seq, deadline, 0)) != SFV_OK) sfv__abort(ch);
+    sfv__wc_make(wc, s);
+    sfv__release(q, s);
+    return w;
+}
+
 static void sfv__settle(sfv_channel *ch, sfv__ring *q, uint64_t from, uint64_t deadline, sfv_scope_report *rep) {
     uint64_t seq;
     for (seq = from > q->tail ? from : q->tail; seq < q->head; seq++) {
-        sfv__slot *s = &q->slots[seq & q->mask];
+        const sfv__slot *s = &q->slots[seq & q->mask];
         sfv_work_completion wc;
-        bool timed_out = false;
+        sfv_result w;
         if (s->state == SFV__SLOT_FREE || s->seq != seq) continue; /* consumed by its handle */
         rep->auto_polled++;
-        if (s->state != SFV__SLOT_DONE && sfv__wait(ch, q, seq, deadline, 0) != SFV_OK) {
-            sfv__abort(ch);
-            timed_out = true;
-        }
-        sfv__wc_make(&wc, s);
-        sfv__release(q, s);
+        w = sfv__take_by(ch, q, seq, deadline, &wc);
         if (wc.result != SFV_OK) {
-            if (timed_out) wc.result = SFV_ERR_TIMEOUT;
+            if (w != SFV_OK) wc.result = SFV_ERR_TIMEOUT;
             if (rep->failed++ == 0) rep->first_error = wc;
         }
     }
@@ -2694,15 +2708,8 @@ static sfv_result sfv__many_run(sfv_multi_channel *mc, const sfv__many *m, sfv_w
         sfv_channel *ch = mc->chs[peer];
         sfv__ring *q = m->recv ? &ch->rq : &ch->sq;
         const uint64_t seq = next[peer]++ & ~SFV__EXPIRED;
-        sfv__slot *s = &q->slots[seq & q->mask];
         sfv_work_completion wc;
-        if (s->state != SFV__SLOT_DONE) {
-            sfv_result w = sfv__wait(ch, q, seq, t0 + sfv__timeout_ns(ch->desc.timeout_ms), 0);
-            if (w != SFV_OK) sfv__abort(ch); /* flushed: the request's buffers are free */
-            if (w == SFV_ERR_TIMEOUT) next[peer] |= SFV__EXPIRED;
-        }
-        sfv__wc_make(&wc, s);
-        sfv__release(q, s);
+        if (sfv__take_by(ch, q, seq, t0 + sfv__timeout_ns(ch->desc.timeout_ms), &wc) == SFV_ERR_TIMEOUT) next[peer] |= SFV__EXPIRED;
         if ((next[peer] & SFV__EXPIRED) && wc.result != SFV_OK) wc.result = SFV_ERR_TIMEOUT; /* flushed by the expiry */
         if (wc.result != SFV_OK && failed++ == 0) {
             first = wc;
@@ -2847,13 +2854,6 @@ SAFEVERBS_API sfv_result sfv_net_config_check(const sfv_net_node *nodes, size_t 
             return sfv__fail(SFV_ERR_INVALID, EINVAL, "network config", "rank %zu has no host or port", i);
     }
     return SFV_OK;
-}
-
-/* Milliseconds left before `deadline`, for poll(2); 0 once it has passed. */
-static int sfv__ms_left(uint64_t deadline) {
-    uint64_t now = sfv__now_ns();
-    uint64_t ms = now >= deadline ? 0 : (deadline - now + 999999) / 1000000;
-    return ms > 60000 ? 60000 : (int)ms;
 }
 
 static sfv_result sfv__ex_timeout(size_t peer) {
