@@ -533,8 +533,7 @@ static void fake_peer_at(const sfv_net_node *nodes, size_t n, size_t rank, const
     if (!strstr(sfv_last_error()->message, why)) FAIL("message \"%s\" does not say \"%s\"", sfv_last_error()->message, why);
     CHECK(waitpid(pid, NULL, 0) == pid);
 }
-static void fake_peer(const sfv_net_node *nodes, char *all, const char *bytes, size_t len, sfv_result want, const char *why) {
-    (void)all;
+static void fake_peer(const sfv_net_node *nodes, const char *bytes, size_t len, sfv_result want, const char *why) {
     fake_peer_at(nodes, 2, 1, bytes, len, 1, want, why);
 }
 
@@ -583,7 +582,9 @@ static void t_exchange_refusals(void) {
     /* rank 1's port is taken: bind fails, with its errno */
     {
         struct sockaddr_in sa;
-        int fd = socket(AF_INET, SOCK_STREAM, 0);
+        int fd = socket(AF_INET, SOCK_STREAM, 0), one = 1;
+        /* reusable past an earlier run's TIME_WAIT; a second listener is still refused */
+        CHECK(setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) == 0);
         memset(&sa, 0, sizeof sa);
         sa.sin_family = AF_INET;
         sa.sin_port = htons(nodes[1].port);
@@ -595,12 +596,12 @@ static void t_exchange_refusals(void) {
     }
     /* strangers at rank 1's door: one talks nonsense, one claims a rank that is not due, one
        leaves halfway through its bytes */
-    fake_peer(nodes, all, "GET / HTTP/1.0\r\n\r\n", 18, SFV_ERR_INVALID, "not an exchange message");
+    fake_peer(nodes, "GET / HTTP/1.0\r\n\r\n", 18, SFV_ERR_INVALID, "not an exchange message");
     {
         uint8_t h[16] = {'S', 'X', 1, 0, 0, 0, 0, 5, 0, 0, 0, 2, 0, 0, 0, 8};
-        fake_peer(nodes, all, (const char *)h, 16, SFV_ERR_INVALID, "not the one due here");
+        fake_peer(nodes, (const char *)h, 16, SFV_ERR_INVALID, "not the one due here");
         h[7] = 0;
-        fake_peer(nodes, all, (const char *)h, 16 + 0, SFV_ERR_DRIVER, "closed the connection");
+        fake_peer(nodes, (const char *)h, 16, SFV_ERR_DRIVER, "closed the connection");
     }
     /* rank 2 of 3 hears from "rank 0" twice */
     {
