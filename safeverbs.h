@@ -2895,6 +2895,13 @@ static sfv_result sfv__fd_io(int fd, void *buf, size_t len, bool writing, uint64
     return SFV_OK;
 }
 
+/* The lowest rank below ours not heard from yet: the one an accepting side waits for. */
+static size_t sfv__ex_awaited(const bool *seen, size_t rank) {
+    size_t r = 0;
+    while (r + 1 < rank && seen[r]) r++;
+    return r;
+}
+
 /* A message: "SX", version 1, 0, rank, world size, size (32-bit big-endian), then the bytes. */
 #define SFV__EX_HEADER 16
 static void sfv__ex_header(uint8_t *h, size_t rank, size_t n, size_t size) {
@@ -2911,10 +2918,9 @@ static void sfv__ex_header(uint8_t *h, size_t rank, size_t n, size_t size) {
 static sfv_result sfv__ex_swap(int fd, bool accepting, size_t rank, size_t n, size_t expect, const void *mine, size_t size,
                                uint8_t *all, bool *seen, uint64_t deadline) {
     uint8_t out[SFV__EX_HEADER], in[SFV__EX_HEADER];
-    size_t peer, who = expect; /* who, in an error before the peer's header: the first rank missing */
+    const size_t who = expect < n ? expect : sfv__ex_awaited(seen, rank); /* named in an error before the peer's header */
+    size_t peer;
     sfv_result r;
-    if (who >= n)
-        for (who = 0; who + 1 < rank && seen[who]; who++) {}
     sfv__ex_header(out, rank, n, size);
     if ((r = sfv__fd_io(fd, out, sizeof out, true, deadline, who)) != SFV_OK) return r;
     if ((r = sfv__fd_io(fd, in, sizeof in, false, deadline, who)) != SFV_OK) return r;
@@ -3060,11 +3066,7 @@ SAFEVERBS_API sfv_result sfv_exchange_all(const sfv_net_node *nodes, size_t n, s
     for (i = 0; r == SFV_OK && i < rank;) { /* the lower ranks come to us, in any order */
         int fd;
         r = sfv__fd_wait(lfd, POLLIN, deadline, 0);
-        if (r == SFV_ERR_TIMEOUT) {
-            size_t missing = 0;
-            while (missing < rank && seen[missing]) missing++;
-            r = sfv__ex_timeout(missing);
-        }
+        if (r == SFV_ERR_TIMEOUT) r = sfv__ex_timeout(sfv__ex_awaited(seen, rank));
         if (r) break;
         fd = sfv__accept(lfd);
         if (fd < 0) {
