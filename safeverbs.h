@@ -237,7 +237,14 @@ typedef struct sfv_gid_entry {
 SAFEVERBS_API sfv_result sfv_query_gid(sfv_context *ctx, uint8_t port, uint32_t index, sfv_gid_entry *out);
 /* True for ::ffff:a.b.c.d, the GID of an IPv4 address. */
 SAFEVERBS_API bool sfv_gid_is_ipv4(const sfv_gid *gid);
-/* The GID a channel picks by default: a RoCE v2 IPv4 GID, else the first usable one. */
+/* How much a channel wants a GID when it picks one itself (higher is better; 0 for NULL):
+   4 RoCE v2 with an IPv4 address (routable, what RoCE fabrics mostly use), 3 RoCE v2 with a
+   global IPv6 address, 2 RoCE v2 link-local or an IB GID, 1 RoCE v1 (not routable, and many
+   NICs and fabrics no longer take it) or a type the driver does not say. */
+SAFEVERBS_API int sfv_gid_preference(const sfv_gid_entry *e);
+/* The GID a channel picks by default: the usable one sfv_gid_preference likes best, the lowest
+   index among equals. Where two hosts differ (an IPv6-only one, a second netdev, a VLAN), set
+   the index yourself: both sides must use the same type, on the interface that reaches the peer. */
 SAFEVERBS_API sfv_result sfv_choose_gid(sfv_context *ctx, uint8_t port, uint32_t *index_out);
 
 /* >>pd and cq -------------------------------------------------------------------------------- */
@@ -408,14 +415,18 @@ typedef enum sfv_wait_mode {
      max_send_sge     4        max_recv_sge  4       max_inline_data            0 (none)
      access           LOCAL_WRITE | REMOTE_WRITE | REMOTE_READ (what the QP lets peers do)
      port             1
-     gid_index        chosen: a RoCE v2 GID with an IPv4 address, else the first usable one;
+     gid_index        chosen by sfv_choose_gid (RoCE v2 with an IPv4 address first);
                       set gid_index_set to use gid_index as it is (0 is a valid index)
-     path_mtu         the port's active MTU (bytes; 256, 512, 1024, 2048 or 4096)
+     path_mtu         the port's active MTU (bytes; 256, 512, 1024, 2048 or 4096; never above it:
+                      a larger packet than the link carries is dropped, and the work fails late)
      send_psn         0 (24 bits; the peer learns it from the endpoint)
      min_rnr_timer    12 (IB code: 0.64 ms)       ack_timeout  14 (IB code: 4.096 us * 2^14 = 67 ms)
      ack_retries      7, rnr_retries 7 (7 = retry forever on RNR: waits are bounded by timeout_ms);
                       set ack_retries_set / rnr_retries_set to use the value as it is (0 = none)
-     max_rd_atomic    the device's limit for reads in flight, as initiator and as responder
+     service_level    0 (IB SL, 0 .. 15)          traffic_class  0 (the GRH's IPv6 traffic class
+                      on RoCE: DSCP << 2, which lossless fabrics key their PFC priority on)
+     max_rd_atomic    the device's limit for reads in flight, as initiator and as responder; the
+                      handshake lowers the initiator side to what the peer answers (its endpoint)
      timeout_ms       10000, the deadline of every blocking call and scope
      wait_mode        SFV_WAIT_BUSY
    Values out of range are refused by sfv_create_channel with SFV_ERR_INVALID naming the field. */
@@ -438,6 +449,8 @@ typedef struct sfv_channel_desc {
     uint8_t ack_retries;
     bool rnr_retries_set;
     uint8_t rnr_retries;
+    uint8_t service_level;
+    uint8_t traffic_class;
     uint32_t max_rd_atomic;
     uint32_t timeout_ms;
     sfv_wait_mode wait_mode;
@@ -449,11 +462,13 @@ typedef struct sfv_endpoint {
     uint16_t lid;
     uint32_t psn;         /* 24 bits: the first PSN this side sends */
     uint32_t mtu;         /* bytes: the path MTU this side uses */
+    uint8_t rd_atomic;    /* RDMA reads this side answers at once; 0: not said (a version 1 blob) */
     bool has_gid;
     sfv_gid gid;
 } sfv_endpoint;
 #define SFV_ENDPOINT_ENCODED_SIZE 32
-/* "SE", version 1, flags, qpn, lid, mtu, psn, gid; big-endian. */
+/* "SE", version 2, flags, qpn, lid, mtu, read depth, psn (3 bytes), gid; big-endian. Version 1
+   (no read depth: that byte is 0) still decodes. */
 SAFEVERBS_API void sfv_endpoint_encode(const sfv_endpoint *ep, uint8_t out[SFV_ENDPOINT_ENCODED_SIZE]);
 SAFEVERBS_API sfv_result sfv_endpoint_decode(const uint8_t *in, size_t size, sfv_endpoint *out);
 
@@ -613,7 +628,8 @@ SAFEVERBS_API sfv_result sfv_net_config_check(const sfv_net_node *nodes, size_t 
    (another size, a rank it is not, twice the same rank): SFV_ERR_INVALID. A host that does not
    resolve: SFV_ERR_NOT_FOUND. A socket call that fails (bind, accept, a peer that hangs up):
    the class of its errno, mostly SFV_ERR_DRIVER, with the errno in sfv_last_error. size is at
-   most 64 MiB. Blocking; no state and no file descriptor survives the call. */
+   most 64 MiB; 0 (mine and all may be NULL) makes a barrier over TCP. Blocking; no state and no
+   file descriptor survives the call, and the next exchange may use the same ports at once. */
 SAFEVERBS_API sfv_result sfv_exchange_all(const sfv_net_node *nodes, size_t n, size_t rank, const void *mine, size_t size, void *all, int timeout_ms);
 
 /* >>node ------------------------------------------------------------------------------------- */
@@ -650,8 +666,17 @@ SAFEVERBS_API sfv_result sfv_node_endpoint(const sfv_node *node, uint8_t *out, s
 /* all: world_size blobs of SFV_NODE_ENDPOINT_SIZE bytes in rank order. Takes from each the part
    meant for this rank and connects that rank's channel. SFV_ERR_INVALID (nothing connected) for
    a wrong size, a blob that is not an endpoint, says another rank than its place, or another
-   world size. */
+   world size. (A verb that fails after those checks leaves the node part connected: destroy it.)
+   Before the first barrier or any work, every rank must be past its handshake: a rank's NIC
+   drops what comes to a channel not connected yet, and after the retries (about half a second
+   by default) the write fails. Sync the ranks (sfv_exchange_all of 0 bytes), or connect with
+   sfv_node_connect, which does it all. */
 SAFEVERBS_API sfv_result sfv_node_handshake(sfv_node *node, const uint8_t *all, size_t size);
+/* Connects the node to the job in one call: its endpoint to every rank and theirs back
+   (sfv_exchange_all over nodes, world_size of them), the handshake, then an empty exchange, so
+   that when it returns every rank's channels are connected. One deadline for all of it
+   (timeout_ms < 0: 60 s). Errors: those of the three calls. */
+SAFEVERBS_API sfv_result sfv_node_connect(sfv_node *node, const sfv_net_node *nodes, int timeout_ms);
 /* Returns once every rank in peers[0 .. n) has entered the same barrier (peers NULL: every rank).
    peers must be sorted, without duplicates, in range and include this rank (else
    SFV_ERR_INVALID, the barrier stays usable): a sub-group barrier. Every member must call it
@@ -804,6 +829,10 @@ static SFV__PRINTF(4, 5) sfv_result sfv__fail(sfv_result r, int errnum, const ch
 static sfv_result sfv__fail_verb(const char *verb, int errnum) {
     if (errnum == 0) errnum = EIO; /* a verb that failed without saying why */
     return sfv__fail(sfv_result_from_errno(errnum), errnum, verb, "%s failed: %s", verb, strerror(errnum));
+}
+/* ibv_poll_cq's negative result is the provider's own code (mlx5 says -2), not an errno. */
+static sfv_result sfv__fail_poll(int n) {
+    return sfv__fail(SFV_ERR_DRIVER, EIO, "ibv_poll_cq", "ibv_poll_cq failed (the provider returned %d)", n);
 }
 
 #define SFV__CHECK_ARG(cond, name)                                                            \
@@ -1086,27 +1115,37 @@ SAFEVERBS_API bool sfv_gid_is_ipv4(const sfv_gid *g) {
     return g && memcmp(g->raw, prefix, sizeof prefix) == 0;
 }
 
+SAFEVERBS_API int sfv_gid_preference(const sfv_gid_entry *e) {
+    if (!e) return 0;
+    switch (e->type) {
+    case SFV_GID_TYPE_ROCE_V2:
+        if (sfv_gid_is_ipv4(&e->gid)) return 4;
+        return (e->gid.raw[0] == 0xfe && (e->gid.raw[1] & 0xc0) == 0x80) ? 2 : 3; /* fe80::/10 */
+    case SFV_GID_TYPE_IB: return 2;
+    default: return 1;
+    }
+}
+
 SAFEVERBS_API sfv_result sfv_choose_gid(sfv_context *c, uint8_t port, uint32_t *index_out) {
     sfv_port_attr pa;
     sfv_gid_entry e;
     sfv_result r;
     uint32_t i;
-    int64_t first = -1;
+    int best = 0;
     SFV__CHECK_ARG(index_out, "index_out");
     *index_out = 0;
     r = sfv_query_port(c, port, &pa);
     if (r) return r;
-    for (i = 0; i < pa.gid_tbl_len; i++) {
+    for (i = 0; i < pa.gid_tbl_len && best < 4; i++) {
+        int pref;
         if (sfv_query_gid(c, port, i, &e) != SFV_OK) continue;
-        if (e.type == SFV_GID_TYPE_ROCE_V2 && sfv_gid_is_ipv4(&e.gid)) {
+        pref = sfv_gid_preference(&e);
+        if (pref > best) {
+            best = pref;
             *index_out = i;
-            return SFV_OK;
         }
-        if (first < 0) first = i;
     }
-    if (first < 0)
-        return sfv__fail(SFV_ERR_NOT_FOUND, ENODATA, __func__, "%s port %u has no usable GID", c->name, (unsigned)port);
-    *index_out = (uint32_t)first;
+    if (!best) return sfv__fail(SFV_ERR_NOT_FOUND, ENODATA, __func__, "%s port %u has no usable GID", c->name, (unsigned)port);
     return SFV_OK;
 }
 
@@ -1282,7 +1321,7 @@ SAFEVERBS_API sfv_result sfv_poll_cq(sfv_cq *q, sfv_work_completion *out, size_t
     while (got < max) {
         int want = (int)((max - got) < 16 ? (max - got) : 16), n, k;
         n = ibv_poll_cq(q->cq, want, wc);
-        if (n < 0) return sfv__fail_verb("ibv_poll_cq", -n > 0 ? -n : EIO);
+        if (n < 0) return sfv__fail_poll(n);
         for (k = 0; k < n; k++) sfv__wc_fill(&out[got + (size_t)k], &wc[k]);
         got += (size_t)n;
         *count = got;
@@ -1575,6 +1614,8 @@ struct sfv_channel {
     sfv_link_layer link_layer;
     bool connected, broken, armed;
     bool can_send, can_recv;      /* the post paths' one-test summary of the state above */
+    uint32_t max_read_sge;        /* elements per RDMA read: max_send_sge, or less where the device
+                                     reads into fewer (max_sge_rd; 1 on some iWARP NICs) */
     int scope_depth;
     sfv__ring sq, rq;
 };
@@ -1614,7 +1655,6 @@ static sfv_result sfv__bad_field(const char *field, unsigned long long v, const 
 }
 
 SAFEVERBS_API sfv_result sfv_channel_desc_resolve(sfv_pd *pd, const sfv_channel_desc *in, sfv_channel_desc *o) {
-    static const sfv_channel_desc zero_desc = {0, 0, 0, 0, 0, 0, 0, 0, false, 0, 0, 0, 0, 0, false, 0, false, 0, 0, 0, SFV_WAIT_DEFAULT};
     const struct ibv_device_attr *a;
     sfv_port_attr pa;
     sfv_gid_entry ge;
@@ -1623,12 +1663,15 @@ SAFEVERBS_API sfv_result sfv_channel_desc_resolve(sfv_pd *pd, const sfv_channel_
     SFV__CHECK_ARG(o, "out");
     memset(o, 0, sizeof *o);
     SFV__CHECK_ARG(pd, "pd");
-    *o = in ? *in : zero_desc;
+    if (in) *o = *in; /* else the zeroes are every default (SFV_WAIT_DEFAULT is 0) */
     a = &pd->ctx->attr;
     if (!o->port) o->port = 1;
     if (o->port > a->phys_port_cnt) return sfv__bad_field("port", o->port, "1 .. the device's port count");
     r = sfv_query_port(pd->ctx, o->port, &pa);
     if (r) return r;
+    if (pa.state != SFV_PORT_ACTIVE) /* ARMED opens a device, but carries no data yet */
+        return sfv__fail(SFV_ERR_RESOURCE, ENETDOWN, "sfv_channel_desc", "%s port %u is in state %s (a channel needs it ACTIVE)",
+                         pd->ctx->name, (unsigned)o->port, sfv_port_state_str(pa.state));
     if (!o->max_send_wr) o->max_send_wr = 128;
     if (!o->max_recv_wr) o->max_recv_wr = 128;
     if (o->max_send_wr > (uint32_t)a->max_qp_wr) return sfv__bad_field("max_send_wr", o->max_send_wr, "1 .. device max_qp_wr");
@@ -1656,8 +1699,8 @@ SAFEVERBS_API sfv_result sfv_channel_desc_resolve(sfv_pd *pd, const sfv_channel_
         o->gid_index_set = (r == SFV_OK);
     }
     if (!o->path_mtu) o->path_mtu = pa.active_mtu;
-    if (!sfv__mtu_enum(o->path_mtu) || o->path_mtu > pa.max_mtu)
-        return sfv__bad_field("path_mtu", o->path_mtu, "256, 512, 1024, 2048 or 4096, up to the port's max MTU");
+    if (!sfv__mtu_enum(o->path_mtu) || o->path_mtu > pa.active_mtu)
+        return sfv__bad_field("path_mtu", o->path_mtu, "256, 512, 1024, 2048 or 4096, up to the port's active MTU");
     if (o->send_psn > 0xFFFFFFu) return sfv__bad_field("send_psn", o->send_psn, "24 bits");
     if (!o->min_rnr_timer) o->min_rnr_timer = 12;
     if (o->min_rnr_timer > 31) return sfv__bad_field("min_rnr_timer", o->min_rnr_timer, "1 .. 31");
@@ -1667,6 +1710,7 @@ SAFEVERBS_API sfv_result sfv_channel_desc_resolve(sfv_pd *pd, const sfv_channel_
     if (o->ack_retries > 7) return sfv__bad_field("ack_retries", o->ack_retries, "0 .. 7");
     if (!o->rnr_retries_set) o->rnr_retries = 7;
     if (o->rnr_retries > 7) return sfv__bad_field("rnr_retries", o->rnr_retries, "0 .. 7 (7 = forever)");
+    if (o->service_level > 15) return sfv__bad_field("service_level", o->service_level, "0 .. 15");
     o->ack_retries_set = o->rnr_retries_set = true;
     rd_max = (uint32_t)(a->max_qp_rd_atom < a->max_qp_init_rd_atom ? a->max_qp_rd_atom : a->max_qp_init_rd_atom);
     if (rd_max > 255) rd_max = 255;
@@ -1762,6 +1806,11 @@ SAFEVERBS_API sfv_result sfv_create_channel(sfv_pd *pd, const sfv_channel_desc *
         r = sfv__fail_verb("ibv_create_qp", errno);
         goto destroy_cq;
     }
+    /* The caps come back at least as asked; should a driver give less inline room, use what it gave. */
+    if (qi.cap.max_inline_data < ch->desc.max_inline_data) ch->desc.max_inline_data = qi.cap.max_inline_data;
+    ch->max_read_sge = ch->desc.max_send_sge;
+    if (pd->ctx->attr.max_sge_rd > 0 && (uint32_t)pd->ctx->attr.max_sge_rd < ch->max_read_sge)
+        ch->max_read_sge = (uint32_t)pd->ctx->attr.max_sge_rd;
     /* To INIT now, so receives can be posted before the handshake (no RNR at start). */
     memset(&qa, 0, sizeof qa);
     qa.qp_state = IBV_QPS_INIT;
@@ -1798,6 +1847,7 @@ SAFEVERBS_API sfv_result sfv_channel_endpoint(const sfv_channel *ch, sfv_endpoin
     out->lid = ch->lid;
     out->psn = ch->desc.send_psn;
     out->mtu = ch->desc.path_mtu;
+    out->rd_atomic = (uint8_t)ch->desc.max_rd_atomic;
     out->has_gid = ch->desc.gid_index_set;
     out->gid = ch->gid;
     return SFV_OK;
@@ -1805,11 +1855,12 @@ SAFEVERBS_API sfv_result sfv_channel_endpoint(const sfv_channel *ch, sfv_endpoin
 
 SAFEVERBS_API void sfv_endpoint_encode(const sfv_endpoint *ep, uint8_t out[SFV_ENDPOINT_ENCODED_SIZE]) {
     memset(out, 0, SFV_ENDPOINT_ENCODED_SIZE);
-    out[0] = 'S'; out[1] = 'E'; out[2] = 1; out[3] = ep->has_gid ? 1 : 0;
+    out[0] = 'S'; out[1] = 'E'; out[2] = ep->rd_atomic ? 2 : 1; out[3] = ep->has_gid ? 1 : 0;
     sfv__put_be(out + 4, ep->qpn, 4);
     sfv__put_be(out + 8, ep->lid, 2);
     sfv__put_be(out + 10, ep->mtu, 2);
-    sfv__put_be(out + 12, ep->psn, 4);
+    out[12] = ep->rd_atomic;
+    sfv__put_be(out + 13, ep->psn & 0xFFFFFFu, 3);
     memcpy(out + 16, ep->gid.raw, 16);
 }
 
@@ -1820,16 +1871,18 @@ SAFEVERBS_API sfv_result sfv_endpoint_decode(const uint8_t *in, size_t size, sfv
     memset(&e, 0, sizeof e);
     if (!in || size < SFV_ENDPOINT_ENCODED_SIZE) return sfv__bad_encoding("sfv_endpoint_decode", "input too short");
     if (in[0] != 'S' || in[1] != 'E') return sfv__bad_encoding("sfv_endpoint_decode", "bad magic");
-    if (in[2] != 1) return sfv__bad_encoding("sfv_endpoint_decode", "unknown version");
+    if (in[2] != 1 && in[2] != 2) return sfv__bad_encoding("sfv_endpoint_decode", "unknown version");
     if (in[3] & ~1u) return sfv__bad_encoding("sfv_endpoint_decode", "unknown flags");
     e.has_gid = (in[3] & 1) != 0;
     e.qpn = (uint32_t)sfv__get_be(in + 4, 4);
     e.lid = (uint16_t)sfv__get_be(in + 8, 2);
     e.mtu = (uint32_t)sfv__get_be(in + 10, 2);
-    e.psn = (uint32_t)sfv__get_be(in + 12, 4);
+    e.psn = (uint32_t)sfv__get_be(in + 13, 3);
+    if (in[2] == 1 && in[12] != 0) return sfv__bad_encoding("sfv_endpoint_decode", "PSN over 24 bits");
+    if (in[2] == 2 && in[12] == 0) return sfv__bad_encoding("sfv_endpoint_decode", "read depth 0");
+    e.rd_atomic = in[2] == 2 ? in[12] : 0;
     memcpy(e.gid.raw, in + 16, 16);
     if (e.qpn > 0xFFFFFFu || e.qpn == 0) return sfv__bad_encoding("sfv_endpoint_decode", "QPN is not a 24-bit QP number");
-    if (e.psn > 0xFFFFFFu) return sfv__bad_encoding("sfv_endpoint_decode", "PSN over 24 bits");
     if (!sfv__mtu_enum(e.mtu)) return sfv__bad_encoding("sfv_endpoint_decode", "MTU is not 256 .. 4096");
     if (!e.has_gid) {
         static const sfv_gid zero = {{0}};
@@ -1869,7 +1922,7 @@ SAFEVERBS_API sfv_result sfv_channel_handshake(sfv_channel *ch, const sfv_endpoi
     qa.max_dest_rd_atomic = (uint8_t)ch->desc.max_rd_atomic;
     qa.min_rnr_timer = ch->desc.min_rnr_timer;
     qa.ah_attr.dlid = peer->lid;
-    qa.ah_attr.sl = 0;
+    qa.ah_attr.sl = ch->desc.service_level;
     qa.ah_attr.src_path_bits = 0;
     qa.ah_attr.port_num = ch->desc.port;
     if (peer->has_gid && ch->desc.gid_index_set) {
@@ -1877,7 +1930,7 @@ SAFEVERBS_API sfv_result sfv_channel_handshake(sfv_channel *ch, const sfv_endpoi
         memcpy(qa.ah_attr.grh.dgid.raw, peer->gid.raw, 16);
         qa.ah_attr.grh.sgid_index = ch->desc.gid_index;
         qa.ah_attr.grh.hop_limit = 64;
-        qa.ah_attr.grh.traffic_class = 0;
+        qa.ah_attr.grh.traffic_class = ch->desc.traffic_class;
         qa.ah_attr.grh.flow_label = 0;
     }
     r = sfv__modify(ch->qp, &qa, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
@@ -1889,7 +1942,9 @@ SAFEVERBS_API sfv_result sfv_channel_handshake(sfv_channel *ch, const sfv_endpoi
     qa.retry_cnt = ch->desc.ack_retries;
     qa.rnr_retry = ch->desc.rnr_retries;
     qa.sq_psn = ch->desc.send_psn;
-    qa.max_rd_atomic = (uint8_t)ch->desc.max_rd_atomic;
+    /* never more reads in flight than the peer answers (an old peer does not say: then ours) */
+    qa.max_rd_atomic = (uint8_t)(peer->rd_atomic && peer->rd_atomic < ch->desc.max_rd_atomic ? peer->rd_atomic
+                                                                                              : ch->desc.max_rd_atomic);
     r = sfv__modify(ch->qp, &qa, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
                     IBV_QP_MAX_QP_RD_ATOMIC, "RTS");
     if (r) return r;
@@ -2032,7 +2087,7 @@ static sfv_result sfv__wait(sfv_channel *ch, sfv__ring *q, uint64_t seq, uint64_
         int n;
         if (s->state == SFV__SLOT_DONE) return SFV_OK;
         n = sfv__drain(ch);
-        if (n < 0) return sfv__fail_verb("ibv_poll_cq", -n);
+        if (n < 0) return sfv__fail_poll(n);
         if (n > 0) continue;
         if (ch->cc) {
             struct pollfd pfd;
@@ -2109,26 +2164,37 @@ SFV__HOT_INLINE void sfv__release(sfv__ring *q, sfv__slot *s) {
 }
 
 /* --- posting ----------------------------------------------------------------------------- */
+/* What is posted, for the element limit: a receive, an RDMA read (which some devices scatter
+   into fewer elements), or any other send-queue work. */
+typedef enum sfv__post_kind { SFV__POST_SEND, SFV__POST_RECV, SFV__POST_READ } sfv__post_kind;
+
+SFV__HOT_INLINE uint32_t sfv__max_sge(const sfv_channel *ch, sfv__post_kind kind) {
+    return kind == SFV__POST_RECV ? ch->desc.max_recv_sge : kind == SFV__POST_READ ? ch->max_read_sge : ch->desc.max_send_sge;
+}
+
 /* Every rule of posting in one test (ch is not NULL); when it fails, sfv__post_refused works
    out which rule it was, so the common path pays for no message. */
-SFV__HOT_INLINE bool sfv__postable(const sfv_channel *ch, bool recv, const void *sges, size_t n, size_t count, const sfv_pending *p) {
+SFV__HOT_INLINE bool sfv__postable(const sfv_channel *ch, sfv__post_kind kind, const void *sges, size_t n, size_t count, const sfv_pending *p) {
+    const bool recv = kind == SFV__POST_RECV;
     const sfv__ring *q = recv ? &ch->rq : &ch->sq;
-    return (recv ? ch->can_recv : ch->can_send) && n <= (recv ? ch->desc.max_recv_sge : ch->desc.max_send_sge) &&
+    return (recv ? ch->can_recv : ch->can_send) && n <= sfv__max_sge(ch, kind) &&
            (sges != NULL || n == 0) && count - 1 < SFV_BATCH_MAX && (p != NULL || ch->scope_depth > 0) &&
            q->head - q->tail + count <= q->cap;
 }
 
-static sfv_result sfv__post_refused(sfv_channel *ch, bool recv, const void *sges, size_t n, size_t count, sfv_pending *p) {
+static sfv_result sfv__post_refused(sfv_channel *ch, sfv__post_kind kind, const void *sges, size_t n, size_t count, sfv_pending *p) {
+    const bool recv = kind == SFV__POST_RECV;
     const sfv__ring *q;
     uint32_t max_sge;
     SFV__CHECK_ARG(ch, "channel");
     q = recv ? &ch->rq : &ch->sq;
-    max_sge = recv ? ch->desc.max_recv_sge : ch->desc.max_send_sge;
+    max_sge = sfv__max_sge(ch, kind);
     SFV__CHECK_ARG(sges || n == 0, "elements (NULL)");
     if (SFV__UNLIKELY(count == 0 || count > SFV_BATCH_MAX))
         return sfv__fail(SFV_ERR_INVALID, EINVAL, "post", "batch of %zu work requests (1 .. %d)", count, SFV_BATCH_MAX);
     if (SFV__UNLIKELY(n > max_sge))
-        return sfv__fail(SFV_ERR_INVALID, EINVAL, "post", "%zu elements, over the channel's %u", n, (unsigned)max_sge);
+        return sfv__fail(SFV_ERR_INVALID, EINVAL, "post", "%zu elements, over the channel's %u%s", n, (unsigned)max_sge,
+                         kind == SFV__POST_READ ? " for an RDMA read (the device's max_sge_rd)" : "");
     if (SFV__UNLIKELY(!p && ch->scope_depth == 0))
         return sfv__fail(SFV_ERR_INVALID, EINVAL, "post", "a NULL pending handle is allowed only inside a scope");
     if (SFV__UNLIKELY(ch->broken || !ch->qp))
@@ -2210,7 +2276,8 @@ SFV__HOT_INLINE sfv_result sfv__post_one(sfv_channel *ch, enum ibv_wr_opcode opc
     uint32_t total = 0;
     sfv_result r;
     int rc;
-    if (SFV__UNLIKELY(!ch || !sfv__postable(ch, false, sges, n, 1, p))) return sfv__post_refused(ch, false, sges, n, 1, p);
+    const sfv__post_kind kind = opcode == IBV_WR_RDMA_READ ? SFV__POST_READ : SFV__POST_SEND;
+    if (SFV__UNLIKELY(!ch || !sfv__postable(ch, kind, sges, n, 1, p))) return sfv__post_refused(ch, kind, sges, n, 1, p);
     r = sfv__fill_send(ch, &wr, ch->sq.head, opcode, (const struct ibv_sge *)sges, n, remote, imm, IBV_SEND_SIGNALED, &total);
     if (SFV__UNLIKELY(r)) return r;
     rc = ibv_post_send(ch->qp, &wr, &bad);
@@ -2231,8 +2298,9 @@ static sfv_result sfv__post_batch(sfv_channel *ch, enum ibv_wr_opcode opcode, co
     const sfv_wc_opcode op = sfv__op_of(opcode);
     size_t i, posted;
     int rc;
-    if (SFV__UNLIKELY(!ch || !sfv__postable(ch, false, sges, per_wr, count, p)))
-        return sfv__post_refused(ch, false, sges, per_wr, count, p);
+    const sfv__post_kind kind = opcode == IBV_WR_RDMA_READ ? SFV__POST_READ : SFV__POST_SEND;
+    if (SFV__UNLIKELY(!ch || !sfv__postable(ch, kind, sges, per_wr, count, p)))
+        return sfv__post_refused(ch, kind, sges, per_wr, count, p);
     SFV__CHECK_ARG(!rdma || remotes, "remote regions (NULL)");
     for (i = 0; i < count; i++) {
         sfv_result r = sfv__fill_send(ch, &wrs[i], ch->sq.head + i, opcode, sg + i * per_wr, per_wr,
@@ -2256,7 +2324,8 @@ static sfv_result sfv__post_batch(sfv_channel *ch, enum ibv_wr_opcode opcode, co
 SAFEVERBS_API sfv_result sfv_channel_post_receive(sfv_channel *ch, const sfv_scatter_element *sges, size_t n, sfv_pending *p) {
     struct ibv_recv_wr wr, *bad = NULL;
     int rc;
-    if (SFV__UNLIKELY(!ch || !sfv__postable(ch, true, sges, n, 1, p))) return sfv__post_refused(ch, true, sges, n, 1, p);
+    if (SFV__UNLIKELY(!ch || !sfv__postable(ch, SFV__POST_RECV, sges, n, 1, p)))
+        return sfv__post_refused(ch, SFV__POST_RECV, sges, n, 1, p);
     wr.wr_id = ch->rq.head << 1 | 1;
     wr.next = NULL;
     wr.sg_list = (struct ibv_sge *)(uintptr_t)sges;
@@ -2272,8 +2341,8 @@ SAFEVERBS_API sfv_result sfv_channel_post_receive_batch(sfv_channel *ch, const s
     struct ibv_recv_wr wrs[SFV_BATCH_MAX], *bad = NULL;
     size_t i, posted;
     int rc;
-    if (SFV__UNLIKELY(!ch || !sfv__postable(ch, true, sges, per_wr, count, ps)))
-        return sfv__post_refused(ch, true, sges, per_wr, count, ps);
+    if (SFV__UNLIKELY(!ch || !sfv__postable(ch, SFV__POST_RECV, sges, per_wr, count, ps)))
+        return sfv__post_refused(ch, SFV__POST_RECV, sges, per_wr, count, ps);
     SFV__CHECK_ARG(ps, "pending handles (NULL)");
     for (i = 0; i < count; i++) {
         wrs[i].wr_id = (ch->rq.head + i) << 1 | 1;
@@ -2379,7 +2448,7 @@ SFV__SLOW sfv_result sfv__pending_again(const sfv_pending *p, sfv_work_completio
 /* Polls the CQ once for `p`: its result if that finished it, else SFV_NOT_DONE. */
 SFV__HOT_INLINE sfv_result sfv__poll_once(sfv_pending *p, sfv__ring *q, sfv__slot *s, sfv_work_completion *wc) {
     int n = sfv__drain(q->ch);
-    if (n < 0) return sfv__fail_verb("ibv_poll_cq", -n);
+    if (n < 0) return sfv__fail_poll(n);
     if (s->state != SFV__SLOT_DONE) return SFV_NOT_DONE;
     return sfv__pending_take(p, q, s, wc);
 }
@@ -2461,8 +2530,6 @@ SAFEVERBS_API sfv_result sfv_channel_read(sfv_channel *ch, const sfv_scatter_ele
 }
 
 /* --- scopes ------------------------------------------------------------------------------ */
-/* Waits for and consumes every work request of q from seq `from` on; counts the failures.
-   After the deadline, the channel is aborted so that nothing stays in flight. */
 /* Waits for work request `seq` of q until `deadline` and consumes it into wc. If the wait
    fails (the deadline passed), the channel is aborted first, so the work is flushed and its
    buffers are free. Returns what the wait returned. */
@@ -2470,11 +2537,14 @@ static sfv_result sfv__take_by(sfv_channel *ch, sfv__ring *q, uint64_t seq, uint
     sfv__slot *s = &q->slots[seq & q->mask];
     sfv_result w = SFV_OK;
     if (s->state != SFV__SLOT_DONE && (w = sfv__wait(ch, q, seq, deadline, 0)) != SFV_OK) sfv__abort(ch);
+    if (s->state != SFV__SLOT_DONE) sfv__finish_quiet(s, true); /* the abort could not end it: never a success */
     sfv__wc_make(wc, s);
     sfv__release(q, s);
     return w;
 }
 
+/* Waits for and consumes every work request of q from seq `from` on; counts the failures.
+   After the deadline, the channel is aborted so that nothing stays in flight. */
 static void sfv__settle(sfv_channel *ch, sfv__ring *q, uint64_t from, uint64_t deadline, sfv_scope_report *rep) {
     uint64_t seq;
     for (seq = from > q->tail ? from : q->tail; seq < q->head; seq++) {
@@ -2933,6 +3003,7 @@ static sfv_result sfv__ex_swap(int fd, bool accepting, size_t rank, size_t n, si
     if (expect < n ? peer != expect : (peer >= rank || seen[peer]))
         return sfv__fail(SFV_ERR_INVALID, EINVAL, "exchange", "a peer says it is rank %zu, which is not the one due here", peer);
     seen[peer] = true;
+    if (!size) return SFV_OK; /* all may be NULL */
     if (accepting && (r = sfv__fd_io(fd, (void *)(uintptr_t)mine, size, true, deadline, peer)) != SFV_OK) return r;
     if ((r = sfv__fd_io(fd, all + peer * size, size, false, deadline, peer)) != SFV_OK) return r;
     if (!accepting && (r = sfv__fd_io(fd, (void *)(uintptr_t)mine, size, true, deadline, peer)) != SFV_OK) return r;
@@ -3074,9 +3145,12 @@ SAFEVERBS_API sfv_result sfv_exchange_all(const sfv_net_node *nodes, size_t n, s
             r = sfv__fail_verb("accept", errno);
             break;
         }
+        if (++i == rank) { /* every lower rank is in: close before the last swap, so that rank's */
+            close(lfd);     /* next exchange cannot land in this one's backlog (it retries) */
+            lfd = -1;
+        }
         r = sfv__ex_swap(fd, true, rank, n, n, mine, size, (uint8_t *)all, seen, deadline);
         close(fd);
-        i++;
     }
     if (lfd >= 0) close(lfd);
     for (i = rank + 1; r == SFV_OK && i < n; i++) { /* we go to the higher ones */
@@ -3256,6 +3330,26 @@ SAFEVERBS_API sfv_result sfv_node_handshake(sfv_node *nd, const uint8_t *all, si
         }
     nd->connected = true;
     return SFV_OK;
+}
+
+SAFEVERBS_API sfv_result sfv_node_connect(sfv_node *nd, const sfv_net_node *nodes, int timeout_ms) {
+    const uint64_t deadline = sfv__now_ns() + sfv__timeout_ns(timeout_ms < 0 ? 60000u : (uint32_t)timeout_ms);
+    size_t each;
+    uint8_t *mine, *all;
+    sfv_result r;
+    SFV__CHECK_ARG(nd, "node");
+    SFV__CHECK_ARG(nodes, "nodes (NULL)");
+    each = SFV_NODE_ENDPOINT_SIZE(nd->world);
+    mine = (uint8_t *)malloc(each);
+    all = (uint8_t *)malloc(nd->world * each);
+    r = mine && all ? SFV_OK : sfv__fail_verb("malloc", ENOMEM);
+    if (r == SFV_OK) r = sfv_node_endpoint(nd, mine, each);
+    if (r == SFV_OK) r = sfv_exchange_all(nodes, nd->world, nd->rank, mine, each, all, sfv__ms_left(deadline));
+    if (r == SFV_OK) r = sfv_node_handshake(nd, all, nd->world * each);
+    if (r == SFV_OK) r = sfv_exchange_all(nodes, nd->world, nd->rank, NULL, 0, NULL, sfv__ms_left(deadline));
+    free(mine);
+    free(all);
+    return r;
 }
 
 /* Tells rank `to` that we reached the next epoch: one RDMA write of out[to] into its in[rank]. */

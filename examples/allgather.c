@@ -1,5 +1,5 @@
-/* allgather.c - a job of N ranks, each its own process: they find each other (sfv_exchange_all),
-   connect a node (a channel to every rank, itself included), gather one block from every rank
+/* allgather.c - a job of N ranks, each its own process: they find each other and connect a
+   node (sfv_node_connect, over TCP) (a channel to every rank, itself included), gather one block from every rank
    into every rank, and time their barriers.
 
    Each rank is started with its number and the job's size; rank r listens on port PORT + r of
@@ -57,7 +57,6 @@ int main(int argc, char **argv) {
     sfv_node *node;
     sfv_node_desc desc;
     sfv_multi_channel *mc;
-    uint8_t *mine, *all;
     unsigned char *buf;
     sfv_pending rx[MAX_RANKS];
     sfv_gather_element out;
@@ -97,13 +96,8 @@ int main(int argc, char **argv) {
     if ((res = sfv_create_node(pd, &desc, &node)) != SFV_OK) return fail("create node", res);
     mc = sfv_node_multi_channel(node);
 
-    /* everyone's endpoints, by rank */
-    mine = (uint8_t *)malloc(SFV_NODE_ENDPOINT_SIZE(n));
-    all = (uint8_t *)malloc(n * SFV_NODE_ENDPOINT_SIZE(n));
-    if (!mine || !all) return 1;
-    if ((res = sfv_node_endpoint(node, mine, SFV_NODE_ENDPOINT_SIZE(n))) != SFV_OK) return fail("node endpoint", res);
-    if ((res = sfv_exchange_all(nodes, n, rank, mine, SFV_NODE_ENDPOINT_SIZE(n), all, 30000)) != SFV_OK) return fail("exchange", res);
-    if ((res = sfv_node_handshake(node, all, n * SFV_NODE_ENDPOINT_SIZE(n))) != SFV_OK) return fail("handshake", res);
+    /* everyone's endpoints, the handshake, and a sync: when it returns, every rank is connected */
+    if ((res = sfv_node_connect(node, nodes, 30000)) != SFV_OK) return fail("connect", res);
 
     /* the gather: block r of buf comes from rank r; ours goes out from the block after them */
     buf = (unsigned char *)calloc(n + 1, BLOCK);
@@ -140,7 +134,5 @@ int main(int argc, char **argv) {
     sfv_dealloc_pd(pd);
     sfv_close_device(ctx);
     free(buf);
-    free(mine);
-    free(all);
     return 0;
 }

@@ -131,6 +131,8 @@ static void t_desc_defaults_and_range_checks(void) {
     CHECK_EQ(o.ack_retries, 7);
     CHECK_EQ(o.rnr_retries, 7);
     CHECK(o.max_rd_atomic > 1); /* the device's limit, not 1 */
+    CHECK_EQ(o.service_level, 0);
+    CHECK_EQ(o.traffic_class, 0);
     CHECK_EQ(o.timeout_ms, 10000);
     CHECK_EQ(o.wait_mode, SFV_WAIT_BUSY);
     CHECK_EQ(o.access, SHARED);
@@ -153,6 +155,8 @@ static void t_desc_defaults_and_range_checks(void) {
     REFUSE(port, 7);
     REFUSE(path_mtu, 1000);
     REFUSE(path_mtu, 8192);
+    if (pa.active_mtu < 4096) REFUSE(path_mtu, pa.active_mtu * 2); /* over what the link carries */
+    REFUSE(service_level, 16);
     REFUSE(send_psn, 1u << 24);
     REFUSE(min_rnr_timer, 32);
     REFUSE(ack_timeout, 32);
@@ -301,6 +305,60 @@ static void t_write_and_read(void) {
     CHECK_RESULT(sfv_channel_write(a.ch, &g, 1, sub, &wc), SFV_ERR_SLICE_NOT_WITHIN_BOUNDS);
     CHECK_RESULT(sfv_channel_read(a.ch, &sc, 1, sub, &wc), SFV_ERR_SLICE_NOT_WITHIN_BOUNDS);
     CHECK_EQ(sfv_channel_outstanding(a.ch), 0);
+    pair_close(&a, &b);
+}
+
+/* What real devices need: both sides agree on the read depth (b starts no more reads than a
+   answers), the traffic class reaches the address vector, and reads keep to the device's
+   element limit (max_sge_rd, below max_sge on some NICs; rxe's equals it, so it is set here). */
+static void t_read_depth_traffic_class_read_sge(void) {
+    side a, b;
+    sfv_channel_desc da = desc_default(), db = desc_default();
+    sfv_endpoint ea, eb;
+    struct ibv_qp_attr qa;
+    struct ibv_qp_init_attr qi;
+    sfv_scatter_element sc[8];
+    sfv_gather_element g[2];
+    sfv_remote_mr rem[8], whole;
+    sfv_pending p;
+    size_t i;
+    da.max_rd_atomic = 2;
+    da.traffic_class = db.traffic_class = 96; /* DSCP 24 */
+    a = side_open(sfv_test_device(0), &da, SHARED);
+    b = side_open(sfv_test_device(1), &db, SHARED);
+    CHECK_OK(sfv_channel_endpoint(a.ch, &ea));
+    CHECK_OK(sfv_channel_endpoint(b.ch, &eb));
+    CHECK_EQ(ea.rd_atomic, 2);
+    CHECK(eb.rd_atomic > 2);
+    connect_pair(&a, &b);
+    memset(&qa, 0, sizeof qa);
+    CHECK(ibv_query_qp(b.ch->qp, &qa, IBV_QP_MAX_QP_RD_ATOMIC | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_AV, &qi) == 0);
+    CHECK_EQ(qa.max_rd_atomic, 2);
+    CHECK_EQ(qa.max_dest_rd_atomic, eb.rd_atomic);
+    CHECK_EQ(qa.ah_attr.grh.traffic_class, 96);
+    CHECK(ibv_query_qp(a.ch->qp, &qa, IBV_QP_MAX_QP_RD_ATOMIC, &qi) == 0);
+    CHECK_EQ(qa.max_rd_atomic, 2);
+    /* eight reads in flight from b, which a answers two at a time */
+    fill(a.buf, 8 * 4096, 5);
+    for (i = 0; i < 8; i++) {
+        sc[i] = S(&b, i * 4096, 4096);
+        CHECK_OK(sfv_remote_mr_slice(sfv_mr_remote(a.mr), i * 4096, 4096, &rem[i]));
+    }
+    CHECK_OK(sfv_channel_post_read_batch(b.ch, sc, 1, 8, rem, &p));
+    CHECK_OK(sfv_pending_wait(&p, -1, NULL));
+    CHECK(memcmp(a.buf, b.buf, 8 * 4096) == 0);
+    /* elements per read */
+    CHECK(b.ch->max_read_sge >= 1 && b.ch->max_read_sge <= sfv_channel_get_desc(b.ch)->max_send_sge);
+    b.ch->max_read_sge = 1; /* as on a NIC that reads into one element */
+    CHECK_OK(sfv_remote_mr_slice(sfv_mr_remote(a.mr), 0, 8192, &whole));
+    CHECK_RESULT(sfv_channel_read(b.ch, sc, 2, whole, NULL), SFV_ERR_INVALID);
+    CHECK(strstr(sfv_last_error()->message, "max_sge_rd") != NULL);
+    CHECK_RESULT(sfv_channel_post_read_batch(b.ch, sc, 2, 1, &whole, &p), SFV_ERR_INVALID);
+    CHECK_OK(sfv_channel_read(b.ch, sc, 1, rem[0], NULL));
+    g[0] = G(&b, 0, 4096);
+    g[1] = G(&b, 4096, 4096);
+    CHECK_OK(sfv_channel_write(b.ch, g, 2, whole, NULL)); /* writes still take max_send_sge */
+    CHECK_EQ(sfv_channel_outstanding(b.ch), 0);
     pair_close(&a, &b);
 }
 
@@ -945,13 +1003,15 @@ static void t_endpoint_codec(void) {
     e.lid = 0xbeef;
     e.psn = 0xabcdef;
     e.mtu = 1024;
+    e.rd_atomic = 16;
     e.has_gid = true;
     for (i = 0; i < 16; i++) e.gid.raw[i] = (uint8_t)(i * 17);
     sfv_endpoint_encode(&e, buf);
-    CHECK(buf[0] == 'S' && buf[1] == 'E' && buf[2] == 1 && buf[3] == 1);
+    CHECK(buf[0] == 'S' && buf[1] == 'E' && buf[2] == 2 && buf[3] == 1);
     CHECK(buf[5] == 0x12 && buf[7] == 0x56); /* big-endian */
+    CHECK(buf[12] == 16 && buf[13] == 0xab && buf[15] == 0xef);
     CHECK_OK(sfv_endpoint_decode(buf, sizeof buf, &o));
-    CHECK(o.qpn == e.qpn && o.lid == e.lid && o.psn == e.psn && o.mtu == e.mtu && o.has_gid);
+    CHECK(o.qpn == e.qpn && o.lid == e.lid && o.psn == e.psn && o.mtu == e.mtu && o.has_gid && o.rd_atomic == 16);
     CHECK(memcmp(o.gid.raw, e.gid.raw, 16) == 0);
     CHECK_RESULT(sfv_endpoint_decode(buf, sizeof buf - 1, &o), SFV_ERR_INVALID);
     CHECK(o.qpn == 0);
@@ -964,11 +1024,25 @@ static void t_endpoint_codec(void) {
         CHECK_RESULT(sfv_endpoint_decode(bad, sizeof bad, &o), SFV_ERR_INVALID); \
     } while (0)
     MANGLE(0, 'X');          /* magic */
-    MANGLE(2, 2);            /* version */
+    MANGLE(2, 3);            /* version */
     MANGLE(3, 3);            /* unknown flag */
     MANGLE(4, 1);            /* QPN over 24 bits */
-    MANGLE(12, 1);           /* PSN over 24 bits */
+    MANGLE(12, 0);           /* version 2 says how many reads it answers */
     MANGLE(10, 0x05);        /* MTU 0x0500 */
+    /* version 1 (no read depth) still decodes; its PSN is 24 bits */
+    memcpy(bad, buf, sizeof bad);
+    bad[2] = 1;
+    bad[12] = 0;
+    CHECK_OK(sfv_endpoint_decode(bad, sizeof bad, &o));
+    CHECK(o.psn == e.psn && o.rd_atomic == 0);
+    bad[12] = 1;
+    CHECK_RESULT(sfv_endpoint_decode(bad, sizeof bad, &o), SFV_ERR_INVALID);
+    e.rd_atomic = 0; /* not said: written as version 1 */
+    sfv_endpoint_encode(&e, bad);
+    CHECK(bad[2] == 1 && bad[12] == 0);
+    CHECK_OK(sfv_endpoint_decode(bad, sizeof bad, &o));
+    CHECK(o.rd_atomic == 0 && o.psn == e.psn);
+    e.rd_atomic = 16;
     memcpy(bad, buf, sizeof bad);
     bad[4] = bad[5] = bad[6] = bad[7] = 0; /* QPN 0 */
     CHECK_RESULT(sfv_endpoint_decode(bad, sizeof bad, &o), SFV_ERR_INVALID);
@@ -994,6 +1068,7 @@ static const sfv_test TESTS[] = {
     TEST(t_handshake_bad_peer, 60),
     TEST(t_write_and_read, 60),
     TEST(t_immediates, 60),
+    TEST(t_read_depth_traffic_class_read_sge, 60),
     TEST(t_gather_4_6_2_into_scatter_5_7, 60),
     TEST(t_every_size_class, 180),
     TEST(t_pending_out_of_order, 60),

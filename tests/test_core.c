@@ -222,17 +222,27 @@ static void t_open_port_down(void) {
     const char *nd = test_netdev();
     char cmd[128];
     sfv_context *c, *probe;
-    sfv_result r;
+    sfv_pd *pd;
+    sfv_channel *ch = (sfv_channel *)1;
+    sfv_result r, rch;
+    char chmsg[256];
     if (!nd) SKIP("takes %s's link down: set SAFEVERBS_TEST_NETDEV to its netdev to allow it", sfv_test_device(0));
     CHECK_OK(sfv_open_device(sfv_test_device(0), &probe));
+    CHECK_OK(sfv_alloc_pd(probe, &pd));
     snprintf(cmd, sizeof cmd, "ip link set %s down", nd);
     CHECK(system(cmd) == 0);
     CHECK(wait_port(probe, SFV_PORT_DOWN, 10));
+    rch = sfv_create_channel(pd, NULL, &ch); /* an open device: a channel still needs the port ACTIVE */
+    snprintf(chmsg, sizeof chmsg, "%s", sfv_last_error()->message);
     r = sfv_open_device(sfv_test_device(0), &c);
     snprintf(cmd, sizeof cmd, "ip link set %s up", nd);
     CHECK(system(cmd) == 0);
     CHECK(wait_port(probe, SFV_PORT_ACTIVE, 20));
     CHECK(wait_gids(probe, 20)); /* the GID table is refilled after the link comes back */
+    CHECK_EQ(rch, SFV_ERR_RESOURCE);
+    CHECK(ch == NULL);
+    if (!strstr(chmsg, "ACTIVE")) FAIL("channel on a port that is down: %s", chmsg);
+    sfv_dealloc_pd(pd);
     sfv_close_device(probe);
     if (getenv("SAFEVERBS_IN_VM")) { /* the veth peer (rxe1) lost its carrier too: wait for it */
         double end = sfv_test_seconds() + 20;
@@ -287,6 +297,33 @@ static void t_query_port_and_gids(void) {
     CHECK_RESULT(sfv_query_gid(f.ctx, 1, pa.gid_tbl_len + 5, &e), SFV_ERR_NOT_FOUND);
     CHECK_RESULT(sfv_query_gid(f.ctx, 1, 0, NULL), SFV_ERR_INVALID);
     CHECK_RESULT(sfv_choose_gid(f.ctx, 1, NULL), SFV_ERR_INVALID);
+    { /* the order sfv_choose_gid picks in, on entries of every kind */
+        static const uint8_t ll[16] = {0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};
+        static const uint8_t ll_top[16] = {0xfe, 0xbf, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};
+        static const uint8_t site[16] = {0xfe, 0xc0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};
+        static const uint8_t global[16] = {0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};
+        static const uint8_t v4[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 10, 0, 0, 1};
+        sfv_gid_entry x;
+        memset(&x, 0, sizeof x);
+        CHECK_EQ(sfv_gid_preference(NULL), 0);
+        memcpy(x.gid.raw, v4, 16);
+        x.type = SFV_GID_TYPE_UNKNOWN;
+        CHECK_EQ(sfv_gid_preference(&x), 1);
+        x.type = SFV_GID_TYPE_ROCE_V1; /* even with an IPv4 address: not routable */
+        CHECK_EQ(sfv_gid_preference(&x), 1);
+        x.type = SFV_GID_TYPE_ROCE_V2;
+        CHECK_EQ(sfv_gid_preference(&x), 4);
+        memcpy(x.gid.raw, global, 16);
+        CHECK_EQ(sfv_gid_preference(&x), 3);
+        memcpy(x.gid.raw, site, 16);
+        CHECK_EQ(sfv_gid_preference(&x), 3);
+        memcpy(x.gid.raw, ll, 16);
+        CHECK_EQ(sfv_gid_preference(&x), 2);
+        memcpy(x.gid.raw, ll_top, 16);
+        CHECK_EQ(sfv_gid_preference(&x), 2);
+        x.type = SFV_GID_TYPE_IB;
+        CHECK_EQ(sfv_gid_preference(&x), 2);
+    }
     teardown(&f);
 }
 

@@ -474,19 +474,26 @@ static void run_ranks(size_t n, void (*fn)(size_t rank, void *arg), void *arg) {
     }
 }
 
+/* 25 exchanges in a row on the same ports (a rank done with one goes straight to the next,
+   while slower ranks still finish theirs), then a barrier of 0 bytes without buffers. */
 static void exchange_rank(size_t rank, void *arg) {
     sfv_net_node nodes[4];
     char mine[24], all[4 * 24];
     size_t r;
+    int round;
     (void)arg;
     net(nodes, 4, 24100);
-    snprintf(mine, sizeof mine, "rank %zu says hi", rank);
-    CHECK_OK(sfv_exchange_all(nodes, 4, rank, mine, sizeof mine, all, -1)); /* the default deadline */
-    for (r = 0; r < 4; r++) {
-        char want[24];
-        snprintf(want, sizeof want, "rank %zu says hi", r);
-        CHECK(strcmp(all + 24 * r, want) == 0);
+    for (round = 0; round < 25; round++) {
+        snprintf(mine, sizeof mine, "rank %u says hi %u", (unsigned)rank % 10, (unsigned)round % 100);
+        memset(all, 0, sizeof all);
+        CHECK_OK(sfv_exchange_all(nodes, 4, rank, mine, sizeof mine, all, round ? 20000 : -1)); /* -1: the default deadline */
+        for (r = 0; r < 4; r++) {
+            char want[24];
+            snprintf(want, sizeof want, "rank %u says hi %u", (unsigned)r % 10, (unsigned)round % 100);
+            CHECK(strcmp(all + 24 * r, want) == 0);
+        }
     }
+    CHECK_OK(sfv_exchange_all(nodes, 4, rank, NULL, 0, NULL, 20000));
 }
 static void t_exchange_four_ranks(void) { run_ranks(4, exchange_rank, NULL); }
 
@@ -569,6 +576,14 @@ static void t_exchange_refusals(void) {
     memset(all, 0, sizeof all);
     CHECK_OK(sfv_exchange_all(nodes, 1, 0, mine, 8, all, 100));
     CHECK(strcmp(all, "mine") == 0);
+    /* a host that does not resolve, to connect to and to listen on */
+    t0 = sfv_test_seconds();
+    nodes[1].host = "no-such-host.invalid";
+    CHECK_RESULT(sfv_exchange_all(nodes, 2, 0, mine, 8, all, 5000), SFV_ERR_NOT_FOUND);
+    CHECK(strstr(sfv_last_error()->message, "no-such-host.invalid") != NULL);
+    CHECK_RESULT(sfv_exchange_all(nodes, 2, 1, mine, 8, all, 5000), SFV_ERR_NOT_FOUND);
+    nodes[1].host = LOCALHOST;
+    CHECK(sfv_test_seconds() - t0 < 10.0);
     /* a higher rank that never listens, a lower rank that never comes: timeouts, in time */
     t0 = sfv_test_seconds();
     CHECK_RESULT(sfv_exchange_all(nodes, 2, 0, mine, 8, all, 400), SFV_ERR_TIMEOUT);
@@ -630,8 +645,9 @@ typedef struct node_side {
     char *buf;
 } node_side;
 
-/* Opens rank `rank` of RANKS on its device and connects it to the others through the exchange. */
-static node_side node_open(size_t rank, sfv_barrier_kind kind, uint16_t port0) {
+/* Opens rank `rank` of RANKS on its device and connects it to the others: by hand (endpoint,
+   exchange, handshake, an empty exchange as the sync), or with sfv_node_connect. */
+static node_side node_open(size_t rank, sfv_barrier_kind kind, uint16_t port0, bool one_call) {
     node_side s;
     sfv_node_desc nd;
     sfv_net_node nodes[RANKS];
@@ -651,9 +667,14 @@ static node_side node_open(size_t rank, sfv_barrier_kind kind, uint16_t port0) {
     CHECK_OK(sfv_create_node(s.pd, &nd, &s.node));
     CHECK_EQ(sfv_node_rank(s.node), rank);
     CHECK_EQ(sfv_node_world_size(s.node), RANKS);
+    if (one_call) {
+        CHECK_OK(sfv_node_connect(s.node, nodes, 30000));
+        return s;
+    }
     CHECK_OK(sfv_node_endpoint(s.node, mine, sizeof mine));
     CHECK_OK(sfv_exchange_all(nodes, RANKS, rank, mine, sizeof mine, all, 30000));
     CHECK_OK(sfv_node_handshake(s.node, all, sizeof all));
+    CHECK_OK(sfv_exchange_all(nodes, RANKS, rank, NULL, 0, NULL, 30000)); /* every rank is connected */
     return s;
 }
 static void node_close(node_side *s) {
@@ -701,7 +722,7 @@ typedef struct node_arg {
 
 static void node_rank(size_t rank, void *argp) {
     const node_arg *arg = (const node_arg *)argp;
-    node_side s = node_open(rank, arg->kind, arg->port0);
+    node_side s = node_open(rank, arg->kind, arg->port0, arg->kind == SFV_BARRIER_DISSEMINATION);
     const size_t pair[2] = {0, 2}, unordered[2] = {1, 0}, twice[3] = {0, 0, 1}, others[2] = {1, 2}, far[2] = {0, 7};
     uint64_t last = 0;
     size_t r;
@@ -833,6 +854,14 @@ static void t_node_refusals(void) {
     CHECK_OK(sfv_node_barrier(solo, NULL, 0, 100));
     CHECK_RESULT(sfv_node_handshake(solo, one, sizeof one), SFV_ERR_INVALID); /* once only */
     CHECK(strstr(sfv_last_error()->message, "already") != NULL);
+    {
+        sfv_net_node me[1];
+        net(me, 1, 24490);
+        CHECK_RESULT(sfv_node_connect(solo, me, 100), SFV_ERR_INVALID); /* and not again in one call */
+        CHECK(strstr(sfv_last_error()->message, "already") != NULL);
+        CHECK_RESULT(sfv_node_connect(NULL, me, 100), SFV_ERR_INVALID);
+        CHECK_RESULT(sfv_node_connect(solo, NULL, 100), SFV_ERR_INVALID);
+    }
     CHECK_OK(sfv_destroy_node(solo));
     /* two ranks in this process, connected by hand: rank 0's channel to rank 1 is full (two
        sends wait for receives that are not there), so the barrier refuses before it starts and
