@@ -419,7 +419,9 @@ typedef enum sfv_wait_mode {
                       set gid_index_set to use gid_index as it is (0 is a valid index)
      path_mtu         the port's active MTU (bytes; 256, 512, 1024, 2048 or 4096; never above it:
                       a larger packet than the link carries is dropped, and the work fails late)
-     send_psn         0 (24 bits; the peer learns it from the endpoint)
+     send_psn         0: a random one, chosen at creation, so that a late packet of an earlier
+                      connection on a reused QP number is not taken for this one's (24 bits;
+                      the peer learns it from the endpoint)
      min_rnr_timer    12 (IB code: 0.64 ms)       ack_timeout  14 (IB code: 4.096 us * 2^14 = 67 ms)
      ack_retries      7, rnr_retries 7 (7 = retry forever on RNR: waits are bounded by timeout_ms);
                       set ack_retries_set / rnr_retries_set to use the value as it is (0 = none)
@@ -1745,6 +1747,15 @@ static sfv_result sfv__modify(struct ibv_qp *qp, struct ibv_qp_attr *attr, int m
     return sfv__fail(sfv_result_from_errno(rc), rc, "ibv_modify_qp", "ibv_modify_qp to %s failed: %s", step, strerror(rc));
 }
 
+/* A PSN no earlier connection is likely to have used: the clock, the process and the channel's
+   address, mixed (splitmix64's finalizer). Not for secrets; only to tell connections apart. */
+static uint32_t sfv__random_psn(const void *salt) {
+    uint64_t x = sfv__now_ns() ^ ((uint64_t)getpid() << 32) ^ (uint64_t)(uintptr_t)salt;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    return (uint32_t)(x ^ (x >> 31)) & 0xFFFFFFu;
+}
+
 SAFEVERBS_API sfv_result sfv_create_channel(sfv_pd *pd, const sfv_channel_desc *desc, sfv_channel **out) {
     sfv_channel *ch;
     struct ibv_qp_init_attr qi;
@@ -1757,6 +1768,7 @@ SAFEVERBS_API sfv_result sfv_create_channel(sfv_pd *pd, const sfv_channel_desc *
     if (!ch) return sfv__fail_verb("calloc", ENOMEM);
     r = sfv_channel_desc_resolve(pd, desc, &ch->desc);
     if (r) goto free_ch;
+    while (!ch->desc.send_psn) ch->desc.send_psn = sfv__random_psn(ch);
     r = sfv_query_port(pd->ctx, ch->desc.port, &pa);
     if (r) goto free_ch;
     ch->lid = pa.lid;

@@ -94,6 +94,8 @@ static void t_loopback_send_receive(void) {
     CHECK(sfv_channel_pd(s.ch) == s.pd);
     CHECK_OK(sfv_channel_endpoint(s.ch, &me));
     CHECK(me.qpn != 0 && me.has_gid);
+    CHECK(me.psn != 0 && me.psn <= 0xFFFFFFu); /* a random first PSN */
+    CHECK_EQ(me.psn, sfv_channel_get_desc(s.ch)->send_psn);
     CHECK_OK(sfv_channel_handshake(s.ch, &me));
     CHECK_RESULT(sfv_channel_handshake(s.ch, &me), SFV_ERR_INVALID); /* once only */
     strcpy(s.buf, "hello, rxe");
@@ -176,6 +178,19 @@ static void t_desc_defaults_and_range_checks(void) {
     d.gid_index_set = true;
     d.gid_index = 250;
     CHECK_RESULT(sfv_create_channel(pd, &d, &ch), SFV_ERR_NOT_FOUND); /* no GID there */
+    d = desc_default();
+    d.send_psn = 5; /* as given */
+    CHECK_OK(sfv_create_channel(pd, &d, &ch));
+    CHECK_EQ(sfv_channel_get_desc(ch)->send_psn, 5);
+    CHECK_OK(sfv_destroy_channel(ch));
+    {
+        sfv_channel *c1, *c2;
+        CHECK_OK(sfv_create_channel(pd, NULL, &c1));
+        CHECK_OK(sfv_create_channel(pd, NULL, &c2));
+        CHECK(sfv_channel_get_desc(c1)->send_psn != sfv_channel_get_desc(c2)->send_psn); /* 1 in 2^24 to fail */
+        CHECK_OK(sfv_destroy_channel(c1));
+        CHECK_OK(sfv_destroy_channel(c2));
+    }
     CHECK_RESULT(sfv_create_channel(NULL, NULL, &ch), SFV_ERR_INVALID);
     CHECK_RESULT(sfv_create_channel(pd, NULL, NULL), SFV_ERR_INVALID);
     CHECK_OK(sfv_destroy_channel(NULL));
