@@ -351,7 +351,7 @@ static sfv_result bad_write(sfv_multi_channel *mc, void *user) {
     return sfv_channel_post_write(sfv_multi_channel_peer(mc, 0), &g, 1, sfv_remote_mr_make(sfv_mr_addr(x->a->mr), 16, 0x1234), NULL);
 }
 
-/* Inside a scope: a second scope of the same multi-channel is refused; a blocking many-peer call
+/* Inside a scope: a second scope of the same multi-channel (manual or not) is refused; a blocking many-peer call
    works and consumes its own work; then one send per peer is left to the scope. */
 static sfv_result nested(sfv_multi_channel *mc, void *user) {
     scope_ctx *x = (scope_ctx *)user;
@@ -359,6 +359,7 @@ static sfv_result nested(sfv_multi_channel *mc, void *user) {
     sfv_gather_element g = G(x->a, 0, 16);
     sfv_result r = sfv_multi_channel_scope(mc, send_to_all, x, NULL);
     if (r != SFV_ERR_INVALID) return SFV_ERR_DRIVER;
+    if (sfv_multi_channel_manual_scope(mc, send_to_all, x) != SFV_ERR_INVALID) return SFV_ERR_DRIVER; /* nor a manual one */
     memset(&s, 0, sizeof s);
     s.peer = 1;
     s.sges = &g;
