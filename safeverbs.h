@@ -1,4 +1,4 @@
-/* safeverbs.h - v0.2.0 - safe RDMA verbs for C, on top of libibverbs (rdma-core).
+/* safeverbs.h - v0.3.0 - safe RDMA verbs for C, on top of libibverbs (rdma-core).
    MIT licence at the end of this file.
 
    DO THIS
@@ -31,6 +31,8 @@
    4. Make a channel:          sfv_create_channel(pd, &desc, &ch)  (desc zero-filled: defaults)
    5. Swap endpoints with the peer (sfv_endpoint_encode / _decode over any byte stream), then
                                sfv_channel_handshake(ch, &peer)
+                               (the peer's NIC drops what comes before its own handshake; the
+                               retries cover about half a second, a sync over your stream all)
    6. Move data:               sfv_channel_send(ch, &sge, 1, &wc) and sfv_channel_receive(...)
    7. Tear down in any order:  sfv_destroy_channel, sfv_dereg_mr, sfv_dealloc_pd, sfv_close_device
 
@@ -53,8 +55,8 @@
 
    Many peers: sfv_create_multi_channel makes a channel per peer (sfv_multi_channel_peer(mc, i)
    is an ordinary channel) with calls that reach many peers at once. A job of N processes makes
-   one node per rank (sfv_create_node), swaps node endpoints with sfv_exchange_all (TCP), calls
-   sfv_node_handshake, and then has a channel to every rank and sfv_node_barrier.
+   one node per rank (sfv_create_node) and connects it with sfv_node_connect (endpoints over
+   TCP, the handshake, a sync), and then has a channel to every rank and sfv_node_barrier.
 
    LIFETIME
    ========
@@ -114,9 +116,9 @@
 #include <stdbool.h>
 
 #define SAFEVERBS_VERSION_MAJOR 0
-#define SAFEVERBS_VERSION_MINOR 2
+#define SAFEVERBS_VERSION_MINOR 3
 #define SAFEVERBS_VERSION_PATCH 0
-#define SAFEVERBS_VERSION_STRING "0.2.0"
+#define SAFEVERBS_VERSION_STRING "0.3.0"
 
 #ifndef SAFEVERBS_API
 #define SAFEVERBS_API extern
