@@ -1770,7 +1770,8 @@ SAFEVERBS_API sfv_result sfv_create_channel(sfv_pd *pd, const sfv_channel_desc *
     if (!ch) return sfv__fail_verb("calloc", ENOMEM);
     r = sfv_channel_desc_resolve(pd, desc, &ch->desc);
     if (r) goto free_ch;
-    while (!ch->desc.send_psn) ch->desc.send_psn = sfv__random_psn(ch);
+    if (!ch->desc.send_psn) ch->desc.send_psn = sfv__random_psn(ch);
+    if (!ch->desc.send_psn) ch->desc.send_psn = 1; /* 0 came out (1 in 2^24): any other will do */
     r = sfv_query_port(pd->ctx, ch->desc.port, &pa);
     if (r) goto free_ch;
     ch->lid = pa.lid;
