@@ -343,16 +343,23 @@ SAFEVERBS_API sfv_pd *sfv_mr_pd(const sfv_mr *mr);
 SAFEVERBS_API bool sfv_mr_encloses(const sfv_mr *mr, const void *ptr, size_t len);
 
 /* >>remote regions --------------------------------------------------------------------------- */
+/* [addr, addr + length) of a peer's memory, with its rkey. No region may pass 2^64: one that
+   does ("wraps") is refused with SFV_ERR_INVALID by every call that narrows it (_sub, _slice,
+   _array_field) or posts to it (write, read), before anything reaches the NIC; decode refuses it. */
 typedef struct sfv_remote_mr { uint64_t addr; uint64_t length; uint32_t rkey; } sfv_remote_mr;
+/* The MR's region; all zero for NULL. */
 SAFEVERBS_API sfv_remote_mr sfv_mr_remote(const sfv_mr *mr);
+/* Never fails: it keeps what it is given, a wrapping region included (see above). */
 SAFEVERBS_API sfv_remote_mr sfv_remote_mr_make(uint64_t addr, uint64_t length, uint32_t rkey);
 SAFEVERBS_API uint64_t sfv_remote_mr_addr(sfv_remote_mr r);
 SAFEVERBS_API uint64_t sfv_remote_mr_length(sfv_remote_mr r);
 SAFEVERBS_API uint32_t sfv_remote_mr_rkey(sfv_remote_mr r);
-/* [offset, length): SFV_ERR_SLICE_NOT_WITHIN_BOUNDS when offset > length. */
+/* Every checked helper below zeroes *out when it refuses (and NULL out is SFV_ERR_INVALID).
+   [offset, length): SFV_ERR_SLICE_NOT_WITHIN_BOUNDS when offset > length. */
 SAFEVERBS_API sfv_result sfv_remote_mr_sub(sfv_remote_mr r, uint64_t offset, sfv_remote_mr *out);
-/* No check against the length; still no wrap: the address saturates, the length floors at 0.
-   A region outside the peer's MR fails there with a remote access error. */
+/* No check against the length; still no wrap: the address saturates at 2^64 - 1, the length
+   floors at 0 and is cut to what fits below 2^64. A region outside the peer's MR fails there
+   with a remote access error. */
 SAFEVERBS_API sfv_remote_mr sfv_remote_mr_sub_unchecked(sfv_remote_mr r, uint64_t offset);
 /* [offset, offset+length) inside r, or SFV_ERR_SLICE_NOT_WITHIN_BOUNDS. */
 SAFEVERBS_API sfv_result sfv_remote_mr_slice(sfv_remote_mr r, uint64_t offset, uint64_t length, sfv_remote_mr *out);
@@ -381,7 +388,8 @@ SAFEVERBS_API sfv_remote_mr sfv_remote_mr_array_field_unchecked(sfv_remote_mr r,
     sfv_remote_mr_array_field_unchecked((r), sizeof(type), (uint64_t)(index), offsetof(type, field), \
                                         sizeof(((type *)0)->field))
 
-/* A fixed 24-byte encoding, big-endian: "SR", version 1, 0, addr, length, rkey. */
+/* A fixed 24-byte encoding, big-endian: "SR", version 1, 0, addr, length, rkey. Encoding into
+   NULL does nothing. */
 #define SFV_REMOTE_MR_ENCODED_SIZE 24
 SAFEVERBS_API void sfv_remote_mr_encode(sfv_remote_mr r, uint8_t out[SFV_REMOTE_MR_ENCODED_SIZE]);
 /* SFV_ERR_INVALID for short input, a bad magic, version or reserved byte, or addr+length wrapping. */
@@ -472,7 +480,8 @@ typedef struct sfv_endpoint {
 } sfv_endpoint;
 #define SFV_ENDPOINT_ENCODED_SIZE 32
 /* "SE", version 2, flags, qpn, lid, mtu, read depth, psn (3 bytes), gid; big-endian. Version 1
-   (no read depth: that byte is 0) still decodes. */
+   (no read depth: that byte is 0) still decodes. Encoding into NULL does nothing; a NULL ep
+   encodes 32 zero bytes (which decode refuses). */
 SAFEVERBS_API void sfv_endpoint_encode(const sfv_endpoint *ep, uint8_t out[SFV_ENDPOINT_ENCODED_SIZE]);
 SAFEVERBS_API sfv_result sfv_endpoint_decode(const uint8_t *in, size_t size, sfv_endpoint *out);
 
@@ -1134,15 +1143,20 @@ SAFEVERBS_API sfv_result sfv_choose_gid(sfv_context *c, uint8_t port, uint32_t *
     sfv_port_attr pa;
     sfv_gid_entry e;
     sfv_result r;
+    sfv_error before;
     uint32_t i;
     int best = 0;
     SFV__CHECK_ARG(index_out, "index_out");
     *index_out = 0;
     r = sfv_query_port(c, port, &pa);
     if (r) return r;
+    before = sfv__last; /* empty slots are skipped: their refusals are not this call's error */
     for (i = 0; i < pa.gid_tbl_len && best < 4; i++) {
         int pref;
-        if (sfv_query_gid(c, port, i, &e) != SFV_OK) continue;
+        if (sfv_query_gid(c, port, i, &e) != SFV_OK) {
+            if (sfv__last.result != SFV_ERR_NOT_FOUND) return sfv__last.result; /* the verb failed, not the slot */
+            continue;
+        }
         pref = sfv_gid_preference(&e);
         if (pref > best) {
             best = pref;
@@ -1150,6 +1164,7 @@ SAFEVERBS_API sfv_result sfv_choose_gid(sfv_context *c, uint8_t port, uint32_t *
         }
     }
     if (!best) return sfv__fail(SFV_ERR_NOT_FOUND, ENODATA, __func__, "%s port %u has no usable GID", c->name, (unsigned)port);
+    sfv__last = before;
     return SFV_OK;
 }
 
@@ -1500,6 +1515,15 @@ SAFEVERBS_API uint64_t sfv_remote_mr_addr(sfv_remote_mr r) { return r.addr; }
 SAFEVERBS_API uint64_t sfv_remote_mr_length(sfv_remote_mr r) { return r.length; }
 SAFEVERBS_API uint32_t sfv_remote_mr_rkey(sfv_remote_mr r) { return r.rkey; }
 
+/* A region describes [addr, addr + length): it wraps when that passes 2^64. */
+static bool sfv__remote_wraps(sfv_remote_mr r) { return r.length && r.addr + (r.length - 1) < r.addr; }
+static sfv_result sfv__remote_wrapping(sfv_remote_mr r, const char *verb) {
+    return sfv__fail(SFV_ERR_INVALID, EINVAL, verb, "remote region [0x%llx, +%llu bytes) wraps past 2^64",
+                     (unsigned long long)r.addr, (unsigned long long)r.length);
+}
+/* The largest length that keeps a region at addr below 2^64. */
+static uint64_t sfv__remote_room(uint64_t addr) { return addr ? UINT64_MAX - addr + 1 : UINT64_MAX; }
+
 static sfv_result sfv__remote_oob(sfv_remote_mr r, uint64_t off, uint64_t len, sfv_remote_mr *out) {
     memset(out, 0, sizeof *out);
     return sfv__fail(SFV_ERR_SLICE_NOT_WITHIN_BOUNDS, ERANGE, "remote region",
@@ -1509,25 +1533,32 @@ static sfv_result sfv__remote_oob(sfv_remote_mr r, uint64_t off, uint64_t len, s
 
 SAFEVERBS_API sfv_result sfv_remote_mr_slice(sfv_remote_mr r, uint64_t offset, uint64_t length, sfv_remote_mr *out) {
     SFV__CHECK_ARG(out, "out");
+    memset(out, 0, sizeof *out);
+    if (sfv__remote_wraps(r)) return sfv__remote_wrapping(r, "sfv_remote_mr_slice");
     if (offset > r.length || length > r.length - offset) return sfv__remote_oob(r, offset, length, out);
-    *out = sfv_remote_mr_make(r.addr + offset, length, r.rkey); /* no wrap: decode refuses addr+length wraps */
-    if (out->addr < r.addr) return sfv__remote_oob(r, offset, length, out);
+    *out = sfv_remote_mr_make(r.addr + offset, length, r.rkey); /* no wrap: r does not wrap */
     return SFV_OK;
 }
 SAFEVERBS_API sfv_result sfv_remote_mr_sub(sfv_remote_mr r, uint64_t offset, sfv_remote_mr *out) {
     SFV__CHECK_ARG(out, "out");
+    memset(out, 0, sizeof *out);
+    if (sfv__remote_wraps(r)) return sfv__remote_wrapping(r, "sfv_remote_mr_sub");
     if (offset > r.length) return sfv__remote_oob(r, offset, 0, out);
     return sfv_remote_mr_slice(r, offset, r.length - offset, out);
 }
+/* The unchecked forms saturate: the address stops at 2^64 - 1 and the length at what still fits
+   below 2^64, so what they make never wraps. */
 SAFEVERBS_API sfv_remote_mr sfv_remote_mr_slice_unchecked(sfv_remote_mr r, uint64_t offset, uint64_t length) {
-    return sfv_remote_mr_make(sfv__sat_add(r.addr, offset), length, r.rkey);
+    const uint64_t addr = sfv__sat_add(r.addr, offset), room = sfv__remote_room(addr);
+    return sfv_remote_mr_make(addr, length < room ? length : room, r.rkey);
 }
 SAFEVERBS_API sfv_remote_mr sfv_remote_mr_sub_unchecked(sfv_remote_mr r, uint64_t offset) {
-    return sfv_remote_mr_make(sfv__sat_add(r.addr, offset), sfv__sat_sub(r.length, offset), r.rkey);
+    return sfv_remote_mr_slice_unchecked(r, offset, sfv__sat_sub(r.length, offset));
 }
 SAFEVERBS_API sfv_result sfv_remote_mr_array_field(sfv_remote_mr r, uint64_t elem_size, uint64_t index, uint64_t field_offset, uint64_t field_size, sfv_remote_mr *out) {
     uint64_t off;
     SFV__CHECK_ARG(out, "out");
+    memset(out, 0, sizeof *out);
     SFV__CHECK_ARG(elem_size > 0 && field_offset <= elem_size && field_size <= elem_size - field_offset, "field (not inside its element)");
     off = sfv__sat_add(sfv__sat_mul(index, elem_size), field_offset);
     if (off == UINT64_MAX) return sfv__remote_oob(r, off, field_size, out);
@@ -1549,6 +1580,7 @@ static uint64_t sfv__get_be(const uint8_t *p, int bytes) {
 }
 
 SAFEVERBS_API void sfv_remote_mr_encode(sfv_remote_mr r, uint8_t out[SFV_REMOTE_MR_ENCODED_SIZE]) {
+    if (!out) return;
     out[0] = 'S'; out[1] = 'R'; out[2] = 1; out[3] = 0;
     sfv__put_be(out + 4, r.addr, 8);
     sfv__put_be(out + 12, r.length, 8);
@@ -1590,7 +1622,8 @@ typedef struct sfv__slot {
     uint8_t state;       /* state, op, status, has_imm: set by one 4-byte store at post */
     uint8_t op;          /* sfv_wc_opcode posted; a receive becomes RECV_IMM by its completion */
     uint8_t status;      /* enum ibv_wc_status */
-    uint8_t has_imm;
+    uint8_t has_imm;     /* a success: whether imm_be holds an immediate; a failure: its class
+                            (sfv_work_error_class) where the channel knew better than the status */
     uint32_t byte_len;   /* posted: what a read will scatter; completed: what a receive got */
     uint32_t imm_be;     /* immediate data as it came off the wire */
     uint32_t vendor_err;
@@ -1617,6 +1650,10 @@ struct sfv_channel {
     uint16_t lid;
     sfv_link_layer link_layer;
     bool connected, broken, armed;
+    bool aborted;                 /* we moved the QP to the error state (a deadline, a destroy) */
+    uint8_t first_status;         /* the channel's first failed completion (enum ibv_wc_status), 0: none */
+    uint8_t first_op;             /* and what it was (sfv_wc_opcode) */
+    uint8_t first_cause;          /* what the channel found out about it (sfv__cause) */
     bool can_send, can_recv;      /* the post paths' one-test summary of the state above */
     uint32_t max_read_sge;        /* elements per RDMA read: max_send_sge, or less where the device
                                      reads into fewer (max_sge_rd; 1 on some iWARP NICs) */
@@ -1658,7 +1695,7 @@ static sfv_result sfv__bad_field(const char *field, unsigned long long v, const 
                      field, v, allowed);
 }
 
-SAFEVERBS_API sfv_result sfv_channel_desc_resolve(sfv_pd *pd, const sfv_channel_desc *in, sfv_channel_desc *o) {
+static sfv_result sfv__desc_resolve(sfv_pd *pd, const sfv_channel_desc *in, sfv_channel_desc *o) {
     const struct ibv_device_attr *a;
     sfv_port_attr pa;
     sfv_gid_entry ge;
@@ -1697,8 +1734,10 @@ SAFEVERBS_API sfv_result sfv_channel_desc_resolve(sfv_pd *pd, const sfv_channel_
         if (r) return r;
     } else {
         uint32_t gi = 0;
+        const sfv_error before = sfv__last;
         r = sfv_choose_gid(pd->ctx, o->port, &gi);
         if (r && pa.link_layer == SFV_LINK_LAYER_ETHERNET) return r; /* RoCE cannot connect without one */
+        if (r) sfv__last = before; /* InfiniBand connects by LID without one: no error */
         o->gid_index = (uint8_t)gi;
         o->gid_index_set = (r == SFV_OK);
     }
@@ -1727,6 +1766,11 @@ SAFEVERBS_API sfv_result sfv_channel_desc_resolve(sfv_pd *pd, const sfv_channel_
         return sfv__bad_field("wait_mode", (unsigned long long)o->wait_mode, "SFV_WAIT_BUSY or SFV_WAIT_EVENT");
     return SFV_OK;
 }
+SAFEVERBS_API sfv_result sfv_channel_desc_resolve(sfv_pd *pd, const sfv_channel_desc *desc, sfv_channel_desc *out) {
+    sfv_result r = sfv__desc_resolve(pd, desc, out);
+    if (r && out) memset(out, 0, sizeof *out); /* nothing half-resolved is left behind */
+    return r;
+}
 
 static sfv_result sfv__ring_init(sfv__ring *q, sfv_channel *ch, uint32_t cap) {
     uint64_t size = 1;
@@ -1743,6 +1787,9 @@ static sfv_result sfv__ring_init(sfv__ring *q, sfv_channel *ch, uint32_t cap) {
 static sfv_result sfv__modify(struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask, const char *step) {
     int rc = ibv_modify_qp(qp, attr, mask);
     if (!rc) return SFV_OK;
+    if (rc == EINVAL && attr->qp_state == IBV_QPS_RTR && attr->ah_attr.is_global)
+        return sfv__fail(SFV_ERR_INVALID, rc, "ibv_modify_qp", "ibv_modify_qp to RTR failed: %s (the driver refused the path to the peer's GID: are both GIDs of the same type and subnet, and does a route lead from this GID's interface to it?)",
+                         strerror(rc));
     if (rc == ETIMEDOUT || rc == ENETUNREACH || rc == EHOSTUNREACH)
         return sfv__fail(SFV_ERR_RESOURCE, rc, "ibv_modify_qp", "ibv_modify_qp to %s failed: %s (the peer's GID is not reachable from this GID: check the GID index, routing and UDP port 4791)",
                          step, strerror(rc));
@@ -1869,7 +1916,9 @@ SAFEVERBS_API sfv_result sfv_channel_endpoint(const sfv_channel *ch, sfv_endpoin
 }
 
 SAFEVERBS_API void sfv_endpoint_encode(const sfv_endpoint *ep, uint8_t out[SFV_ENDPOINT_ENCODED_SIZE]) {
+    if (!out) return;
     memset(out, 0, SFV_ENDPOINT_ENCODED_SIZE);
+    if (!ep) return;
     out[0] = 'S'; out[1] = 'E'; out[2] = ep->rd_atomic ? 2 : 1; out[3] = ep->has_gid ? 1 : 0;
     sfv__put_be(out + 4, ep->qpn, 4);
     sfv__put_be(out + 8, ep->lid, 2);
@@ -1917,6 +1966,11 @@ static sfv_result sfv__handshake_check(const sfv_channel *ch, const sfv_endpoint
     if (!sfv__mtu_enum(peer->mtu)) return sfv__fail(SFV_ERR_INVALID, EINVAL, fn, "peer MTU %u is not 256 .. 4096", (unsigned)peer->mtu);
     if (ch->link_layer == SFV_LINK_LAYER_ETHERNET && !(peer->has_gid && ch->desc.gid_index_set))
         return sfv__fail(SFV_ERR_INVALID, EINVAL, fn, "RoCE needs a GID on both sides (the peer's endpoint has none)");
+    if (peer->has_gid && ch->desc.gid_index_set && sfv_gid_is_ipv4(&peer->gid) != sfv_gid_is_ipv4(&ch->gid))
+        return sfv__fail(SFV_ERR_INVALID, EINVAL, fn,
+                         "the GIDs are of different kinds: this side's (index %u) is %s, the peer's is %s; "
+                         "both sides must use the same GID type (set gid_index)", (unsigned)ch->desc.gid_index,
+                         sfv_gid_is_ipv4(&ch->gid) ? "an IPv4 address" : "IPv6", sfv_gid_is_ipv4(&peer->gid) ? "an IPv4 address" : "IPv6");
     return SFV_OK;
 }
 
@@ -1962,7 +2016,10 @@ SAFEVERBS_API sfv_result sfv_channel_handshake(sfv_channel *ch, const sfv_endpoi
                                                                                               : ch->desc.max_rd_atomic);
     r = sfv__modify(ch->qp, &qa, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
                     IBV_QP_MAX_QP_RD_ATOMIC, "RTS");
-    if (r) return r;
+    if (r) {
+        sfv__break(ch); /* stuck in RTR: the handshake cannot be redone; destroy the channel */
+        return r;
+    }
     ch->connected = true;
     ch->can_send = true;
     return SFV_OK;
@@ -1992,13 +2049,46 @@ static void sfv__finish_quiet(sfv__slot *s, bool flushed) {
     s->state = SFV__SLOT_DONE;
 }
 
+/* What a channel can find out about its first failure beyond the status, which providers use
+   loosely: rxe reports a link that went down and a receive smaller than the message both as
+   LOC_QP_OP_ERR, and rxe in Linux 6.12 flushes a send or write whose element lies outside its MR
+   with no completion that says so. */
+enum { SFV__CAUSE_NONE = 0, SFV__CAUSE_PORT_DOWN, SFV__CAUSE_RECV_TOO_SMALL, SFV__CAUSE_UNEXPLAINED_FLUSH };
+
+static bool sfv__port_active(const sfv_channel *ch) {
+    struct ibv_port_attr pa;
+    return ibv_query_port(ch->pd->ctx->ctx, ch->desc.port, &pa) != 0 || pa.state == IBV_PORT_ACTIVE;
+}
+
+/* The class of a failed completion. The channel's first failure is looked at once (a port query,
+   on this slow path only); the flushes that follow it take their class from it. */
+SFV__SLOW sfv_work_error_class sfv__failure_class(sfv_channel *ch, uint8_t op, enum ibv_wc_status status) {
+    const bool flush = status == IBV_WC_WR_FLUSH_ERR;
+    if (!ch->first_status) {
+        ch->first_status = (uint8_t)status;
+        ch->first_op = op;
+        if ((status == IBV_WC_LOC_QP_OP_ERR || (flush && !ch->aborted)) && !sfv__port_active(ch))
+            ch->first_cause = SFV__CAUSE_PORT_DOWN;
+        else if (status == IBV_WC_LOC_QP_OP_ERR && op == SFV_WC_OP_RECV)
+            ch->first_cause = SFV__CAUSE_RECV_TOO_SMALL;
+        else if (flush && !ch->aborted)
+            ch->first_cause = SFV__CAUSE_UNEXPLAINED_FLUSH;
+    }
+    if (ch->first_cause == SFV__CAUSE_PORT_DOWN && (flush || status == IBV_WC_LOC_QP_OP_ERR)) return SFV_WORK_ERROR_LOCAL_RESOURCE;
+    if (ch->first_cause == SFV__CAUSE_UNEXPLAINED_FLUSH && flush) return SFV_WORK_ERROR_LOCAL_PROGRAMMING;
+    return sfv_wc_status_class((sfv_wc_status)status);
+}
+
 /* A queue completes in order, so the unsignaled work before a completion is finished too:
    successfully, unless the completion is a flush (then it was flushed). False: not ours. */
-SFV__SLOW bool sfv__catch_up(sfv__ring *q, uint64_t seq, enum ibv_wc_status status) {
+SFV__SLOW bool sfv__catch_up(sfv_channel *ch, sfv__ring *q, uint64_t seq, enum ibv_wc_status status) {
+    const bool flush = status == IBV_WC_WR_FLUSH_ERR;
     if (seq < q->completed || seq >= q->head) return false; /* cannot happen: the CQ is ours */
     for (; q->completed < seq; q->completed++) {
         sfv__slot *s = &q->slots[q->completed & q->mask];
-        if (s->state == SFV__SLOT_INFLIGHT) sfv__finish_quiet(s, status == IBV_WC_WR_FLUSH_ERR);
+        if (s->state != SFV__SLOT_INFLIGHT) continue;
+        sfv__finish_quiet(s, flush);
+        if (flush) s->has_imm = (uint8_t)sfv__failure_class(ch, s->op, status);
     }
     return true;
 }
@@ -2008,7 +2098,7 @@ SFV__HOT_INLINE void sfv__complete(sfv_channel *ch, const struct ibv_wc *w) {
     sfv__ring *q = sfv__ring_of(ch, w->wr_id);
     uint64_t seq = w->wr_id >> 1;
     sfv__slot *s;
-    if (SFV__UNLIKELY(seq != q->completed) && !sfv__catch_up(q, seq, w->status)) return;
+    if (SFV__UNLIKELY(seq != q->completed) && !sfv__catch_up(ch, q, seq, w->status)) return;
     s = &q->slots[seq & q->mask];
     s->status = (uint8_t)w->status;
     if (SFV__LIKELY(w->status == IBV_WC_SUCCESS)) {
@@ -2020,6 +2110,7 @@ SFV__HOT_INLINE void sfv__complete(sfv_channel *ch, const struct ibv_wc *w) {
         }
     } else {
         s->vendor_err = w->vendor_err; /* read only for an error */
+        s->has_imm = (uint8_t)sfv__failure_class(ch, s->op, w->status);
         sfv__break(ch); /* an error completion leaves the QP in the error state */
     }
     s->state = SFV__SLOT_DONE;
@@ -2060,6 +2151,7 @@ static void sfv__abort(sfv_channel *ch) {
     struct ibv_qp_attr qa;
     uint64_t deadline = sfv__now_ns() + 5000000000ull;
     sfv__break(ch);
+    ch->aborted = true;
     if (!ch->qp) return;
     memset(&qa, 0, sizeof qa);
     qa.qp_state = IBV_QPS_ERR;
@@ -2126,6 +2218,10 @@ static sfv_result sfv__wait(sfv_channel *ch, sfv__ring *q, uint64_t seq, uint64_
             if (now >= deadline) break;
         }
     }
+    if (ch->sq.completed == 0 && ch->rq.completed == 0) /* a fresh channel: the classic first mistake */
+        return sfv__fail(SFV_ERR_TIMEOUT, ETIMEDOUT, "wait",
+                         "work request not complete within the deadline; nothing has completed on this channel yet: "
+                         "has the peer connected (sfv_channel_handshake with this side's endpoint) and posted its side?");
     return sfv__fail(SFV_ERR_TIMEOUT, ETIMEDOUT, "wait", "work request not complete within the deadline");
 }
 
@@ -2148,12 +2244,44 @@ static void sfv__wc_make(sfv_work_completion *wc, const sfv__slot *s) {
         wc->imm_data = s->has_imm ? ntohl(s->imm_be) : 0; /* the one byte-order conversion */
     } else {
         wc->vendor_err = s->vendor_err;
-        wc->error_class = sfv_wc_status_class(wc->status);
+        wc->error_class = s->has_imm ? (sfv_work_error_class)s->has_imm : sfv_wc_status_class(wc->status);
         wc->opcode = SFV_WC_OP_UNKNOWN; /* not valid in an error completion */
         wc->byte_len = 0;
         wc->has_imm = false;
         wc->imm_data = 0;
     }
+}
+
+static const char *sfv__op_name(uint8_t op) {
+    switch (op) {
+    case SFV_WC_OP_SEND: return "send";
+    case SFV_WC_OP_RECV: case SFV_WC_OP_RECV_IMM: return "receive";
+    case SFV_WC_OP_WRITE: return "RDMA write";
+    case SFV_WC_OP_READ: return "RDMA read";
+    default: return "work request";
+    }
+}
+
+/* The hint for a failed completion: what its channel found out, where it knows more than the
+   status says (ch NULL: the status alone). */
+static const char *sfv__failure_hint(const sfv_channel *ch, const sfv__slot *s) {
+    const bool first = ch && ch->first_status == s->status;
+    if (ch && ch->first_cause == SFV__CAUSE_PORT_DOWN)
+        return "the local port is not ACTIVE: the link or port went down (rxe reports that as LOC_QP_OP_ERR and flushes the rest)";
+    if (first && ch->first_cause == SFV__CAUSE_RECV_TOO_SMALL)
+        return "most likely a receive smaller than the message that arrived (rxe reports it as LOC_QP_OP_ERR, not LOC_LEN_ERR); else a work request this QP cannot take";
+    if (first && ch->first_cause == SFV__CAUSE_UNEXPLAINED_FLUSH)
+        return "the QP went to the error state and no completion said why: rxe on Linux 6.12 reports a send or write whose element lies outside its MR (or lacks its access) this way; check the elements";
+    if (ch && ch->first_status && !first && s->status == IBV_WC_WR_FLUSH_ERR)
+        return "flushed: an earlier work request of this channel failed and put its QP in the error state";
+    return sfv_wc_status_hint((sfv_wc_status)s->status);
+}
+
+/* Records a failed completion as the thread's last error: SFV_ERR_WORK. Never on a fast path. */
+SFV__SLOW sfv_result sfv__fail_work(const sfv_channel *ch, const sfv__slot *s) {
+    const sfv_work_error_class c = s->has_imm ? (sfv_work_error_class)s->has_imm : sfv_wc_status_class((sfv_wc_status)s->status);
+    return sfv__fail(SFV_ERR_WORK, 0, "completion", "%s failed: %s (%s): %s", sfv__op_name(s->op),
+                     sfv_wc_status_str((sfv_wc_status)s->status), sfv_work_error_class_str(c), sfv__failure_hint(ch, s));
 }
 
 /* After slots first .. last were freed: if first is the ring's tail, the tail moves past them
@@ -2197,10 +2325,21 @@ SFV__HOT_INLINE bool sfv__postable(const sfv_channel *ch, sfv__post_kind kind, c
            q->head - q->tail + count <= q->cap;
 }
 
+/* A refused or failed post leaves its handles zeroed (a wait on one is then SFV_ERR_INVALID):
+   `count` of them for a receive batch, else one. */
+static void sfv__pending_clear(sfv_pending *p, size_t count) {
+    if (p && count >= 1 && count <= SFV_BATCH_MAX) memset(p, 0, count * sizeof *p);
+}
+SFV__SLOW sfv_result sfv__post_failed(sfv_pending *p, size_t count, const char *verb, int rc) {
+    sfv__pending_clear(p, count);
+    return sfv__fail_verb(verb, rc);
+}
+
 static sfv_result sfv__post_refused(sfv_channel *ch, sfv__post_kind kind, const void *sges, size_t n, size_t count, sfv_pending *p) {
     const bool recv = kind == SFV__POST_RECV;
     const sfv__ring *q;
     uint32_t max_sge;
+    sfv__pending_clear(p, recv ? count : 1);
     SFV__CHECK_ARG(ch, "channel");
     q = recv ? &ch->rq : &ch->sq;
     max_sge = sfv__max_sge(ch, kind);
@@ -2267,6 +2406,7 @@ SFV__HOT_INLINE sfv_result sfv__fill_send(const sfv_channel *ch, struct ibv_send
         if (remote && SFV__UNLIKELY(total > remote->length))
             return sfv__fail(SFV_ERR_SLICE_NOT_WITHIN_BOUNDS, ERANGE, "post", "%llu bytes do not fit the remote region's %llu",
                              (unsigned long long)total, (unsigned long long)remote->length);
+        if (remote && SFV__UNLIKELY(sfv__remote_wraps(*remote))) return sfv__remote_wrapping(*remote, "post");
     }
     w->wr_id = seq << 1;
     w->next = NULL;
@@ -2294,9 +2434,12 @@ SFV__HOT_INLINE sfv_result sfv__post_one(sfv_channel *ch, enum ibv_wr_opcode opc
     const sfv__post_kind kind = opcode == IBV_WR_RDMA_READ ? SFV__POST_READ : SFV__POST_SEND;
     if (SFV__UNLIKELY(!ch || !sfv__postable(ch, kind, sges, n, 1, p))) return sfv__post_refused(ch, kind, sges, n, 1, p);
     r = sfv__fill_send(ch, &wr, ch->sq.head, opcode, (const struct ibv_sge *)sges, n, remote, imm, IBV_SEND_SIGNALED, &total);
-    if (SFV__UNLIKELY(r)) return r;
+    if (SFV__UNLIKELY(r)) {
+        sfv__pending_clear(p, 1);
+        return r;
+    }
     rc = ibv_post_send(ch->qp, &wr, &bad);
-    if (SFV__UNLIKELY(rc)) return sfv__fail_verb("ibv_post_send", rc);
+    if (SFV__UNLIKELY(rc)) return sfv__post_failed(p, 1, "ibv_post_send", rc);
     sfv__track(&ch->sq, sfv__op_of(opcode), total);
     sfv__cover(&ch->sq, p, 1);
     return SFV_OK;
@@ -2316,11 +2459,17 @@ static sfv_result sfv__post_batch(sfv_channel *ch, enum ibv_wr_opcode opcode, co
     const sfv__post_kind kind = opcode == IBV_WR_RDMA_READ ? SFV__POST_READ : SFV__POST_SEND;
     if (SFV__UNLIKELY(!ch || !sfv__postable(ch, kind, sges, per_wr, count, p)))
         return sfv__post_refused(ch, kind, sges, per_wr, count, p);
-    SFV__CHECK_ARG(!rdma || remotes, "remote regions (NULL)");
+    if (rdma && !remotes) {
+        sfv__pending_clear(p, 1);
+        return sfv__fail(SFV_ERR_INVALID, EINVAL, "post", "remote regions (NULL)");
+    }
     for (i = 0; i < count; i++) {
-        sfv_result r = sfv__fill_send(ch, &wrs[i], ch->sq.head + i, opcode, sg + i * per_wr, per_wr,
+        sfv_result r = sfv__fill_send(ch, &wrs[i], ch->sq.head + i, opcode, per_wr ? sg + i * per_wr : NULL, per_wr,
                                       rdma ? &remotes[i] : NULL, 0, i + 1 == count ? IBV_SEND_SIGNALED : 0, &totals[i]);
-        if (r) return r;
+        if (r) {
+            sfv__pending_clear(p, 1);
+            return r;
+        }
         if (i) wrs[i - 1].next = &wrs[i];
     }
     rc = ibv_post_send(ch->qp, wrs, &bad);
@@ -2331,7 +2480,7 @@ static sfv_result sfv__post_batch(sfv_channel *ch, enum ibv_wr_opcode opcode, co
     if (SFV__LIKELY(!rc)) sfv__cover(&ch->sq, p, (uint32_t)count);
     if (SFV__UNLIKELY(rc)) {
         if (posted) sfv__break(ch);
-        return sfv__fail_verb("ibv_post_send", rc);
+        return sfv__post_failed(p, 1, "ibv_post_send", rc);
     }
     return SFV_OK;
 }
@@ -2346,7 +2495,7 @@ SAFEVERBS_API sfv_result sfv_channel_post_receive(sfv_channel *ch, const sfv_sca
     wr.sg_list = (struct ibv_sge *)(uintptr_t)sges;
     wr.num_sge = (int)n;
     rc = ibv_post_recv(ch->qp, &wr, &bad);
-    if (SFV__UNLIKELY(rc)) return sfv__fail_verb("ibv_post_recv", rc);
+    if (SFV__UNLIKELY(rc)) return sfv__post_failed(p, 1, "ibv_post_recv", rc);
     sfv__track(&ch->rq, SFV_WC_OP_RECV, 0);
     sfv__cover(&ch->rq, p, 1);
     return SFV_OK;
@@ -2362,7 +2511,7 @@ SAFEVERBS_API sfv_result sfv_channel_post_receive_batch(sfv_channel *ch, const s
     for (i = 0; i < count; i++) {
         wrs[i].wr_id = (ch->rq.head + i) << 1 | 1;
         wrs[i].next = i + 1 < count ? &wrs[i + 1] : NULL;
-        wrs[i].sg_list = (struct ibv_sge *)(uintptr_t)(sges + i * per_wr);
+        wrs[i].sg_list = per_wr ? (struct ibv_sge *)(uintptr_t)(sges + i * per_wr) : NULL;
         wrs[i].num_sge = (int)per_wr;
     }
     rc = ibv_post_recv(ch->qp, wrs, &bad);
@@ -2371,7 +2520,7 @@ SAFEVERBS_API sfv_result sfv_channel_post_receive_batch(sfv_channel *ch, const s
         sfv__track(&ch->rq, SFV_WC_OP_RECV, 0);
         sfv__cover(&ch->rq, &ps[i], 1);
     }
-    if (SFV__UNLIKELY(rc)) return sfv__fail_verb("ibv_post_recv", rc);
+    if (SFV__UNLIKELY(rc)) return sfv__post_failed(ps ? ps + posted : NULL, count - posted, "ibv_post_recv", rc);
     return SFV_OK;
 }
 SAFEVERBS_API sfv_result sfv_channel_post_send_batch(sfv_channel *ch, const sfv_gather_element *sges, size_t per_wr, size_t count, sfv_pending *p) {
@@ -2415,11 +2564,12 @@ SFV__HOT_INLINE sfv__slot *sfv__pending_slot(sfv_pending *p, sfv__ring **qo) {
     return s;
 }
 
-static sfv_result sfv__pending_result(const sfv_pending *p, sfv_work_completion *wc) {
+/* A consumed handle's result; ch (NULL once the channel may be gone) only sharpens the hint. */
+static sfv_result sfv__pending_result(const sfv_pending *p, const sfv_channel *ch, sfv_work_completion *wc) {
     sfv__slot d;
     memcpy(&d, p->done_, sizeof d);
     if (wc) sfv__wc_make(wc, &d);
-    return sfv__slot_result(&d);
+    return d.status == IBV_WC_SUCCESS ? SFV_OK : sfv__fail_work(ch, &d);
 }
 
 /* Consumes a batch's handle: keeps the first failure, else the last completion. Only the last
@@ -2447,17 +2597,22 @@ SFV__HOT_INLINE sfv_result sfv__pending_take(sfv_pending *p, sfv__ring *q, sfv__
         sfv__pending_take_batch(p, q, last_slot);
     }
     p->state_ = SFV__PENDING_DONE;
-    if (wc) return sfv__pending_result(p, wc);
+    if (wc) return sfv__pending_result(p, q->ch, wc);
     /* no completion asked for: the status byte is the result (no second copy of the slot) */
-    return ((const unsigned char *)p->done_)[offsetof(sfv__slot, status)] == IBV_WC_SUCCESS ? SFV_OK : SFV_ERR_WORK;
+    if (SFV__LIKELY(((const unsigned char *)p->done_)[offsetof(sfv__slot, status)] == IBV_WC_SUCCESS)) return SFV_OK;
+    return sfv__pending_result(p, q->ch, NULL);
 }
 
 SAFEVERBS_API bool sfv_pending_done(const sfv_pending *p) { return p && p->state_ == SFV__PENDING_DONE; }
 
 /* A handle already consumed gives its result again; anything else is a broken contract. */
 SFV__SLOW sfv_result sfv__pending_again(const sfv_pending *p, sfv_work_completion *wc) {
-    SFV__CHECK_ARG(p && p->state_ == SFV__PENDING_DONE, "pending handle");
-    return sfv__pending_result(p, wc);
+    if (!p || p->state_ != SFV__PENDING_DONE) {
+        if (wc) memset(wc, 0, sizeof *wc);
+        if (wc) wc->result = SFV_ERR_INVALID;
+        return sfv__fail(SFV_ERR_INVALID, EINVAL, "pending", "pending handle: %s", p ? "not posted (or its post was refused)" : "NULL");
+    }
+    return sfv__pending_result(p, NULL, wc); /* its channel may be gone: the status's own hint */
 }
 
 /* Polls the CQ once for `p`: its result if that finished it, else SFV_NOT_DONE. */
@@ -2480,7 +2635,11 @@ SFV__SLOW sfv_result sfv__pending_block(sfv_pending *p, sfv__ring *q, sfv__slot 
     sfv_result r = sfv__poll_once(p, q, s, wc);
     if (r != SFV_NOT_DONE) return r;
     r = sfv__wait(q->ch, q, p->seq_, 0, timeout_ms < 0 ? q->ch->desc.timeout_ms : (uint32_t)timeout_ms);
-    if (r) return r;
+    if (r) {
+        if (wc) memset(wc, 0, sizeof *wc);
+        if (wc) wc->result = r;
+        return r;
+    }
     return sfv__pending_take(p, q, s, wc);
 }
 
@@ -2507,7 +2666,11 @@ SAFEVERBS_API sfv_result sfv_pending_wait(sfv_pending *p, int timeout_ms, sfv_wo
 /* Blocking calls: post, wait with the channel's deadline; on expiry flush, so buffers are free. */
 static sfv_result sfv__blocking(sfv_channel *ch, sfv_result posted, sfv_pending *p, sfv_work_completion *wc) {
     sfv_result r;
-    if (posted) return posted;
+    if (posted) {
+        if (wc) memset(wc, 0, sizeof *wc);
+        if (wc) wc->result = posted; /* never a zero (SFV_OK) completion for a refused post */
+        return posted;
+    }
     r = sfv_pending_wait(p, -1, wc);
     if (r == SFV_ERR_TIMEOUT) {
         sfv_error saved = sfv__last;
@@ -2596,10 +2759,19 @@ static sfv_result sfv__scope_run(sfv_channel *ch, sfv_scope_fn fn, void *user, s
     return SFV_OK;
 }
 
+/* After fn failed: the last error says so, keeping fn's own detail when it left one. */
+static sfv_result sfv__fn_failed(sfv_result as, sfv_result fn_result) {
+    const sfv_error inner = sfv__last;
+    const bool detail = inner.result == fn_result;
+    if (detail && as == fn_result) return as; /* it already says it */
+    return sfv__fail(as, detail ? inner.errnum : 0, detail ? inner.verb : "scope", "the scope's function returned %s%s%s",
+                     sfv_result_str(fn_result), detail ? ": " : "", detail ? inner.message : "");
+}
+
 /* What a scope returns: the run's own failure, else the verdict of its report. */
 static sfv_result sfv__scope_verdict(sfv_result ran, const sfv_scope_report *rep) {
     if (ran) return ran;
-    if (rep->fn_result != SFV_OK) return SFV_ERR_SCOPE_FN;
+    if (rep->fn_result != SFV_OK) return sfv__fn_failed(SFV_ERR_SCOPE_FN, rep->fn_result);
     if (rep->failed) {
         sfv__fail(SFV_ERR_SCOPE_AUTOPOLL, 0, "scope", "%zu auto-polled work request(s) failed; first: %s (%s)",
                   rep->failed, sfv_wc_status_str(rep->first_error.status), sfv_wc_status_hint(rep->first_error.status));
@@ -2613,6 +2785,7 @@ static sfv_result sfv__manual_verdict(sfv_result ran, const sfv_scope_report *re
     if (ran) return ran;
     SFV_ASSERT((rep->fn_result != SFV_OK || rep->auto_polled == 0) &&
                "manual scope: fn succeeded but left work unpolled");
+    if (rep->fn_result != SFV_OK && rep->fn_result != SFV_NOT_DONE) return sfv__fn_failed(rep->fn_result, rep->fn_result);
     return rep->fn_result;
 }
 
@@ -2730,12 +2903,13 @@ static sfv_result sfv__mc_count(const sfv_multi_channel *mc, size_t n) {
 
 SAFEVERBS_API sfv_result sfv_multi_channel_endpoints(const sfv_multi_channel *mc, sfv_endpoint *out, size_t n) {
     size_t i;
-    sfv_result r = sfv__mc_count(mc, n);
-    if (r) return r;
-    SFV__CHECK_ARG(out, "out");
-    for (i = 0; i < n; i++)
-        if ((r = sfv_channel_endpoint(mc->chs[i], &out[i])) != SFV_OK) return r;
-    return SFV_OK;
+    sfv_result r;
+    SFV__CHECK_ARG(out || n == 0, "out");
+    if (out && n) memset(out, 0, n * sizeof *out); /* the caller's n entries: zero unless filled */
+    r = sfv__mc_count(mc, n);
+    for (i = 0; r == SFV_OK && i < n; i++) r = sfv_channel_endpoint(mc->chs[i], &out[i]);
+    if (r && out && n) memset(out, 0, n * sizeof *out);
+    return r;
 }
 
 SAFEVERBS_API sfv_result sfv_multi_channel_handshake(sfv_multi_channel *mc, const sfv_endpoint *peers, size_t n) {
@@ -2764,17 +2938,26 @@ typedef struct sfv__many {
    requests were flushed by the expiry. */
 #define SFV__EXPIRED (1ull << 63)
 
+/* wcs[from .. count) of requests never posted: zero, with the result that kept them back. */
+static sfv_result sfv__wcs_unposted(sfv_work_completion *wcs, size_t from, size_t count, sfv_result r) {
+    for (; wcs && from < count; from++) {
+        memset(&wcs[from], 0, sizeof wcs[from]);
+        wcs[from].result = r;
+    }
+    return r;
+}
+
 static sfv_result sfv__many_run(sfv_multi_channel *mc, const sfv__many *m, sfv_work_completion *wcs) {
     size_t i, posted, failed = 0, first_at = 0;
     sfv_result post_r = SFV_OK;
     sfv_error post_err;
     sfv_work_completion first;
     uint64_t t0, *next;
-    SFV__CHECK_ARG(mc, "multi-channel");
-    SFV__CHECK_ARG(m->reqs || m->count == 0, "requests (NULL)");
+    if (!mc || (!m->reqs && m->count))
+        return sfv__wcs_unposted(wcs, 0, m->count, sfv__fail(SFV_ERR_INVALID, EINVAL, "multi-channel", "%s (NULL)", mc ? "requests" : "multi-channel"));
     for (i = 0; i < m->count; i++)
         if (m->peer(m, i) >= mc->n)
-            return sfv__fail(SFV_ERR_INVALID, EINVAL, "multi-channel", "request %zu is for peer %zu, of %zu", i, m->peer(m, i), mc->n);
+            return sfv__wcs_unposted(wcs, 0, m->count, sfv__fail(SFV_ERR_INVALID, EINVAL, "multi-channel", "request %zu is for peer %zu, of %zu", i, m->peer(m, i), mc->n));
     next = mc->marks + 2 * mc->n;
     for (i = 0; i < mc->n; i++) {
         next[i] = m->recv ? mc->chs[i]->rq.head : mc->chs[i]->sq.head;
@@ -2802,10 +2985,7 @@ static sfv_result sfv__many_run(sfv_multi_channel *mc, const sfv__many *m, sfv_w
         }
         if (wcs) wcs[i] = wc;
     }
-    for (i = posted; wcs && i < m->count; i++) {
-        memset(&wcs[i], 0, sizeof wcs[i]);
-        wcs[i].result = post_r;
-    }
+    sfv__wcs_unposted(wcs, posted, m->count, post_r);
     if (post_r) {
         sfv__last = post_err;
         return post_r;
@@ -3285,11 +3465,9 @@ SAFEVERBS_API sfv_multi_channel *sfv_node_multi_channel(const sfv_node *nd) { re
    for each rank d: the endpoint of our channel d and our barrier region (in[]). */
 #define SFV__NODE_ENTRY (SFV_ENDPOINT_ENCODED_SIZE + SFV_REMOTE_MR_ENCODED_SIZE)
 
-SAFEVERBS_API sfv_result sfv_node_endpoint(const sfv_node *nd, uint8_t *out, size_t size) {
-    const sfv_remote_mr barrier = nd ? sfv_mr_remote(nd->in_mr) : sfv_remote_mr_make(0, 0, 0);
+static sfv_result sfv__node_endpoint(const sfv_node *nd, uint8_t *out, size_t size) {
+    const sfv_remote_mr barrier = sfv_mr_remote(nd->in_mr);
     size_t d;
-    SFV__CHECK_ARG(nd, "node");
-    SFV__CHECK_ARG(out, "out");
     if (!sfv__node_whole(nd)) return sfv__node_torn();
     if (size != SFV_NODE_ENDPOINT_SIZE(nd->world))
         return sfv__fail(SFV_ERR_INVALID, EINVAL, "sfv_node_endpoint", "%zu bytes, not SFV_NODE_ENDPOINT_SIZE(%zu) = %zu",
@@ -3308,12 +3486,20 @@ SAFEVERBS_API sfv_result sfv_node_endpoint(const sfv_node *nd, uint8_t *out, siz
     }
     return SFV_OK;
 }
+SAFEVERBS_API sfv_result sfv_node_endpoint(const sfv_node *node, uint8_t *out, size_t size) {
+    sfv_result r;
+    SFV__CHECK_ARG(out || size == 0, "out");
+    r = node ? sfv__node_endpoint(node, out, size) : sfv__fail(SFV_ERR_INVALID, EINVAL, __func__, "%s: invalid node", __func__);
+    if (r && out) memset(out, 0, size);
+    return r;
+}
 
 /* Rank r's entry for this node, from its blob at `b`. */
 static sfv_result sfv__node_entry(const sfv_node *nd, const uint8_t *b, size_t r, sfv_endpoint *ep, sfv_remote_mr *barrier) {
     const uint8_t *e = b + 16 + nd->rank * SFV__NODE_ENTRY;
     if (b[0] != 'S' || b[1] != 'N' || b[2] != 1 || b[3] != 0)
         return sfv__bad_encoding("node endpoint", "not a node endpoint (magic or version)");
+    if (sfv__get_be(b + 12, 4) != 0) return sfv__bad_encoding("node endpoint", "reserved bytes are not 0");
     if (sfv__get_be(b + 4, 4) != r || sfv__get_be(b + 8, 4) != nd->world)
         return sfv__fail(SFV_ERR_INVALID, EINVAL, "sfv_node_handshake", "the endpoint in place %zu says rank %llu of %llu (this world: %zu)",
                          r, (unsigned long long)sfv__get_be(b + 4, 4), (unsigned long long)sfv__get_be(b + 8, 4), nd->world);
@@ -3330,6 +3516,7 @@ SAFEVERBS_API sfv_result sfv_node_handshake(sfv_node *nd, const uint8_t *all, si
     SFV__CHECK_ARG(nd, "node");
     SFV__CHECK_ARG(all, "endpoints (NULL)");
     if (nd->connected) return sfv__fail(SFV_ERR_INVALID, EINVAL, "sfv_node_handshake", "the node is already connected");
+    if (nd->poisoned) return sfv__fail(SFV_ERR_BROKEN, EIO, "sfv_node_handshake", "the node is broken: destroy it");
     if (!sfv__node_whole(nd)) return sfv__node_torn();
     each = SFV_NODE_ENDPOINT_SIZE(nd->world);
     if (size != nd->world * each)
@@ -3340,6 +3527,11 @@ SAFEVERBS_API sfv_result sfv_node_handshake(sfv_node *nd, const uint8_t *all, si
             sfv_remote_mr barrier;
             sfv_result res = sfv__node_entry(nd, all + r * each, r, &ep, &barrier);
             if (res == SFV_OK) res = pass == 0 ? sfv__handshake_check(nd->mc->chs[r], &ep) : sfv_channel_handshake(nd->mc->chs[r], &ep);
+            if (res && pass == 1 && (r > 0 || nd->mc->chs[r]->broken)) { /* a verb refused part-way: no way back */
+                nd->poisoned = true;
+                return sfv__fail(SFV_ERR_BROKEN, sfv__last.errnum, sfv__last.verb, "rank %zu's channel failed to connect after %zu did, so the node is broken (destroy it): %s",
+                                 r, r, sfv__last.message);
+            }
             if (res) return res;
             if (pass == 1) nd->peer_in[r] = barrier;
         }
@@ -3354,6 +3546,8 @@ SAFEVERBS_API sfv_result sfv_node_connect(sfv_node *nd, const sfv_net_node *node
     sfv_result r;
     SFV__CHECK_ARG(nd, "node");
     SFV__CHECK_ARG(nodes, "nodes (NULL)");
+    if (nd->connected) return sfv__fail(SFV_ERR_INVALID, EINVAL, "sfv_node_connect", "the node is already connected");
+    if (nd->poisoned) return sfv__fail(SFV_ERR_BROKEN, EIO, "sfv_node_connect", "the node is broken: destroy it");
     each = SFV_NODE_ENDPOINT_SIZE(nd->world);
     mine = (uint8_t *)malloc(each);
     all = (uint8_t *)malloc(nd->world * each);
