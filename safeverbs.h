@@ -1956,6 +1956,8 @@ SAFEVERBS_API sfv_result sfv_endpoint_decode(const uint8_t *in, size_t size, sfv
     return SFV_OK;
 }
 
+static void sfv__break(sfv_channel *ch);
+
 /* Whether ch can be connected to peer: every refusal of the handshake that comes before a verb. */
 static sfv_result sfv__handshake_check(const sfv_channel *ch, const sfv_endpoint *peer) {
     static const char fn[] = "sfv_channel_handshake";
