@@ -1536,7 +1536,8 @@ SAFEVERBS_API sfv_result sfv_remote_mr_slice(sfv_remote_mr r, uint64_t offset, u
     memset(out, 0, sizeof *out);
     if (sfv__remote_wraps(r)) return sfv__remote_wrapping(r, "sfv_remote_mr_slice");
     if (offset > r.length || length > r.length - offset) return sfv__remote_oob(r, offset, length, out);
-    *out = sfv_remote_mr_make(r.addr + offset, length, r.rkey); /* no wrap: r does not wrap */
+    if (r.addr + offset < r.addr) return sfv__remote_oob(r, offset, length, out); /* an empty slice at 2^64 */
+    *out = sfv_remote_mr_make(r.addr + offset, length, r.rkey); /* no wrap: r does not */
     return SFV_OK;
 }
 SAFEVERBS_API sfv_result sfv_remote_mr_sub(sfv_remote_mr r, uint64_t offset, sfv_remote_mr *out) {
@@ -1660,6 +1661,82 @@ struct sfv_channel {
     int scope_depth;
     sfv__ring sq, rq;
 };
+
+/* Debug builds keep the address of every live channel, so that a pending handle whose channel
+   was destroyed is caught by SFV_ASSERT before anything reads the freed ring (release builds
+   read it: a use after free). One sorted array behind a spinlock: O(log n) per wait, O(n) per
+   channel created or destroyed. A new channel at a dead one's address passes this check; the
+   slot check after it (its sequence number) then catches the handle all but always. */
+#if SFV_DEBUG
+static int sfv__live_lock;
+static uintptr_t *sfv__live;
+static size_t sfv__live_n, sfv__live_cap;
+static void sfv__live_enter(void) { while (__atomic_test_and_set(&sfv__live_lock, __ATOMIC_ACQUIRE)) sched_yield(); }
+static void sfv__live_leave(void) { __atomic_clear(&sfv__live_lock, __ATOMIC_RELEASE); }
+/* The place of the first entry >= key. */
+static size_t sfv__live_find(uintptr_t key) {
+    size_t lo = 0, hi = sfv__live_n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (sfv__live[mid] < key) lo = mid + 1; else hi = mid;
+    }
+    return lo;
+}
+static bool sfv__live_add(const sfv_channel *ch) {
+    const uintptr_t key = (uintptr_t)ch;
+    size_t at;
+    bool ok = true;
+    sfv__live_enter();
+    if (sfv__live_n == sfv__live_cap) {
+        size_t cap = sfv__live_cap ? 2 * sfv__live_cap : 16;
+        uintptr_t *grown = (uintptr_t *)realloc(sfv__live, cap * sizeof *grown);
+        if (grown) {
+            sfv__live = grown;
+            sfv__live_cap = cap;
+        }
+        ok = grown != NULL;
+    }
+    if (ok) {
+        at = sfv__live_find(key);
+        memmove(sfv__live + at + 1, sfv__live + at, (sfv__live_n - at) * sizeof *sfv__live);
+        sfv__live[at] = key;
+        sfv__live_n++;
+    }
+    sfv__live_leave();
+    return ok;
+}
+static void sfv__live_remove(const sfv_channel *ch) {
+    size_t at;
+    sfv__live_enter();
+    at = sfv__live_find((uintptr_t)ch);
+    if (at < sfv__live_n && sfv__live[at] == (uintptr_t)ch) {
+        memmove(sfv__live + at, sfv__live + at + 1, (sfv__live_n - at - 1) * sizeof *sfv__live);
+        if (--sfv__live_n == 0) { /* nothing left: nothing held, for leak checkers */
+            free(sfv__live);
+            sfv__live = NULL;
+            sfv__live_cap = 0;
+        }
+    }
+    sfv__live_leave();
+}
+/* Whether q is one of the two rings of a live channel. */
+static bool sfv__live_ring(const struct sfv__ring *q) {
+    const uintptr_t key = (uintptr_t)q;
+    size_t at;
+    bool live = false;
+    sfv__live_enter();
+    at = sfv__live_find(key + 1); /* the last channel that starts at or before q */
+    if (at > 0) {
+        const sfv_channel *ch = (const sfv_channel *)sfv__live[at - 1];
+        live = (const void *)q == (const void *)&ch->sq || (const void *)q == (const void *)&ch->rq;
+    }
+    sfv__live_leave();
+    return live;
+}
+#else
+static bool sfv__live_add(const sfv_channel *ch) { (void)ch; return true; }
+static void sfv__live_remove(const sfv_channel *ch) { (void)ch; }
+#endif
 
 /* The wait loops read the clock while they spin. CLOCK_MONOTONIC_COARSE comes from the vDSO even
    where CLOCK_MONOTONIC is a system call (an HPET or ACPI PM clocksource, common in VMs), so a
@@ -1881,6 +1958,10 @@ SAFEVERBS_API sfv_result sfv_create_channel(sfv_pd *pd, const sfv_channel_desc *
     qa.qp_access_flags = (unsigned)ch->desc.access;
     r = sfv__modify(ch->qp, &qa, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS, "INIT");
     if (r) goto destroy_qp;
+    if (!sfv__live_add(ch)) {
+        r = sfv__fail_verb("realloc", ENOMEM);
+        goto destroy_qp;
+    }
     sfv__ref(&pd->refs);
     ch->pd = pd;
     ch->can_recv = true;
@@ -2557,7 +2638,11 @@ SFV__STATIC_ASSERT(sizeof(sfv__slot) <= sizeof(((sfv_pending *)0)->done_), pendi
 SFV__HOT_INLINE sfv__slot *sfv__pending_slot(sfv_pending *p, sfv__ring **qo) {
     sfv__ring *q = p->q_;
     uint64_t seq = p->seq_;
-    sfv__slot *s = &q->slots[seq & q->mask];
+    sfv__slot *s;
+#if SFV_DEBUG
+    SFV_ASSERT(sfv__live_ring(q) && "pending handle used after its channel was destroyed");
+#endif
+    s = &q->slots[seq & q->mask];
     /* A slot that is not free holds a work request in [tail, head), and its seq names which one:
        these two tests are the whole check, on every wait. */
     SFV_ASSERT(s->seq == seq && s->state != SFV__SLOT_FREE &&
@@ -2815,6 +2900,7 @@ SAFEVERBS_API sfv_result sfv_destroy_channel(sfv_channel *ch) {
         if (rc) return sfv__fail_verb("ibv_destroy_comp_channel", rc);
         ch->cc = NULL;
     }
+    sfv__live_remove(ch);
     free(ch->sq.slots);
     free(ch->rq.slots);
     sfv__pd_unref(ch->pd);

@@ -587,9 +587,28 @@ static void t_remote_region_arithmetic(void) {
     CHECK_OK(sfv_remote_mr_sub(r, 9, &o));
     CHECK(o.addr == UINT64_MAX && o.length == 1);
     CHECK_RESULT(sfv_remote_mr_sub(r, 10, &o), SFV_ERR_SLICE_NOT_WITHIN_BOUNDS); /* would start at 2^64 */
-    /* a malformed region whose end wraps: slicing it must not wrap either */
+    /* a malformed region whose end wraps: refused by everything that narrows it */
     r = sfv_remote_mr_make(UINT64_MAX - 1, 100, 1);
-    CHECK_RESULT(sfv_remote_mr_slice(r, 50, 10, &o), SFV_ERR_SLICE_NOT_WITHIN_BOUNDS);
+    o = sfv_remote_mr_make(1, 2, 3);
+    CHECK_RESULT(sfv_remote_mr_slice(r, 50, 10, &o), SFV_ERR_INVALID);
+    CHECK(o.addr == 0 && o.length == 0 && o.rkey == 0);
+    CHECK(strstr(sfv_last_error()->message, "wraps past 2^64") != NULL);
+    o = sfv_remote_mr_make(1, 2, 3);
+    CHECK_RESULT(sfv_remote_mr_slice(r, 0, 1, &o), SFV_ERR_INVALID); /* even a slice that would fit */
+    CHECK(o.addr == 0 && o.length == 0 && o.rkey == 0);
+    CHECK_RESULT(sfv_remote_mr_sub(r, 0, &o), SFV_ERR_INVALID);
+    CHECK_RESULT(sfv_remote_mr_array_field(r, 8, 0, 0, 8, &o), SFV_ERR_INVALID);
+    CHECK_RESULT(SFV_REMOTE_STRUCT_FIELD(r, sfv_remote_mr, rkey, &o), SFV_ERR_INVALID);
+    o = sfv_remote_mr_make(1, 2, 3); /* a refused field leaves *out zeroed too */
+    CHECK_RESULT(sfv_remote_mr_array_field(sfv_remote_mr_make(0, 64, 1), 8, 0, 4, 8, &o), SFV_ERR_INVALID);
+    CHECK(o.addr == 0 && o.length == 0 && o.rkey == 0);
+    /* the unchecked forms cut the length to what fits below 2^64 */
+    o = sfv_remote_mr_slice_unchecked(r, 0, 100);
+    CHECK(o.addr == UINT64_MAX - 1 && o.length == 2);
+    o = sfv_remote_mr_slice_unchecked(r, UINT64_MAX, 100);
+    CHECK(o.addr == UINT64_MAX && o.length == 1);
+    o = sfv_remote_mr_sub_unchecked(r, 1);
+    CHECK(o.addr == UINT64_MAX && o.length == 1);
     /* unchecked: saturates, never wraps */
     r = sfv_remote_mr_make(0x1000, 100, 7);
     o = sfv_remote_mr_sub_unchecked(r, 150);
@@ -654,7 +673,119 @@ static void t_remote_region_codec(void) {
     CHECK_RESULT(sfv_remote_mr_decode(bad, sizeof bad, &o), SFV_ERR_INVALID);
 }
 
+/* Every public call given NULL for each handle, pointer or output it takes: a clear result (or
+   the documented neutral value), never a crash; a failing call's outputs are zeroed. */
+static void t_null_everywhere(void) {
+    uint8_t enc[64];
+    sfv_endpoint ep;
+    sfv_remote_mr rm;
+    sfv_work_completion wc;
+    sfv_pending p;
+    sfv_channel_desc desc;
+    sfv_scope_report rep;
+    size_t count = 7;
+    uint32_t idx = 7;
+    uint64_t guid = 7;
+    sfv_remote_mr_encode(sfv_remote_mr_make(1, 2, 3), NULL); /* encoders: NULL output does nothing */
+    sfv_endpoint_encode(NULL, NULL);
+    memset(enc, 0xab, sizeof enc);
+    sfv_endpoint_encode(NULL, enc); /* a NULL endpoint encodes zeroes, which decode refuses */
+    CHECK(enc[0] == 0 && enc[31] == 0 && enc[32] == 0xab);
+    CHECK_RESULT(sfv_endpoint_decode(enc, SFV_ENDPOINT_ENCODED_SIZE, &ep), SFV_ERR_INVALID);
+    CHECK_RESULT(sfv_endpoint_decode(NULL, 0, NULL), SFV_ERR_INVALID);
+    CHECK_RESULT(sfv_remote_mr_decode(NULL, 0, NULL), SFV_ERR_INVALID);
+    CHECK_RESULT(sfv_get_device_list(NULL), SFV_ERR_INVALID);
+    CHECK_RESULT(sfv_device_list_guid(NULL, 0, &guid), SFV_ERR_INVALID);
+    CHECK_EQ(guid, 0);
+    CHECK(sfv_device_list_len(NULL) == 0 && sfv_device_list_name(NULL, 0) == NULL);
+    sfv_free_device_list(NULL);
+    CHECK_RESULT(sfv_open_device(NULL, NULL), SFV_ERR_INVALID);
+    CHECK_RESULT(sfv_open_device_at(NULL, 0, NULL), SFV_ERR_INVALID);
+    sfv_close_device(NULL);
+    CHECK(sfv_context_name(NULL) == NULL && sfv_context_numa_node(NULL) == -1);
+    CHECK_RESULT(sfv_context_bind_thread_to_numa(NULL, false), SFV_ERR_INVALID);
+    CHECK_RESULT(sfv_query_port(NULL, 1, NULL), SFV_ERR_INVALID);
+    CHECK_RESULT(sfv_query_gid(NULL, 1, 0, NULL), SFV_ERR_INVALID);
+    CHECK_RESULT(sfv_choose_gid(NULL, 1, &idx), SFV_ERR_INVALID);
+    CHECK_EQ(idx, 0);
+    CHECK(!sfv_gid_is_ipv4(NULL) && sfv_gid_preference(NULL) == 0);
+    CHECK_RESULT(sfv_alloc_pd(NULL, NULL), SFV_ERR_INVALID);
+    sfv_dealloc_pd(NULL);
+    CHECK(sfv_pd_context(NULL) == NULL);
+    CHECK_RESULT(sfv_create_cq(NULL, 1, NULL), SFV_ERR_INVALID);
+    sfv_destroy_cq(NULL);
+    CHECK(sfv_cq_capacity(NULL) == 0);
+    CHECK_RESULT(sfv_poll_cq(NULL, &wc, 1, &count), SFV_ERR_INVALID);
+    CHECK_EQ(count, 0);
+    CHECK_RESULT(sfv_reg_mr_local(NULL, enc, 1, NULL), SFV_ERR_INVALID);
+    CHECK_RESULT(sfv_reg_dmabuf_mr_local(NULL, 0, 0, 1, 0, NULL), SFV_ERR_INVALID);
+    sfv_dereg_mr(NULL);
+    CHECK(sfv_mr_lkey(NULL) == 0 && sfv_mr_rkey(NULL) == 0 && sfv_mr_addr(NULL) == 0 && sfv_mr_length(NULL) == 0);
+    CHECK(sfv_mr_access(NULL) == 0 && sfv_mr_pd(NULL) == NULL && !sfv_mr_encloses(NULL, enc, 1));
+    rm = sfv_mr_remote(NULL);
+    CHECK(rm.addr == 0 && rm.length == 0 && rm.rkey == 0);
+    CHECK_RESULT(sfv_channel_desc_resolve(NULL, NULL, &desc), SFV_ERR_INVALID);
+    CHECK(desc.max_send_wr == 0 && desc.timeout_ms == 0);
+    CHECK_RESULT(sfv_create_channel(NULL, NULL, NULL), SFV_ERR_INVALID);
+    CHECK_OK(sfv_destroy_channel(NULL));
+    memset(&ep, 0xab, sizeof ep);
+    CHECK_RESULT(sfv_channel_endpoint(NULL, &ep), SFV_ERR_INVALID);
+    CHECK(ep.qpn == 0 && ep.psn == 0 && !ep.has_gid);
+    CHECK_RESULT(sfv_channel_handshake(NULL, NULL), SFV_ERR_INVALID);
+    CHECK(sfv_channel_pd(NULL) == NULL && sfv_channel_get_desc(NULL) == NULL && sfv_channel_fd(NULL) == -1);
+    CHECK(sfv_channel_outstanding(NULL) == 0);
+    CHECK_RESULT(sfv_channel_arm(NULL), SFV_ERR_INVALID);
+    CHECK_RESULT(sfv_channel_ack_events(NULL), SFV_ERR_INVALID);
+    memset(&wc, 0xab, sizeof wc);
+    CHECK_RESULT(sfv_channel_send(NULL, NULL, 0, &wc), SFV_ERR_INVALID);
+    CHECK_EQ(wc.result, SFV_ERR_INVALID); /* a refused call's completion says so: never a zero (OK) one */
+    CHECK(wc.status == 0 && wc.byte_len == 0 && !wc.has_imm);
+    CHECK_RESULT(sfv_channel_receive(NULL, NULL, 0, NULL), SFV_ERR_INVALID);
+    CHECK_RESULT(sfv_channel_read(NULL, NULL, 0, rm, NULL), SFV_ERR_INVALID);
+    memset(&p, 0xab, sizeof p);
+    CHECK_RESULT(sfv_channel_post_send(NULL, NULL, 0, &p), SFV_ERR_INVALID);
+    CHECK(!sfv_pending_done(&p));
+    CHECK_RESULT(sfv_pending_wait(&p, 0, &wc), SFV_ERR_INVALID); /* a refused post's handle is zeroed */
+    CHECK_EQ(sfv_last_error()->result, SFV_ERR_INVALID);
+    CHECK_RESULT(sfv_channel_post_write_batch(NULL, NULL, 0, 1, NULL, NULL), SFV_ERR_INVALID);
+    CHECK_RESULT(sfv_channel_post_receive_batch(NULL, NULL, 0, 1, NULL), SFV_ERR_INVALID);
+    CHECK_RESULT(sfv_pending_poll(NULL, NULL), SFV_ERR_INVALID);
+    CHECK_RESULT(sfv_pending_wait(NULL, 0, &wc), SFV_ERR_INVALID);
+    CHECK_EQ(wc.result, SFV_ERR_INVALID);
+    CHECK(!sfv_pending_done(NULL));
+    CHECK_RESULT(sfv_channel_scope(NULL, NULL, NULL, &rep), SFV_ERR_INVALID);
+    CHECK_RESULT(sfv_channel_manual_scope(NULL, NULL, NULL), SFV_ERR_INVALID);
+    CHECK_RESULT(sfv_create_multi_channel(NULL, 1, NULL, NULL), SFV_ERR_INVALID);
+    CHECK_OK(sfv_destroy_multi_channel(NULL));
+    CHECK(sfv_multi_channel_len(NULL) == 0 && sfv_multi_channel_peer(NULL, 0) == NULL);
+    memset(&ep, 0xab, sizeof ep);
+    CHECK_RESULT(sfv_multi_channel_endpoints(NULL, &ep, 1), SFV_ERR_INVALID);
+    CHECK(ep.qpn == 0);
+    CHECK_RESULT(sfv_multi_channel_handshake(NULL, NULL, 0), SFV_ERR_INVALID);
+    memset(&wc, 0xab, sizeof wc);
+    CHECK_RESULT(sfv_multi_channel_scatter_send(NULL, NULL, 1, &wc), SFV_ERR_INVALID);
+    CHECK_EQ(wc.result, SFV_ERR_INVALID);
+    CHECK_RESULT(sfv_multi_channel_multicast_send(NULL, NULL, 0, NULL, 0, NULL), SFV_ERR_INVALID);
+    CHECK_RESULT(sfv_multi_channel_scope(NULL, NULL, NULL, NULL), SFV_ERR_INVALID);
+    CHECK_RESULT(sfv_net_config_check(NULL, 1), SFV_ERR_INVALID);
+    CHECK_RESULT(sfv_exchange_all(NULL, 0, 0, NULL, 0, NULL, 10), SFV_ERR_INVALID);
+    CHECK_RESULT(sfv_create_node(NULL, NULL, NULL), SFV_ERR_INVALID);
+    CHECK_OK(sfv_destroy_node(NULL));
+    CHECK(sfv_node_rank(NULL) == 0 && sfv_node_world_size(NULL) == 0 && sfv_node_multi_channel(NULL) == NULL);
+    memset(enc, 0xab, sizeof enc);
+    CHECK_RESULT(sfv_node_endpoint(NULL, enc, sizeof enc), SFV_ERR_INVALID);
+    CHECK(enc[0] == 0 && enc[sizeof enc - 1] == 0);
+    CHECK_RESULT(sfv_node_handshake(NULL, NULL, 0), SFV_ERR_INVALID);
+    CHECK_RESULT(sfv_node_connect(NULL, NULL, 10), SFV_ERR_INVALID);
+    CHECK_RESULT(sfv_node_barrier(NULL, NULL, 0, 10), SFV_ERR_INVALID);
+    CHECK_RESULT(sfv_node_barrier_unchecked(NULL, NULL, 0, 10), SFV_ERR_INVALID);
+    CHECK(sfv_result_str((sfv_result)12345) != NULL && sfv_port_state_str((sfv_port_state)99) != NULL);
+    CHECK(sfv_wc_status_str((sfv_wc_status)999) != NULL && sfv_wc_status_hint((sfv_wc_status)999) != NULL);
+    CHECK(sfv_work_error_class_str((sfv_work_error_class)99) != NULL);
+}
+
 static const sfv_test TESTS[] = {
+    TEST(t_null_everywhere, 10),
     TEST(t_result_strings, 10),
     TEST(t_last_error_is_per_thread, 30),
     TEST(t_device_list, 30),
