@@ -101,9 +101,10 @@
    node, with all of their channels. sfv_exchange_all keeps no state and may run anywhere.
 */
 /* The implementation uses POSIX (clock_gettime, poll, sockets) and Linux's CPU affinity. Under a
-   strict -std=c99/c11 it asks for them here, before the first system header; a file that
-   includes other headers before this one with SAFEVERBS_IMPLEMENTATION must define _GNU_SOURCE
-   itself (with only _POSIX_C_SOURCE, NUMA binding reports SFV_ERR_UNSUPPORTED). */
+   strict -std=c99/c11 it asks for them here, which works only before the first system header:
+   in the implementation's file, include safeverbs.h first, or define _GNU_SOURCE yourself
+   before any header. Otherwise the build stops with an #error that says this (and with only
+   _POSIX_C_SOURCE, NUMA binding reports SFV_ERR_UNSUPPORTED). With -std=gnu* any order works. */
 #if defined(SAFEVERBS_IMPLEMENTATION) && !defined(_POSIX_C_SOURCE) && !defined(_GNU_SOURCE) && !defined(_DEFAULT_SOURCE)
 #define _GNU_SOURCE
 #endif
@@ -433,8 +434,12 @@ typedef enum sfv_wait_mode {
                       connection on a reused QP number is not taken for this one's (24 bits;
                       the peer learns it from the endpoint)
      min_rnr_timer    12 (IB code: 0.64 ms)       ack_timeout  14 (IB code: 4.096 us * 2^14 = 67 ms)
-     ack_retries      7, rnr_retries 7 (7 = retry forever on RNR: waits are bounded by timeout_ms);
-                      set ack_retries_set / rnr_retries_set to use the value as it is (0 = none)
+     ack_retries      6: a peer that is gone is found by the transport, in (1 + 6) ack timeouts,
+                      about 0.5 s (measured on rxe: RETRY_EXC_ERR after ~0.5-0.6 s). 7 is what
+                      many programs use, but rxe takes it as "retry for ever" (the IB spec gives
+                      that meaning only to the RNR count), and then only timeout_ms ends a wait.
+     rnr_retries      7 (= retry forever on RNR: waits are bounded by timeout_ms); set
+                      ack_retries_set / rnr_retries_set to use a value as it is (0 = none)
      service_level    0 (IB SL, 0 .. 15)          traffic_class  0 (the GRH's IPv6 traffic class
                       on RoCE: DSCP << 2, which lossless fabrics key their PFC priority on)
      max_rd_atomic    the device's limit for reads in flight, as initiator and as responder; the
@@ -719,6 +724,7 @@ SAFEVERBS_API sfv_result sfv_node_barrier_unchecked(sfv_node *node, const size_t
 #include <netdb.h>
 #include <netinet/in.h>
 #include <sched.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -729,6 +735,10 @@ SAFEVERBS_API sfv_result sfv_node_barrier_unchecked(sfv_node *node, const size_t
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+
+#if !defined(CLOCK_MONOTONIC)
+#error "safeverbs: the implementation needs POSIX (clock_gettime). In its file, put #define SAFEVERBS_IMPLEMENTATION and #include \"safeverbs.h\" before any system header, or define _GNU_SOURCE (or _POSIX_C_SOURCE 200809L) before the first one."
+#endif
 
 #ifndef SFV_DEBUG
 #ifdef NDEBUG
@@ -1204,10 +1214,10 @@ SAFEVERBS_API sfv_context *sfv_pd_context(const sfv_pd *p) { return p ? p->ctx :
 #define SFV__WC_LIST(X)                                                                                \
     X(SUCCESS, NONE, "no error")                                                                     \
     X(LOC_LEN_ERR, LOCAL_PROGRAMMING, "a receive buffer is smaller than the message, or a length exceeds the port's limit") \
-    X(LOC_QP_OP_ERR, LOCAL_PROGRAMMING, "the work request is not valid for this QP or its state")   \
+    X(LOC_QP_OP_ERR, LOCAL_PROGRAMMING, "the work request is not valid for this QP or its state (rxe also says this for a receive smaller than the message, and for a local link that went down)")   \
     X(LOC_EEC_OP_ERR, LOCAL_PROGRAMMING, "EE context operation error (RD only)")                     \
     X(LOC_PROT_ERR, LOCAL_PROGRAMMING, "an element lies outside its MR or the MR lacks the access flag (check LOCAL_WRITE/REMOTE_READ/REMOTE_WRITE)") \
-    X(WR_FLUSH_ERR, LOCAL_RESOURCE, "QP entered the error state; outstanding work requests were flushed") \
+    X(WR_FLUSH_ERR, LOCAL_RESOURCE, "QP entered the error state; outstanding work requests were flushed (with no failure before it: rxe on Linux 6.12 flushes a send or write from outside its MR so)") \
     X(MW_BIND_ERR, LOCAL_RESOURCE, "memory window bind failed")                                     \
     X(BAD_RESP_ERR, UNKNOWN, "unexpected transport response from the peer")                         \
     X(LOC_ACCESS_ERR, LOCAL_PROGRAMMING, "local access error on an inbound RDMA request")           \
@@ -1366,6 +1376,16 @@ static sfv_result sfv__mr_finish(sfv_pd *p, struct ibv_mr *m, unsigned access, s
     return SFV_OK;
 }
 
+/* A registration pins its pages; ENOMEM mostly means the locked-memory limit, so say it. */
+static sfv_result sfv__fail_reg(size_t length, int errnum) {
+    struct rlimit rl;
+    if (errnum == ENOMEM && getrlimit(RLIMIT_MEMLOCK, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
+        return sfv__fail(SFV_ERR_RESOURCE, errnum, "ibv_reg_mr",
+                         "ibv_reg_mr failed: %s (pinning %zu bytes; the locked-memory limit, ulimit -l, is %llu KiB: raise it)",
+                         strerror(errnum), length, (unsigned long long)(rl.rlim_cur / 1024));
+    return sfv__fail_verb("ibv_reg_mr", errnum);
+}
+
 SAFEVERBS_API sfv_result sfv_reg_mr_access(sfv_pd *p, void *addr, size_t length, unsigned access, sfv_mr **out) {
     struct ibv_mr *m;
     SFV__CHECK_ARG(out, "out");
@@ -1380,7 +1400,7 @@ SAFEVERBS_API sfv_result sfv_reg_mr_access(sfv_pd *p, void *addr, size_t length,
                    "access flags (REMOTE_WRITE/REMOTE_ATOMIC need LOCAL_WRITE)");
     errno = 0;
     m = ibv_reg_mr(p->pd, addr, length, (int)access);
-    if (!m) return sfv__fail_verb("ibv_reg_mr", errno);
+    if (!m) return sfv__fail_reg(length, errno);
     return sfv__mr_finish(p, m, access, out);
 }
 SAFEVERBS_API sfv_result sfv_reg_mr_local(sfv_pd *p, void *addr, size_t length, sfv_mr **out) {
@@ -1826,7 +1846,7 @@ static sfv_result sfv__desc_resolve(sfv_pd *pd, const sfv_channel_desc *in, sfv_
     if (o->min_rnr_timer > 31) return sfv__bad_field("min_rnr_timer", o->min_rnr_timer, "1 .. 31");
     if (!o->ack_timeout) o->ack_timeout = 14;
     if (o->ack_timeout > 31) return sfv__bad_field("ack_timeout", o->ack_timeout, "1 .. 31");
-    if (!o->ack_retries_set) o->ack_retries = 7;
+    if (!o->ack_retries_set) o->ack_retries = 6; /* not 7: rxe takes 7 as "retry for ever" */
     if (o->ack_retries > 7) return sfv__bad_field("ack_retries", o->ack_retries, "0 .. 7");
     if (!o->rnr_retries_set) o->rnr_retries = 7;
     if (o->rnr_retries > 7) return sfv__bad_field("rnr_retries", o->rnr_retries, "0 .. 7 (7 = forever)");

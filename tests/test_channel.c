@@ -130,7 +130,7 @@ static void t_desc_defaults_and_range_checks(void) {
     CHECK_EQ(o.path_mtu, pa.active_mtu); /* the port's MTU, not a hard 4096 */
     CHECK(o.gid_index_set);
     if (getenv("SAFEVERBS_IN_VM")) CHECK_EQ(o.gid_index, 1);
-    CHECK_EQ(o.ack_retries, 7);
+    CHECK_EQ(o.ack_retries, 6);
     CHECK_EQ(o.rnr_retries, 7);
     CHECK(o.max_rd_atomic > 1); /* the device's limit, not 1 */
     CHECK_EQ(o.service_level, 0);
@@ -813,6 +813,7 @@ static void t_receive_too_small(void) {
     /* the verbs spec says LOC_LEN_ERR; rxe (Linux 6.1) reports LOC_QP_OP_ERR: both local */
     if (wc.status != SFV_WC_LOC_LEN_ERR && wc.status != SFV_WC_LOC_QP_OP_ERR)
         FAIL("receiver status %s", sfv_wc_status_str(wc.status));
+    if (!strstr(sfv_last_error()->message, "smaller than the message")) FAIL("last error: %s", sfv_last_error()->message);
     CHECK_EQ(wc.error_class, SFV_WORK_ERROR_LOCAL_PROGRAMMING);
     CHECK(swc.error_class == SFV_WORK_ERROR_REMOTE); /* the sender hears of it as a remote error */
     pair_close(&a, &b);
@@ -1074,7 +1075,321 @@ static void t_endpoint_codec(void) {
     CHECK_RESULT(sfv_endpoint_decode(bad, sizeof bad, &o), SFV_ERR_INVALID);
 }
 
+/* --- promises at the edges --------------------------------------------------------------------- */
+static sfv_result scope_fails_quietly(sfv_channel *ch, void *user) {
+    (void)ch;
+    (void)user;
+    return SFV_ERR_PERMISSION; /* the user's own error: nothing in the library said it */
+}
+
+/* Every non-OK result leaves a matching sfv_last_error(), and a refused post zeroes its outputs. */
+static void t_every_failure_sets_last_error(void) {
+    side a, b;
+    sfv_channel_desc d = desc_default();
+    sfv_gather_element g;
+    sfv_work_completion wc;
+    sfv_pending p;
+    sfv_scope_report rep;
+    pair_open(&a, &b, &d, &d, SFV_ACCESS_LOCAL_WRITE); /* b's memory: no remote access */
+    g = G(&a, 0, 64);
+    /* a blocking call: SFV_ERR_WORK and the last error names the status and its hint */
+    (void)sfv_open_device("no-such-device", NULL); /* an older, unrelated failure */
+    CHECK_RESULT(sfv_channel_write(a.ch, &g, 1, sfv_mr_remote(b.mr), &wc), SFV_ERR_WORK);
+    CHECK_EQ(sfv_last_error()->result, SFV_ERR_WORK);
+    CHECK(strstr(sfv_last_error()->message, "REM_ACCESS_ERR") != NULL);
+    CHECK(strstr(sfv_last_error()->message, "RDMA write") != NULL);
+    CHECK(strstr(sfv_last_error()->message, "remote access") != NULL);
+    /* the same handle asked again (its channel may be gone by then): the same answer */
+    pair_close(&a, &b);
+    pair_open(&a, &b, &d, &d, SFV_ACCESS_LOCAL_WRITE);
+    g = G(&a, 0, 64);
+    CHECK_OK(sfv_channel_post_write(a.ch, &g, 1, sfv_mr_remote(b.mr), &p));
+    CHECK_RESULT(sfv_pending_wait(&p, -1, NULL), SFV_ERR_WORK); /* no wc asked for: still said */
+    CHECK_EQ(sfv_last_error()->result, SFV_ERR_WORK);
+    (void)sfv_open_device("no-such-device", NULL);
+    CHECK_RESULT(sfv_pending_poll(&p, &wc), SFV_ERR_WORK);
+    CHECK_EQ(sfv_last_error()->result, SFV_ERR_WORK);
+    CHECK_EQ(wc.status, SFV_WC_REM_ACCESS_ERR);
+    /* a refused post on a broken channel: BROKEN, its handle zeroed, a wait on that handle INVALID */
+    memset(&p, 0xab, sizeof p);
+    CHECK_RESULT(sfv_channel_post_send(a.ch, &g, 1, &p), SFV_ERR_BROKEN);
+    CHECK_EQ(sfv_last_error()->result, SFV_ERR_BROKEN);
+    CHECK_RESULT(sfv_pending_wait(&p, 0, &wc), SFV_ERR_INVALID);
+    CHECK_EQ(wc.result, SFV_ERR_INVALID);
+    memset(&wc, 0xab, sizeof wc);
+    CHECK_RESULT(sfv_channel_send(a.ch, &g, 1, &wc), SFV_ERR_BROKEN);
+    CHECK(wc.result == SFV_ERR_BROKEN && wc.status == 0 && wc.byte_len == 0 && wc.wr_id == 0);
+    /* a scope whose function fails without saying why: SCOPE_FN, and the last error says that */
+    (void)sfv_open_device("no-such-device", NULL);
+    CHECK_RESULT(sfv_channel_scope(b.ch, scope_fails_quietly, NULL, &rep), SFV_ERR_SCOPE_FN);
+    CHECK_EQ(sfv_last_error()->result, SFV_ERR_SCOPE_FN);
+    CHECK(strstr(sfv_last_error()->message, "SFV_ERR_PERMISSION") != NULL);
+    (void)sfv_open_device("no-such-device", NULL);
+    CHECK_RESULT(sfv_channel_manual_scope(b.ch, scope_fails_quietly, NULL), SFV_ERR_PERMISSION);
+    CHECK_EQ(sfv_last_error()->result, SFV_ERR_PERMISSION);
+    /* a successful call after all that leaves the last error as it was */
+    {
+        uint32_t gi;
+        sfv_context *none;
+        CHECK_RESULT(sfv_open_device("no-such-device", &none), SFV_ERR_NOT_FOUND);
+        CHECK_OK(sfv_choose_gid(b.ctx, 1, &gi));
+        CHECK_EQ(sfv_last_error()->result, SFV_ERR_NOT_FOUND);
+        CHECK(strstr(sfv_last_error()->message, "no-such-device") != NULL);
+    }
+    pair_close(&a, &b);
+}
+
+/* A remote region that wraps past 2^64 is refused before anything is posted: the channel stays
+   whole and usable. */
+static void t_wrapping_remote_region_never_posted(void) {
+    side a, b;
+    sfv_channel_desc d = desc_default();
+    sfv_gather_element g;
+    sfv_scatter_element sc;
+    sfv_work_completion wc;
+    sfv_pending p;
+    sfv_remote_mr wrap;
+    pair_open(&a, &b, &d, &d, SHARED);
+    wrap = sfv_remote_mr_make(UINT64_MAX - 15, 64, sfv_mr_rkey(b.mr));
+    g = G(&a, 0, 8);
+    sc = S(&a, 64, 8);
+    CHECK_RESULT(sfv_channel_write(a.ch, &g, 1, wrap, &wc), SFV_ERR_INVALID);
+    CHECK(strstr(sfv_last_error()->message, "wraps") != NULL);
+    CHECK_RESULT(sfv_channel_read(a.ch, &sc, 1, wrap, &wc), SFV_ERR_INVALID);
+    CHECK_RESULT(sfv_channel_post_write_batch(a.ch, &g, 1, 1, &wrap, &p), SFV_ERR_INVALID);
+    CHECK_RESULT(sfv_pending_wait(&p, 0, NULL), SFV_ERR_INVALID); /* zeroed */
+    CHECK_EQ(sfv_channel_outstanding(a.ch), 0);
+    CHECK_OK(sfv_channel_write(a.ch, &g, 1, sfv_mr_remote(b.mr), &wc)); /* still whole */
+    pair_close(&a, &b);
+}
+
+/* A pending handle dies with its channel: using it afterwards is a broken contract (debug builds),
+   caught before the freed ring is read (the ASan build would see that read). */
+static void t_pending_outlived_by_channel(void) {
+    side s;
+    sfv_channel_desc d = desc_default();
+    sfv_pending rx;
+    sfv_scatter_element sc;
+    sfv_endpoint me;
+    s = side_open(sfv_test_device(0), &d, SHARED);
+    CHECK_OK(sfv_channel_endpoint(s.ch, &me));
+    CHECK_OK(sfv_channel_handshake(s.ch, &me));
+    sc = S(&s, 0, 64);
+    CHECK_OK(sfv_channel_post_receive(s.ch, &sc, 1, &rx));
+    CHECK_OK(sfv_destroy_channel(s.ch));
+    s.ch = NULL;
+    CHECK_ABORTS(sfv_pending_wait(&rx, 0, NULL));
+    CHECK_ABORTS(sfv_pending_poll(&rx, NULL));
+    sfv_dereg_mr(s.mr);
+    sfv_dealloc_pd(s.pd);
+    sfv_close_device(s.ctx);
+    free(s.buf);
+}
+
+/* GIDs of different kinds (rxe0's link-local IPv6 GID 0 against rxe1's IPv4 GID) are refused
+   before any verb, with a hint; nothing changed, so the right endpoint still connects. */
+static void t_gid_kinds_differ(void) {
+    side a, b;
+    sfv_channel_desc da = desc_default(), db = desc_default();
+    sfv_endpoint ea, eb;
+    sfv_gid_entry e0;
+    sfv_context *probe;
+    CHECK_OK(sfv_open_device(sfv_test_device(0), &probe));
+    CHECK_OK(sfv_query_gid(probe, 1, 0, &e0));
+    sfv_close_device(probe);
+    if (sfv_gid_is_ipv4(&e0.gid)) SKIP("GID 0 of %s is an IPv4 GID here", sfv_test_device(0));
+    da.gid_index_set = true;
+    da.gid_index = 0;
+    a = side_open(sfv_test_device(0), &da, SHARED);
+    b = side_open(sfv_test_device(1), &db, SHARED); /* the IPv4 GID by preference */
+    CHECK_OK(sfv_channel_endpoint(a.ch, &ea));
+    CHECK_OK(sfv_channel_endpoint(b.ch, &eb));
+    CHECK(!sfv_gid_is_ipv4(&ea.gid) && sfv_gid_is_ipv4(&eb.gid));
+    CHECK_RESULT(sfv_channel_handshake(a.ch, &eb), SFV_ERR_INVALID);
+    CHECK(strstr(sfv_last_error()->message, "different kinds") != NULL);
+    CHECK(strstr(sfv_last_error()->message, "gid_index") != NULL);
+    CHECK_RESULT(sfv_channel_handshake(b.ch, &ea), SFV_ERR_INVALID);
+    side_close(&b);
+    db = da; /* the same kind on both sides: connects, nothing was spoiled */
+    b = side_open(sfv_test_device(1), &db, SHARED);
+    connect_pair(&a, &b);
+    {
+        sfv_gather_element g = G(&a, 0, 16);
+        sfv_scatter_element sc = S(&b, 0, 16);
+        sfv_pending rx;
+        CHECK_OK(sfv_channel_post_receive(b.ch, &sc, 1, &rx));
+        CHECK_OK(sfv_channel_send(a.ch, &g, 1, NULL));
+        CHECK_OK(sfv_pending_wait(&rx, -1, NULL));
+    }
+    pair_close(&a, &b);
+}
+
+/* The first wait on a fresh channel whose peer never connected: the timeout says what to check. */
+static void t_first_wait_timeout_hint(void) {
+    side a, b;
+    sfv_channel_desc d = desc_default();
+    sfv_scatter_element sc;
+    sfv_work_completion wc;
+    d.timeout_ms = 200;
+    a = side_open(sfv_test_device(0), &d, SHARED);
+    b = side_open(sfv_test_device(1), &d, SHARED);
+    sc = S(&a, 0, 64);
+    CHECK_RESULT(sfv_channel_receive(a.ch, &sc, 1, &wc), SFV_ERR_TIMEOUT);
+    CHECK_EQ(sfv_last_error()->result, SFV_ERR_TIMEOUT);
+    CHECK(strstr(sfv_last_error()->message, "nothing has completed on this channel yet") != NULL);
+    CHECK(strstr(sfv_last_error()->message, "handshake") != NULL);
+    side_close(&a);
+    side_close(&b);
+}
+
+/* What the transport finds on its own, with the default retries: a peer whose queue pair is gone
+   fails a send with RETRY_EXC_ERR well before the channel's 10 s deadline; with ack_retries 7
+   (which rxe takes as "forever") only the deadline ends it. A peer that connects late is covered
+   for as long as the retries last. The figures are printed for the README. */
+static void t_dead_peer_and_late_handshake(void) {
+    side a, b;
+    sfv_channel_desc d = desc_default(), d7 = desc_default();
+    sfv_gather_element g;
+    sfv_scatter_element sc;
+    sfv_work_completion wc;
+    sfv_endpoint ea, eb;
+    sfv_pending rx, tx;
+    double t0, dead6, dead7, late_ok = 0, late_fail = 0;
+    sfv_result r7;
+    /* a dead peer, default retries */
+    pair_open(&a, &b, &d, &d, SHARED);
+    CHECK_EQ(sfv_channel_get_desc(a.ch)->ack_retries, 6);
+    CHECK_OK(sfv_destroy_channel(b.ch));
+    b.ch = NULL;
+    g = G(&a, 0, 64);
+    t0 = sfv_test_seconds();
+    CHECK_RESULT(sfv_channel_send(a.ch, &g, 1, &wc), SFV_ERR_WORK);
+    dead6 = sfv_test_seconds() - t0;
+    CHECK_EQ(wc.status, SFV_WC_RETRY_EXC_ERR);
+    CHECK_EQ(wc.error_class, SFV_WORK_ERROR_TRANSPORT);
+    CHECK(dead6 < 5.0); /* the transport, not the 10 s deadline */
+    side_close(&a);
+    side_close(&b);
+    /* the same with ack_retries 7, which rxe may retry for ever: only measured (never a success) */
+    d7.ack_retries_set = true;
+    d7.ack_retries = 7;
+    d7.timeout_ms = 3000;
+    pair_open(&a, &b, &d7, &d7, SHARED);
+    CHECK_OK(sfv_destroy_channel(b.ch));
+    b.ch = NULL;
+    g = G(&a, 0, 64);
+    t0 = sfv_test_seconds();
+    r7 = sfv_channel_send(a.ch, &g, 1, &wc);
+    dead7 = sfv_test_seconds() - t0;
+    CHECK(r7 != SFV_OK);
+    CHECK(dead7 < 8.0);
+    side_close(&a);
+    side_close(&b);
+    /* a peer that handshakes late: 100 ms is covered; one that does not come fails the send when
+       the retries run out (default retries) */
+    {
+        const unsigned delays_ms[1] = {100};
+        int k;
+        for (k = 0; k < 2; k++) {
+            sfv_result r;
+            a = side_open(sfv_test_device(0), &d, SHARED);
+            b = side_open(sfv_test_device(1), &d, SHARED);
+            CHECK_OK(sfv_channel_endpoint(a.ch, &ea));
+            CHECK_OK(sfv_channel_endpoint(b.ch, &eb));
+            CHECK_OK(sfv_channel_handshake(a.ch, &eb));
+            sc = S(&b, 0, 64);
+            CHECK_OK(sfv_channel_post_receive(b.ch, &sc, 1, &rx));
+            g = G(&a, 0, 64);
+            t0 = sfv_test_seconds();
+            CHECK_OK(sfv_channel_post_send(a.ch, &g, 1, &tx));
+            if (k == 0) {
+                usleep(delays_ms[k] * 1000u);
+                CHECK_OK(sfv_channel_handshake(b.ch, &ea));
+            }
+            r = sfv_pending_wait(&tx, -1, &wc);
+            if (k == 0) {
+                CHECK_OK(r);
+                CHECK_OK(sfv_pending_wait(&rx, -1, &wc));
+                late_ok = sfv_test_seconds() - t0;
+            } else {
+                CHECK_RESULT(r, SFV_ERR_WORK);
+                CHECK_EQ(wc.status, SFV_WC_RETRY_EXC_ERR);
+                late_fail = sfv_test_seconds() - t0;
+                CHECK(late_fail < 5.0); /* the retries, not the 10 s deadline */
+            }
+            pair_close(&a, &b);
+        }
+    }
+    printf("    dead peer found by the transport in %.2f s (ack_retries 6); with 7: %s (%s) after %.2f s"
+           " (deadline 3 s); a 0.1 s late handshake delivered in %.2f s; a send to a peer that never connects failed after %.2f s\n",
+           dead6, sfv_result_str(r7), r7 == SFV_ERR_WORK ? sfv_wc_status_str(wc.status) : "-", dead7, late_ok, late_fail);
+}
+
+/* The local link goes down under a channel: the completion's class and the last error say so
+   (rxe reports LOC_QP_OP_ERR, which alone would read as a programming error). The link comes
+   back before the test ends. */
+static int port_state_is(const char *dev, const char *want, double seconds) {
+    char path[128], st[64];
+    double end = sfv_test_seconds() + seconds;
+    snprintf(path, sizeof path, "/sys/class/infiniband/%s/ports/1/state", dev);
+    while (sfv_test_seconds() < end) {
+        FILE *f = fopen(path, "r");
+        size_t k = f ? fread(st, 1, sizeof st - 1, f) : 0;
+        if (f) fclose(f);
+        st[k] = 0;
+        if (strstr(st, want)) return 1;
+        usleep(20000);
+    }
+    return 0;
+}
+static int gid1_present(const char *dev, double seconds) {
+    char path[128], gid[64];
+    double end = sfv_test_seconds() + seconds;
+    snprintf(path, sizeof path, "/sys/class/infiniband/%s/ports/1/gids/1", dev);
+    while (sfv_test_seconds() < end) {
+        FILE *f = fopen(path, "r");
+        size_t k = f ? fread(gid, 1, sizeof gid - 1, f) : 0;
+        if (f) fclose(f);
+        gid[k] = 0;
+        if (k && !strstr(gid, "0000:0000:0000:0000:0000:0000:0000:0000")) return 1;
+        usleep(20000);
+    }
+    return 0;
+}
+static void t_link_down_is_not_a_programming_error(void) {
+    side a, b;
+    sfv_channel_desc d = desc_default();
+    sfv_gather_element g;
+    sfv_work_completion wc;
+    sfv_result r;
+    char msg[sizeof sfv_last_error()->message];
+    if (!getenv("SAFEVERBS_IN_VM")) SKIP("takes the guest's sva link down; runs only in the test guest");
+    pair_open(&a, &b, &d, &d, SHARED);
+    CHECK(system("ip link set sva down") == 0);
+    CHECK(port_state_is(sfv_test_device(0), "DOWN", 10));
+    g = G(&a, 0, 64);
+    r = sfv_channel_send(a.ch, &g, 1, &wc);
+    snprintf(msg, sizeof msg, "%s", sfv_last_error()->message);
+    CHECK(system("ip link set sva up") == 0);
+    CHECK(port_state_is(sfv_test_device(0), "ACTIVE", 20) && port_state_is(sfv_test_device(1), "ACTIVE", 20));
+    CHECK(gid1_present(sfv_test_device(0), 20) && gid1_present(sfv_test_device(1), 20));
+    CHECK_RESULT(r, SFV_ERR_WORK);
+    printf("    link down: %s, class %s\n", sfv_wc_status_str(wc.status), sfv_work_error_class_str(wc.error_class));
+    CHECK(wc.error_class != SFV_WORK_ERROR_LOCAL_PROGRAMMING);
+    if (wc.status == SFV_WC_LOC_QP_OP_ERR || wc.status == SFV_WC_WR_FLUSH_ERR) {
+        CHECK_EQ(wc.error_class, SFV_WORK_ERROR_LOCAL_RESOURCE);
+        if (!strstr(msg, "went down")) FAIL("last error: %s", msg);
+    }
+    pair_close(&a, &b);
+}
+
 static const sfv_test TESTS[] = {
+    TEST(t_every_failure_sets_last_error, 60),
+    TEST(t_wrapping_remote_region_never_posted, 60),
+    TEST(t_pending_outlived_by_channel, 60),
+    TEST(t_gid_kinds_differ, 60),
+    TEST(t_first_wait_timeout_hint, 60),
+    TEST(t_dead_peer_and_late_handshake, 120),
     TEST(t_endpoint_codec, 10),
     TEST(t_desc_defaults_and_range_checks, 60),
     TEST(t_loopback_send_receive, 60),
@@ -1102,6 +1417,7 @@ static const sfv_test TESTS[] = {
     TEST(t_wait_deadlines, 90),
     TEST(t_event_wait_mode, 90),
     TEST(t_destroy_with_work_outstanding, 60),
+    TEST(t_link_down_is_not_a_programming_error, 90), /* last: it takes the link down and up */
 };
 
 int main(int argc, char **argv) { return sfv_test_main(argc, argv, TESTS, SFV_COUNT(TESTS)); }

@@ -11,6 +11,9 @@
 #include <sched.h>
 #include <stdint.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <linux/capability.h>
 
 /* The MR covers the middle page of g_mem, so pointers just outside it are still valid memory. */
 static char g_mem[3 * 4096] __attribute__((aligned(4096)));
@@ -784,7 +787,39 @@ static void t_null_everywhere(void) {
     CHECK(sfv_work_error_class_str((sfv_work_error_class)99) != NULL);
 }
 
+/* Registration under a low locked-memory limit fails with ENOMEM: the message says ulimit -l and
+   the size asked. Root pins past any limit (CAP_IPC_LOCK), so the test drops that capability
+   (this test runs in a child of its own). */
+static void t_reg_mr_memlock_hint(void) {
+    struct rlimit rl = {64 * 1024, 64 * 1024};
+    struct __user_cap_header_struct hdr = {_LINUX_CAPABILITY_VERSION_3, 0};
+    struct __user_cap_data_struct caps[2];
+    sfv_context *c;
+    sfv_pd *pd;
+    sfv_mr *mr = (sfv_mr *)1;
+    const size_t len = 8u << 20;
+    char *buf = (char *)aligned_alloc(4096, len);
+    CHECK(buf != NULL);
+    memset(buf, 1, len);
+    CHECK_OK(sfv_open_device(sfv_test_device(0), &c));
+    CHECK_OK(sfv_alloc_pd(c, &pd));
+    CHECK(setrlimit(RLIMIT_MEMLOCK, &rl) == 0);
+    CHECK(syscall(SYS_capget, &hdr, caps) == 0);
+    caps[CAP_IPC_LOCK / 32].effective &= ~(1u << (CAP_IPC_LOCK % 32));
+    CHECK(syscall(SYS_capset, &hdr, caps) == 0);
+    CHECK_RESULT(sfv_reg_mr_local(pd, buf, len, &mr), SFV_ERR_RESOURCE);
+    CHECK(mr == NULL);
+    CHECK_EQ(sfv_last_error()->errnum, ENOMEM);
+    if (!strstr(sfv_last_error()->message, "ulimit -l") || !strstr(sfv_last_error()->message, "8388608 bytes") ||
+        !strstr(sfv_last_error()->message, "64 KiB"))
+        FAIL("message: %s", sfv_last_error()->message);
+    sfv_dealloc_pd(pd);
+    sfv_close_device(c);
+    free(buf);
+}
+
 static const sfv_test TESTS[] = {
+    TEST(t_reg_mr_memlock_hint, 30),
     TEST(t_null_everywhere, 10),
     TEST(t_result_strings, 10),
     TEST(t_last_error_is_per_thread, 30),
