@@ -3312,8 +3312,8 @@ SAFEVERBS_API sfv_result sfv_node_endpoint(const sfv_node *nd, uint8_t *out, siz
 /* Rank r's entry for this node, from its blob at `b`. */
 static sfv_result sfv__node_entry(const sfv_node *nd, const uint8_t *b, size_t r, sfv_endpoint *ep, sfv_remote_mr *barrier) {
     const uint8_t *e = b + 16 + nd->rank * SFV__NODE_ENTRY;
-    if (b[0] != 'S' || b[1] != 'N' || b[2] != 1 || b[3] != 0)
-        return sfv__bad_encoding("node endpoint", "not a node endpoint (magic or version)");
+    if (b[0] != 'S' || b[1] != 'N' || b[2] != 1 || b[3] != 0 || sfv__get_be(b + 12, 4) != 0)
+        return sfv__bad_encoding("node endpoint", "not a node endpoint (magic, version or reserved bytes)");
     if (sfv__get_be(b + 4, 4) != r || sfv__get_be(b + 8, 4) != nd->world)
         return sfv__fail(SFV_ERR_INVALID, EINVAL, "sfv_node_handshake", "the endpoint in place %zu says rank %llu of %llu (this world: %zu)",
                          r, (unsigned long long)sfv__get_be(b + 4, 4), (unsigned long long)sfv__get_be(b + 8, 4), nd->world);
