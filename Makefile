@@ -43,9 +43,41 @@ deps:
 compile-matrix: deps
 	@bash tests/compile_matrix.sh
 
+# Fuzz targets (libFuzzer): tests/fuzz/fuzz_<name>.c, one per decoder of bytes from a peer,
+# seeds in tests/fuzz/corpus/<name>/. On the host: decoding bytes needs no RDMA device.
+# `make fuzz` runs each for FUZZ_SECONDS; `make check-fuzz` (part of `make check`) for
+# FUZZ_CHECK_SECONDS. New inputs go under build/fuzz/, findings to build/fuzz/findings/.
+FUZZ_CC            ?= clang
+FUZZ_FLAGS         := -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
+FUZZ_SECONDS       ?= 300
+FUZZ_CHECK_SECONDS ?= 10
+FUZZERS := $(patsubst tests/fuzz/%.c,$(BUILD)/fuzz/%,$(wildcard tests/fuzz/fuzz_*.c))
+.PHONY: fuzzers fuzz check-fuzz fuzz-seeds
+
+$(BUILD)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c safeverbs.h $(wildcard tests/fuzz/*.h)
+	@mkdir -p $(@D)
+	$(FUZZ_CC) $(FUZZ_FLAGS) $(WARN) -I. -o $@ $< $(LDLIBS)
+
+fuzzers: $(FUZZERS)
+
+check-fuzz: deps
+	@$(MAKE) --no-print-directory fuzzers
+	@bash tests/fuzz/run.sh check $(FUZZ_CHECK_SECONDS)
+
+fuzz: deps
+	@$(MAKE) --no-print-directory fuzzers
+	@bash tests/fuzz/run.sh fuzz $(FUZZ_SECONDS)
+
+# Writes the seed corpora again (tests/fuzz/seeds.c); only needed when a format changes.
+fuzz-seeds: tests/fuzz/seeds.c safeverbs.h
+	@mkdir -p $(BUILD)/fuzz
+	$(FUZZ_CC) -g $(WARN) -I. -o $(BUILD)/fuzz/seeds $< $(LDLIBS)
+	$(BUILD)/fuzz/seeds
+
 check: deps
 	@$(MAKE) --no-print-directory all
 	@$(MAKE) --no-print-directory compile-matrix
+	@$(MAKE) --no-print-directory check-fuzz
 	@$(ON_RXE) bash tests/run.sh
 
 demo: deps

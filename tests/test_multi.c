@@ -845,6 +845,41 @@ static void t_node_refusals(void) {
     CHECK_RESULT(sfv_node_handshake(node, all, sizeof all), SFV_ERR_INVALID);
     CHECK(strstr(sfv_last_error()->message, "too small") != NULL);
     CHECK_EQ(sfv_channel_outstanding(sfv_multi_channel_peer(sfv_node_multi_channel(node), 0)), 0);
+    memcpy(all + sizeof blob, blob, sizeof blob); /* a good blob for place 1 again */
+    all[sizeof blob + 7] = 1;
+    all[sizeof blob + 12] = 1; /* a reserved byte of the header */
+    CHECK_RESULT(sfv_node_handshake(node, all, sizeof all), SFV_ERR_INVALID);
+    CHECK(strstr(sfv_last_error()->message, "reserved") != NULL);
+    all[sizeof blob + 12] = 0;
+    {   /* rank 1's GID for rank 0 of another kind (link-local IPv6 against this side's IPv4): refused
+           before any channel connects (channel 0, checked first, would connect fine) */
+        uint8_t *gid = all + sizeof blob + 16 + 16, keep[16];
+        sfv_node *again;
+        sfv_net_node here[2] = {{"127.0.0.1", 47391, 0, NULL}, {"127.0.0.1", 47392, 1, NULL}};
+        double t0;
+        memcpy(keep, gid, 16);
+        memset(gid, 0, 16);
+        gid[0] = 0xfe;
+        gid[1] = 0x80;
+        gid[15] = 1;
+        if (sfv_gid_is_ipv4((const sfv_gid *)keep)) {
+            CHECK_RESULT(sfv_node_handshake(node, all, sizeof all), SFV_ERR_INVALID);
+            CHECK(strstr(sfv_last_error()->message, "different kinds") != NULL);
+        }
+        memcpy(gid, keep, 16);
+        CHECK_OK(sfv_node_handshake(node, all, sizeof all)); /* nothing was connected: this works */
+        CHECK_RESULT(sfv_node_handshake(node, all, sizeof all), SFV_ERR_INVALID);
+        CHECK(strstr(sfv_last_error()->message, "already connected") != NULL);
+        t0 = sfv_test_seconds();
+        CHECK_RESULT(sfv_node_connect(node, here, 5000), SFV_ERR_INVALID); /* at once, no exchange */
+        CHECK(sfv_test_seconds() - t0 < 1.0);
+        CHECK(strstr(sfv_last_error()->message, "already connected") != NULL);
+        CHECK_OK(sfv_create_node(pd, &nd, &again)); /* a refused blob leaves the output zeroed */
+        memset(blob, 0xab, sizeof blob);
+        CHECK_RESULT(sfv_node_endpoint(again, blob, sizeof blob - 1), SFV_ERR_INVALID);
+        CHECK(blob[0] == 0 && blob[sizeof blob - 2] == 0);
+        CHECK_OK(sfv_destroy_node(again));
+    }
     CHECK_OK(sfv_destroy_node(node));
     CHECK_OK(sfv_destroy_node(NULL));
     /* a world of one: connected to itself, barriers return at once */

@@ -7,6 +7,9 @@ set -eu
 
 PKGS="gcc g++ make clang libibverbs-dev ibverbs-providers ibverbs-utils rdma-core
 iproute2 kmod qemu-system-x86 busybox-static perftest gnuplot-nox valgrind strace cpio"
+# clang's sanitizer and libFuzzer runtimes (make check-fuzz): only recommended by clang, so
+# --no-install-recommends leaves them out.
+PKGS="$PKGS libclang-rt-14-dev"
 
 missing=
 for p in $PKGS; do
