@@ -32,7 +32,8 @@
    5. Swap endpoints with the peer (sfv_endpoint_encode / _decode over any byte stream), then
                                sfv_channel_handshake(ch, &peer)
                                (the peer's NIC drops what comes before its own handshake; the
-                               retries cover about half a second, a sync over your stream all)
+                               default retries cover about half a second, measured on rxe as
+                               0.5-0.6 s; a sync over your stream covers any delay)
    6. Move data:               sfv_channel_send(ch, &sge, 1, &wc) and sfv_channel_receive(...)
    7. Tear down in any order:  sfv_destroy_channel, sfv_dereg_mr, sfv_dealloc_pd, sfv_close_device
 
@@ -555,7 +556,15 @@ SAFEVERBS_API sfv_result sfv_channel_post_write_batch(sfv_channel *ch, const sfv
 SAFEVERBS_API sfv_result sfv_channel_post_read_batch(sfv_channel *ch, const sfv_scatter_element *sges, size_t per_wr, size_t count, const sfv_remote_mr *remotes, sfv_pending *pending);
 SAFEVERBS_API sfv_result sfv_channel_post_receive_batch(sfv_channel *ch, const sfv_scatter_element *sges, size_t per_wr, size_t count, sfv_pending *pendings);
 
-/* Checks once: SFV_OK (done), SFV_NOT_DONE, or SFV_ERR_WORK (done, failed; detail in wc). */
+/* A pending handle dies with its channel: using one after sfv_destroy_channel is a broken contract,
+   caught by SFV_ASSERT in debug builds (a registry of live channels, one lookup per poll or wait);
+   release builds skip that check and would read freed memory. A handle whose post was refused
+   is zeroed, and polling or waiting on it is SFV_ERR_INVALID.
+   wc, when given, is filled on every return: the completion, or zeros with wc->result holding
+   the result when there is no completion (a timeout, a refused call), never a zero that reads
+   as SFV_OK. Every non-OK result leaves a matching sfv_last_error(): for SFV_ERR_WORK it names
+   the operation, the status, its class and a hint.
+   Checks once: SFV_OK (done), SFV_NOT_DONE, or SFV_ERR_WORK (done, failed; detail in wc). */
 SAFEVERBS_API sfv_result sfv_pending_poll(sfv_pending *p, sfv_work_completion *wc);
 /* Waits up to timeout_ms (< 0: the channel's timeout_ms). SFV_ERR_TIMEOUT leaves the work
    tracked: wait again, or destroy the channel. */
@@ -682,9 +691,12 @@ SAFEVERBS_API sfv_multi_channel *sfv_node_multi_channel(const sfv_node *node);
 /* size must be SFV_NODE_ENDPOINT_SIZE(world size). */
 SAFEVERBS_API sfv_result sfv_node_endpoint(const sfv_node *node, uint8_t *out, size_t size);
 /* all: world_size blobs of SFV_NODE_ENDPOINT_SIZE bytes in rank order. Takes from each the part
-   meant for this rank and connects that rank's channel. SFV_ERR_INVALID (nothing connected) for
-   a wrong size, a blob that is not an endpoint, says another rank than its place, or another
-   world size. (A verb that fails after those checks leaves the node part connected: destroy it.)
+   meant for this rank and connects that rank's channel. Every entry is checked before any channel
+   connects: SFV_ERR_INVALID (nothing connected, the call can be repeated) for a wrong size, a blob
+   that is not an endpoint (a reserved byte not 0 included), says another rank than its place or
+   another world size, or a GID of another kind than this side's. A verb that still refuses after
+   another channel connected returns SFV_ERR_BROKEN: the node is part connected and can only be
+   destroyed (every later handshake, connect or barrier says SFV_ERR_BROKEN).
    Before the first barrier or any work, every rank must be past its handshake: a rank's NIC
    drops what comes to a channel not connected yet, and after the retries (about half a second
    by default) the write fails. Sync the ranks (sfv_exchange_all of 0 bytes), or connect with
@@ -693,7 +705,8 @@ SAFEVERBS_API sfv_result sfv_node_handshake(sfv_node *node, const uint8_t *all, 
 /* Connects the node to the job in one call: its endpoint to every rank and theirs back
    (sfv_exchange_all over nodes, world_size of them), the handshake, then an empty exchange, so
    that when it returns every rank's channels are connected. One deadline for all of it
-   (timeout_ms < 0: 60 s). Errors: those of the three calls. */
+   (timeout_ms < 0: 60 s). Errors: those of the three calls; a node already connected is refused
+   at once (SFV_ERR_INVALID), a broken one with SFV_ERR_BROKEN, before any exchange. */
 SAFEVERBS_API sfv_result sfv_node_connect(sfv_node *node, const sfv_net_node *nodes, int timeout_ms);
 /* Returns once every rank in peers[0 .. n) has entered the same barrier (peers NULL: every rank).
    peers must be sorted, without duplicates, in range and include this rank (else
@@ -2023,10 +2036,10 @@ SAFEVERBS_API void sfv_endpoint_encode(const sfv_endpoint *ep, uint8_t out[SFV_E
     out[0] = 'S'; out[1] = 'E'; out[2] = ep->rd_atomic ? 2 : 1; out[3] = ep->has_gid ? 1 : 0;
     sfv__put_be(out + 4, ep->qpn, 4);
     sfv__put_be(out + 8, ep->lid, 2);
-    sfv__put_be(out + 10, ep->mtu, 2);
+    sfv__put_be(out + 10, ep->mtu <= 0xFFFFu ? ep->mtu : 0, 2); /* never a valid MTU by truncation */
     out[12] = ep->rd_atomic;
     sfv__put_be(out + 13, ep->psn & 0xFFFFFFu, 3);
-    memcpy(out + 16, ep->gid.raw, 16);
+    if (ep->has_gid) memcpy(out + 16, ep->gid.raw, 16); /* no GID: zero bytes, as decode wants */
 }
 
 SAFEVERBS_API sfv_result sfv_endpoint_decode(const uint8_t *in, size_t size, sfv_endpoint *out) {
