@@ -1,6 +1,21 @@
 /* safeverbs.h - v0.3.0 - safe RDMA verbs for C, on top of libibverbs (rdma-core).
    MIT licence at the end of this file.
 
+   Its design follows the Rust crate ibverbs-rs ("the crate" below): the same objects, the same
+   words (gather/scatter element, remote region, channel, pending work, scope, endpoint), with
+   run-time checks where Rust has borrows.
+
+   CONTENTS (each part starts at a ">>name" line: search for it)
+   ========
+   Declarations     >>results >>handles >>devices >>pd and cq >>memory regions
+                    >>remote regions >>elements >>channel (>>pending >>batches >>scopes)
+                    >>multi-channel >>exchange >>node
+   Implementation   >>impl results >>impl refcounts >>impl devices >>impl pd and cq
+                    >>impl memory regions >>impl elements >>impl remote regions >>impl channel
+                    >>impl completions >>impl posting >>impl pending work >>impl scopes
+                    >>impl multi-channel >>impl exchange >>impl node
+   Licence          >>licence
+
    DO THIS
    =======
    In exactly one C or C++ file, define SAFEVERBS_IMPLEMENTATION before including:
@@ -14,12 +29,15 @@
 
    CONFIGURATION MACROS
    ====================
-   SFV_DEBUG        1 or 0. Turns the debug-only checks (SFV_DEBUG_ASSERT) on or off.
-                    Default: 1 unless NDEBUG is defined. Implementation-only: it is read in the
-                    implementation file and in the inline helpers, never changes a struct.
+   SFV_DEBUG        1 or 0. Turns the debug-only checks (SFV_DEBUG_ASSERT, the pending-handle
+                    registry) on or off. Default: 1 unless NDEBUG is defined (a CMake Release
+                    build defines NDEBUG: define SFV_DEBUG 1 to keep the checks there).
+                    Implementation-only: only the implementation reads it; it never changes a
+                    struct.
    SFV_ASSERT(c)    What a broken contract does. Default: print the condition, file and line to
                     stderr and abort(). Implementation-only.
-   SFV_DEBUG_ASSERT(c)  SFV_ASSERT when SFV_DEBUG is 1, nothing otherwise.
+   SFV_DEBUG_ASSERT(c)  SFV_ASSERT when SFV_DEBUG is 1, nothing otherwise. Implementation-only;
+                    may be defined to something else (it must not call verbs).
    SAFEVERBS_API    Put in front of every public function (default: extern). Global: define it the
                     same way in every file.
 
@@ -37,21 +55,22 @@
    6. Move data:               sfv_channel_send(ch, &sge, 1, &wc) and sfv_channel_receive(...)
    7. Tear down in any order:  sfv_destroy_channel, sfv_dereg_mr, sfv_dealloc_pd, sfv_close_device
 
+       #define TRY(call) do { if ((call) != SFV_OK) { puts(sfv_last_error()->message); return 1; } } while (0)
        sfv_context *ctx; sfv_pd *pd; sfv_mr *mr; sfv_channel *ch; sfv_endpoint me;
        static char buf[64] = "hello";
-       if (sfv_open_device(NULL, &ctx) != SFV_OK) { puts(sfv_last_error()->message); return 1; }
-       sfv_alloc_pd(ctx, &pd);
-       sfv_reg_mr_local(pd, buf, sizeof buf, &mr);
+       TRY(sfv_open_device(NULL, &ctx));
+       TRY(sfv_alloc_pd(ctx, &pd));
+       TRY(sfv_reg_mr_local(pd, buf, sizeof buf, &mr));
        sfv_channel_desc desc = {0};
-       sfv_create_channel(pd, &desc, &ch);
-       sfv_channel_endpoint(ch, &me);
-       sfv_channel_handshake(ch, &me);                  (loopback: connect to itself)
+       TRY(sfv_create_channel(pd, &desc, &ch));
+       TRY(sfv_channel_endpoint(ch, &me));
+       TRY(sfv_channel_handshake(ch, &me));             (loopback: connect to itself)
        sfv_scatter_element in  = sfv_mr_scatter_element(mr, buf + 32, 32);
        sfv_gather_element  out = sfv_mr_gather_element(mr, buf, 6);
        sfv_pending rx;
-       sfv_channel_post_receive(ch, &in, 1, &rx);
-       sfv_channel_send(ch, &out, 1, NULL);
-       sfv_pending_wait(&rx, -1, NULL);                 (buf + 32 now holds "hello")
+       TRY(sfv_channel_post_receive(ch, &in, 1, &rx));
+       TRY(sfv_channel_send(ch, &out, 1, NULL));
+       TRY(sfv_pending_wait(&rx, -1, NULL));            (buf + 32 now holds "hello")
        sfv_destroy_channel(ch); sfv_dereg_mr(mr); sfv_dealloc_pd(pd); sfv_close_device(ctx);
 
    Many peers: sfv_create_multi_channel makes a channel per peer (sfv_multi_channel_peer(mc, i)
@@ -163,7 +182,13 @@ SAFEVERBS_API const char *sfv_result_str(sfv_result r);
 typedef struct sfv_error {
     sfv_result result;   /* what the failing call returned */
     int errnum;          /* errno of the failing verb or check, 0 if none */
-    const char *verb;    /* the verb or check that failed ("ibv_reg_mr"), never NULL */
+    const char *verb;    /* never NULL: the call that failed, a verb or a libc call ("ibv_reg_mr",
+                            "calloc", "poll") or the safeverbs function that refused its
+                            arguments ("sfv_reg_mr_access"); or one of these checks: "element",
+                            "remote region", "post", "wait", "completion" (a failed work
+                            request), "pending", "scope", "multi-channel", "exchange",
+                            "network config", "node", "node endpoint", "barrier", "numa",
+                            "sfv_channel_desc", "sfv_node_desc" (a desc field out of range) */
     char message[160];   /* a sentence for humans */
 } sfv_error;
 /* Never NULL. Valid until the next failing safeverbs call on the same thread. */
@@ -493,6 +518,9 @@ SAFEVERBS_API sfv_result sfv_endpoint_decode(const uint8_t *in, size_t size, sfv
 
 /* The desc with every default filled in for this PD's device (port and GID resolved). */
 SAFEVERBS_API sfv_result sfv_channel_desc_resolve(sfv_pd *pd, const sfv_channel_desc *desc, sfv_channel_desc *out);
+/* A channel (an RC queue pair with its own CQ) in INIT, so receives can be posted before the
+   handshake. Needs the port ACTIVE (else SFV_ERR_RESOURCE naming its state); desc fields out of
+   range: SFV_ERR_INVALID naming the field. */
 SAFEVERBS_API sfv_result sfv_create_channel(sfv_pd *pd, const sfv_channel_desc *desc, sfv_channel **out);
 /* Flushes work in flight (the QP goes to the error state and the flushed work is drained), then
    frees; the NIC touches none of the channel's buffers afterwards. If a verb refuses to destroy,
@@ -522,6 +550,7 @@ SAFEVERBS_API sfv_result sfv_channel_write(sfv_channel *ch, const sfv_gather_ele
 SAFEVERBS_API sfv_result sfv_channel_write_imm(sfv_channel *ch, const sfv_gather_element *sges, size_t n, sfv_remote_mr remote, uint32_t imm, sfv_work_completion *wc);
 SAFEVERBS_API sfv_result sfv_channel_read(sfv_channel *ch, const sfv_scatter_element *sges, size_t n, sfv_remote_mr remote, sfv_work_completion *wc);
 
+/* >>pending ---------------------------------------------------------------------------------- */
 /* Pending work lives in storage the caller provides (a local, an array): no allocation per
    operation. Treat the fields as private. */
 struct sfv__ring;
@@ -543,6 +572,7 @@ SAFEVERBS_API sfv_result sfv_channel_post_write(sfv_channel *ch, const sfv_gathe
 SAFEVERBS_API sfv_result sfv_channel_post_write_imm(sfv_channel *ch, const sfv_gather_element *sges, size_t n, sfv_remote_mr remote, uint32_t imm, sfv_pending *pending);
 SAFEVERBS_API sfv_result sfv_channel_post_read(sfv_channel *ch, const sfv_scatter_element *sges, size_t n, sfv_remote_mr remote, sfv_pending *pending);
 
+/* >>batches ---------------------------------------------------------------------------------- */
 /* Batches: `count` work requests (at most SFV_BATCH_MAX) behind one post call, so one doorbell
    (on rxe: one system call) for all of them. Work request i uses elements
    sges[i * per_wr .. i * per_wr + per_wr). Send, write and read batches ask the NIC for one
@@ -571,6 +601,7 @@ SAFEVERBS_API sfv_result sfv_pending_poll(sfv_pending *p, sfv_work_completion *w
 SAFEVERBS_API sfv_result sfv_pending_wait(sfv_pending *p, int timeout_ms, sfv_work_completion *wc);
 SAFEVERBS_API bool sfv_pending_done(const sfv_pending *p);
 
+/* >>scopes ----------------------------------------------------------------------------------- */
 /* Scopes: fn posts work through ch; when the scope returns, all of it has completed, whether fn
    succeeded or not, so every buffer it used is free again. */
 typedef sfv_result (*sfv_scope_fn)(sfv_channel *ch, void *user);
@@ -771,10 +802,12 @@ SAFEVERBS_API sfv_result sfv_node_barrier_unchecked(sfv_node *node, const size_t
     } while (0)
 #endif
 
+#ifndef SFV_DEBUG_ASSERT
 #if SFV_DEBUG
 #define SFV_DEBUG_ASSERT(c) SFV_ASSERT(c)
 #else
 #define SFV_DEBUG_ASSERT(c) ((void)0)
+#endif
 #endif
 
 #if defined(__cplusplus)
@@ -2148,7 +2181,7 @@ SAFEVERBS_API size_t sfv_channel_outstanding(const sfv_channel *ch) {
     return ch ? (size_t)((ch->sq.head - ch->sq.tail) + (ch->rq.head - ch->rq.tail)) : 0;
 }
 
-/* --- completions ------------------------------------------------------------------------- */
+/* >>impl completions ------------------------------------------------------------------------ */
 /* After an error completion, a flush or a partial post: nothing more may be posted. */
 static void sfv__break(sfv_channel *ch) {
     ch->broken = true;
@@ -2422,7 +2455,7 @@ SFV__HOT_INLINE void sfv__release(sfv__ring *q, sfv__slot *s) {
     sfv__tail_past(q, seq, seq);
 }
 
-/* --- posting ----------------------------------------------------------------------------- */
+/* >>impl posting ---------------------------------------------------------------------------- */
 /* What is posted, for the element limit: a receive, an RDMA read (which some devices scatter
    into fewer elements), or any other send-queue work. */
 typedef enum sfv__post_kind { SFV__POST_SEND, SFV__POST_RECV, SFV__POST_READ } sfv__post_kind;
@@ -2664,7 +2697,7 @@ SAFEVERBS_API sfv_result sfv_channel_post_read(sfv_channel *ch, const sfv_scatte
     return sfv__post_one(ch, IBV_WR_RDMA_READ, sges, n, &remote, 0, p);
 }
 
-/* --- pending work ------------------------------------------------------------------------ */
+/* >>impl pending work ----------------------------------------------------------------------- */
 SFV__STATIC_ASSERT(sizeof(sfv__slot) <= sizeof(((sfv_pending *)0)->done_), pending_holds_a_slot);
 
 /* The slot behind a waiting handle; a handle whose slot was consumed is a broken contract. */
@@ -2827,7 +2860,7 @@ SAFEVERBS_API sfv_result sfv_channel_read(sfv_channel *ch, const sfv_scatter_ele
     return sfv__blocking(ch, sfv_channel_post_read(ch, sges, n, remote, &p), &p, wc);
 }
 
-/* --- scopes ------------------------------------------------------------------------------ */
+/* >>impl scopes ----------------------------------------------------------------------------- */
 /* Waits for work request `seq` of q until `deadline` and consumes it into wc. If the wait
    fails (the deadline passed), the channel is aborted first, so the work is flushed and its
    buffers are free. Returns what the wait returned. */
@@ -3807,7 +3840,7 @@ SAFEVERBS_API sfv_result sfv_node_barrier_unchecked(sfv_node *nd, const size_t *
 #undef SFV__WC_LIST
 #endif /* SAFEVERBS_IMPLEMENTATION */
 
-/*
+/* >>licence
 ------------------------------------------------------------------------------
 MIT License
 

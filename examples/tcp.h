@@ -1,6 +1,8 @@
 /* tcp.h - the few lines of TCP the examples use to swap endpoints and descriptors before RDMA
    takes over: accept one connection, connect, and read or write an exact number of bytes.
-   Not part of safeverbs: the library leaves the out-of-band exchange to you. */
+   Not part of safeverbs: two processes that already talk (as these examples do) can swap the
+   32-byte endpoints over any stream; for the ranks of a job the library has sfv_exchange_all and
+   sfv_node_connect. */
 #ifndef SFV_EXAMPLES_TCP_H
 #define SFV_EXAMPLES_TCP_H
 
