@@ -114,7 +114,7 @@ static void die(const char *fmt, ...) {
 }
 
 /* A safeverbs call that must succeed. */
-static void sfv_must(sfv_result r, const char *what) {
+static void xmust(sfv_result r, const char *what) {
     if (r != SFV_OK) die("%s: %s (%s)", what, sfv_result_str(r), sfv_last_error()->message);
 }
 
@@ -286,7 +286,7 @@ static uint8_t *buffer_alloc(size_t half) {
 static size_t half_of(size_t max_size) { return (max_size + 4095) & ~(size_t)4095; }
 
 /* ---- the safeverbs side ------------------------------------------------------------------- */
-typedef struct sfv_side {
+typedef struct lib_side {
     sfv_context *ctx;
     sfv_pd *pd;
     sfv_mr *mr;
@@ -296,18 +296,18 @@ typedef struct sfv_side {
     sfv_remote_mr peer;     /* the peer's whole buffer */
     sfv_pending *ring;      /* pending handles: rx_depth (receives) + depth (sends) */
     sfv_pending *rx_ring, *tx_ring;
-} sfv_side;
+} lib_side;
 
-#define SFV_WIRE_SIZE (SFV_ENDPOINT_ENCODED_SIZE + SFV_REMOTE_MR_ENCODED_SIZE)
+#define WIRE_SIZE (SFV_ENDPOINT_ENCODED_SIZE + SFV_REMOTE_MR_ENCODED_SIZE)
 
-static void sfv_side_open(sfv_side *s, const char *dev, int gid, const session *ss) {
+static void lib_side_open(lib_side *s, const char *dev, int gid, const session *ss) {
     sfv_channel_desc d;
     memset(s, 0, sizeof *s);
     s->half = half_of(ss->max_size);
     s->buf = buffer_alloc(s->half);
-    sfv_must(sfv_open_device(dev, &s->ctx), "sfv_open_device");
-    sfv_must(sfv_alloc_pd(s->ctx, &s->pd), "sfv_alloc_pd");
-    sfv_must(sfv_reg_mr_shared(s->pd, s->buf, 2 * s->half, &s->mr), "sfv_reg_mr_shared");
+    xmust(sfv_open_device(dev, &s->ctx), "sfv_open_device");
+    xmust(sfv_alloc_pd(s->ctx, &s->pd), "sfv_alloc_pd");
+    xmust(sfv_reg_mr_shared(s->pd, s->buf, 2 * s->half, &s->mr), "sfv_reg_mr_shared");
     memset(&d, 0, sizeof d);
     d.max_send_wr = ss->depth;
     d.max_recv_wr = ss->rx_depth;
@@ -318,30 +318,30 @@ static void sfv_side_open(sfv_side *s, const char *dev, int gid, const session *
     d.gid_index = (uint8_t)gid;
     d.timeout_ms = 60000;
     d.wait_mode = ss->event ? SFV_WAIT_EVENT : SFV_WAIT_BUSY;
-    sfv_must(sfv_create_channel(s->pd, &d, &s->ch), "sfv_create_channel");
+    xmust(sfv_create_channel(s->pd, &d, &s->ch), "sfv_create_channel");
     s->ring = calloc((size_t)ss->rx_depth + ss->depth, sizeof *s->ring);
     if (!s->ring) die("out of memory");
     s->rx_ring = s->ring;
     s->tx_ring = s->ring + ss->rx_depth;
 }
 
-static void sfv_side_wire(const sfv_side *s, uint8_t *out) {
+static void lib_side_wire(const lib_side *s, uint8_t *out) {
     sfv_endpoint me;
-    sfv_must(sfv_channel_endpoint(s->ch, &me), "sfv_channel_endpoint");
+    xmust(sfv_channel_endpoint(s->ch, &me), "sfv_channel_endpoint");
     sfv_endpoint_encode(&me, out);
     sfv_remote_mr_encode(sfv_mr_remote(s->mr), out + SFV_ENDPOINT_ENCODED_SIZE);
 }
 
-static void sfv_side_connect(sfv_side *s, const uint8_t *peer) {
+static void lib_side_connect(lib_side *s, const uint8_t *peer) {
     sfv_endpoint ep;
-    sfv_must(sfv_endpoint_decode(peer, SFV_ENDPOINT_ENCODED_SIZE, &ep), "sfv_endpoint_decode");
-    sfv_must(sfv_remote_mr_decode(peer + SFV_ENDPOINT_ENCODED_SIZE, SFV_REMOTE_MR_ENCODED_SIZE, &s->peer),
+    xmust(sfv_endpoint_decode(peer, SFV_ENDPOINT_ENCODED_SIZE, &ep), "sfv_endpoint_decode");
+    xmust(sfv_remote_mr_decode(peer + SFV_ENDPOINT_ENCODED_SIZE, SFV_REMOTE_MR_ENCODED_SIZE, &s->peer),
              "sfv_remote_mr_decode");
-    sfv_must(sfv_channel_handshake(s->ch, &ep), "sfv_channel_handshake");
+    xmust(sfv_channel_handshake(s->ch, &ep), "sfv_channel_handshake");
 }
 
-static void sfv_side_close(sfv_side *s) {
-    sfv_must(sfv_destroy_channel(s->ch), "sfv_destroy_channel");
+static void lib_side_close(lib_side *s) {
+    xmust(sfv_destroy_channel(s->ch), "sfv_destroy_channel");
     sfv_dereg_mr(s->mr);
     sfv_dealloc_pd(s->pd);
     sfv_close_device(s->ctx);
@@ -351,32 +351,32 @@ static void sfv_side_close(sfv_side *s) {
 
 /* Waits for work whose result is all the caller needs (as raw_wait checks only the status of a
    send completion); the detail of a failure is still there for the message. */
-static void sfv_wait(sfv_pending *p) {
+static void lib_wait(sfv_pending *p) {
     sfv_result r = sfv_pending_wait(p, -1, NULL);
     if (r == SFV_ERR_WORK) {
         sfv_work_completion wc;
         sfv_pending_poll(p, &wc);
         die("work failed: %s (%s)", sfv_wc_status_str(wc.status), sfv_wc_status_hint(wc.status));
     }
-    sfv_must(r, "sfv_pending_wait");
+    xmust(r, "sfv_pending_wait");
 }
-static void sfv_wait_len(sfv_pending *p, uint32_t len) {
+static void lib_wait_len(sfv_pending *p, uint32_t len) {
     sfv_work_completion wc;
     sfv_result r = sfv_pending_wait(p, -1, &wc);
     if (r == SFV_ERR_WORK) die("work failed: %s (%s)", sfv_wc_status_str(wc.status), sfv_wc_status_hint(wc.status));
-    sfv_must(r, "sfv_pending_wait");
+    xmust(r, "sfv_pending_wait");
     if (wc.byte_len != len) die("received %u bytes, expected %u", (unsigned)wc.byte_len, (unsigned)len);
 }
 
 /* The peer's receive half, sliced to `size` bytes (write target), or its send half (read source). */
-static sfv_remote_mr sfv_peer_dst(const sfv_side *s, size_t size) {
+static sfv_remote_mr lib_peer_dst(const lib_side *s, size_t size) {
     sfv_remote_mr r;
-    sfv_must(sfv_remote_mr_slice(s->peer, s->half, size, &r), "sfv_remote_mr_slice");
+    xmust(sfv_remote_mr_slice(s->peer, s->half, size, &r), "sfv_remote_mr_slice");
     return r;
 }
-static sfv_remote_mr sfv_peer_src(const sfv_side *s, size_t size) {
+static sfv_remote_mr lib_peer_src(const lib_side *s, size_t size) {
     sfv_remote_mr r;
-    sfv_must(sfv_remote_mr_slice(s->peer, 0, size, &r), "sfv_remote_mr_slice");
+    xmust(sfv_remote_mr_slice(s->peer, 0, size, &r), "sfv_remote_mr_slice");
     return r;
 }
 
@@ -401,7 +401,7 @@ typedef struct raw_side {
     bool armed;
     /* completions seen, in work requests: wr_id = covered << 1 | is_receive */
     uint64_t sends_done, recvs_done;
-    uint32_t expect_len;  /* what every receive must have brought (as sfv_wait_len checks) */
+    uint32_t expect_len;  /* what every receive must have brought (as lib_wait_len checks) */
 } raw_side;
 
 #define RAW_WIRE_SIZE 48
@@ -626,14 +626,14 @@ static void ready_client(int fd, span *sp) {
     span_start(sp);
 }
 
-static void sfv_lat(sfv_side *s, int op, size_t size, uint32_t iters, bool client, int fd, uint64_t *samples, span *sp) {
+static void lib_lat(lib_side *s, int op, size_t size, uint32_t iters, bool client, int fd, uint64_t *samples, span *sp) {
     sfv_gather_element g = sfv_mr_gather_element(s->mr, s->buf, size);
     sfv_scatter_element e = sfv_mr_scatter_element(s->mr, s->buf + s->half, size);
     volatile uint8_t *flag = s->buf + s->half + size - 1;
     sfv_pending tx, rx;
     uint32_t i;
     if (op == OP_READ) {
-        sfv_remote_mr src = sfv_peer_src(s, size);
+        sfv_remote_mr src = lib_peer_src(s, size);
         if (!client) {
             ready_server(fd);
             return;
@@ -641,12 +641,12 @@ static void sfv_lat(sfv_side *s, int op, size_t size, uint32_t iters, bool clien
         ready_client(fd, sp);
         for (i = 0; i < iters; i++) {
             uint64_t t0 = ticks();
-            sfv_must(sfv_channel_post_read(s->ch, &e, 1, src, &tx), "sfv_channel_post_read");
-            sfv_wait(&tx);
+            xmust(sfv_channel_post_read(s->ch, &e, 1, src, &tx), "sfv_channel_post_read");
+            lib_wait(&tx);
             samples[i] = ticks() - t0;
         }
     } else if (op == OP_WRITE) {
-        sfv_remote_mr dst = sfv_peer_dst(s, size);
+        sfv_remote_mr dst = lib_peer_dst(s, size);
         *flag = 0;
         if (client) ready_client(fd, sp);
         else ready_server(fd);
@@ -655,47 +655,47 @@ static void sfv_lat(sfv_side *s, int op, size_t size, uint32_t iters, bool clien
             uint64_t t0 = ticks();
             if (client) {
                 s->buf[size - 1] = v;
-                sfv_must(sfv_channel_post_write(s->ch, &g, 1, dst, &tx), "sfv_channel_post_write");
+                xmust(sfv_channel_post_write(s->ch, &g, 1, dst, &tx), "sfv_channel_post_write");
                 while (*flag != v) {}
-                sfv_wait(&tx);
+                lib_wait(&tx);
                 samples[i] = ticks() - t0;
             } else {
                 while (*flag != v) {}
                 s->buf[size - 1] = v;
-                sfv_must(sfv_channel_post_write(s->ch, &g, 1, dst, &tx), "sfv_channel_post_write");
-                sfv_wait(&tx);
+                xmust(sfv_channel_post_write(s->ch, &g, 1, dst, &tx), "sfv_channel_post_write");
+                lib_wait(&tx);
             }
         }
     } else { /* send or write_imm: the peer's receive completion is the signal */
         bool imm = op == OP_WRITE_IMM;
-        sfv_remote_mr dst = sfv_peer_dst(s, size);
+        sfv_remote_mr dst = lib_peer_dst(s, size);
         const uint32_t rx_len = (uint32_t)size; /* a write with immediate reports the bytes it wrote */
-        if (imm) sfv_must(sfv_channel_post_receive(s->ch, NULL, 0, &rx), "sfv_channel_post_receive");
-        else sfv_must(sfv_channel_post_receive(s->ch, &e, 1, &rx), "sfv_channel_post_receive");
+        if (imm) xmust(sfv_channel_post_receive(s->ch, NULL, 0, &rx), "sfv_channel_post_receive");
+        else xmust(sfv_channel_post_receive(s->ch, &e, 1, &rx), "sfv_channel_post_receive");
         if (client) ready_client(fd, sp);
         else ready_server(fd);
         for (i = 0; i < iters; i++) {
             uint64_t t0 = ticks();
             if (client) {
-                if (imm) sfv_must(sfv_channel_post_write_imm(s->ch, &g, 1, dst, i, &tx), "sfv_channel_post_write_imm");
-                else sfv_must(sfv_channel_post_send(s->ch, &g, 1, &tx), "sfv_channel_post_send");
-                sfv_wait_len(&rx, rx_len);
-                sfv_wait(&tx);
+                if (imm) xmust(sfv_channel_post_write_imm(s->ch, &g, 1, dst, i, &tx), "sfv_channel_post_write_imm");
+                else xmust(sfv_channel_post_send(s->ch, &g, 1, &tx), "sfv_channel_post_send");
+                lib_wait_len(&rx, rx_len);
+                lib_wait(&tx);
                 if (i + 1 < iters) {
-                    if (imm) sfv_must(sfv_channel_post_receive(s->ch, NULL, 0, &rx), "sfv_channel_post_receive");
-                    else sfv_must(sfv_channel_post_receive(s->ch, &e, 1, &rx), "sfv_channel_post_receive");
+                    if (imm) xmust(sfv_channel_post_receive(s->ch, NULL, 0, &rx), "sfv_channel_post_receive");
+                    else xmust(sfv_channel_post_receive(s->ch, &e, 1, &rx), "sfv_channel_post_receive");
                 }
                 samples[i] = ticks() - t0;
             } else {
-                sfv_wait_len(&rx, rx_len);
+                lib_wait_len(&rx, rx_len);
                 if (i + 1 < iters) {
-                    if (imm) sfv_must(sfv_channel_post_receive(s->ch, NULL, 0, &rx), "sfv_channel_post_receive");
-                    else sfv_must(sfv_channel_post_receive(s->ch, &e, 1, &rx), "sfv_channel_post_receive");
+                    if (imm) xmust(sfv_channel_post_receive(s->ch, NULL, 0, &rx), "sfv_channel_post_receive");
+                    else xmust(sfv_channel_post_receive(s->ch, &e, 1, &rx), "sfv_channel_post_receive");
                 }
                 echo_delay();
-                if (imm) sfv_must(sfv_channel_post_write_imm(s->ch, &g, 1, dst, i, &tx), "sfv_channel_post_write_imm");
-                else sfv_must(sfv_channel_post_send(s->ch, &g, 1, &tx), "sfv_channel_post_send");
-                sfv_wait(&tx);
+                if (imm) xmust(sfv_channel_post_write_imm(s->ch, &g, 1, dst, i, &tx), "sfv_channel_post_write_imm");
+                else xmust(sfv_channel_post_send(s->ch, &g, 1, &tx), "sfv_channel_post_send");
+                lib_wait(&tx);
             }
         }
     }
@@ -774,7 +774,7 @@ static void raw_lat(raw_side *r, int op, size_t size, uint32_t iters, bool clien
    The client keeps `depth` work requests in flight, posted `batch` per call; a send's peer keeps
    up to rx_depth receives posted and re-posts them `batch` at a time. iters is a multiple of
    batch. */
-static void sfv_post_one(sfv_side *s, int op, const sfv_gather_element *g, const sfv_scatter_element *e,
+static void lib_post_one(lib_side *s, int op, const sfv_gather_element *g, const sfv_scatter_element *e,
                          const sfv_remote_mr *rem, unsigned batch, sfv_pending *p) {
     sfv_result r;
     if (batch == 1) {
@@ -786,10 +786,10 @@ static void sfv_post_one(sfv_side *s, int op, const sfv_gather_element *g, const
         else if (op == OP_READ) r = sfv_channel_post_read_batch(s->ch, e, 1, batch, rem, p);
         else r = sfv_channel_post_write_batch(s->ch, g, 1, batch, rem, p);
     }
-    sfv_must(r, "sfv_channel_post_*");
+    xmust(r, "sfv_channel_post_*");
 }
 
-static void sfv_bw(sfv_side *s, const session *ss, size_t size, uint32_t iters, unsigned batch, bool client, int fd, span *sp) {
+static void lib_bw(lib_side *s, const session *ss, size_t size, uint32_t iters, unsigned batch, bool client, int fd, span *sp) {
     sfv_gather_element g[MAX_BATCH];
     sfv_scatter_element e[MAX_BATCH];
     sfv_remote_mr rem[MAX_BATCH];
@@ -798,7 +798,7 @@ static void sfv_bw(sfv_side *s, const session *ss, size_t size, uint32_t iters, 
     for (i = 0; i < batch; i++) {
         g[i] = sfv_mr_gather_element(s->mr, s->buf, size);
         e[i] = sfv_mr_scatter_element(s->mr, s->buf + s->half, size);
-        rem[i] = ss->op == OP_READ ? sfv_peer_src(s, size) : sfv_peer_dst(s, size);
+        rem[i] = ss->op == OP_READ ? lib_peer_src(s, size) : lib_peer_dst(s, size);
     }
     if (!client) {
         uint32_t posted = 0, done = 0, ring = ss->rx_depth / batch * batch;
@@ -808,18 +808,18 @@ static void sfv_bw(sfv_side *s, const session *ss, size_t size, uint32_t iters, 
         }
         while (posted < iters && posted + batch <= ring) { /* ring positions stay contiguous */
             unsigned n = iters - posted < batch ? iters - posted : batch;
-            if (n == 1) sfv_must(sfv_channel_post_receive(s->ch, e, 1, &s->rx_ring[posted % ring]), "post_receive");
-            else sfv_must(sfv_channel_post_receive_batch(s->ch, e, 1, n, &s->rx_ring[posted % ring]), "post_receive_batch");
+            if (n == 1) xmust(sfv_channel_post_receive(s->ch, e, 1, &s->rx_ring[posted % ring]), "post_receive");
+            else xmust(sfv_channel_post_receive_batch(s->ch, e, 1, n, &s->rx_ring[posted % ring]), "post_receive_batch");
             posted += n;
         }
         ready_server(fd);
         while (done < iters) {
-            sfv_wait_len(&s->rx_ring[done % ring], (uint32_t)size);
+            lib_wait_len(&s->rx_ring[done % ring], (uint32_t)size);
             done++;
             if (done % batch == 0 && posted < iters) {
                 unsigned n = iters - posted < batch ? iters - posted : batch;
-                if (n == 1) sfv_must(sfv_channel_post_receive(s->ch, e, 1, &s->rx_ring[posted % ring]), "post_receive");
-                else sfv_must(sfv_channel_post_receive_batch(s->ch, e, 1, n, &s->rx_ring[posted % ring]), "post_receive_batch");
+                if (n == 1) xmust(sfv_channel_post_receive(s->ch, e, 1, &s->rx_ring[posted % ring]), "post_receive");
+                else xmust(sfv_channel_post_receive_batch(s->ch, e, 1, n, &s->rx_ring[posted % ring]), "post_receive_batch");
                 posted += n;
             }
         }
@@ -829,10 +829,10 @@ static void sfv_bw(sfv_side *s, const session *ss, size_t size, uint32_t iters, 
     ready_client(fd, sp);
     for (k = 0; k < posts; k++) {
         sfv_pending *p = &s->tx_ring[k % slots];
-        if (k >= slots) sfv_wait(p);
-        sfv_post_one(s, ss->op, g, e, rem, batch, p);
+        if (k >= slots) lib_wait(p);
+        lib_post_one(s, ss->op, g, e, rem, batch, p);
     }
-    for (k = posts > slots ? posts - slots : 0; k < posts; k++) sfv_wait(&s->tx_ring[k % slots]);
+    for (k = posts > slots ? posts - slots : 0; k < posts; k++) lib_wait(&s->tx_ring[k % slots]);
 }
 
 static void raw_bw(raw_side *r, const session *ss, size_t size, uint32_t iters, unsigned batch, bool client, int fd, span *sp) {
@@ -876,7 +876,7 @@ static void raw_bw(raw_side *r, const session *ss, size_t size, uint32_t iters, 
 /* ---- cost: one process, loopback ------------------------------------------------------------
    The step functions are kept out of line so callgrind can count each (--toggle-collect). */
 typedef struct cost_sfv {
-    sfv_side *s;
+    lib_side *s;
     sfv_gather_element g[MAX_BATCH];
     sfv_scatter_element e[MAX_BATCH];
     sfv_pending tx, rx[MAX_BATCH];
@@ -893,16 +893,16 @@ NOINLINE void cost_raw_poll_send(raw_side *r, uint64_t sends);
 NOINLINE void cost_raw_poll_recv(raw_side *r, uint64_t recvs);
 
 NOINLINE void cost_sfv_post_recv(cost_sfv *c) {
-    if (c->batch == 1) sfv_must(sfv_channel_post_receive(c->s->ch, c->e, 1, c->rx), "post_receive");
-    else sfv_must(sfv_channel_post_receive_batch(c->s->ch, c->e, 1, c->batch, c->rx), "post_receive_batch");
+    if (c->batch == 1) xmust(sfv_channel_post_receive(c->s->ch, c->e, 1, c->rx), "post_receive");
+    else xmust(sfv_channel_post_receive_batch(c->s->ch, c->e, 1, c->batch, c->rx), "post_receive_batch");
 }
 NOINLINE void cost_sfv_post_send(cost_sfv *c) {
-    if (c->batch == 1) sfv_must(sfv_channel_post_send(c->s->ch, c->g, 1, &c->tx), "post_send");
-    else sfv_must(sfv_channel_post_send_batch(c->s->ch, c->g, 1, c->batch, &c->tx), "post_send_batch");
+    if (c->batch == 1) xmust(sfv_channel_post_send(c->s->ch, c->g, 1, &c->tx), "post_send");
+    else xmust(sfv_channel_post_send_batch(c->s->ch, c->g, 1, c->batch, &c->tx), "post_send_batch");
 }
-NOINLINE void cost_sfv_poll_send(cost_sfv *c) { sfv_wait(&c->tx); }
+NOINLINE void cost_sfv_poll_send(cost_sfv *c) { lib_wait(&c->tx); }
 NOINLINE void cost_sfv_poll_recv(cost_sfv *c) {
-    for (unsigned i = 0; i < c->batch; i++) sfv_wait(&c->rx[i]);
+    for (unsigned i = 0; i < c->batch; i++) lib_wait(&c->rx[i]);
 }
 NOINLINE void cost_raw_post_recv(raw_side *r, raw_recv *w, unsigned batch) { raw_post_recv(r, w, batch); }
 NOINLINE void cost_raw_post_send(raw_side *r, raw_send *w) { raw_post_send(r, w); }
@@ -931,12 +931,12 @@ static int run_cost(options *o) {
     if (o->s.depth < batch || o->s.rx_depth < batch) o->s.depth = o->s.rx_depth = batch;
     snprintf(variant, sizeof variant, "%s-batch%u", o->variant ? o->variant : "loopback", batch);
     if (!raw) {
-        static sfv_side s;
+        static lib_side s;
         static cost_sfv c;
-        uint8_t wire[SFV_WIRE_SIZE];
-        sfv_side_open(&s, o->device, o->gid, &o->s);
-        sfv_side_wire(&s, wire);
-        sfv_side_connect(&s, wire); /* connected to itself */
+        uint8_t wire[WIRE_SIZE];
+        lib_side_open(&s, o->device, o->gid, &o->s);
+        lib_side_wire(&s, wire);
+        lib_side_connect(&s, wire); /* connected to itself */
         c.s = &s;
         c.batch = batch;
         for (i = 0; i < batch; i++) {
@@ -952,7 +952,7 @@ static int run_cost(options *o) {
             cost_sfv_poll_recv(&c);
         }
         span_stop(&sp);
-        sfv_side_close(&s);
+        lib_side_close(&s);
     } else {
         static raw_side r;
         static raw_send w;
@@ -1035,7 +1035,7 @@ static void emit_halves(const options *o, const char *variant, size_t size, cons
 }
 
 typedef struct sides {
-    sfv_side sfv;
+    lib_side sfv;
     raw_side raw;
     bool have[2];
 } sides;
@@ -1048,10 +1048,10 @@ static void client_run(sides *sd, const options *o, int fd, int impl, size_t siz
     point_send(fd, &p);
     /* the clock starts when the server says it is ready (inside), and stops here */
     if (o->s.test == TEST_LAT) {
-        if (impl == IMPL_SFV) sfv_lat(&sd->sfv, o->s.op, size, iters, true, fd, scratch, &sp);
+        if (impl == IMPL_SFV) lib_lat(&sd->sfv, o->s.op, size, iters, true, fd, scratch, &sp);
         else raw_lat(&sd->raw, o->s.op, size, iters, true, fd, scratch, o->s.inline_size, &sp);
     } else {
-        if (impl == IMPL_SFV) sfv_bw(&sd->sfv, &o->s, size, iters, batch, true, fd, &sp);
+        if (impl == IMPL_SFV) lib_bw(&sd->sfv, &o->s, size, iters, batch, true, fd, &sp);
         else raw_bw(&sd->raw, &o->s, size, iters, batch, true, fd, &sp);
     }
     span_stop(&sp);
@@ -1090,10 +1090,10 @@ static void server_run(sides *sd, const session *ss, int fd, const point *p) {
     if (p->impl > IMPL_RAW || !sd->have[p->impl] || p->size > ss->max_size || p->batch < 1 || p->batch > MAX_BATCH)
         die("bad run request from the client");
     if (ss->test == TEST_LAT) {
-        if (p->impl == IMPL_SFV) sfv_lat(&sd->sfv, ss->op, p->size, p->iters, false, fd, NULL, NULL);
+        if (p->impl == IMPL_SFV) lib_lat(&sd->sfv, ss->op, p->size, p->iters, false, fd, NULL, NULL);
         else raw_lat(&sd->raw, ss->op, p->size, p->iters, false, fd, NULL, ss->inline_size, NULL);
     } else {
-        if (p->impl == IMPL_SFV) sfv_bw(&sd->sfv, ss, p->size, p->iters, p->batch, false, fd, NULL);
+        if (p->impl == IMPL_SFV) lib_bw(&sd->sfv, ss, p->size, p->iters, p->batch, false, fd, NULL);
         else raw_bw(&sd->raw, ss, p->size, p->iters, p->batch, false, fd, NULL);
     }
     expect_byte(fd, 'E');
@@ -1102,30 +1102,30 @@ static void server_run(sides *sd, const session *ss, int fd, const point *p) {
 
 /* Opens what the session needs and connects it to the peer over fd. */
 static void sides_connect(sides *sd, const session *ss, const options *o, int fd, bool client) {
-    uint8_t mine[SFV_WIRE_SIZE + RAW_WIRE_SIZE], theirs[SFV_WIRE_SIZE + RAW_WIRE_SIZE];
+    uint8_t mine[WIRE_SIZE + RAW_WIRE_SIZE], theirs[WIRE_SIZE + RAW_WIRE_SIZE];
     memset(sd, 0, sizeof *sd);
     memset(mine, 0, sizeof mine);
     sd->have[IMPL_SFV] = (ss->impls & 1u << IMPL_SFV) != 0;
     sd->have[IMPL_RAW] = (ss->impls & 1u << IMPL_RAW) != 0;
     if (sd->have[IMPL_SFV]) {
-        sfv_side_open(&sd->sfv, o->device, o->gid, ss);
-        sfv_side_wire(&sd->sfv, mine);
+        lib_side_open(&sd->sfv, o->device, o->gid, ss);
+        lib_side_wire(&sd->sfv, mine);
     }
     if (sd->have[IMPL_RAW]) {
         raw_side_open(&sd->raw, o->device, o->gid, ss);
         sd->raw.timeout_ms = 60000;
-        raw_side_wire(&sd->raw, mine + SFV_WIRE_SIZE);
+        raw_side_wire(&sd->raw, mine + WIRE_SIZE);
     }
     /* The server connects before it answers, so the client never sends to a QP not ready. */
     if (client && !write_all(fd, mine, sizeof mine)) die("endpoint exchange failed");
     if (!read_all(fd, theirs, sizeof theirs)) die("endpoint exchange failed");
-    if (sd->have[IMPL_SFV]) sfv_side_connect(&sd->sfv, theirs);
-    if (sd->have[IMPL_RAW]) raw_side_connect(&sd->raw, theirs + SFV_WIRE_SIZE);
+    if (sd->have[IMPL_SFV]) lib_side_connect(&sd->sfv, theirs);
+    if (sd->have[IMPL_RAW]) raw_side_connect(&sd->raw, theirs + WIRE_SIZE);
     if (!client && !write_all(fd, mine, sizeof mine)) die("endpoint exchange failed");
 }
 
 static void sides_close(sides *sd) {
-    if (sd->have[IMPL_SFV]) sfv_side_close(&sd->sfv);
+    if (sd->have[IMPL_SFV]) lib_side_close(&sd->sfv);
     if (sd->have[IMPL_RAW]) raw_side_close(&sd->raw);
 }
 

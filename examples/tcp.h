@@ -3,8 +3,8 @@
    Not part of safeverbs: two processes that already talk (as these examples do) can swap the
    32-byte endpoints over any stream; for the ranks of a job the library has sfv_exchange_all and
    sfv_node_connect. */
-#ifndef SFV_EXAMPLES_TCP_H
-#define SFV_EXAMPLES_TCP_H
+#ifndef EXAMPLES_TCP_H
+#define EXAMPLES_TCP_H
 
 #include <netdb.h>
 #include <netinet/in.h>
