@@ -652,7 +652,8 @@ typedef struct node_side {
 } node_side;
 
 /* Opens rank `rank` of RANKS on its device and connects it to the others: by hand (endpoint,
-   exchange, handshake, an empty exchange as the sync), or with sfv_node_connect. */
+   exchange, handshake, an empty exchange as the sync), or with sfv_node_connect (and its keyed
+   form, for the dissemination barrier). */
 static node_side node_open(size_t rank, sfv_barrier_kind kind, uint16_t port0, bool one_call) {
     node_side s;
     sfv_node_desc nd;
@@ -673,6 +674,14 @@ static node_side node_open(size_t rank, sfv_barrier_kind kind, uint16_t port0, b
     CHECK_OK(sfv_create_node(s.pd, &nd, &s.node));
     CHECK_EQ(sfv_node_rank(s.node), rank);
     CHECK_EQ(sfv_node_world_size(s.node), RANKS);
+    if (one_call && kind == SFV_BARRIER_DISSEMINATION) { /* with a job key of the caller's */
+        sfv_exchange_desc ex;
+        memset(&ex, 0, sizeof ex);
+        ex.key = "the job key of t_node_three_ranks";
+        ex.key_len = strlen((const char *)ex.key);
+        CHECK_OK(sfv_node_connect_keyed(s.node, nodes, &ex, 30000));
+        return s;
+    }
     if (one_call) {
         CHECK_OK(sfv_node_connect(s.node, nodes, 30000));
         return s;
@@ -728,7 +737,7 @@ typedef struct node_arg {
 
 static void node_rank(size_t rank, void *argp) {
     const node_arg *arg = (const node_arg *)argp;
-    node_side s = node_open(rank, arg->kind, arg->port0, arg->kind == SFV_BARRIER_DISSEMINATION);
+    node_side s = node_open(rank, arg->kind, arg->port0, arg->kind != SFV_BARRIER_BINARY_TREE);
     const size_t pair[2] = {0, 2}, unordered[2] = {1, 0}, twice[3] = {0, 0, 1}, others[2] = {1, 2}, far[2] = {0, 7};
     uint64_t last = 0;
     size_t r;
