@@ -648,7 +648,8 @@ SAFEVERBS_API sfv_result sfv_net_config_check(const sfv_net_node *nodes, size_t 
    deadline. Such a flood can make the exchange time out, never take a wrong rank's bytes.
 
    THE KEY: sfv_exchange_desc.key, else the environment variable SAFEVERBS_JOB_KEY (the launcher
-   sets it, e.g. to 32 random bytes in hex, the same for every rank of the job). WITHOUT A KEY
+   sets it, e.g. to 32 random bytes in hex, the same for every rank of the job; a guessable key
+   can be found offline from one proof a listener sends, so make it random). WITHOUT A KEY
    the exchange only runs where nobody else can reach it: every address it listens on or
    connects to must be a loopback address (127.0.0.0/8, ::1), else SFV_ERR_PERMISSION before any
    socket is opened. It then proves an empty key, which keeps out only accidents (a port scanner,
@@ -3637,7 +3638,7 @@ static sfv_result sfv__ex_accept_lower(sfv__ex *x) {
             live++;
         }
         for (i = 0; r == SFV_OK && i < live;) {
-            sfv__ex_conn c = conns[i];
+            sfv__ex_conn c;
             char why[64];
             sfv__ex_frame hello;
             size_t k;
@@ -3684,6 +3685,7 @@ static sfv_result sfv__ex_accept_lower(sfv__ex *x) {
    is tried again; a listener that proves no key is refused. */
 static sfv_result sfv__ex_meet(sfv__ex *x, size_t peer) {
     const sfv_net_node *pn = &x->nodes[peer];
+    const sfv_error saved = sfv__last; /* a try that is tried again leaves no error behind */
     for (;;) {
         uint8_t hello_c[SFV__EX_FRAME], in[2 * SFV__EX_FRAME], proof[SFV__EX_FRAME], want[32];
         sfv__ex_frame f, hello_l;
@@ -3706,6 +3708,7 @@ static sfv_result sfv__ex_meet(sfv__ex *x, size_t peer) {
             if (r == SFV_ERR_TIMEOUT || (err != ECONNRESET && err != EPIPE)) return r;
             if (sfv__now_ns() >= x->deadline)
                 return sfv__fail(SFV_ERR_TIMEOUT, ETIMEDOUT, "exchange", "rank %zu did not complete the exchange in time (it hung up before its proof)", peer);
+            sfv__last = saved;
             (void)poll(NULL, 0, sfv__ms_left(x->deadline) < 20 ? sfv__ms_left(x->deadline) : 20);
             continue;
         }
