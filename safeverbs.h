@@ -668,9 +668,10 @@ SAFEVERBS_API sfv_result sfv_net_config_check(const sfv_net_node *nodes, size_t 
    SFV_ERR_INVALID. Bytes that fail their tag: SFV_ERR_PERMISSION. A host that does not resolve:
    SFV_ERR_NOT_FOUND. A socket call that fails (bind, accept, a proven peer that hangs up): the
    class of its errno, mostly SFV_ERR_DRIVER, with the errno in sfv_last_error. On failure `all`
-   holds anything. sfv_exchange_all is sfv_exchange_all_keyed with desc NULL. */
+   holds anything. sfv_exchange_all is sfv_exchange_all_keyed with desc NULL.
+   Thread safety: no shared state, but it reads SAFEVERBS_JOB_KEY (getenv): no setenv meanwhile. */
 typedef struct sfv_exchange_desc {  /* zero-filled: the defaults */
-    const void *key;                /* the job key, key_len bytes; NULL: $SAFEVERBS_JOB_KEY, else none */
+    const void *key;                /* the job key, key_len bytes; NULL or key_len 0: $SAFEVERBS_JOB_KEY, else none */
     size_t key_len;
     uint32_t proof_timeout_ms;      /* how long an accepted connection has to prove the key; 0: 1000 */
     bool insecure_without_key;      /* no key at all: run on any address anyway (see above) */
