@@ -281,7 +281,7 @@ static void t_no_key_off_loopback(void) {
     pid_t pid;
     unsetenv("SAFEVERBS_JOB_KEY");
     job_net(&j, nodes);
-    nodes[1].host = "192.0.2.1"; /* TEST-NET-1: never this machine's */
+    nodes[1].host = "198.51.100.1"; /* TEST-NET-2: never this machine's (the test guest has 192.0.2.1-2) */
     CHECK_RESULT(sfv_exchange_all(nodes, 2, 0, mine, MSG, all, 1000), SFV_ERR_PERMISSION);
     CHECK(strstr(sfv_last_error()->message, "not a loopback address") != NULL);
     CHECK_RESULT(sfv_exchange_all(nodes, 2, 1, mine, MSG, all, 1000), SFV_ERR_PERMISSION);
