@@ -4,7 +4,8 @@
    SAFEVERBS_JOB_KEY), ranks with different keys, no key off loopback, and a stranger at a rank's
    door while the real ranks exchange: nonsense, a forged rank with a wrong key, a well-formed
    frame without the key, silence, a flood over the cap, a half-open connection. Each time the
-   real ranks must finish, in time, with each other's bytes.
+   real ranks must finish, in time, with each other's bytes. And a relay that changes a bit of
+   the bytes after the proofs: refused.
 
        make build/test_exchange && build/test_exchange [name]
 
@@ -528,6 +529,66 @@ static void t_stranger_alone(void) {
     wait_ok(pid, "the stranger");
 }
 
+/* A relay between rank 0 and rank 1 that flips one bit of rank 1's bytes after the proofs: the
+   proofs hold, the tag does not, and rank 0 refuses the bytes (SFV_ERR_PERMISSION). */
+static void relay_flipping(uint16_t listen_port, uint16_t to_port, size_t flip_at) {
+    struct sockaddr_in sa;
+    int lfd = socket(AF_INET, SOCK_STREAM, 0), one = 1, a, b;
+    size_t from_b = 0;
+    memset(&sa, 0, sizeof sa);
+    sa.sin_family = AF_INET;
+    sa.sin_port = htons(listen_port);
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) || bind(lfd, (struct sockaddr *)&sa, sizeof sa) || listen(lfd, 1)) _exit(2);
+    if ((a = accept(lfd, NULL, NULL)) < 0 || (b = dial(to_port)) < 0) _exit(2);
+    for (;;) {
+        struct pollfd p[2];
+        char buf[512];
+        ssize_t k;
+        int i;
+        p[0].fd = a;
+        p[1].fd = b;
+        p[0].events = p[1].events = POLLIN;
+        p[0].revents = p[1].revents = 0;
+        if (poll(p, 2, 5000) <= 0) _exit(3);
+        for (i = 0; i < 2; i++) {
+            if (!p[i].revents) continue;
+            k = read(p[i].fd, buf, sizeof buf);
+            if (k <= 0) _exit(0);
+            if (i == 1 && flip_at >= from_b && flip_at < from_b + (size_t)k) buf[flip_at - from_b] ^= 1;
+            if (i == 1) from_b += (size_t)k;
+            if (write(p[1 - i].fd, buf, (size_t)k) != k) _exit(0);
+        }
+    }
+}
+
+static void t_bytes_changed_on_the_way(void) {
+    sfv_net_node nodes[2];
+    sfv_exchange_desc d;
+    job j = {2, 25200, "k", 0, 1, 3000};
+    char mine[MSG] = "rank 0", all[2 * MSG];
+    pid_t relay, other;
+    unsetenv("SAFEVERBS_JOB_KEY");
+    job_net(&j, nodes);
+    job_desc(&j, &d);
+    other = fork();
+    CHECK(other >= 0);
+    if (other == 0) {
+        char m1[MSG] = "rank 1", a1[2 * MSG];
+        CHECK_RESULT(sfv_exchange_all_keyed(nodes, 2, 1, m1, MSG, a1, &d, 3000), SFV_ERR_DRIVER);
+        CHECK(strstr(sfv_last_error()->message, "rank 0 closed the connection") != NULL);
+        exit(0);
+    }
+    relay = fork();
+    CHECK(relay >= 0);
+    if (relay == 0) relay_flipping(25209, 25201, 96 + 5); /* after rank 1's hello and proof */
+    nodes[1].port = 25209; /* rank 0 reaches rank 1 through the relay */
+    CHECK_RESULT(sfv_exchange_all_keyed(nodes, 2, 0, mine, MSG, all, &d, 3000), SFV_ERR_PERMISSION);
+    if (!strstr(sfv_last_error()->message, "rank 1 sent bytes that do not match their tag")) FAIL("message: %s", sfv_last_error()->message);
+    wait_ok(other, "rank 1");
+    wait_ok(relay, "the relay");
+}
+
 static const sfv_test TESTS[] = {
     TEST(t_sha256_vectors, 30),
     TEST(t_hmac_rfc4231, 10),
@@ -542,6 +603,7 @@ static const sfv_test TESTS[] = {
     TEST(t_stranger_half_open, 30),
     TEST(t_stranger_flood, 30),
     TEST(t_stranger_alone, 20),
+    TEST(t_bytes_changed_on_the_way, 20),
 };
 
 int main(int argc, char **argv) { return sfv_test_main(argc, argv, TESTS, SFV_COUNT(TESTS)); }
