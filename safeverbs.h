@@ -681,14 +681,58 @@ typedef struct sfv_net_node {
 SAFEVERBS_API sfv_result sfv_net_config_check(const sfv_net_node *nodes, size_t n);
 /* Every rank gives `size` bytes and receives everyone's: all[r * size ..] holds rank r's, its
    own included. Over TCP: a rank listens on its own host and port and accepts every lower rank,
-   and connects to every higher rank (retrying while it does not listen yet). The whole exchange
-   ends within timeout_ms (< 0: 60 s): SFV_ERR_TIMEOUT. A peer that sends something else
-   (another size, a rank it is not, twice the same rank): SFV_ERR_INVALID. A host that does not
-   resolve: SFV_ERR_NOT_FOUND. A socket call that fails (bind, accept, a peer that hangs up):
-   the class of its errno, mostly SFV_ERR_DRIVER, with the errno in sfv_last_error. size is at
-   most 64 MiB; 0 (mine and all may be NULL) makes a barrier over TCP. Blocking; no state and no
-   file descriptor survives the call, and the next exchange may use the same ports at once. */
+   and connects to every higher rank (retrying while it does not listen yet). size is at most
+   64 MiB; 0 (mine and all may be NULL) makes a barrier over TCP. Blocking; no state and no file
+   descriptor survives the call, and the next exchange may use the same ports at once.
+
+   WHO MAY TAKE PART. The ports are open to anyone who can reach them, so every connection
+   proves, both ways, that it holds the job key, a secret shared by the ranks of one job:
+     1. both sides send a HELLO frame: rank, world size, message size, a fresh random nonce;
+     2. the listening side sends HMAC-SHA256(key, "L" + both hellos); the connecting side checks
+        it (so it knows the listener is genuine), then sends HMAC-SHA256(key, "C" + both hellos);
+     3. then each side's bytes go, each followed by an HMAC-SHA256 tag over them and both hellos.
+   The key never crosses the wire; the nonces make every proof good for one connection and one
+   direction only. MACs are compared in constant time. Nothing is encrypted: the bytes are
+   authenticated, not secret.
+   A connection that does not prove the key (nonsense, a wrong proof, a rank not due or already
+   heard, silence) uses no rank's place and fails nothing: the listener drops it. An accepted
+   connection has proof_timeout_ms (1 s) to prove itself, and at most 16 unproven connections
+   are kept (more are closed at once; a real rank that was closed tries again), so a slow or
+   flooding stranger delays the exchange by at most that, unless it keeps flooding to the
+   deadline. Such a flood can make the exchange time out, never take a wrong rank's bytes.
+
+   THE KEY: sfv_exchange_desc.key, else the environment variable SAFEVERBS_JOB_KEY (the launcher
+   sets it, e.g. to 32 random bytes in hex, the same for every rank of the job; a guessable key
+   can be found offline from one proof a listener sends, so make it random). WITHOUT A KEY
+   the exchange only runs where nobody else can reach it: every address it listens on or
+   connects to must be a loopback address (127.0.0.0/8, ::1), else SFV_ERR_PERMISSION before any
+   socket is opened. It then proves an empty key, which keeps out only accidents (a port scanner,
+   another job on a reused port), not another user of the same machine. Why refuse rather than
+   run keyless over a network: the bytes become QP numbers, GIDs and rkeys, so a stranger's bytes
+   let it write into this job's memory; a job that wants that anyway (a closed fabric) sets
+   insecure_without_key.
+
+   ERRORS. The whole exchange ends within timeout_ms (< 0: 60 s): SFV_ERR_TIMEOUT naming the rank
+   that did not come (and the last stranger dropped while waiting for it, as "a connection from
+   ADDR:PORT that did not prove the job key"). A listener that does not prove the key to a
+   connecting rank (a wrong key on either side, or something else on that port):
+   SFV_ERR_PERMISSION at once on the connecting side; the listening side cannot tell that rank
+   from a stranger, so it waits for the real one and times out. A rank that proved the key but
+   has another world size or message size, or a listener that proves another rank:
+   SFV_ERR_INVALID. Bytes that fail their tag: SFV_ERR_PERMISSION. A host that does not resolve:
+   SFV_ERR_NOT_FOUND. A socket call that fails (bind, accept, a proven peer that hangs up): the
+   class of its errno, mostly SFV_ERR_DRIVER, with the errno in sfv_last_error. On failure `all`
+   holds anything. sfv_exchange_all is sfv_exchange_all_keyed with desc NULL.
+   Thread safety: no shared state, but it reads SAFEVERBS_JOB_KEY (getenv): no setenv meanwhile. */
+typedef struct sfv_exchange_desc {  /* zero-filled: the defaults */
+    const void *key;                /* the job key, key_len bytes; NULL or key_len 0: $SAFEVERBS_JOB_KEY, else none */
+    size_t key_len;
+    uint32_t proof_timeout_ms;      /* how long an accepted connection has to prove the key; 0: 1000 */
+    bool insecure_without_key;      /* no key at all: run on any address anyway (see above) */
+} sfv_exchange_desc;
 SAFEVERBS_API sfv_result sfv_exchange_all(const sfv_net_node *nodes, size_t n, size_t rank, const void *mine, size_t size, void *all, int timeout_ms);
+SAFEVERBS_API sfv_result sfv_exchange_all_keyed(const sfv_net_node *nodes, size_t n, size_t rank, const void *mine, size_t size, void *all,
+                                                const sfv_exchange_desc *desc, int timeout_ms);
 
 /* >>node ------------------------------------------------------------------------------------- */
 /* The crate's Node: one rank of a job of world_size ranks. It holds a multi-channel with a
@@ -737,8 +781,12 @@ SAFEVERBS_API sfv_result sfv_node_handshake(sfv_node *node, const uint8_t *all, 
    (sfv_exchange_all over nodes, world_size of them), the handshake, then an empty exchange, so
    that when it returns every rank's channels are connected. One deadline for all of it
    (timeout_ms < 0: 60 s). Errors: those of the three calls; a node already connected is refused
-   at once (SFV_ERR_INVALID), a broken one with SFV_ERR_BROKEN, before any exchange. */
+   at once (SFV_ERR_INVALID), a broken one with SFV_ERR_BROKEN, before any exchange. Both
+   exchanges prove the job key as sfv_exchange_all_keyed says: sfv_node_connect takes it from
+   SAFEVERBS_JOB_KEY (without one, loopback addresses only), sfv_node_connect_keyed from desc
+   (NULL: as sfv_node_connect). */
 SAFEVERBS_API sfv_result sfv_node_connect(sfv_node *node, const sfv_net_node *nodes, int timeout_ms);
+SAFEVERBS_API sfv_result sfv_node_connect_keyed(sfv_node *node, const sfv_net_node *nodes, const sfv_exchange_desc *desc, int timeout_ms);
 /* Returns once every rank in peers[0 .. n) has entered the same barrier (peers NULL: every rank).
    peers must be sorted, without duplicates, in range and include this rank (else
    SFV_ERR_INVALID, the barrier stays usable): a sub-group barrier. Every member must call it
@@ -3259,6 +3307,9 @@ SAFEVERBS_API sfv_result sfv_multi_channel_manual_scope(sfv_multi_channel *mc, s
 }
 
 /* >>impl exchange ---------------------------------------------------------------------------- */
+#include <netinet/tcp.h>
+#include <sys/random.h>
+
 SAFEVERBS_API sfv_result sfv_net_config_check(const sfv_net_node *nodes, size_t n) {
     size_t i;
     SFV__CHECK_ARG(nodes || n == 0, "nodes (NULL)");
@@ -3275,11 +3326,280 @@ SAFEVERBS_API sfv_result sfv_net_config_check(const sfv_net_node *nodes, size_t 
     return SFV_OK;
 }
 
-static sfv_result sfv__ex_timeout(size_t peer) {
-    return sfv__fail(SFV_ERR_TIMEOUT, ETIMEDOUT, "exchange", "rank %zu did not complete the exchange in time", peer);
+/* SHA-256 (FIPS 180-4) and HMAC-SHA256 (RFC 2104): what the exchange's proofs of the job key
+   are made of. Plain and small, not fast (a few hundred MB/s): the exchange hashes kilobytes. */
+typedef struct sfv__sha256 {
+    uint32_t h[8];
+    uint64_t bytes;      /* hashed so far */
+    uint8_t block[64];
+    size_t fill;         /* bytes waiting in block */
+} sfv__sha256;
+
+static const uint32_t sfv__sha256_k[64] = {
+    0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
+    0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174,
+    0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f, 0x4a7484aa, 0x5cb0a9dc, 0x76f988da,
+    0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7, 0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967,
+    0x27b70a85, 0x2e1b2138, 0x4d2c6dfc, 0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85,
+    0xa2bfe8a1, 0xa81a664b, 0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070,
+    0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
+    0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2};
+
+static uint32_t sfv__ror32(uint32_t x, int n) { return (x >> n) | (x << (32 - n)); }
+
+static void sfv__sha256_block(uint32_t h[8], const uint8_t *p) {
+    uint32_t w[64], s[8];
+    int i;
+    for (i = 0; i < 16; i++) w[i] = (uint32_t)sfv__get_be(p + 4 * i, 4);
+    for (i = 16; i < 64; i++)
+        w[i] = w[i - 16] + (sfv__ror32(w[i - 15], 7) ^ sfv__ror32(w[i - 15], 18) ^ (w[i - 15] >> 3)) + w[i - 7] +
+               (sfv__ror32(w[i - 2], 17) ^ sfv__ror32(w[i - 2], 19) ^ (w[i - 2] >> 10));
+    memcpy(s, h, sizeof s);
+    for (i = 0; i < 64; i++) { /* s: a b c d e f g h */
+        const uint32_t t1 = s[7] + (sfv__ror32(s[4], 6) ^ sfv__ror32(s[4], 11) ^ sfv__ror32(s[4], 25)) +
+                            ((s[4] & s[5]) ^ (~s[4] & s[6])) + sfv__sha256_k[i] + w[i];
+        const uint32_t t2 = (sfv__ror32(s[0], 2) ^ sfv__ror32(s[0], 13) ^ sfv__ror32(s[0], 22)) +
+                            ((s[0] & s[1]) ^ (s[0] & s[2]) ^ (s[1] & s[2]));
+        memmove(s + 1, s, 7 * sizeof *s);
+        s[4] += t1; /* the old d */
+        s[0] = t1 + t2;
+    }
+    for (i = 0; i < 8; i++) h[i] += s[i];
 }
 
-/* Waits until fd is ready for `events`: SFV_OK, or the timeout or socket error. */
+static void sfv__sha256_init(sfv__sha256 *s) {
+    static const uint32_t iv[8] = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
+    memcpy(s->h, iv, sizeof iv);
+    s->bytes = 0;
+    s->fill = 0;
+}
+
+static void sfv__sha256_update(sfv__sha256 *s, const void *data, size_t len) {
+    const uint8_t *p = (const uint8_t *)data;
+    s->bytes += len;
+    while (len) {
+        size_t k = 64 - s->fill < len ? 64 - s->fill : len;
+        if (s->fill == 0 && len >= 64) { /* whole blocks straight from the input */
+            sfv__sha256_block(s->h, p);
+            p += 64;
+            len -= 64;
+            continue;
+        }
+        memcpy(s->block + s->fill, p, k);
+        s->fill += k;
+        p += k;
+        len -= k;
+        if (s->fill == 64) {
+            sfv__sha256_block(s->h, s->block);
+            s->fill = 0;
+        }
+    }
+}
+
+static void sfv__sha256_final(sfv__sha256 *s, uint8_t out[32]) {
+    static const uint8_t pad[64] = {0x80};
+    const uint64_t bits = s->bytes * 8;
+    uint8_t len[8];
+    int i;
+    sfv__put_be(len, bits, 8);
+    sfv__sha256_update(s, pad, (s->fill < 56 ? 56 : 120) - s->fill);
+    sfv__sha256_update(s, len, 8);
+    for (i = 0; i < 8; i++) sfv__put_be(out + 4 * i, s->h[i], 4);
+}
+
+typedef struct sfv__hmac { sfv__sha256 inner, outer; } sfv__hmac;
+
+static void sfv__hmac_init(sfv__hmac *m, const void *key, size_t key_len) {
+    uint8_t k[64], pad[64];
+    int i;
+    memset(k, 0, sizeof k);
+    if (key_len > 64) { /* a long key is its hash */
+        sfv__sha256_init(&m->inner);
+        sfv__sha256_update(&m->inner, key, key_len);
+        sfv__sha256_final(&m->inner, k);
+    } else if (key_len) {
+        memcpy(k, key, key_len);
+    }
+    for (i = 0; i < 64; i++) pad[i] = (uint8_t)(k[i] ^ 0x36);
+    sfv__sha256_init(&m->inner);
+    sfv__sha256_update(&m->inner, pad, 64);
+    for (i = 0; i < 64; i++) pad[i] = (uint8_t)(k[i] ^ 0x5c);
+    sfv__sha256_init(&m->outer);
+    sfv__sha256_update(&m->outer, pad, 64);
+}
+static void sfv__hmac_update(sfv__hmac *m, const void *data, size_t len) { sfv__sha256_update(&m->inner, data, len); }
+static void sfv__hmac_final(sfv__hmac *m, uint8_t out[32]) {
+    uint8_t d[32];
+    sfv__sha256_final(&m->inner, d);
+    sfv__sha256_update(&m->outer, d, sizeof d);
+    sfv__sha256_final(&m->outer, out);
+}
+
+/* Equal or not, in a time that does not depend on where they differ. */
+static bool sfv__same_bytes(const uint8_t *a, const uint8_t *b, size_t n) {
+    volatile uint8_t d = 0;
+    size_t i;
+    for (i = 0; i < n; i++) d = (uint8_t)(d | (a[i] ^ b[i]));
+    return d == 0;
+}
+
+/* Fills out with bytes from the kernel's CSPRNG (getrandom, else /dev/urandom). */
+static sfv_result sfv__random(uint8_t *out, size_t len) {
+    size_t got = 0;
+    int tries, err = EIO;
+    for (tries = 0; got < len && tries < 100; tries++) {
+        ssize_t k = getrandom(out + got, len - got, 0);
+        if (k > 0) got += (size_t)k;
+        else if (k < 0 && errno != EINTR) { err = errno; break; }
+    }
+    if (got < len) {
+        int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+        if (fd < 0) err = errno;
+        for (tries = 0; fd >= 0 && got < len && tries < 100; tries++) {
+            ssize_t k = read(fd, out + got, len - got);
+            if (k > 0) got += (size_t)k;
+            else if (k == 0 || errno != EINTR) { err = k ? errno : EIO; break; }
+        }
+        if (fd >= 0) close(fd);
+    }
+    if (got < len) return sfv__fail(SFV_ERR_DRIVER, err, "getrandom", "no random bytes for the exchange's nonces: %s", strerror(err));
+    return SFV_OK;
+}
+
+/* The exchange's frames, each 48 bytes: "SX", version 2, a type, three 32-bit big-endian words
+   and a 32-byte body.
+     HELLO  words: rank, world size, message size; body: a fresh random nonce
+     PROOF  words: 0, 0, 0 (reserved);             body: HMAC-SHA256 of the transcript
+     TAG    words: 0, 0, 0 (reserved);             body: HMAC-SHA256 of the message bytes
+   Every byte of a frame from a peer is checked (sfv__ex_decode) before any is believed. */
+enum { SFV__EX_FRAME = 48, SFV__EX_VERSION = 2, SFV__EX_HELLO = 1, SFV__EX_PROOF = 2, SFV__EX_TAG = 3 };
+/* At most this many accepted connections not yet proven; more are closed at once. */
+enum { SFV__EX_PENDING = 16 };
+#define SFV__EX_MAX_SIZE ((size_t)64 << 20)
+
+typedef struct sfv__ex_frame {
+    uint8_t type;
+    uint32_t rank, world, size; /* a HELLO's; 0 in the others */
+    uint8_t body[32];
+} sfv__ex_frame;
+
+static void sfv__ex_encode(const sfv__ex_frame *f, uint8_t out[SFV__EX_FRAME]) {
+    out[0] = 'S'; out[1] = 'X'; out[2] = SFV__EX_VERSION; out[3] = f->type;
+    sfv__put_be(out + 4, f->rank, 4);
+    sfv__put_be(out + 8, f->world, 4);
+    sfv__put_be(out + 12, f->size, 4);
+    memcpy(out + 16, f->body, sizeof f->body);
+}
+
+/* Decodes a frame that came from the network (from anyone). NULL when it is well formed, else
+   what is wrong with it; out is zeroed first, and filled only when well formed. It does not know
+   the job: whether the rank is due, the world and size ours, the MAC right, is the caller's. */
+static const char *sfv__ex_decode(const uint8_t *in, size_t size, sfv__ex_frame *out) {
+    int i;
+    memset(out, 0, sizeof *out);
+    if (!in || size != SFV__EX_FRAME) return "not a 48-byte frame";
+    if (in[0] != 'S' || in[1] != 'X') return "not an exchange frame";
+    if (in[2] != SFV__EX_VERSION) return "another version of the exchange";
+    switch (in[3]) {
+    case SFV__EX_HELLO: {
+        const uint64_t rank = sfv__get_be(in + 4, 4), world = sfv__get_be(in + 8, 4), bytes = sfv__get_be(in + 12, 4);
+        if (world == 0 || world > SFV__MAX_PEERS) return "a world size out of range";
+        if (rank >= world) return "a rank outside its world";
+        if (bytes > SFV__EX_MAX_SIZE) return "a message size over 64 MiB";
+        out->rank = (uint32_t)rank;
+        out->world = (uint32_t)world;
+        out->size = (uint32_t)bytes;
+        break;
+    }
+    case SFV__EX_PROOF:
+    case SFV__EX_TAG:
+        for (i = 4; i < 16; i++)
+            if (in[i] != 0) return "a reserved byte that is not 0";
+        break;
+    default:
+        return "an unknown frame type";
+    }
+    out->type = in[3];
+    memcpy(out->body, in + 16, sizeof out->body);
+    return NULL;
+}
+
+/* Where the key comes from, and what a run without one may do. */
+typedef struct sfv__ex_key {
+    const uint8_t *bytes;
+    size_t len;
+    bool loopback_only;   /* no key: every address must be this machine's loopback */
+    uint32_t proof_ms;
+} sfv__ex_key;
+
+static sfv_result sfv__ex_key_pick(const sfv_exchange_desc *desc, sfv__ex_key *k) {
+    const char *env = getenv("SAFEVERBS_JOB_KEY");
+    memset(k, 0, sizeof *k);
+    k->proof_ms = desc && desc->proof_timeout_ms ? desc->proof_timeout_ms : 1000;
+    if (desc && desc->key_len && !desc->key)
+        return sfv__fail(SFV_ERR_INVALID, EINVAL, "exchange", "sfv_exchange_desc.key is NULL with key_len %zu", desc->key_len);
+    if (desc && desc->key && desc->key_len) {
+        k->bytes = (const uint8_t *)desc->key;
+        k->len = desc->key_len;
+    } else if (env && env[0]) {
+        k->bytes = (const uint8_t *)env;
+        k->len = strlen(env);
+    } else {
+        k->loopback_only = !(desc && desc->insecure_without_key);
+    }
+    return SFV_OK;
+}
+
+/* HMAC-SHA256(key, label, what, the connecting side's hello, the listening side's hello, data).
+   what: 'C'/'L' the connecting/listening side's proof, 'c'/'l' its message bytes. Both hellos
+   carry a fresh nonce, so no proof or tag is good for another connection or direction. */
+static void sfv__ex_mac(const sfv__ex_key *k, char what, const uint8_t *hello_c, const uint8_t *hello_l, const void *data, size_t len,
+                        uint8_t out[32]) {
+    static const char label[] = "safeverbs exchange v2";
+    const uint8_t w = (uint8_t)what;
+    sfv__hmac m;
+    sfv__hmac_init(&m, k->bytes, k->len);
+    sfv__hmac_update(&m, label, sizeof label);
+    sfv__hmac_update(&m, &w, 1);
+    sfv__hmac_update(&m, hello_c, SFV__EX_FRAME);
+    sfv__hmac_update(&m, hello_l, SFV__EX_FRAME);
+    if (len) sfv__hmac_update(&m, data, len);
+    sfv__hmac_final(&m, out);
+}
+
+/* One exchange in progress. */
+typedef struct sfv__ex {
+    const sfv_net_node *nodes;
+    size_t n, rank, size;
+    const void *mine;
+    uint8_t *all;
+    sfv__ex_key key;
+    uint64_t deadline;
+    bool *seen;            /* seen[r]: rank r proved the key and swapped (or is swapping) */
+    size_t heard;          /* lower ranks seen */
+    unsigned strangers;    /* connections dropped, for the message of a timeout */
+    char stranger[64];     /* the last one's ADDR:PORT */
+    char why[64];          /* and what it did */
+} sfv__ex;
+
+/* An accepted connection not proven yet. */
+typedef struct sfv__ex_conn {
+    int fd;
+    uint64_t deadline;     /* to prove the key by */
+    size_t got, sent, out_len;
+    uint8_t in[2 * SFV__EX_FRAME];   /* its hello, then its proof */
+    uint8_t out[2 * SFV__EX_FRAME];  /* our hello, then our proof */
+    char addr[64];
+} sfv__ex_conn;
+
+static sfv_result sfv__ex_timeout(const sfv__ex *x, size_t peer) {
+    if (!x->strangers) return sfv__fail(SFV_ERR_TIMEOUT, ETIMEDOUT, "exchange", "rank %zu did not complete the exchange in time", peer);
+    return sfv__fail(SFV_ERR_TIMEOUT, ETIMEDOUT, "exchange",
+                     "rank %zu did not come in time; dropped a connection from %s that did not prove the job key: %s (%u in all)",
+                     peer, x->stranger, x->why, x->strangers);
+}
+
+/* Waits until fd is ready for `events`: SFV_OK, or the timeout (naming rank `peer`) or socket error. */
 static sfv_result sfv__fd_wait(int fd, short events, uint64_t deadline, size_t peer) {
     for (;;) {
         struct pollfd pfd;
@@ -3290,7 +3610,8 @@ static sfv_result sfv__fd_wait(int fd, short events, uint64_t deadline, size_t p
         rc = poll(&pfd, 1, sfv__ms_left(deadline));
         if (rc > 0) return SFV_OK;
         if (rc < 0 && errno != EINTR) return sfv__fail_verb("poll", errno);
-        if (rc == 0 && sfv__now_ns() >= deadline) return sfv__ex_timeout(peer);
+        if (rc == 0 && sfv__now_ns() >= deadline)
+            return sfv__fail(SFV_ERR_TIMEOUT, ETIMEDOUT, "exchange", "rank %zu did not complete the exchange in time", peer);
     }
 }
 
@@ -3315,47 +3636,45 @@ static sfv_result sfv__fd_io(int fd, void *buf, size_t len, bool writing, uint64
 }
 
 /* The lowest rank below ours not heard from yet: the one an accepting side waits for. */
-static size_t sfv__ex_awaited(const bool *seen, size_t rank) {
+static size_t sfv__ex_awaited(const sfv__ex *x) {
     size_t r = 0;
-    while (r + 1 < rank && seen[r]) r++;
+    while (r + 1 < x->rank && x->seen[r]) r++;
     return r;
 }
 
-/* A message: "SX", version 1, 0, rank, world size, size (32-bit big-endian), then the bytes. */
-#define SFV__EX_HEADER 16
-static void sfv__ex_header(uint8_t *h, size_t rank, size_t n, size_t size) {
-    h[0] = 'S'; h[1] = 'X'; h[2] = 1; h[3] = 0;
-    sfv__put_be(h + 4, rank, 4);
-    sfv__put_be(h + 8, n, 4);
-    sfv__put_be(h + 12, size, 4);
+/* A proven peer's world and message size must be ours. */
+static sfv_result sfv__ex_same_job(const sfv__ex *x, const sfv__ex_frame *hello, size_t peer) {
+    if (hello->world != x->n || hello->size != x->size)
+        return sfv__fail(SFV_ERR_INVALID, EINVAL, "exchange", "rank %zu has another world size or message size (%u, %u; ours %zu, %zu)", peer,
+                         (unsigned)hello->world, (unsigned)hello->size, x->n, x->size);
+    return SFV_OK;
 }
 
-/* Swaps messages with one peer over fd. Both headers go first (16 bytes: no side waits for
-   the other's), so each side can tell a mismatch before any data moves; then the accepting side
-   sends its bytes first. expect: the rank the peer must be (the connecting side knows it), or
-   n for "any lower rank not yet seen". */
-static sfv_result sfv__ex_swap(int fd, bool accepting, size_t rank, size_t n, size_t expect, const void *mine, size_t size,
-                               uint8_t *all, bool *seen, uint64_t deadline) {
-    uint8_t out[SFV__EX_HEADER], in[SFV__EX_HEADER];
-    const size_t who = expect < n ? expect : sfv__ex_awaited(seen, rank); /* named in an error before the peer's header */
-    size_t peer;
+/* The message bytes, each way followed by a TAG frame over them: the listening side sends
+   first. A proven peer whose bytes fail their tag were changed on the way: SFV_ERR_PERMISSION. */
+static sfv_result sfv__ex_data(sfv__ex *x, int fd, bool listening, size_t peer, const uint8_t *hello_c, const uint8_t *hello_l) {
+    uint8_t mine_tag[SFV__EX_FRAME], in[SFV__EX_FRAME], want[32];
+    sfv__ex_frame f;
+    const char *bad;
     sfv_result r;
-    sfv__ex_header(out, rank, n, size);
-    if ((r = sfv__fd_io(fd, out, sizeof out, true, deadline, who)) != SFV_OK) return r;
-    if ((r = sfv__fd_io(fd, in, sizeof in, false, deadline, who)) != SFV_OK) return r;
-    peer = (size_t)sfv__get_be(in + 4, 4);
-    if (in[0] != 'S' || in[1] != 'X' || in[2] != 1 || in[3] != 0)
-        return sfv__fail(SFV_ERR_INVALID, EINVAL, "exchange", "a peer sent something that is not an exchange message");
-    if (sfv__get_be(in + 8, 4) != n || sfv__get_be(in + 12, 4) != size)
-        return sfv__fail(SFV_ERR_INVALID, EINVAL, "exchange", "rank %zu has another world size or message size (%llu, %llu; ours %zu, %zu)",
-                         peer, (unsigned long long)sfv__get_be(in + 8, 4), (unsigned long long)sfv__get_be(in + 12, 4), n, size);
-    if (expect < n ? peer != expect : (peer >= rank || seen[peer]))
-        return sfv__fail(SFV_ERR_INVALID, EINVAL, "exchange", "a peer says it is rank %zu, which is not the one due here", peer);
-    seen[peer] = true;
-    if (!size) return SFV_OK; /* all may be NULL */
-    if (accepting && (r = sfv__fd_io(fd, (void *)(uintptr_t)mine, size, true, deadline, peer)) != SFV_OK) return r;
-    if ((r = sfv__fd_io(fd, all + peer * size, size, false, deadline, peer)) != SFV_OK) return r;
-    if (!accepting && (r = sfv__fd_io(fd, (void *)(uintptr_t)mine, size, true, deadline, peer)) != SFV_OK) return r;
+    if (!x->size) return SFV_OK; /* all may be NULL; the proofs covered the hellos */
+    memset(&f, 0, sizeof f);
+    f.type = SFV__EX_TAG;
+    sfv__ex_mac(&x->key, listening ? 'l' : 'c', hello_c, hello_l, x->mine, x->size, f.body);
+    sfv__ex_encode(&f, mine_tag);
+    if (listening && ((r = sfv__fd_io(fd, (void *)(uintptr_t)x->mine, x->size, true, x->deadline, peer)) != SFV_OK ||
+                      (r = sfv__fd_io(fd, mine_tag, sizeof mine_tag, true, x->deadline, peer)) != SFV_OK))
+        return r;
+    if ((r = sfv__fd_io(fd, x->all + peer * x->size, x->size, false, x->deadline, peer)) != SFV_OK) return r;
+    if ((r = sfv__fd_io(fd, in, sizeof in, false, x->deadline, peer)) != SFV_OK) return r;
+    bad = sfv__ex_decode(in, sizeof in, &f);
+    if (!bad && f.type != SFV__EX_TAG) bad = "a frame that is not a tag";
+    sfv__ex_mac(&x->key, listening ? 'c' : 'l', hello_c, hello_l, x->all + peer * x->size, x->size, want);
+    if (!bad && !sfv__same_bytes(f.body, want, sizeof want)) bad = "bytes that do not match their tag (changed on the way?)";
+    if (bad) return sfv__fail(SFV_ERR_PERMISSION, EACCES, "exchange", "rank %zu sent %s", peer, bad);
+    if (!listening && ((r = sfv__fd_io(fd, (void *)(uintptr_t)x->mine, x->size, true, x->deadline, peer)) != SFV_OK ||
+                       (r = sfv__fd_io(fd, mine_tag, sizeof mine_tag, true, x->deadline, peer)) != SFV_OK))
+        return r;
     return SFV_OK;
 }
 
@@ -3372,21 +3691,54 @@ static int sfv__socket_for(const struct addrinfo *a) {
 #endif
 }
 
-static int sfv__accept(int lfd) {
+/* The exchange sends small frames back to back: no Nagle wait (a delayed ACK, 40 ms) between them. */
+static void sfv__nodelay(int fd) {
+    int one = 1;
+    (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+}
+
+/* Accepts a connection (non-blocking, close-on-exec) and writes its "ADDR:PORT" to addr. */
+static int sfv__accept(int lfd, char *addr, size_t addr_len) {
+    struct sockaddr_storage ss;
+    socklen_t len = sizeof ss;
+    char host[64], port[16];
 #if defined(_GNU_SOURCE) && defined(SOCK_CLOEXEC) /* accept4 is a GNU call */
-    return accept4(lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    int fd = accept4(lfd, (struct sockaddr *)&ss, &len, SOCK_CLOEXEC | SOCK_NONBLOCK);
 #else
-    int fd = accept(lfd, NULL, NULL);
+    int fd = accept(lfd, (struct sockaddr *)&ss, &len);
     if (fd >= 0) {
         (void)fcntl(fd, F_SETFD, FD_CLOEXEC);
         (void)fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
     }
-    return fd;
 #endif
+    if (fd >= 0) {
+        sfv__nodelay(fd);
+        if (getnameinfo((struct sockaddr *)&ss, len, host, sizeof host, port, sizeof port, NI_NUMERICHOST | NI_NUMERICSERV) != 0)
+            snprintf(addr, addr_len, "an unknown address");
+        else
+            snprintf(addr, addr_len, ss.ss_family == AF_INET6 ? "[%s]:%s" : "%s:%s", host, port);
+    }
+    return fd;
 }
 
-static sfv_result sfv__resolve(const sfv_net_node *node, bool passive, struct addrinfo **out) {
-    struct addrinfo hints;
+/* 127.0.0.0/8, ::1 or ::ffff:127.x.y.z. */
+static bool sfv__is_loopback(const struct sockaddr *sa) {
+    if (sa->sa_family == AF_INET) {
+        struct sockaddr_in in;
+        memcpy(&in, sa, sizeof in);
+        return (ntohl(in.sin_addr.s_addr) >> 24) == 127;
+    }
+    if (sa->sa_family == AF_INET6) {
+        struct sockaddr_in6 in6;
+        memcpy(&in6, sa, sizeof in6);
+        return IN6_IS_ADDR_LOOPBACK(&in6.sin6_addr) || (IN6_IS_ADDR_V4MAPPED(&in6.sin6_addr) && in6.sin6_addr.s6_addr[12] == 127);
+    }
+    return false;
+}
+
+/* Resolves a rank's address; without a job key, only to loopback addresses (SFV_ERR_PERMISSION). */
+static sfv_result sfv__resolve(const sfv_net_node *node, bool passive, bool loopback_only, struct addrinfo **out) {
+    struct addrinfo hints, *a;
     char port[8];
     int rc;
     memset(&hints, 0, sizeof hints);
@@ -3397,13 +3749,21 @@ static sfv_result sfv__resolve(const sfv_net_node *node, bool passive, struct ad
     rc = getaddrinfo(node->host, port, &hints, out);
     if (rc)
         return sfv__fail(SFV_ERR_NOT_FOUND, ENOENT, "getaddrinfo", "rank %u: %s:%s: %s", (unsigned)node->rank, node->host, port, gai_strerror(rc));
+    for (a = *out; loopback_only && a; a = a->ai_next)
+        if (!sfv__is_loopback(a->ai_addr)) {
+            freeaddrinfo(*out);
+            *out = NULL;
+            return sfv__fail(SFV_ERR_PERMISSION, EACCES, "exchange",
+                             "rank %u's %s is not a loopback address: set a job key (SAFEVERBS_JOB_KEY) to exchange over a network",
+                             (unsigned)node->rank, node->host);
+        }
     return SFV_OK;
 }
 
-static sfv_result sfv__ex_listen(const sfv_net_node *me, int *out) {
+static sfv_result sfv__ex_listen(const sfv_net_node *me, bool loopback_only, int *out) {
     struct addrinfo *ai, *a;
     int fd = -1, err = EADDRNOTAVAIL, one = 1;
-    sfv_result r = sfv__resolve(me, true, &ai);
+    sfv_result r = sfv__resolve(me, true, loopback_only, &ai);
     if (r) return r;
     for (a = ai; a && fd < 0; a = a->ai_next) {
         fd = sfv__socket_for(a);
@@ -3427,11 +3787,11 @@ static bool sfv__not_up_yet(int err) {
 }
 
 /* Connects to `peer`, trying again every 50 ms while it is not up yet. */
-static sfv_result sfv__ex_connect(const sfv_net_node *peer, uint64_t deadline, int *out) {
+static sfv_result sfv__ex_connect(const sfv_net_node *peer, bool loopback_only, uint64_t deadline, int *out) {
     int last = 0;
     for (;;) {
         struct addrinfo *ai, *a;
-        sfv_result r = sfv__resolve(peer, false, &ai);
+        sfv_result r = sfv__resolve(peer, false, loopback_only, &ai);
         if (r) return r;
         for (a = ai; a; a = a->ai_next) {
             int fd = sfv__socket_for(a), err = 0;
@@ -3449,6 +3809,7 @@ static sfv_result sfv__ex_connect(const sfv_net_node *peer, uint64_t deadline, i
             } else if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0) err = errno;
             if (err == 0) {
                 freeaddrinfo(ai);
+                sfv__nodelay(fd);
                 *out = fd;
                 return SFV_OK;
             }
@@ -3468,49 +3829,285 @@ static sfv_result sfv__ex_connect(const sfv_net_node *peer, uint64_t deadline, i
     }
 }
 
-SAFEVERBS_API sfv_result sfv_exchange_all(const sfv_net_node *nodes, size_t n, size_t rank, const void *mine, size_t size, void *all, int timeout_ms) {
+/* Moves a connection not yet proven as far as it goes without blocking: sends our hello, reads
+   its hello (a rank below ours not heard yet), sends our proof, reads and checks its proof.
+   1: proven (its hello is in c->in); 0: not yet; -1: dropped, why says what it did. */
+static int sfv__ex_conn_step(const sfv__ex *x, sfv__ex_conn *c, char *why, size_t why_len) {
+    for (;;) {
+        const size_t need = c->out_len > SFV__EX_FRAME ? 2 * SFV__EX_FRAME : SFV__EX_FRAME;
+        bool moved = false;
+        sfv__ex_frame f;
+        const char *bad;
+        if (c->sent < c->out_len) {
+            ssize_t k = send(c->fd, c->out + c->sent, c->out_len - c->sent, MSG_NOSIGNAL);
+            if (k > 0) {
+                c->sent += (size_t)k;
+                moved = true;
+            } else if (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+                snprintf(why, why_len, "send: %s", strerror(errno));
+                return -1;
+            }
+        }
+        if (c->got < need) {
+            ssize_t k = recv(c->fd, c->in + c->got, need - c->got, 0);
+            if (k > 0) {
+                c->got += (size_t)k;
+                moved = true;
+            } else if (k == 0) {
+                snprintf(why, why_len, "it hung up");
+                return -1;
+            } else if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+                snprintf(why, why_len, "recv: %s", strerror(errno));
+                return -1;
+            }
+        }
+        if (c->got == SFV__EX_FRAME && c->out_len == SFV__EX_FRAME) { /* its hello, new */
+            bad = sfv__ex_decode(c->in, SFV__EX_FRAME, &f);
+            if (!bad && f.type != SFV__EX_HELLO) bad = "a frame that is not a hello";
+            if (bad) {
+                snprintf(why, why_len, "it sent %s", bad);
+                return -1;
+            }
+            if (f.rank >= x->rank || x->seen[f.rank]) {
+                snprintf(why, why_len, "it named rank %u, not due here", (unsigned)f.rank);
+                return -1;
+            }
+            memset(&f, 0, sizeof f);
+            f.type = SFV__EX_PROOF;
+            sfv__ex_mac(&x->key, 'L', c->in, c->out, NULL, 0, f.body);
+            sfv__ex_encode(&f, c->out + SFV__EX_FRAME);
+            c->out_len = 2 * SFV__EX_FRAME;
+            moved = true;
+        }
+        if (c->got == 2 * SFV__EX_FRAME) { /* its proof */
+            uint8_t want[32];
+            sfv__ex_frame hello;
+            bad = sfv__ex_decode(c->in + SFV__EX_FRAME, SFV__EX_FRAME, &f);
+            if (!bad && f.type != SFV__EX_PROOF) bad = "a frame that is not a proof";
+            sfv__ex_mac(&x->key, 'C', c->in, c->out, NULL, 0, want);
+            if (!bad && !sfv__same_bytes(f.body, want, sizeof want)) bad = "a wrong proof";
+            if (bad) {
+                snprintf(why, why_len, "it sent %s", bad);
+                return -1;
+            }
+            (void)sfv__ex_decode(c->in, SFV__EX_FRAME, &hello);
+            if (x->seen[hello.rank]) { /* another connection proved it first: a replay cannot, so a bug of its */
+                snprintf(why, why_len, "it named rank %u, heard already", (unsigned)hello.rank);
+                return -1;
+            }
+            return 1;
+        }
+        if (!moved) return 0;
+    }
+}
+
+/* Records a dropped connection for the message of a later timeout, and closes it. */
+static void sfv__ex_drop(sfv__ex *x, int fd, const char *addr, const char *why) {
+    close(fd);
+    x->strangers++;
+    snprintf(x->stranger, sizeof x->stranger, "%s", addr);
+    snprintf(x->why, sizeof x->why, "%s", why);
+}
+
+/* The listening side: accepts until every lower rank has proven the key and swapped. Connections
+   are served side by side until proven (at most SFV__EX_PENDING, each for proof_ms), so a
+   stranger holds no rank's place; a proven rank's bytes are then swapped before the next. */
+static sfv_result sfv__ex_accept_lower(sfv__ex *x) {
+    sfv__ex_conn *conns = (sfv__ex_conn *)calloc(SFV__EX_PENDING, sizeof *conns);
+    size_t live = 0, i;
+    int lfd = -1;
+    sfv_result r;
+    if (!conns) return sfv__fail_verb("calloc", ENOMEM);
+    r = sfv__ex_listen(&x->nodes[x->rank], x->key.loopback_only, &lfd);
+    while (r == SFV_OK && x->heard < x->rank) {
+        struct pollfd pfd[1 + SFV__EX_PENDING];
+        uint64_t wake = x->deadline, now = sfv__now_ns();
+        int rc, accepted;
+        if (now >= x->deadline) {
+            r = sfv__ex_timeout(x, sfv__ex_awaited(x));
+            break;
+        }
+        pfd[0].fd = lfd;
+        pfd[0].events = POLLIN;
+        pfd[0].revents = 0;
+        for (i = 0; i < live; i++) {
+            pfd[1 + i].fd = conns[i].fd;
+            pfd[1 + i].events = (short)(POLLIN | (conns[i].sent < conns[i].out_len ? POLLOUT : 0));
+            pfd[1 + i].revents = 0;
+            if (conns[i].deadline < wake) wake = conns[i].deadline;
+        }
+        rc = poll(pfd, (nfds_t)(1 + live), sfv__ms_left(wake));
+        if (rc < 0 && errno != EINTR) {
+            r = sfv__fail_verb("poll", errno);
+            break;
+        }
+        for (accepted = 0; rc > 0 && (pfd[0].revents & POLLIN) && accepted < 64; accepted++) {
+            char addr[64];
+            sfv__ex_conn *c;
+            sfv__ex_frame hello;
+            int fd = sfv__accept(lfd, addr, sizeof addr);
+            if (fd < 0) {
+                if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR || errno == ECONNABORTED) break;
+                r = sfv__fail_verb("accept", errno);
+                break;
+            }
+            if (live == SFV__EX_PENDING) { /* a flood: the newest waits nowhere (a real rank tries again) */
+                sfv__ex_drop(x, fd, addr, "over the cap of connections not yet proven");
+                continue;
+            }
+            c = &conns[live];
+            memset(c, 0, sizeof *c);
+            c->fd = fd;
+            c->deadline = sfv__now_ns() + sfv__timeout_ns(x->key.proof_ms);
+            snprintf(c->addr, sizeof c->addr, "%s", addr);
+            memset(&hello, 0, sizeof hello);
+            hello.type = SFV__EX_HELLO;
+            hello.rank = (uint32_t)x->rank;
+            hello.world = (uint32_t)x->n;
+            hello.size = (uint32_t)x->size;
+            if ((r = sfv__random(hello.body, sizeof hello.body)) != SFV_OK) {
+                close(fd);
+                break;
+            }
+            sfv__ex_encode(&hello, c->out);
+            c->out_len = SFV__EX_FRAME;
+            live++;
+        }
+        for (i = 0; r == SFV_OK && i < live;) {
+            sfv__ex_conn c;
+            char why[64];
+            sfv__ex_frame hello;
+            size_t k;
+            int st = sfv__ex_conn_step(x, &conns[i], why, sizeof why);
+            if (st == 0 && sfv__now_ns() >= conns[i].deadline) {
+                snprintf(why, sizeof why, "it did not prove it within %u ms", (unsigned)x->key.proof_ms);
+                st = -1;
+            }
+            if (st == 0) {
+                i++;
+                continue;
+            }
+            c = conns[i];
+            conns[i] = conns[--live];
+            if (st < 0) {
+                sfv__ex_drop(x, c.fd, c.addr, why);
+                continue;
+            }
+            (void)sfv__ex_decode(c.in, SFV__EX_FRAME, &hello); /* proven: its rank is due */
+            x->seen[hello.rank] = true;
+            if (++x->heard == x->rank) { /* every lower rank is in: close before the last swap, so that */
+                close(lfd);             /* rank's next exchange cannot land in this one's backlog (it retries) */
+                lfd = -1;
+                for (k = 0; k < live; k++) close(conns[k].fd);
+                live = 0;
+            }
+            r = sfv__ex_same_job(x, &hello, hello.rank);
+            if (r == SFV_OK) r = sfv__ex_data(x, c.fd, true, hello.rank, c.in, c.out);
+            close(c.fd);
+            for (k = 0; k < live; k++) { /* the proof clock of those kept waiting starts again */
+                const uint64_t again = sfv__now_ns() + sfv__timeout_ns(x->key.proof_ms);
+                if (conns[k].deadline < again) conns[k].deadline = again;
+            }
+        }
+    }
+    for (i = 0; i < live; i++) close(conns[i].fd);
+    if (lfd >= 0) close(lfd);
+    free(conns);
+    return r;
+}
+
+/* The connecting side, to a higher rank: proves the key to it after it proved it to us. A
+   connection the listener closes before its proof (its table of unproven connections full, say)
+   is tried again; a listener that proves no key is refused. */
+static sfv_result sfv__ex_meet(sfv__ex *x, size_t peer) {
+    const sfv_net_node *pn = &x->nodes[peer];
+    const sfv_error saved = sfv__last; /* a try that is tried again leaves no error behind */
+    for (;;) {
+        uint8_t hello_c[SFV__EX_FRAME], in[2 * SFV__EX_FRAME], proof[SFV__EX_FRAME], want[32];
+        sfv__ex_frame f, hello_l;
+        const char *bad;
+        int fd = -1;
+        sfv_result r = sfv__ex_connect(pn, x->key.loopback_only, x->deadline, &fd);
+        if (r) return r;
+        memset(&f, 0, sizeof f);
+        f.type = SFV__EX_HELLO;
+        f.rank = (uint32_t)x->rank;
+        f.world = (uint32_t)x->n;
+        f.size = (uint32_t)x->size;
+        r = sfv__random(f.body, sizeof f.body);
+        sfv__ex_encode(&f, hello_c);
+        if (r == SFV_OK) r = sfv__fd_io(fd, hello_c, sizeof hello_c, true, x->deadline, peer);
+        if (r == SFV_OK) r = sfv__fd_io(fd, in, sizeof in, false, x->deadline, peer);
+        if (r != SFV_OK) {
+            const int err = sfv__last.errnum;
+            close(fd);
+            if (r == SFV_ERR_TIMEOUT || (err != ECONNRESET && err != EPIPE)) return r;
+            if (sfv__now_ns() >= x->deadline)
+                return sfv__fail(SFV_ERR_TIMEOUT, ETIMEDOUT, "exchange", "rank %zu did not complete the exchange in time (it hung up before its proof)", peer);
+            sfv__last = saved;
+            (void)poll(NULL, 0, sfv__ms_left(x->deadline) < 20 ? sfv__ms_left(x->deadline) : 20);
+            continue;
+        }
+        bad = sfv__ex_decode(in, SFV__EX_FRAME, &hello_l);
+        if (!bad && hello_l.type != SFV__EX_HELLO) bad = "a frame that is not a hello";
+        if (!bad) bad = sfv__ex_decode(in + SFV__EX_FRAME, SFV__EX_FRAME, &f);
+        if (!bad && f.type != SFV__EX_PROOF) bad = "a frame that is not a proof";
+        sfv__ex_mac(&x->key, 'L', hello_c, in, NULL, 0, want);
+        if (!bad && !sfv__same_bytes(f.body, want, sizeof want)) bad = "a wrong proof (another job key?)";
+        if (bad) {
+            close(fd);
+            return sfv__fail(SFV_ERR_PERMISSION, EACCES, "exchange", "the listener at %s:%u, rank %zu's address, did not prove the job key: it sent %s",
+                             pn->host, (unsigned)pn->port, peer, bad);
+        }
+        memset(&f, 0, sizeof f);
+        f.type = SFV__EX_PROOF;
+        sfv__ex_mac(&x->key, 'C', hello_c, in, NULL, 0, f.body);
+        sfv__ex_encode(&f, proof);
+        r = sfv__fd_io(fd, proof, sizeof proof, true, x->deadline, peer);
+        if (r == SFV_OK && hello_l.rank != peer)
+            r = sfv__fail(SFV_ERR_INVALID, EINVAL, "exchange", "the listener at rank %zu's address says it is rank %u", peer, (unsigned)hello_l.rank);
+        if (r == SFV_OK) r = sfv__ex_same_job(x, &hello_l, peer);
+        if (r == SFV_OK) {
+            x->seen[peer] = true;
+            r = sfv__ex_data(x, fd, false, peer, hello_c, in);
+        }
+        close(fd);
+        return r;
+    }
+}
+
+SAFEVERBS_API sfv_result sfv_exchange_all_keyed(const sfv_net_node *nodes, size_t n, size_t rank, const void *mine, size_t size, void *all,
+                                                const sfv_exchange_desc *desc, int timeout_ms) {
     const uint64_t deadline = sfv__now_ns() + sfv__timeout_ns(timeout_ms < 0 ? 60000u : (uint32_t)timeout_ms);
     sfv_result r = sfv_net_config_check(nodes, n);
-    bool *seen;
-    int lfd = -1;
+    sfv__ex x;
     size_t i;
     if (r) return r;
     if (rank >= n) return sfv__fail(SFV_ERR_INVALID, EINVAL, "exchange", "rank %zu of %zu", rank, n);
     SFV__CHECK_ARG(mine || size == 0, "mine (NULL)");
     SFV__CHECK_ARG(all || size == 0, "all (NULL)");
-    if (size > ((size_t)64 << 20)) return sfv__fail(SFV_ERR_INVALID, EINVAL, "exchange", "%zu bytes (at most 64 MiB)", size);
-    seen = (bool *)calloc(n, sizeof *seen);
-    if (!seen) return sfv__fail_verb("calloc", ENOMEM);
-    if (size) memcpy((uint8_t *)all + rank * size, mine, size);
-    if (rank > 0) r = sfv__ex_listen(&nodes[rank], &lfd);
-    for (i = 0; r == SFV_OK && i < rank;) { /* the lower ranks come to us, in any order */
-        int fd;
-        r = sfv__fd_wait(lfd, POLLIN, deadline, 0);
-        if (r == SFV_ERR_TIMEOUT) r = sfv__ex_timeout(sfv__ex_awaited(seen, rank));
-        if (r) break;
-        fd = sfv__accept(lfd);
-        if (fd < 0) {
-            if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR || errno == ECONNABORTED) continue;
-            r = sfv__fail_verb("accept", errno);
-            break;
-        }
-        if (++i == rank) { /* every lower rank is in: close before the last swap, so that rank's */
-            close(lfd);     /* next exchange cannot land in this one's backlog (it retries) */
-            lfd = -1;
-        }
-        r = sfv__ex_swap(fd, true, rank, n, n, mine, size, (uint8_t *)all, seen, deadline);
-        close(fd);
-    }
-    if (lfd >= 0) close(lfd);
-    for (i = rank + 1; r == SFV_OK && i < n; i++) { /* we go to the higher ones */
-        int fd = -1;
-        r = sfv__ex_connect(&nodes[i], deadline, &fd);
-        if (r) break;
-        r = sfv__ex_swap(fd, false, rank, n, i, mine, size, (uint8_t *)all, seen, deadline);
-        close(fd);
-    }
-    free(seen);
+    if (size > SFV__EX_MAX_SIZE) return sfv__fail(SFV_ERR_INVALID, EINVAL, "exchange", "%zu bytes (at most 64 MiB)", size);
+    memset(&x, 0, sizeof x);
+    if ((r = sfv__ex_key_pick(desc, &x.key)) != SFV_OK) return r;
+    x.nodes = nodes;
+    x.n = n;
+    x.rank = rank;
+    x.size = size;
+    x.mine = mine;
+    x.all = (uint8_t *)all;
+    x.deadline = deadline;
+    x.seen = (bool *)calloc(n, sizeof *x.seen);
+    if (!x.seen) return sfv__fail_verb("calloc", ENOMEM);
+    if (size) memcpy(x.all + rank * size, mine, size);
+    x.seen[rank] = true;
+    if (rank > 0) r = sfv__ex_accept_lower(&x); /* the lower ranks come to us, in any order */
+    for (i = rank + 1; r == SFV_OK && i < n; i++) r = sfv__ex_meet(&x, i); /* we go to the higher ones */
+    free(x.seen);
     return r;
+}
+
+SAFEVERBS_API sfv_result sfv_exchange_all(const sfv_net_node *nodes, size_t n, size_t rank, const void *mine, size_t size, void *all, int timeout_ms) {
+    return sfv_exchange_all_keyed(nodes, n, rank, mine, size, all, NULL, timeout_ms);
 }
 
 /* >>impl node -------------------------------------------------------------------------------- */
@@ -3693,7 +4290,7 @@ SAFEVERBS_API sfv_result sfv_node_handshake(sfv_node *nd, const uint8_t *all, si
     return SFV_OK;
 }
 
-SAFEVERBS_API sfv_result sfv_node_connect(sfv_node *nd, const sfv_net_node *nodes, int timeout_ms) {
+SAFEVERBS_API sfv_result sfv_node_connect_keyed(sfv_node *nd, const sfv_net_node *nodes, const sfv_exchange_desc *desc, int timeout_ms) {
     const uint64_t deadline = sfv__now_ns() + sfv__timeout_ns(timeout_ms < 0 ? 60000u : (uint32_t)timeout_ms);
     size_t each;
     uint8_t *mine, *all;
@@ -3707,12 +4304,16 @@ SAFEVERBS_API sfv_result sfv_node_connect(sfv_node *nd, const sfv_net_node *node
     all = (uint8_t *)malloc(nd->world * each);
     r = mine && all ? SFV_OK : sfv__fail_verb("malloc", ENOMEM);
     if (r == SFV_OK) r = sfv_node_endpoint(nd, mine, each);
-    if (r == SFV_OK) r = sfv_exchange_all(nodes, nd->world, nd->rank, mine, each, all, sfv__ms_left(deadline));
+    if (r == SFV_OK) r = sfv_exchange_all_keyed(nodes, nd->world, nd->rank, mine, each, all, desc, sfv__ms_left(deadline));
     if (r == SFV_OK) r = sfv_node_handshake(nd, all, nd->world * each);
-    if (r == SFV_OK) r = sfv_exchange_all(nodes, nd->world, nd->rank, NULL, 0, NULL, sfv__ms_left(deadline));
+    if (r == SFV_OK) r = sfv_exchange_all_keyed(nodes, nd->world, nd->rank, NULL, 0, NULL, desc, sfv__ms_left(deadline));
     free(mine);
     free(all);
     return r;
+}
+
+SAFEVERBS_API sfv_result sfv_node_connect(sfv_node *nd, const sfv_net_node *nodes, int timeout_ms) {
+    return sfv_node_connect_keyed(nd, nodes, NULL, timeout_ms);
 }
 
 /* Tells rank `to` that we reached the next epoch: one RDMA write of out[to] into its in[rank]. */
@@ -3832,7 +4433,7 @@ SAFEVERBS_API sfv_result sfv_node_barrier_unchecked(sfv_node *nd, const size_t *
 #undef SFV__SLOW
 #undef SFV__ACCESS_ALL
 #undef SFV__EXPIRED
-#undef SFV__EX_HEADER
+#undef SFV__EX_MAX_SIZE
 #undef SFV__NODE_ENTRY
 #undef SFV__MAX_PEERS
 #undef SFV__CHECK_ARG

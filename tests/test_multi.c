@@ -508,8 +508,8 @@ static void size_mismatch_rank(size_t rank, void *arg) {
 }
 
 /* A process that makes `conns` connections, one after the other, to rank `rank` of the n in
-   `nodes`, and on each writes `len` bytes and hangs up; the rank's exchange (8-byte messages)
-   must fail with `want`, saying `why`. */
+   `nodes`, and on each writes `len` bytes and hangs up; the rank's exchange (8-byte messages,
+   no real peer) must fail with `want`, saying `why`. (More strangers: tests/test_exchange.c.) */
 static void fake_peer_at(const sfv_net_node *nodes, size_t n, size_t rank, const char *bytes, size_t len, int conns,
                          sfv_result want, const char *why) {
     char mine[8] = "mine", all[8 * 8];
@@ -537,7 +537,7 @@ static void fake_peer_at(const sfv_net_node *nodes, size_t n, size_t rank, const
         }
         _exit(done == conns ? 0 : 1);
     }
-    CHECK_RESULT(sfv_exchange_all(nodes, n, rank, mine, 8, all, 5000), want);
+    CHECK_RESULT(sfv_exchange_all(nodes, n, rank, mine, 8, all, 1500), want);
     if (!strstr(sfv_last_error()->message, why)) FAIL("message \"%s\" does not say \"%s\"", sfv_last_error()->message, why);
     CHECK(waitpid(pid, NULL, 0) == pid);
 }
@@ -611,21 +611,26 @@ static void t_exchange_refusals(void) {
         close(fd);
     }
     /* strangers at rank 1's door: one talks nonsense, one claims a rank that is not due, one
-       leaves halfway through its bytes */
-    fake_peer(nodes, "GET / HTTP/1.0\r\n\r\n", 18, SFV_ERR_INVALID, "not an exchange message");
+       speaks the old unauthenticated frame; none proves the job key, so none takes rank 0's
+       place: the exchange waits for rank 0 and its timeout names rank 0 and the stranger */
+    fake_peer(nodes, "GET / HTTP/1.0\r\n\r\n", 18, SFV_ERR_TIMEOUT, "did not prove the job key: it hung up");
+    CHECK(strstr(sfv_last_error()->message, "rank 0 ") != NULL && strstr(sfv_last_error()->message, "127.0.0.1:") != NULL);
     {
-        uint8_t h[16] = {'S', 'X', 1, 0, 0, 0, 0, 5, 0, 0, 0, 2, 0, 0, 0, 8};
-        fake_peer(nodes, (const char *)h, 16, SFV_ERR_INVALID, "not the one due here");
+        uint8_t h[48] = {'S', 'X', 2, 1, 0, 0, 0, 5, 0, 0, 0, 2, 0, 0, 0, 8};
+        fake_peer(nodes, (const char *)h, 48, SFV_ERR_TIMEOUT, "it sent a rank outside its world");
         h[7] = 0;
-        fake_peer(nodes, (const char *)h, 16, SFV_ERR_DRIVER, "closed the connection");
+        h[2] = 1;
+        fake_peer(nodes, (const char *)h, 48, SFV_ERR_TIMEOUT, "it sent another version of the exchange");
+        h[2] = 2;
+        fake_peer(nodes, (const char *)h, 48, SFV_ERR_TIMEOUT, "did not prove the job key: it hung up");
     }
     /* rank 2 of 3 hears from "rank 0" twice */
     {
-        uint8_t twice[2 * 24] = {'S', 'X', 1, 0, 0, 0, 0, 0, 0, 0, 0, 3, 0, 0, 0, 8, 'r', 'a', 'n', 'k', ' ', '0', 0, 0};
+        uint8_t twice[2 * 48] = {'S', 'X', 2, 1, 0, 0, 0, 0, 0, 0, 0, 3, 0, 0, 0, 8};
         sfv_net_node three[3];
         net(three, 3, 24300);
-        memcpy(twice + 24, twice, 24);
-        fake_peer_at(three, 3, 2, (const char *)twice, 24, 2, SFV_ERR_INVALID, "not the one due here");
+        memcpy(twice + 48, twice, 48);
+        fake_peer_at(three, 3, 2, (const char *)twice, 96, 2, SFV_ERR_TIMEOUT, "it sent a frame that is not a proof (2 in all)");
     }
 }
 
@@ -647,7 +652,8 @@ typedef struct node_side {
 } node_side;
 
 /* Opens rank `rank` of RANKS on its device and connects it to the others: by hand (endpoint,
-   exchange, handshake, an empty exchange as the sync), or with sfv_node_connect. */
+   exchange, handshake, an empty exchange as the sync), or with sfv_node_connect (and its keyed
+   form, for the dissemination barrier). */
 static node_side node_open(size_t rank, sfv_barrier_kind kind, uint16_t port0, bool one_call) {
     node_side s;
     sfv_node_desc nd;
@@ -668,6 +674,14 @@ static node_side node_open(size_t rank, sfv_barrier_kind kind, uint16_t port0, b
     CHECK_OK(sfv_create_node(s.pd, &nd, &s.node));
     CHECK_EQ(sfv_node_rank(s.node), rank);
     CHECK_EQ(sfv_node_world_size(s.node), RANKS);
+    if (one_call && kind == SFV_BARRIER_DISSEMINATION) { /* with a job key of the caller's */
+        sfv_exchange_desc ex;
+        memset(&ex, 0, sizeof ex);
+        ex.key = "the job key of t_node_three_ranks";
+        ex.key_len = strlen((const char *)ex.key);
+        CHECK_OK(sfv_node_connect_keyed(s.node, nodes, &ex, 30000));
+        return s;
+    }
     if (one_call) {
         CHECK_OK(sfv_node_connect(s.node, nodes, 30000));
         return s;
@@ -723,7 +737,7 @@ typedef struct node_arg {
 
 static void node_rank(size_t rank, void *argp) {
     const node_arg *arg = (const node_arg *)argp;
-    node_side s = node_open(rank, arg->kind, arg->port0, arg->kind == SFV_BARRIER_DISSEMINATION);
+    node_side s = node_open(rank, arg->kind, arg->port0, arg->kind != SFV_BARRIER_BINARY_TREE);
     const size_t pair[2] = {0, 2}, unordered[2] = {1, 0}, twice[3] = {0, 0, 1}, others[2] = {1, 2}, far[2] = {0, 7};
     uint64_t last = 0;
     size_t r;
