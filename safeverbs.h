@@ -722,7 +722,7 @@ SAFEVERBS_API sfv_result sfv_net_config_check(const sfv_net_node *nodes, size_t 
    SFV_ERR_INVALID. Bytes that fail their tag: SFV_ERR_PERMISSION. A host that does not resolve:
    SFV_ERR_NOT_FOUND. A socket call that fails (bind, accept, a proven peer that hangs up): the
    class of its errno, mostly SFV_ERR_DRIVER, with the errno in sfv_last_error. On failure `all`
-   holds anything. sfv_exchange_all is sfv_exchange_all_keyed with desc NULL.
+   is zeroed (n * size bytes), so no rank's bytes are half taken. sfv_exchange_all is sfv_exchange_all_keyed with desc NULL.
    Thread safety: no shared state, but it reads SAFEVERBS_JOB_KEY (getenv): no setenv meanwhile. */
 typedef struct sfv_exchange_desc {  /* zero-filled: the defaults */
     const void *key;                /* the job key, key_len bytes; NULL or key_len 0: $SAFEVERBS_JOB_KEY, else none */
@@ -4076,8 +4076,8 @@ static sfv_result sfv__ex_meet(sfv__ex *x, size_t peer) {
     }
 }
 
-SAFEVERBS_API sfv_result sfv_exchange_all_keyed(const sfv_net_node *nodes, size_t n, size_t rank, const void *mine, size_t size, void *all,
-                                                const sfv_exchange_desc *desc, int timeout_ms) {
+static sfv_result sfv__exchange(const sfv_net_node *nodes, size_t n, size_t rank, const void *mine, size_t size, void *all,
+                                const sfv_exchange_desc *desc, int timeout_ms) {
     const uint64_t deadline = sfv__now_ns() + sfv__timeout_ns(timeout_ms < 0 ? 60000u : (uint32_t)timeout_ms);
     sfv_result r = sfv_net_config_check(nodes, n);
     sfv__ex x;
@@ -4103,6 +4103,13 @@ SAFEVERBS_API sfv_result sfv_exchange_all_keyed(const sfv_net_node *nodes, size_
     if (rank > 0) r = sfv__ex_accept_lower(&x); /* the lower ranks come to us, in any order */
     for (i = rank + 1; r == SFV_OK && i < n; i++) r = sfv__ex_meet(&x, i); /* we go to the higher ones */
     free(x.seen);
+    return r;
+}
+
+SAFEVERBS_API sfv_result sfv_exchange_all_keyed(const sfv_net_node *nodes, size_t n, size_t rank, const void *mine, size_t size, void *all,
+                                                const sfv_exchange_desc *desc, int timeout_ms) {
+    sfv_result r = sfv__exchange(nodes, n, rank, mine, size, all, desc, timeout_ms);
+    if (r && all && size && n <= SFV__MAX_PEERS && size <= SFV__EX_MAX_SIZE) memset(all, 0, n * size); /* no half-exchange left */
     return r;
 }
 
