@@ -429,7 +429,8 @@ SAFEVERBS_API sfv_result sfv_remote_mr_decode(const uint8_t *in, size_t size, sf
 typedef struct sfv_gather_element { uint64_t addr; uint32_t length; uint32_t lkey; } sfv_gather_element;
 typedef struct sfv_scatter_element { uint64_t addr; uint32_t length; uint32_t lkey; } sfv_scatter_element;
 
-/* Plain: containment and the 32-bit limit are asserted in debug builds only. */
+/* Plain: containment and the 32-bit limit are asserted in debug builds only. A NULL mr gives an
+   element with lkey 0, which the NIC refuses (a local protection error); no assert. */
 SAFEVERBS_API sfv_gather_element sfv_mr_gather_element(const sfv_mr *mr, const void *data, size_t len);
 SAFEVERBS_API sfv_scatter_element sfv_mr_scatter_element(const sfv_mr *mr, void *data, size_t len);
 /* Checked: SFV_ERR_SLICE_TOO_BIG or SFV_ERR_SLICE_NOT_WITHIN_BOUNDS, *out zeroed. */
@@ -590,9 +591,9 @@ SAFEVERBS_API sfv_result sfv_channel_post_receive_batch(sfv_channel *ch, const s
    caught by SFV_ASSERT in debug builds (a registry of live channels, one lookup per poll or wait);
    release builds skip that check and would read freed memory. A handle whose post was refused
    is zeroed, and polling or waiting on it is SFV_ERR_INVALID.
-   wc, when given, is filled on every return: the completion, or zeros with wc->result holding
-   the result when there is no completion (a timeout, a refused call), never a zero that reads
-   as SFV_OK. Every non-OK result leaves a matching sfv_last_error(): for SFV_ERR_WORK it names
+   wc, when given, is filled on every return but SFV_NOT_DONE (which leaves it as it was): the
+   completion, or zeros with wc->result holding the result when there is no completion (a
+   timeout, a refused call), never a zero that reads as SFV_OK. Every non-OK result leaves a matching sfv_last_error(): for SFV_ERR_WORK it names
    the operation, the status, its class and a hint.
    Checks once: SFV_OK (done), SFV_NOT_DONE, or SFV_ERR_WORK (done, failed; detail in wc). */
 SAFEVERBS_API sfv_result sfv_pending_poll(sfv_pending *p, sfv_work_completion *wc);
@@ -635,7 +636,9 @@ SAFEVERBS_API size_t sfv_multi_channel_len(const sfv_multi_channel *mc);
 SAFEVERBS_API sfv_channel *sfv_multi_channel_peer(const sfv_multi_channel *mc, size_t peer);
 /* out[i] = channel i's endpoint; n must equal the length (else SFV_ERR_INVALID). */
 SAFEVERBS_API sfv_result sfv_multi_channel_endpoints(const sfv_multi_channel *mc, sfv_endpoint *out, size_t n);
-/* Connects channel i with peers[i]; n must equal the length (else SFV_ERR_INVALID, nothing done). */
+/* Connects channel i with peers[i]; n must equal the length. Every endpoint is checked before any
+   channel connects (SFV_ERR_INVALID, nothing done, can be repeated); a verb that refuses after
+   some channel connected: SFV_ERR_BROKEN (destroy the multi-channel). */
 SAFEVERBS_API sfv_result sfv_multi_channel_handshake(sfv_multi_channel *mc, const sfv_endpoint *peers, size_t n);
 
 /* One work request for one peer. The element types keep the directions apart here too. */
@@ -930,15 +933,24 @@ SAFEVERBS_API sfv_result sfv_result_from_errno(int e) {
     }
 }
 
-/* Records a failure on this thread and returns r: `return sfv__fail(...)`. Never on a fast path. */
+/* Failures recorded on this thread so far: tells whether a call in between set a new one. */
+static SFV__THREAD_LOCAL unsigned long sfv__failures;
+/* Failures recorded while the last scope's fn ran (a scope in fn: the innermost's). */
+static SFV__THREAD_LOCAL unsigned long sfv__fn_failures;
+
+/* Records a failure on this thread and returns r: `return sfv__fail(...)`. Never on a fast path.
+   The message is formatted aside first: an argument may be the last error's own message. */
 static SFV__PRINTF(4, 5) sfv_result sfv__fail(sfv_result r, int errnum, const char *verb, const char *fmt, ...) {
     va_list ap;
+    char msg[sizeof sfv__last.message];
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
     sfv__last.result = r;
     sfv__last.errnum = errnum;
     sfv__last.verb = verb;
-    va_start(ap, fmt);
-    vsnprintf(sfv__last.message, sizeof sfv__last.message, fmt, ap);
-    va_end(ap);
+    memcpy(sfv__last.message, msg, sizeof msg);
+    sfv__failures++;
     return r;
 }
 
@@ -1248,7 +1260,7 @@ SAFEVERBS_API sfv_result sfv_choose_gid(sfv_context *c, uint8_t port, uint32_t *
     sfv_gid_entry e;
     sfv_result r;
     sfv_error before;
-    uint32_t i;
+    uint32_t i, chosen = 0;
     int best = 0;
     SFV__CHECK_ARG(index_out, "index_out");
     *index_out = 0;
@@ -1264,11 +1276,12 @@ SAFEVERBS_API sfv_result sfv_choose_gid(sfv_context *c, uint8_t port, uint32_t *
         pref = sfv_gid_preference(&e);
         if (pref > best) {
             best = pref;
-            *index_out = i;
+            chosen = i;
         }
     }
     if (!best) return sfv__fail(SFV_ERR_NOT_FOUND, ENODATA, __func__, "%s port %u has no usable GID", c->name, (unsigned)port);
     sfv__last = before;
+    *index_out = chosen;
     return SFV_OK;
 }
 
@@ -1444,7 +1457,7 @@ SAFEVERBS_API sfv_result sfv_poll_cq(sfv_cq *q, sfv_work_completion *out, size_t
     while (got < max) {
         int want = (int)((max - got) < 16 ? (max - got) : 16), n, k;
         n = ibv_poll_cq(q->cq, want, wc);
-        if (n < 0) return sfv__fail_poll(n);
+        if (n < 0) return got ? SFV_OK : sfv__fail_poll(n); /* what was taken is the caller's; the error comes again next call */
         for (k = 0; k < n; k++) sfv__wc_fill(&out[got + (size_t)k], &wc[k]);
         got += (size_t)n;
         *count = got;
@@ -1589,11 +1602,11 @@ SAFEVERBS_API sfv_scatter_element sfv_mr_scatter_element_unchecked(const sfv_mr 
     return e;
 }
 SAFEVERBS_API sfv_gather_element sfv_mr_gather_element(const sfv_mr *r, const void *data, size_t len) {
-    SFV_DEBUG_ASSERT(r && (uint64_t)len <= UINT32_MAX && sfv_mr_encloses(r, data, len));
+    SFV_DEBUG_ASSERT(!r || ((uint64_t)len <= UINT32_MAX && sfv_mr_encloses(r, data, len)));
     return sfv_mr_gather_element_unchecked(r, data, len);
 }
 SAFEVERBS_API sfv_scatter_element sfv_mr_scatter_element(const sfv_mr *r, void *data, size_t len) {
-    SFV_DEBUG_ASSERT(r && (uint64_t)len <= UINT32_MAX && sfv_mr_encloses(r, data, len));
+    SFV_DEBUG_ASSERT(!r || ((uint64_t)len <= UINT32_MAX && sfv_mr_encloses(r, data, len)));
     return sfv_mr_scatter_element_unchecked(r, data, len);
 }
 SAFEVERBS_API sfv_result sfv_mr_gather_element_checked(const sfv_mr *r, const void *data, size_t len, sfv_gather_element *out) {
@@ -1675,6 +1688,7 @@ SAFEVERBS_API sfv_result sfv_remote_mr_array_field(sfv_remote_mr r, uint64_t ele
     SFV__CHECK_ARG(out, "out");
     memset(out, 0, sizeof *out);
     SFV__CHECK_ARG(elem_size > 0 && field_offset <= elem_size && field_size <= elem_size - field_offset, "field (not inside its element)");
+    if (sfv__remote_wraps(r)) return sfv__remote_wrapping(r, "sfv_remote_mr_array_field");
     off = sfv__sat_add(sfv__sat_mul(index, elem_size), field_offset);
     if (off == UINT64_MAX) return sfv__remote_oob(r, off, field_size, out);
     return sfv_remote_mr_slice(r, off, field_size, out);
@@ -1782,7 +1796,7 @@ struct sfv_channel {
    channel created or destroyed. A new channel at a dead one's address passes this check; the
    slot check after it (its sequence number) then catches the handle all but always. */
 #if SFV_DEBUG
-static int sfv__live_lock;
+static bool sfv__live_lock;
 static uintptr_t *sfv__live;
 static size_t sfv__live_n, sfv__live_cap;
 static void sfv__live_enter(void) { while (__atomic_test_and_set(&sfv__live_lock, __ATOMIC_ACQUIRE)) sched_yield(); }
@@ -1958,7 +1972,10 @@ static sfv_result sfv__desc_resolve(sfv_pd *pd, const sfv_channel_desc *in, sfv_
     return SFV_OK;
 }
 SAFEVERBS_API sfv_result sfv_channel_desc_resolve(sfv_pd *pd, const sfv_channel_desc *desc, sfv_channel_desc *out) {
-    sfv_result r = sfv__desc_resolve(pd, desc, out);
+    sfv_channel_desc in;
+    sfv_result r;
+    if (desc) in = *desc; /* desc and out may be the same struct */
+    r = sfv__desc_resolve(pd, desc ? &in : NULL, out);
     if (r && out) memset(out, 0, sizeof *out); /* nothing half-resolved is left behind */
     return r;
 }
@@ -1979,7 +1996,7 @@ static sfv_result sfv__modify(struct ibv_qp *qp, struct ibv_qp_attr *attr, int m
     int rc = ibv_modify_qp(qp, attr, mask);
     if (!rc) return SFV_OK;
     if (rc == EINVAL && attr->qp_state == IBV_QPS_RTR && attr->ah_attr.is_global)
-        return sfv__fail(SFV_ERR_INVALID, rc, "ibv_modify_qp", "ibv_modify_qp to RTR failed: %s (the driver refused the path to the peer's GID: are both GIDs of the same type and subnet, and does a route lead from this GID's interface to it?)",
+        return sfv__fail(SFV_ERR_INVALID, rc, "ibv_modify_qp", "ibv_modify_qp to RTR failed: %s (if the path is the cause: are both GIDs of the same type and subnet, and does a route lead from this GID's interface to the peer's?)",
                          strerror(rc));
     if (rc == ETIMEDOUT || rc == ENETUNREACH || rc == EHOSTUNREACH)
         return sfv__fail(SFV_ERR_RESOURCE, rc, "ibv_modify_qp", "ibv_modify_qp to %s failed: %s (the peer's GID is not reachable from this GID: check the GID index, routing and UDP port 4791)",
@@ -2213,9 +2230,10 @@ SAFEVERBS_API sfv_result sfv_channel_handshake(sfv_channel *ch, const sfv_endpoi
                                                                                               : ch->desc.max_rd_atomic);
     r = sfv__modify(ch->qp, &qa, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
                     IBV_QP_MAX_QP_RD_ATOMIC, "RTS");
-    if (r) {
-        sfv__break(ch); /* stuck in RTR: the handshake cannot be redone; destroy the channel */
-        return r;
+    if (r) { /* stuck in RTR: the handshake cannot be redone */
+        const sfv_error why = sfv__last;
+        sfv__break(ch);
+        return sfv__fail(SFV_ERR_BROKEN, why.errnum, why.verb, "the channel is broken (destroy it): %s", why.message);
     }
     ch->connected = true;
     ch->can_send = true;
@@ -2250,7 +2268,7 @@ static void sfv__finish_quiet(sfv__slot *s, bool flushed) {
    loosely: rxe reports a link that went down and a receive smaller than the message both as
    LOC_QP_OP_ERR, and rxe in Linux 6.12 flushes a send or write whose element lies outside its MR
    with no completion that says so. */
-enum { SFV__CAUSE_NONE = 0, SFV__CAUSE_PORT_DOWN, SFV__CAUSE_RECV_TOO_SMALL, SFV__CAUSE_UNEXPLAINED_FLUSH };
+enum { SFV__CAUSE_NONE = 0, SFV__CAUSE_PORT_DOWN, SFV__CAUSE_RECV_TOO_SMALL, SFV__CAUSE_UNEXPLAINED_FLUSH, SFV__CAUSE_RECV_FLUSH };
 
 static bool sfv__port_active(const sfv_channel *ch) {
     struct ibv_port_attr pa;
@@ -2268,8 +2286,10 @@ SFV__SLOW sfv_work_error_class sfv__failure_class(sfv_channel *ch, uint8_t op, e
             ch->first_cause = SFV__CAUSE_PORT_DOWN;
         else if (status == IBV_WC_LOC_QP_OP_ERR && op == SFV_WC_OP_RECV)
             ch->first_cause = SFV__CAUSE_RECV_TOO_SMALL;
+        else if (flush && !ch->aborted && op != SFV_WC_OP_RECV)
+            ch->first_cause = SFV__CAUSE_UNEXPLAINED_FLUSH; /* a send or write: see the hint */
         else if (flush && !ch->aborted)
-            ch->first_cause = SFV__CAUSE_UNEXPLAINED_FLUSH;
+            ch->first_cause = SFV__CAUSE_RECV_FLUSH; /* the peer's doing, most likely */
     }
     if (ch->first_cause == SFV__CAUSE_PORT_DOWN && (flush || status == IBV_WC_LOC_QP_OP_ERR)) return SFV_WORK_ERROR_LOCAL_RESOURCE;
     if (ch->first_cause == SFV__CAUSE_UNEXPLAINED_FLUSH && flush) return SFV_WORK_ERROR_LOCAL_PROGRAMMING;
@@ -2469,6 +2489,8 @@ static const char *sfv__failure_hint(const sfv_channel *ch, const sfv__slot *s) 
         return "most likely a receive smaller than the message that arrived (rxe reports it as LOC_QP_OP_ERR, not LOC_LEN_ERR); else a work request this QP cannot take";
     if (first && ch->first_cause == SFV__CAUSE_UNEXPLAINED_FLUSH)
         return "the QP went to the error state and no completion said why: rxe on Linux 6.12 reports a send or write whose element lies outside its MR (or lacks its access) this way; check the elements";
+    if (first && ch->first_cause == SFV__CAUSE_RECV_FLUSH)
+        return "the QP went to the error state with no failed completion on this side: most likely the peer sent something it refused (an RDMA write or read outside the region or without its access moves the responder's QP to the error state)";
     if (ch && ch->first_status && !first && s->status == IBV_WC_WR_FLUSH_ERR)
         return "flushed: an earlier work request of this channel failed and put its QP in the error state";
     return sfv_wc_status_hint((sfv_wc_status)s->status);
@@ -2523,13 +2545,26 @@ SFV__HOT_INLINE bool sfv__postable(const sfv_channel *ch, sfv__post_kind kind, c
 }
 
 /* A refused or failed post leaves its handles zeroed (a wait on one is then SFV_ERR_INVALID):
-   `count` of them for a receive batch, else one. */
+   `count` of them for a receive batch, else one; but never one that still waits for earlier
+   work (a handle passed again by mistake, say in a retry loop on a full queue), which stays as
+   it was, so that work can still be consumed. */
 static void sfv__pending_clear(sfv_pending *p, size_t count) {
-    if (p && count >= 1 && count <= SFV_BATCH_MAX) memset(p, 0, count * sizeof *p);
+    size_t i;
+    for (i = 0; p && count <= SFV_BATCH_MAX && i < count; i++)
+        if (p[i].state_ != SFV__PENDING_WAITING) memset(&p[i], 0, sizeof p[i]);
 }
 SFV__SLOW sfv_result sfv__post_failed(sfv_pending *p, size_t count, const char *verb, int rc) {
     sfv__pending_clear(p, count);
     return sfv__fail_verb(verb, rc);
+}
+/* A send-queue batch the verb refused at work request `posted`: with some posted, their unsignaled
+   work can only end by a flush, so the channel is broken (its work is flushed at destroy). */
+SFV__SLOW sfv_result sfv__batch_failed(sfv_channel *ch, sfv_pending *p, size_t posted, int rc) {
+    sfv__pending_clear(p, 1);
+    if (!posted) return sfv__fail_verb("ibv_post_send", rc);
+    sfv__break(ch);
+    return sfv__fail(SFV_ERR_BROKEN, rc, "ibv_post_send", "ibv_post_send took %zu work requests of the batch, then failed: %s; the channel is broken",
+                     posted, strerror(rc));
 }
 
 static sfv_result sfv__post_refused(sfv_channel *ch, sfv__post_kind kind, const void *sges, size_t n, size_t count, sfv_pending *p) {
@@ -2675,10 +2710,7 @@ static sfv_result sfv__post_batch(sfv_channel *ch, enum ibv_wr_opcode opcode, co
     posted = rc ? (bad ? (size_t)(bad - wrs) : 0) : count;
     sfv__track_n(&ch->sq, op, totals, posted);
     if (SFV__LIKELY(!rc)) sfv__cover(&ch->sq, p, (uint32_t)count);
-    if (SFV__UNLIKELY(rc)) {
-        if (posted) sfv__break(ch);
-        return sfv__post_failed(p, 1, "ibv_post_send", rc);
-    }
+    if (SFV__UNLIKELY(rc)) return sfv__batch_failed(ch, p, posted, rc);
     return SFV_OK;
 }
 
@@ -2753,9 +2785,6 @@ SFV__HOT_INLINE sfv__slot *sfv__pending_slot(sfv_pending *p, sfv__ring **qo) {
     sfv__ring *q = p->q_;
     uint64_t seq = p->seq_;
     sfv__slot *s;
-#if SFV_DEBUG
-    SFV_ASSERT(sfv__live_ring(q) && "pending handle used after its channel was destroyed");
-#endif
     s = &q->slots[seq & q->mask];
     /* A slot that is not free holds a work request in [tail, head), and its seq names which one:
        these two tests are the whole check, on every wait. */
@@ -2819,7 +2848,11 @@ SFV__SLOW sfv_result sfv__pending_again(const sfv_pending *p, sfv_work_completio
 /* Polls the CQ once for `p`: its result if that finished it, else SFV_NOT_DONE. */
 SFV__HOT_INLINE sfv_result sfv__poll_once(sfv_pending *p, sfv__ring *q, sfv__slot *s, sfv_work_completion *wc) {
     int n = sfv__drain(q->ch);
-    if (n < 0) return sfv__fail_poll(n);
+    if (n < 0) {
+        if (wc) memset(wc, 0, sizeof *wc);
+        if (wc) wc->result = SFV_ERR_DRIVER;
+        return sfv__fail_poll(n);
+    }
     if (s->state != SFV__SLOT_DONE) return SFV_NOT_DONE;
     return sfv__pending_take(p, q, s, wc);
 }
@@ -2844,10 +2877,27 @@ SFV__SLOW sfv_result sfv__pending_block(sfv_pending *p, sfv__ring *q, sfv__slot 
     return sfv__pending_take(p, q, s, wc);
 }
 
+/* Debug builds: a handle whose channel is gone is a broken contract; should SFV_ASSERT return,
+   the call still reads nothing of the dead channel. */
+#if SFV_DEBUG
+SFV__SLOW sfv_result sfv__pending_dead(sfv_work_completion *wc) {
+    SFV_ASSERT(!"pending handle used after its channel was destroyed");
+    if (wc) memset(wc, 0, sizeof *wc);
+    if (wc) wc->result = SFV_ERR_INVALID;
+    return sfv__fail(SFV_ERR_INVALID, EINVAL, "pending", "pending handle used after its channel was destroyed");
+}
+#define SFV__PENDING_LIVE(p, wc) \
+    if (SFV__UNLIKELY(!sfv__live_ring((p)->q_))) return sfv__pending_dead(wc)
+#else
+#define SFV__PENDING_LIVE(p, wc) ((void)0)
+#endif
+
 SAFEVERBS_API sfv_result sfv_pending_poll(sfv_pending *p, sfv_work_completion *wc) {
     if (SFV__LIKELY(p && p->state_ == SFV__PENDING_WAITING)) {
         sfv__ring *q;
-        sfv__slot *s = sfv__pending_slot(p, &q);
+        sfv__slot *s;
+        SFV__PENDING_LIVE(p, wc);
+        s = sfv__pending_slot(p, &q);
         if (SFV__LIKELY(s->state == SFV__SLOT_DONE)) return sfv__pending_take(p, q, s, wc);
         return sfv__pending_poll_cq(p, q, s, wc);
     }
@@ -2857,7 +2907,9 @@ SAFEVERBS_API sfv_result sfv_pending_poll(sfv_pending *p, sfv_work_completion *w
 SAFEVERBS_API sfv_result sfv_pending_wait(sfv_pending *p, int timeout_ms, sfv_work_completion *wc) {
     if (SFV__LIKELY(p && p->state_ == SFV__PENDING_WAITING)) {
         sfv__ring *q;
-        sfv__slot *s = sfv__pending_slot(p, &q);
+        sfv__slot *s;
+        SFV__PENDING_LIVE(p, wc);
+        s = sfv__pending_slot(p, &q);
         if (SFV__LIKELY(s->state == SFV__SLOT_DONE)) return sfv__pending_take(p, q, s, wc);
         return sfv__pending_block(p, q, s, timeout_ms, wc);
     }
@@ -2942,13 +2994,16 @@ static void sfv__settle(sfv_channel *ch, sfv__ring *q, uint64_t from, uint64_t d
 
 static sfv_result sfv__scope_run(sfv_channel *ch, sfv_scope_fn fn, void *user, sfv_scope_report *rep) {
     uint64_t s0, r0, deadline;
+    unsigned long f0;
+    memset(rep, 0, sizeof *rep);
     SFV__CHECK_ARG(ch, "channel");
     SFV__CHECK_ARG(fn, "fn");
-    memset(rep, 0, sizeof *rep);
     s0 = ch->sq.head;
     r0 = ch->rq.head;
     ch->scope_depth++;
+    f0 = sfv__failures;
     rep->fn_result = fn(ch, user);
+    sfv__fn_failures = sfv__failures - f0;
     ch->scope_depth--;
     {
         sfv_error saved = sfv__last; /* fn's error detail survives the drain */
@@ -2960,10 +3015,11 @@ static sfv_result sfv__scope_run(sfv_channel *ch, sfv_scope_fn fn, void *user, s
     return SFV_OK;
 }
 
-/* After fn failed: the last error says so, keeping fn's own detail when it left one. */
+/* After fn failed: the last error says so, keeping fn's own detail when fn left one (a failure
+   recorded while fn ran, with fn's result; not an older one). */
 static sfv_result sfv__fn_failed(sfv_result as, sfv_result fn_result) {
     const sfv_error inner = sfv__last;
-    const bool detail = inner.result == fn_result;
+    const bool detail = sfv__fn_failures != 0 && inner.result == fn_result;
     if (detail && as == fn_result) return as; /* it already says it */
     return sfv__fail(as, detail ? inner.errnum : 0, detail ? inner.verb : "scope", "the scope's function returned %s%s%s",
                      sfv_result_str(fn_result), detail ? ": " : "", detail ? inner.message : "");
@@ -3119,8 +3175,15 @@ SAFEVERBS_API sfv_result sfv_multi_channel_handshake(sfv_multi_channel *mc, cons
     sfv_result r = sfv__mc_count(mc, n);
     if (r) return r;
     SFV__CHECK_ARG(peers, "peer endpoints");
+    for (i = 0; i < n; i++) /* every refusal that needs no verb, before any channel connects */
+        if ((r = sfv__handshake_check(mc->chs[i], &peers[i])) != SFV_OK) return r;
     for (i = 0; i < n; i++)
-        if ((r = sfv_channel_handshake(mc->chs[i], &peers[i])) != SFV_OK) return r;
+        if ((r = sfv_channel_handshake(mc->chs[i], &peers[i])) != SFV_OK) {
+            const sfv_error why = sfv__last;
+            if (i == 0 && r != SFV_ERR_BROKEN) return r; /* nothing connected: it can be repeated */
+            return sfv__fail(SFV_ERR_BROKEN, why.errnum, why.verb, "channel %zu failed to connect part-way, so the multi-channel is broken (destroy it): %s",
+                             i, why.message);
+        }
     return SFV_OK;
 }
 
@@ -3271,9 +3334,10 @@ static sfv_result sfv__mc_scope_run(sfv_multi_channel *mc, sfv_multi_scope_fn fn
     size_t i;
     uint64_t t0;
     sfv_error saved;
+    unsigned long f0;
+    memset(rep, 0, sizeof *rep);
     SFV__CHECK_ARG(mc, "multi-channel");
     SFV__CHECK_ARG(fn, "fn");
-    memset(rep, 0, sizeof *rep);
     if (mc->in_scope) /* as in the crate, where the open scope holds the multi-channel */
         return sfv__fail(SFV_ERR_INVALID, EINVAL, "scope", "a scope of this multi-channel is already open");
     mc->in_scope = true;
@@ -3282,7 +3346,9 @@ static sfv_result sfv__mc_scope_run(sfv_multi_channel *mc, sfv_multi_scope_fn fn
         mc->marks[2 * i + 1] = mc->chs[i]->rq.head;
         mc->chs[i]->scope_depth++;
     }
+    f0 = sfv__failures;
     rep->fn_result = fn(mc, user);
+    sfv__fn_failures = sfv__failures - f0;
     mc->in_scope = false;
     for (i = 0; i < mc->n; i++) mc->chs[i]->scope_depth--;
     saved = sfv__last; /* fn's error detail survives the drain */
@@ -4287,8 +4353,9 @@ SAFEVERBS_API sfv_result sfv_node_handshake(sfv_node *nd, const uint8_t *all, si
             if (res == SFV_OK) res = pass == 0 ? sfv__handshake_check(nd->mc->chs[r], &ep) : sfv_channel_handshake(nd->mc->chs[r], &ep);
             if (res && pass == 1 && (r > 0 || nd->mc->chs[r]->broken)) { /* a verb refused part-way: no way back */
                 nd->poisoned = true;
-                return sfv__fail(SFV_ERR_BROKEN, sfv__last.errnum, sfv__last.verb, "rank %zu's channel failed to connect after %zu did, so the node is broken (destroy it): %s",
-                                 r, r, sfv__last.message);
+                const sfv_error why = sfv__last;
+                return sfv__fail(SFV_ERR_BROKEN, why.errnum, why.verb, "rank %zu's channel failed to connect part-way, so the node is broken (destroy it): %s",
+                                 r, why.message);
             }
             if (res) return res;
             if (pass == 1) nd->peer_in[r] = barrier;
@@ -4446,6 +4513,7 @@ SAFEVERBS_API sfv_result sfv_node_barrier_unchecked(sfv_node *nd, const size_t *
 #undef SFV__CHECK_ARG
 #undef SFV__ELEMENT
 #undef SFV__WC_LIST
+#undef SFV__PENDING_LIVE
 #endif /* SAFEVERBS_IMPLEMENTATION */
 
 /* >>licence

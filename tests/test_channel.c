@@ -1154,9 +1154,13 @@ static void t_wrapping_remote_region_never_posted(void) {
     g = G(&a, 0, 8);
     sc = S(&a, 64, 8);
     CHECK_RESULT(sfv_channel_write(a.ch, &g, 1, wrap, &wc), SFV_ERR_INVALID);
+    CHECK_EQ(wc.result, SFV_ERR_INVALID);
     CHECK(strstr(sfv_last_error()->message, "wraps") != NULL);
     CHECK_RESULT(sfv_channel_read(a.ch, &sc, 1, wrap, &wc), SFV_ERR_INVALID);
+    CHECK_EQ(wc.result, SFV_ERR_INVALID);
+    memset(&p, 0xab, sizeof p);
     CHECK_RESULT(sfv_channel_post_write_batch(a.ch, &g, 1, 1, &wrap, &p), SFV_ERR_INVALID);
+    CHECK(p.q_ == NULL && p.state_ == 0);
     CHECK_RESULT(sfv_pending_wait(&p, 0, NULL), SFV_ERR_INVALID); /* zeroed */
     CHECK_EQ(sfv_channel_outstanding(a.ch), 0);
     CHECK_OK(sfv_channel_write(a.ch, &g, 1, sfv_mr_remote(b.mr), &wc)); /* still whole */
@@ -1375,15 +1379,75 @@ static void t_link_down_is_not_a_programming_error(void) {
     CHECK(gid1_present(sfv_test_device(0), 20) && gid1_present(sfv_test_device(1), 20));
     CHECK_RESULT(r, SFV_ERR_WORK);
     printf("    link down: %s, class %s\n", sfv_wc_status_str(wc.status), sfv_work_error_class_str(wc.error_class));
+    if (wc.status != SFV_WC_LOC_QP_OP_ERR && wc.status != SFV_WC_WR_FLUSH_ERR && wc.status != SFV_WC_RETRY_EXC_ERR)
+        FAIL("a send over a link that is down: %s", sfv_wc_status_str(wc.status));
     CHECK(wc.error_class != SFV_WORK_ERROR_LOCAL_PROGRAMMING);
-    if (wc.status == SFV_WC_LOC_QP_OP_ERR || wc.status == SFV_WC_WR_FLUSH_ERR) {
+    if (wc.status != SFV_WC_RETRY_EXC_ERR) {
         CHECK_EQ(wc.error_class, SFV_WORK_ERROR_LOCAL_RESOURCE);
         if (!strstr(msg, "went down")) FAIL("last error: %s", msg);
     }
     pair_close(&a, &b);
 }
 
+/* A post refused while the handle passed still waits for earlier work (a retry loop on a full
+   queue that reuses the oldest handle) leaves that handle alone: its work is still consumed. */
+static void t_refused_post_keeps_a_live_handle(void) {
+    side a, b;
+    sfv_channel_desc d = desc_default();
+    sfv_scatter_element sc[8];
+    sfv_gather_element g;
+    sfv_pending rx;
+    size_t i;
+    d.max_recv_wr = 1;
+    pair_open(&a, &b, &d, &d, SHARED);
+    for (i = 0; i < 8; i++) sc[i] = S(&b, 64 * i, 64);
+    CHECK_OK(sfv_channel_post_receive(b.ch, sc, 1, &rx));
+    CHECK_RESULT(sfv_channel_post_receive(b.ch, sc, 1, &rx), SFV_ERR_RESOURCE); /* queue full */
+    CHECK_RESULT(sfv_channel_post_receive(b.ch, sc, 8, &rx), SFV_ERR_INVALID);  /* too many elements */
+    g = G(&a, 0, 16);
+    CHECK_OK(sfv_channel_send(a.ch, &g, 1, NULL));
+    CHECK_OK(sfv_pending_wait(&rx, -1, NULL)); /* the first receive, still tracked by rx */
+    CHECK_EQ(sfv_channel_outstanding(b.ch), 0);
+    CHECK_OK(sfv_channel_post_receive(b.ch, sc, 1, &rx)); /* the queue moves on */
+    CHECK_OK(sfv_channel_send(a.ch, &g, 1, NULL));
+    CHECK_OK(sfv_pending_wait(&rx, -1, NULL));
+    pair_close(&a, &b);
+}
+
+/* The responder's side of a refused RDMA write: its QP goes to the error state with no failed
+   completion of its own, so its receives are flushed; that is the peer's doing, not a local
+   programming error, and the hint says so. */
+static void t_responder_flush_class(void) {
+    side a, b;
+    sfv_channel_desc d = desc_default();
+    sfv_gather_element g;
+    sfv_scatter_element sc;
+    sfv_pending rx;
+    sfv_work_completion wc;
+    pair_open(&a, &b, &d, &d, SHARED);
+    sc = S(&b, 0, 64);
+    CHECK_OK(sfv_channel_post_receive(b.ch, &sc, 1, &rx));
+    g = G(&a, 0, 64);
+    CHECK_RESULT(sfv_channel_write(a.ch, &g, 1, sfv_remote_mr_make(sfv_mr_addr(b.mr), 64, sfv_mr_rkey(b.mr) ^ 0x5a5a00u), &wc),
+                 SFV_ERR_WORK);
+    CHECK_EQ(wc.error_class, SFV_WORK_ERROR_REMOTE);
+    {
+        sfv_result r = sfv_pending_wait(&rx, 3000, &wc);
+        if (r == SFV_ERR_WORK) { /* rxe moves the responder to the error state: a flush */
+            CHECK_EQ(wc.status, SFV_WC_WR_FLUSH_ERR);
+            CHECK_EQ(wc.error_class, SFV_WORK_ERROR_LOCAL_RESOURCE);
+            if (!strstr(sfv_last_error()->message, "peer")) FAIL("last error: %s", sfv_last_error()->message);
+        } else {
+            CHECK_RESULT(r, SFV_ERR_TIMEOUT); /* a responder that stays up keeps its receive */
+        }
+        printf("    the responder's receive: %s\n", sfv_result_str(r));
+    }
+    pair_close(&a, &b);
+}
+
 static const sfv_test TESTS[] = {
+    TEST(t_refused_post_keeps_a_live_handle, 60),
+    TEST(t_responder_flush_class, 60),
     TEST(t_every_failure_sets_last_error, 60),
     TEST(t_wrapping_remote_region_never_posted, 60),
     TEST(t_pending_outlived_by_channel, 60),

@@ -727,6 +727,7 @@ static void t_null_everywhere(void) {
     CHECK(sfv_mr_access(NULL) == 0 && sfv_mr_pd(NULL) == NULL && !sfv_mr_encloses(NULL, enc, 1));
     rm = sfv_mr_remote(NULL);
     CHECK(rm.addr == 0 && rm.length == 0 && rm.rkey == 0);
+    memset(&desc, 0xab, sizeof desc);
     CHECK_RESULT(sfv_channel_desc_resolve(NULL, NULL, &desc), SFV_ERR_INVALID);
     CHECK(desc.max_send_wr == 0 && desc.timeout_ms == 0);
     CHECK_RESULT(sfv_create_channel(NULL, NULL, NULL), SFV_ERR_INVALID);
@@ -756,7 +757,9 @@ static void t_null_everywhere(void) {
     CHECK_RESULT(sfv_pending_wait(NULL, 0, &wc), SFV_ERR_INVALID);
     CHECK_EQ(wc.result, SFV_ERR_INVALID);
     CHECK(!sfv_pending_done(NULL));
+    memset(&rep, 0xab, sizeof rep);
     CHECK_RESULT(sfv_channel_scope(NULL, NULL, NULL, &rep), SFV_ERR_INVALID);
+    CHECK(rep.fn_result == SFV_OK && rep.auto_polled == 0 && rep.failed == 0);
     CHECK_RESULT(sfv_channel_manual_scope(NULL, NULL, NULL), SFV_ERR_INVALID);
     CHECK_RESULT(sfv_create_multi_channel(NULL, 1, NULL, NULL), SFV_ERR_INVALID);
     CHECK_OK(sfv_destroy_multi_channel(NULL));
@@ -769,9 +772,19 @@ static void t_null_everywhere(void) {
     CHECK_RESULT(sfv_multi_channel_scatter_send(NULL, NULL, 1, &wc), SFV_ERR_INVALID);
     CHECK_EQ(wc.result, SFV_ERR_INVALID);
     CHECK_RESULT(sfv_multi_channel_multicast_send(NULL, NULL, 0, NULL, 0, NULL), SFV_ERR_INVALID);
-    CHECK_RESULT(sfv_multi_channel_scope(NULL, NULL, NULL, NULL), SFV_ERR_INVALID);
+    memset(&rep, 0xab, sizeof rep);
+    CHECK_RESULT(sfv_multi_channel_scope(NULL, NULL, NULL, &rep), SFV_ERR_INVALID);
+    CHECK(rep.fn_result == SFV_OK && rep.auto_polled == 0 && rep.failed == 0);
     CHECK_RESULT(sfv_net_config_check(NULL, 1), SFV_ERR_INVALID);
     CHECK_RESULT(sfv_exchange_all(NULL, 0, 0, NULL, 0, NULL, 10), SFV_ERR_INVALID);
+    memset(enc, 0xab, sizeof enc);
+    CHECK_RESULT(sfv_exchange_all(NULL, 2, 0, enc + 40, 8, enc, 10), SFV_ERR_INVALID); /* all is zeroed */
+    CHECK(enc[0] == 0 && enc[15] == 0 && enc[16] == 0xab);
+    {
+        sfv_gather_element ge = sfv_mr_gather_element(NULL, enc, 4); /* no MR: lkey 0, no assert */
+        sfv_scatter_element se = sfv_mr_scatter_element(NULL, enc, 4);
+        CHECK(ge.lkey == 0 && se.lkey == 0);
+    }
     CHECK_RESULT(sfv_create_node(NULL, NULL, NULL), SFV_ERR_INVALID);
     CHECK_OK(sfv_destroy_node(NULL));
     CHECK(sfv_node_rank(NULL) == 0 && sfv_node_world_size(NULL) == 0 && sfv_node_multi_channel(NULL) == NULL);
