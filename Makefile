@@ -32,8 +32,9 @@ $(BUILD)/asan/test_%: tests/test_%.c tests/sfv_test.h safeverbs.h
 $(BUILD)/%: examples/%.c safeverbs.h $(wildcard examples/*.h) | $(BUILD)
 	$(CC) $(CFLAGS) $(WARN) -I. -o $@ $< $(LDLIBS)
 
+# The benchmarks measure a release build (NDEBUG: SFV_DEBUG 0), as a user would ship it.
 $(BUILD)/%: bench/%.c safeverbs.h $(wildcard bench/*.h) examples/tcp.h | $(BUILD)
-	$(CC) $(CFLAGS) $(WARN) -I. -o $@ $< $(LDLIBS)
+	$(CC) $(CFLAGS) -DNDEBUG $(WARN) -I. -o $@ $< $(LDLIBS)
 
 deps:
 	@bash tools/deps.sh
