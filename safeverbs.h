@@ -20,6 +20,9 @@
    SFV_ASSERT(c)    What a broken contract does. Default: print the condition, file and line to
                     stderr and abort(). Implementation-only.
    SFV_DEBUG_ASSERT(c)  SFV_ASSERT when SFV_DEBUG is 1, nothing otherwise.
+   SFV_MALLOC(sz), SFV_CALLOC(n, sz), SFV_FREE(p)
+                    The allocator behind every allocation and free of the library (default:
+                    malloc, calloc, free). Define all three or none. Implementation-only.
    SAFEVERBS_API    Put in front of every public function (default: extern). Global: define it the
                     same way in every file.
 
@@ -739,6 +742,15 @@ SAFEVERBS_API sfv_result sfv_node_barrier_unchecked(sfv_node *node, const size_t
     } while (0)
 #endif
 
+#if defined(SFV_MALLOC) != defined(SFV_FREE) || defined(SFV_MALLOC) != defined(SFV_CALLOC)
+#error "safeverbs.h: define all of SFV_MALLOC, SFV_CALLOC and SFV_FREE, or none"
+#endif
+#ifndef SFV_MALLOC
+#define SFV_MALLOC(sz) malloc(sz)
+#define SFV_CALLOC(n, sz) calloc(n, sz)
+#define SFV_FREE(p) free(p)
+#endif
+
 #if SFV_DEBUG
 #define SFV_DEBUG_ASSERT(c) SFV_ASSERT(c)
 #else
@@ -867,13 +879,13 @@ SAFEVERBS_API sfv_result sfv_get_device_list(sfv_device_list **out) {
     int n = 0;
     SFV__CHECK_ARG(out, "out");
     *out = NULL;
-    l = (sfv_device_list *)calloc(1, sizeof *l);
+    l = (sfv_device_list *)SFV_CALLOC(1, sizeof *l);
     if (!l) return sfv__fail_verb("calloc", ENOMEM);
     errno = 0;
     l->devs = ibv_get_device_list(&n);
     if (!l->devs) {
         int e = errno;
-        free(l);
+        SFV_FREE(l);
         return sfv__fail_verb("ibv_get_device_list", e ? e : ENOSYS);
     }
     l->n = n;
@@ -907,7 +919,7 @@ SAFEVERBS_API sfv_result sfv_device_list_guid(const sfv_device_list *l, size_t i
 SAFEVERBS_API void sfv_free_device_list(sfv_device_list *l) {
     if (!l) return;
     ibv_free_device_list(l->devs);
-    free(l);
+    SFV_FREE(l);
 }
 
 SAFEVERBS_API const char *sfv_port_state_str(sfv_port_state s) {
@@ -940,7 +952,7 @@ static sfv_result sfv__open(struct ibv_device *dev, sfv_context **out) {
     sfv_context *c;
     struct ibv_port_attr pa;
     int rc;
-    c = (sfv_context *)calloc(1, sizeof *c);
+    c = (sfv_context *)SFV_CALLOC(1, sizeof *c);
     if (!c) return sfv__fail_verb("calloc", ENOMEM);
     snprintf(c->name, sizeof c->name, "%s", ibv_get_device_name(dev));
     errno = 0;
@@ -971,7 +983,7 @@ static sfv_result sfv__open(struct ibv_device *dev, sfv_context **out) {
 close_dev:
     ibv_close_device(c->ctx);
 free_ctx:
-    free(c);
+    SFV_FREE(c);
     return (sfv_result)rc;
 }
 
@@ -1006,7 +1018,7 @@ SAFEVERBS_API sfv_result sfv_open_device_at(const sfv_device_list *l, size_t i, 
 static void sfv__context_unref(sfv_context *c) {
     if (c && sfv__unref(&c->refs)) {
         ibv_close_device(c->ctx);
-        free(c);
+        SFV_FREE(c);
     }
 }
 SAFEVERBS_API void sfv_close_device(sfv_context *c) { sfv__context_unref(c); }
@@ -1159,13 +1171,13 @@ SAFEVERBS_API sfv_result sfv_alloc_pd(sfv_context *c, sfv_pd **out) {
     SFV__CHECK_ARG(out, "out");
     *out = NULL;
     SFV__CHECK_ARG(c, "context");
-    p = (sfv_pd *)calloc(1, sizeof *p);
+    p = (sfv_pd *)SFV_CALLOC(1, sizeof *p);
     if (!p) return sfv__fail_verb("calloc", ENOMEM);
     errno = 0;
     p->pd = ibv_alloc_pd(c->ctx);
     if (!p->pd) {
         int e = errno;
-        free(p);
+        SFV_FREE(p);
         return sfv__fail_verb("ibv_alloc_pd", e);
     }
     sfv__ref(&c->refs);
@@ -1179,7 +1191,7 @@ static void sfv__pd_unref(sfv_pd *p) {
     if (p && sfv__unref(&p->refs)) {
         ibv_dealloc_pd(p->pd); /* cannot be busy: every MR and QP held a reference */
         sfv__context_unref(p->ctx);
-        free(p);
+        SFV_FREE(p);
     }
 }
 SAFEVERBS_API void sfv_dealloc_pd(sfv_pd *p) { sfv__pd_unref(p); }
@@ -1291,13 +1303,13 @@ SAFEVERBS_API sfv_result sfv_create_cq(sfv_context *c, uint32_t min_entries, sfv
     if (min_entries == 0 || min_entries > (uint32_t)c->attr.max_cqe)
         return sfv__fail(SFV_ERR_INVALID, EINVAL, __func__, "min_entries %u outside 1..%d (device max_cqe)",
                          (unsigned)min_entries, c->attr.max_cqe);
-    q = (sfv_cq *)calloc(1, sizeof *q);
+    q = (sfv_cq *)SFV_CALLOC(1, sizeof *q);
     if (!q) return sfv__fail_verb("calloc", ENOMEM);
     errno = 0;
     q->cq = ibv_create_cq(c->ctx, (int)min_entries, NULL, NULL, 0);
     if (!q->cq) {
         int e = errno;
-        free(q);
+        SFV_FREE(q);
         return sfv__fail_verb("ibv_create_cq", e);
     }
     sfv__ref(&c->refs);
@@ -1311,7 +1323,7 @@ SAFEVERBS_API void sfv_destroy_cq(sfv_cq *q) {
     if (!q) return;
     ibv_destroy_cq(q->cq);
     sfv__context_unref(q->ctx);
-    free(q);
+    SFV_FREE(q);
 }
 SAFEVERBS_API uint32_t sfv_cq_capacity(const sfv_cq *q) { return q ? q->capacity : 0; }
 
@@ -1336,7 +1348,7 @@ SAFEVERBS_API sfv_result sfv_poll_cq(sfv_cq *q, sfv_work_completion *out, size_t
 
 /* >>impl memory regions ---------------------------------------------------------------------- */
 static sfv_result sfv__mr_finish(sfv_pd *p, struct ibv_mr *m, unsigned access, sfv_mr **out) {
-    sfv_mr *r = (sfv_mr *)calloc(1, sizeof *r);
+    sfv_mr *r = (sfv_mr *)SFV_CALLOC(1, sizeof *r);
     if (!r) {
         ibv_dereg_mr(m);
         return sfv__fail_verb("calloc", ENOMEM);
@@ -1407,7 +1419,7 @@ SAFEVERBS_API void sfv_dereg_mr(sfv_mr *r) {
     if (!r) return;
     ibv_dereg_mr(r->mr);
     sfv__pd_unref(r->pd);
-    free(r);
+    SFV_FREE(r);
 }
 
 SAFEVERBS_API uint32_t sfv_mr_lkey(const sfv_mr *r) { return r ? r->mr->lkey : 0; }
@@ -1731,7 +1743,7 @@ SAFEVERBS_API sfv_result sfv_channel_desc_resolve(sfv_pd *pd, const sfv_channel_
 static sfv_result sfv__ring_init(sfv__ring *q, sfv_channel *ch, uint32_t cap) {
     uint64_t size = 1;
     while (size < cap) size <<= 1;
-    q->slots = (sfv__slot *)calloc((size_t)size, sizeof *q->slots);
+    q->slots = (sfv__slot *)SFV_CALLOC((size_t)size, sizeof *q->slots);
     if (!q->slots) return sfv__fail_verb("calloc", ENOMEM);
     q->ch = ch;
     q->mask = size - 1;
@@ -1766,7 +1778,7 @@ SAFEVERBS_API sfv_result sfv_create_channel(sfv_pd *pd, const sfv_channel_desc *
     sfv_result r;
     SFV__CHECK_ARG(out, "out");
     *out = NULL;
-    ch = (sfv_channel *)calloc(1, sizeof *ch);
+    ch = (sfv_channel *)SFV_CALLOC(1, sizeof *ch);
     if (!ch) return sfv__fail_verb("calloc", ENOMEM);
     r = sfv_channel_desc_resolve(pd, desc, &ch->desc);
     if (r) goto free_ch;
@@ -1846,11 +1858,11 @@ destroy_cq:
 destroy_cc:
     if (ch->cc) ibv_destroy_comp_channel(ch->cc);
 free_rq:
-    free(ch->rq.slots);
+    SFV_FREE(ch->rq.slots);
 free_sq:
-    free(ch->sq.slots);
+    SFV_FREE(ch->sq.slots);
 free_ch:
-    free(ch);
+    SFV_FREE(ch);
     return r;
 }
 
@@ -2640,10 +2652,10 @@ SAFEVERBS_API sfv_result sfv_destroy_channel(sfv_channel *ch) {
         if (rc) return sfv__fail_verb("ibv_destroy_comp_channel", rc);
         ch->cc = NULL;
     }
-    free(ch->sq.slots);
-    free(ch->rq.slots);
+    SFV_FREE(ch->sq.slots);
+    SFV_FREE(ch->rq.slots);
     sfv__pd_unref(ch->pd);
-    free(ch);
+    SFV_FREE(ch);
     return SFV_OK;
 }
 
@@ -2669,9 +2681,9 @@ static sfv_result sfv__mc_destroy_channels(sfv_multi_channel *mc) {
 }
 
 static void sfv__mc_free(sfv_multi_channel *mc) {
-    free(mc->chs);
-    free(mc->marks);
-    free(mc);
+    SFV_FREE(mc->chs);
+    SFV_FREE(mc->marks);
+    SFV_FREE(mc);
 }
 
 SAFEVERBS_API sfv_result sfv_create_multi_channel(sfv_pd *pd, size_t n, const sfv_channel_desc *desc, sfv_multi_channel **out) {
@@ -2682,10 +2694,10 @@ SAFEVERBS_API sfv_result sfv_create_multi_channel(sfv_pd *pd, size_t n, const sf
     SFV__CHECK_ARG(pd, "pd");
     if (n == 0 || n > SFV__MAX_PEERS)
         return sfv__fail(SFV_ERR_INVALID, EINVAL, "sfv_create_multi_channel", "%zu channels (1 .. %d)", n, SFV__MAX_PEERS);
-    mc = (sfv_multi_channel *)calloc(1, sizeof *mc);
+    mc = (sfv_multi_channel *)SFV_CALLOC(1, sizeof *mc);
     if (!mc) return sfv__fail_verb("calloc", ENOMEM);
-    mc->chs = (sfv_channel **)calloc(n, sizeof *mc->chs);
-    mc->marks = (uint64_t *)calloc(3 * n, sizeof *mc->marks);
+    mc->chs = (sfv_channel **)SFV_CALLOC(n, sizeof *mc->chs);
+    mc->marks = (uint64_t *)SFV_CALLOC(3 * n, sizeof *mc->marks);
     if (!mc->chs || !mc->marks) {
         r = sfv__fail_verb("calloc", ENOMEM);
         goto free_mc;
@@ -3145,7 +3157,7 @@ SAFEVERBS_API sfv_result sfv_exchange_all(const sfv_net_node *nodes, size_t n, s
     SFV__CHECK_ARG(mine || size == 0, "mine (NULL)");
     SFV__CHECK_ARG(all || size == 0, "all (NULL)");
     if (size > ((size_t)64 << 20)) return sfv__fail(SFV_ERR_INVALID, EINVAL, "exchange", "%zu bytes (at most 64 MiB)", size);
-    seen = (bool *)calloc(n, sizeof *seen);
+    seen = (bool *)SFV_CALLOC(n, sizeof *seen);
     if (!seen) return sfv__fail_verb("calloc", ENOMEM);
     if (size) memcpy((uint8_t *)all + rank * size, mine, size);
     if (rank > 0) r = sfv__ex_listen(&nodes[rank], &lfd);
@@ -3175,7 +3187,7 @@ SAFEVERBS_API sfv_result sfv_exchange_all(const sfv_net_node *nodes, size_t n, s
         r = sfv__ex_swap(fd, false, rank, n, i, mine, size, (uint8_t *)all, seen, deadline);
         close(fd);
     }
-    free(seen);
+    SFV_FREE(seen);
     return r;
 }
 
@@ -3208,11 +3220,11 @@ static uint64_t sfv__le64(uint64_t v) {
 }
 
 static void sfv__node_free(sfv_node *nd) {
-    free(nd->in);
-    free(nd->out);
-    free(nd->expected);
-    free(nd->peer_in);
-    free(nd);
+    SFV_FREE(nd->in);
+    SFV_FREE(nd->out);
+    SFV_FREE(nd->expected);
+    SFV_FREE(nd->peer_in);
+    SFV_FREE(nd);
 }
 
 SAFEVERBS_API sfv_result sfv_create_node(sfv_pd *pd, const sfv_node_desc *desc, sfv_node **out) {
@@ -3232,15 +3244,15 @@ SAFEVERBS_API sfv_result sfv_create_node(sfv_pd *pd, const sfv_node_desc *desc, 
         return sfv__fail(SFV_ERR_INVALID, EINVAL, "sfv_node_desc", "sfv_node_desc.channel.access must let peers write (SFV_ACCESS_REMOTE_WRITE): the barrier writes into them");
     if ((unsigned)desc->barrier > (unsigned)SFV_BARRIER_DISSEMINATION)
         return sfv__fail(SFV_ERR_INVALID, EINVAL, "sfv_node_desc", "sfv_node_desc.barrier = %d is not a barrier kind", (int)desc->barrier);
-    nd = (sfv_node *)calloc(1, sizeof *nd);
+    nd = (sfv_node *)SFV_CALLOC(1, sizeof *nd);
     if (!nd) return sfv__fail_verb("calloc", ENOMEM);
     nd->rank = desc->rank;
     nd->world = w;
     nd->kind = desc->barrier == SFV_BARRIER_DEFAULT ? SFV_BARRIER_BINARY_TREE : desc->barrier;
-    nd->in = (uint64_t *)calloc(w, sizeof *nd->in);
-    nd->out = (uint64_t *)calloc(w, sizeof *nd->out);
-    nd->expected = (uint64_t *)calloc(w, sizeof *nd->expected);
-    nd->peer_in = (sfv_remote_mr *)calloc(w, sizeof *nd->peer_in);
+    nd->in = (uint64_t *)SFV_CALLOC(w, sizeof *nd->in);
+    nd->out = (uint64_t *)SFV_CALLOC(w, sizeof *nd->out);
+    nd->expected = (uint64_t *)SFV_CALLOC(w, sizeof *nd->expected);
+    nd->peer_in = (sfv_remote_mr *)SFV_CALLOC(w, sizeof *nd->peer_in);
     if (!nd->in || !nd->out || !nd->expected || !nd->peer_in) {
         r = sfv__fail_verb("calloc", ENOMEM);
         goto free_node;
@@ -3355,15 +3367,15 @@ SAFEVERBS_API sfv_result sfv_node_connect(sfv_node *nd, const sfv_net_node *node
     SFV__CHECK_ARG(nd, "node");
     SFV__CHECK_ARG(nodes, "nodes (NULL)");
     each = SFV_NODE_ENDPOINT_SIZE(nd->world);
-    mine = (uint8_t *)malloc(each);
-    all = (uint8_t *)malloc(nd->world * each);
+    mine = (uint8_t *)SFV_MALLOC(each);
+    all = (uint8_t *)SFV_MALLOC(nd->world * each);
     r = mine && all ? SFV_OK : sfv__fail_verb("malloc", ENOMEM);
     if (r == SFV_OK) r = sfv_node_endpoint(nd, mine, each);
     if (r == SFV_OK) r = sfv_exchange_all(nodes, nd->world, nd->rank, mine, each, all, sfv__ms_left(deadline));
     if (r == SFV_OK) r = sfv_node_handshake(nd, all, nd->world * each);
     if (r == SFV_OK) r = sfv_exchange_all(nodes, nd->world, nd->rank, NULL, 0, NULL, sfv__ms_left(deadline));
-    free(mine);
-    free(all);
+    SFV_FREE(mine);
+    SFV_FREE(all);
     return r;
 }
 
