@@ -19,7 +19,9 @@
      LOC_LEN_ERR and the sender REM_INV_REQ_ERR; every error moves the QP to ERR;
    - completion channels: a pipe; an armed CQ writes one event into it on its next completion;
      destroying a CQ whose events were not all acknowledged aborts (real libibverbs hangs);
-   - a CQ that would overflow aborts (the library sizes its CQs for everything it posts). */
+   - a CQ that would overflow aborts (the library sizes its CQs for everything it posts).
+   The data path (post, poll, arm) takes one lock, so ranks on threads can share the fake (the
+   node barrier); the control verbs are for one thread. */
 #define _GNU_SOURCE
 #include "fake_verbs.h"
 
@@ -30,6 +32,7 @@
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <pthread.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -154,6 +157,37 @@ static int fk_req_notify_cq(struct ibv_cq *cq, int solicited_only);
 static int fk_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad);
 static int fk_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad);
 
+/* The ops table's entries: the unlocked bodies below under one lock. */
+static pthread_mutex_t fk_lock = PTHREAD_MUTEX_INITIALIZER;
+static int fk_locked_poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc) {
+    int r;
+    pthread_mutex_lock(&fk_lock);
+    r = fk_poll_cq(cq, n, wc);
+    pthread_mutex_unlock(&fk_lock);
+    return r;
+}
+static int fk_locked_req_notify_cq(struct ibv_cq *cq, int solicited_only) {
+    int r;
+    pthread_mutex_lock(&fk_lock);
+    r = fk_req_notify_cq(cq, solicited_only);
+    pthread_mutex_unlock(&fk_lock);
+    return r;
+}
+static int fk_locked_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad) {
+    int r;
+    pthread_mutex_lock(&fk_lock);
+    r = fk_post_send(qp, wr, bad);
+    pthread_mutex_unlock(&fk_lock);
+    return r;
+}
+static int fk_locked_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad) {
+    int r;
+    pthread_mutex_lock(&fk_lock);
+    r = fk_post_recv(qp, wr, bad);
+    pthread_mutex_unlock(&fk_lock);
+    return r;
+}
+
 /* ---- devices ------------------------------------------------------------------------------- */
 struct ibv_device **ibv_get_device_list(int *num) {
     struct ibv_device **l;
@@ -199,10 +233,10 @@ struct ibv_context *ibv_open_device(struct ibv_device *device) {
     c->ctx.cmd_fd = c->ctx.async_fd = -1;
     c->ctx.num_comp_vectors = 1;
     c->ctx.abi_compat = NULL; /* not extended: ibv_query_port takes the exported path */
-    c->ctx.ops.poll_cq = fk_poll_cq;
-    c->ctx.ops.req_notify_cq = fk_req_notify_cq;
-    c->ctx.ops.post_send = fk_post_send;
-    c->ctx.ops.post_recv = fk_post_recv;
+    c->ctx.ops.poll_cq = fk_locked_poll_cq;
+    c->ctx.ops.req_notify_cq = fk_locked_req_notify_cq;
+    c->ctx.ops.post_send = fk_locked_post_send;
+    c->ctx.ops.post_recv = fk_locked_post_recv;
     return &c->ctx;
 }
 int ibv_close_device(struct ibv_context *context) {
