@@ -501,8 +501,9 @@ SAFEVERBS_API sfv_result sfv_channel_ack_events(sfv_channel *ch);
    the older work is consumed). A post that finds its queue's places all taken is refused. */
 SAFEVERBS_API size_t sfv_channel_outstanding(const sfv_channel *ch);
 
-/* Blocking: post, then wait (deadline: desc.timeout_ms). On SFV_ERR_TIMEOUT the channel has
-   flushed the work (and is broken), so the buffers are free again. wc may be NULL. */
+/* Blocking: post, then wait (deadline: desc.timeout_ms). On SFV_ERR_TIMEOUT (or a wait that fails:
+   a CQ error) the channel has flushed the work (and is broken), so the buffers are free again.
+   wc may be NULL. */
 SAFEVERBS_API sfv_result sfv_channel_send(sfv_channel *ch, const sfv_gather_element *sges, size_t n, sfv_work_completion *wc);
 SAFEVERBS_API sfv_result sfv_channel_send_imm(sfv_channel *ch, const sfv_gather_element *sges, size_t n, uint32_t imm, sfv_work_completion *wc);
 SAFEVERBS_API sfv_result sfv_channel_receive(sfv_channel *ch, const sfv_scatter_element *sges, size_t n, sfv_work_completion *wc);
@@ -601,7 +602,8 @@ typedef struct sfv_peer_read { size_t peer; const sfv_scatter_element *sges; siz
    A peer out of range or a NULL request array: SFV_ERR_INVALID before anything is posted. A
    request its channel refuses (a NULL element array, a full queue, a broken channel) returns
    that error after the requests already posted have completed; the wcs of the requests not
-   posted carry it. No allocation: as the channel's own calls. */
+   posted carry it. A wait that fails (a CQ error) returns that error the same way, after flushing
+   its channel. No allocation: as the channel's own calls. */
 SAFEVERBS_API sfv_result sfv_multi_channel_scatter_send(sfv_multi_channel *mc, const sfv_peer_send *reqs, size_t count, sfv_work_completion *wcs);
 SAFEVERBS_API sfv_result sfv_multi_channel_scatter_write(sfv_multi_channel *mc, const sfv_peer_write *reqs, size_t count, sfv_work_completion *wcs);
 SAFEVERBS_API sfv_result sfv_multi_channel_gather_receive(sfv_multi_channel *mc, const sfv_peer_receive *reqs, size_t count, sfv_work_completion *wcs);
@@ -1146,15 +1148,19 @@ SAFEVERBS_API sfv_result sfv_choose_gid(sfv_context *c, uint8_t port, uint32_t *
     sfv_port_attr pa;
     sfv_gid_entry e;
     sfv_result r;
+    sfv_error saved;
     uint32_t i;
     int best = 0;
     SFV__CHECK_ARG(index_out, "index_out");
     *index_out = 0;
+    saved = sfv__last; /* an empty entry skipped is no failure of this call */
     r = sfv_query_port(c, port, &pa);
     if (r) return r;
     for (i = 0; i < pa.gid_tbl_len && best < 4; i++) {
         int pref;
-        if (sfv_query_gid(c, port, i, &e) != SFV_OK) continue;
+        r = sfv_query_gid(c, port, i, &e);
+        if (r == SFV_ERR_NOT_FOUND) continue;
+        if (r) return r; /* the driver failed: no quiet second choice */
         pref = sfv_gid_preference(&e);
         if (pref > best) {
             best = pref;
@@ -1162,6 +1168,7 @@ SAFEVERBS_API sfv_result sfv_choose_gid(sfv_context *c, uint8_t port, uint32_t *
         }
     }
     if (!best) return sfv__fail(SFV_ERR_NOT_FOUND, ENODATA, __func__, "%s port %u has no usable GID", c->name, (unsigned)port);
+    sfv__last = saved;
     return SFV_OK;
 }
 
@@ -1709,8 +1716,11 @@ SAFEVERBS_API sfv_result sfv_channel_desc_resolve(sfv_pd *pd, const sfv_channel_
         if (r) return r;
     } else {
         uint32_t gi = 0;
+        const sfv_error saved = sfv__last;
         r = sfv_choose_gid(pd->ctx, o->port, &gi);
-        if (r && pa.link_layer == SFV_LINK_LAYER_ETHERNET) return r; /* RoCE cannot connect without one */
+        /* RoCE cannot connect without one; InfiniBand can (by LID), but not past a failed verb */
+        if (r && (pa.link_layer == SFV_LINK_LAYER_ETHERNET || r != SFV_ERR_NOT_FOUND)) return r;
+        if (r) sfv__last = saved;
         o->gid_index = (uint8_t)gi;
         o->gid_index_set = (r == SFV_OK);
     }
@@ -2075,9 +2085,9 @@ static void sfv__abort(sfv_channel *ch) {
     if (!ch->qp) return;
     memset(&qa, 0, sizeof qa);
     qa.qp_state = IBV_QPS_ERR;
-    (void)ibv_modify_qp(ch->qp, &qa, IBV_QP_STATE);
-    while (sfv__inflight(ch) && sfv__now_ns() < deadline)
-        if (sfv__drain(ch) < 0) break;
+    if (ibv_modify_qp(ch->qp, &qa, IBV_QP_STATE) == 0) /* else nothing ends the work: destroy the QP below */
+        while (sfv__inflight(ch) && sfv__now_ns() < deadline)
+            if (sfv__drain(ch) < 0) break;
     if (sfv__inflight(ch)) (void)sfv__destroy_qp(ch);
 }
 
@@ -2521,11 +2531,11 @@ static sfv_result sfv__blocking(sfv_channel *ch, sfv_result posted, sfv_pending 
     sfv_result r;
     if (posted) return posted;
     r = sfv_pending_wait(p, -1, wc);
-    if (r == SFV_ERR_TIMEOUT) {
+    if (r != SFV_OK && r != SFV_ERR_WORK) { /* timed out, or the wait failed (the CQ): flush all the same */
         sfv_error saved = sfv__last;
         sfv__abort(ch);
         sfv_pending_wait(p, -1, wc);
-        if (wc) wc->result = SFV_ERR_TIMEOUT;
+        if (wc) wc->result = r;
         sfv__last = saved;
     }
     return r;
@@ -2581,8 +2591,8 @@ static void sfv__settle(sfv_channel *ch, sfv__ring *q, uint64_t from, uint64_t d
         if (s->state == SFV__SLOT_FREE || s->seq != seq) continue; /* consumed by its handle */
         rep->auto_polled++;
         w = sfv__take_by(ch, q, seq, deadline, &wc);
-        if (wc.result != SFV_OK) {
-            if (w != SFV_OK) wc.result = SFV_ERR_TIMEOUT;
+        if (wc.result != SFV_OK || w != SFV_OK) { /* a failed wait aborted the channel: a failure */
+            if (w != SFV_OK) wc.result = w;
             if (rep->failed++ == 0) rep->first_error = wc;
         }
     }
@@ -2613,8 +2623,10 @@ static sfv_result sfv__scope_verdict(sfv_result ran, const sfv_scope_report *rep
     if (ran) return ran;
     if (rep->fn_result != SFV_OK) return SFV_ERR_SCOPE_FN;
     if (rep->failed) {
-        sfv__fail(SFV_ERR_SCOPE_AUTOPOLL, 0, "scope", "%zu auto-polled work request(s) failed; first: %s (%s)",
-                  rep->failed, sfv_wc_status_str(rep->first_error.status), sfv_wc_status_hint(rep->first_error.status));
+        const sfv_work_completion *f = &rep->first_error; /* SFV_ERR_WORK, or the wait's own failure */
+        sfv__fail(SFV_ERR_SCOPE_AUTOPOLL, 0, "scope", "%zu auto-polled work request(s) failed; first: %s (%s)", rep->failed,
+                  f->result == SFV_ERR_WORK ? sfv_wc_status_str(f->status) : sfv_result_str(f->result),
+                  f->result == SFV_ERR_WORK ? sfv_wc_status_hint(f->status) : "waiting for it failed; the channel flushed its work");
         return SFV_ERR_SCOPE_AUTOPOLL;
     }
     return SFV_OK;
@@ -2778,8 +2790,8 @@ typedef struct sfv__many {
 
 static sfv_result sfv__many_run(sfv_multi_channel *mc, const sfv__many *m, sfv_work_completion *wcs) {
     size_t i, posted, failed = 0, first_at = 0;
-    sfv_result post_r = SFV_OK;
-    sfv_error post_err;
+    sfv_result post_r = SFV_OK, wait_r = SFV_OK;
+    sfv_error post_err, wait_err;
     sfv_work_completion first;
     uint64_t t0, *next;
     SFV__CHECK_ARG(mc, "multi-channel");
@@ -2796,7 +2808,7 @@ static sfv_result sfv__many_run(sfv_multi_channel *mc, const sfv__many *m, sfv_w
         post_r = m->post(mc->chs[m->peer(m, posted)], m, posted);
         if (post_r) break;
     }
-    post_err = sfv__last;
+    post_err = wait_err = sfv__last;
     for (i = 0; i < mc->n; i++) mc->chs[i]->scope_depth--;
     memset(&first, 0, sizeof first);
     t0 = sfv__now_ns();
@@ -2806,8 +2818,16 @@ static sfv_result sfv__many_run(sfv_multi_channel *mc, const sfv__many *m, sfv_w
         sfv__ring *q = m->recv ? &ch->rq : &ch->sq;
         const uint64_t seq = next[peer]++ & ~SFV__EXPIRED;
         sfv_work_completion wc;
-        if (sfv__take_by(ch, q, seq, t0 + sfv__timeout_ns(ch->desc.timeout_ms), &wc) == SFV_ERR_TIMEOUT) next[peer] |= SFV__EXPIRED;
+        const sfv_result w = sfv__take_by(ch, q, seq, t0 + sfv__timeout_ns(ch->desc.timeout_ms), &wc);
+        if (w == SFV_ERR_TIMEOUT) next[peer] |= SFV__EXPIRED;
         if ((next[peer] & SFV__EXPIRED) && wc.result != SFV_OK) wc.result = SFV_ERR_TIMEOUT; /* flushed by the expiry */
+        if (w != SFV_OK && w != SFV_ERR_TIMEOUT) { /* the wait failed (the CQ): the channel was aborted */
+            wc.result = w;
+            if (!wait_r) {
+                wait_r = w;
+                wait_err = sfv__last;
+            }
+        }
         if (wc.result != SFV_OK && failed++ == 0) {
             first = wc;
             first_at = i;
@@ -2821,6 +2841,10 @@ static sfv_result sfv__many_run(sfv_multi_channel *mc, const sfv__many *m, sfv_w
     if (post_r) {
         sfv__last = post_err;
         return post_r;
+    }
+    if (wait_r) {
+        sfv__last = wait_err;
+        return wait_r;
     }
     if (failed)
         return sfv__fail(SFV_ERR_WORK, 0, "multi-channel", "%zu of %zu work requests failed; first: request %zu (peer %zu): %s",

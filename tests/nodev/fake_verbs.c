@@ -44,20 +44,24 @@
 /* ---- failure injection and accounting ------------------------------------------------------ */
 static long fk_ncalls, fk_fail_at;
 static const char *fk_failed_name;
-static const char *fk_trace[FK_MAX_TRACE];
+static const char *fk_trace[FK_MAX_TRACE], *fk_trace_detail[FK_MAX_TRACE];
 static long fk_live_n[FK_KINDS];
 static int fk_link_layer = IBV_LINK_LAYER_ETHERNET;
 static int fk_port_state = IBV_PORT_ACTIVE;
 
-static bool fk_inject(const char *name) {
+static bool fk_inject_detail(const char *name, const char *detail) {
     fk_ncalls++;
-    if (fk_ncalls <= FK_MAX_TRACE) fk_trace[fk_ncalls - 1] = name;
+    if (fk_ncalls <= FK_MAX_TRACE) {
+        fk_trace[fk_ncalls - 1] = name;
+        fk_trace_detail[fk_ncalls - 1] = detail;
+    }
     if (fk_fail_at && fk_ncalls == fk_fail_at) {
         fk_failed_name = name;
         return true;
     }
     return false;
 }
+static bool fk_inject(const char *name) { return fk_inject_detail(name, ""); }
 
 void fk_reset(void) {
     fk_ncalls = 0;
@@ -75,6 +79,7 @@ void fk_fail_nth(long n) {
 }
 long fk_calls(void) { return fk_ncalls; }
 const char *fk_call_name(long i) { return i >= 1 && i <= fk_ncalls && i <= FK_MAX_TRACE ? fk_trace[i - 1] : NULL; }
+const char *fk_call_detail(long i) { return i >= 1 && i <= fk_ncalls && i <= FK_MAX_TRACE ? fk_trace_detail[i - 1] : NULL; }
 const char *fk_failed(void) { return fk_failed_name; }
 long fk_live(enum fk_kind kind) { return fk_live_n[kind]; }
 long fk_live_total(void) {
@@ -478,10 +483,7 @@ static void fk_cq_push(fk_cq *q, const struct ibv_wc *wc) {
 
 int ibv_get_cq_event(struct ibv_comp_channel *channel, struct ibv_cq **cq, void **cq_context) {
     struct ibv_cq *p;
-    if (fk_inject("ibv_get_cq_event")) {
-        errno = EIO;
-        return -1;
-    }
+    /* Not a failure site: its one failure is "no event yet", which every wait meets anyway. */
     if (read(channel->fd, &p, sizeof p) != (ssize_t)sizeof p) return -1; /* EAGAIN on a non-blocking fd */
     *cq = p;
     *cq_context = p->cq_context;
@@ -591,7 +593,8 @@ int ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *a, int mask) {
     fk_qp *q = (fk_qp *)qp;
     enum ibv_qp_state cur = qp->state;
     int need;
-    if (fk_inject("ibv_modify_qp")) return EIO;
+    static const char *const to[] = {"to RESET", "to INIT", "to RTR", "to RTS", "to SQD", "to SQE", "to ERR"};
+    if (fk_inject_detail("ibv_modify_qp", (mask & IBV_QP_STATE) && (unsigned)a->qp_state <= IBV_QPS_ERR ? to[a->qp_state] : "")) return EIO;
     if (!(mask & IBV_QP_STATE)) return EINVAL;
     switch (a->qp_state) {
     case IBV_QPS_RESET:

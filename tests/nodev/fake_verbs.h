@@ -31,6 +31,8 @@ long fk_calls(void);
 /* The name of call i (1-based) of the calls counted since the last reset ("ibv_modify_qp",
    "calloc"), or NULL beyond what was recorded. */
 const char *fk_call_name(long i);
+/* What call i did, where the name alone does not say ("to ERR" for ibv_modify_qp), else "". */
+const char *fk_call_detail(long i);
 /* The verb or allocation the planned failure hit, NULL while it has not happened. */
 const char *fk_failed(void);
 
