@@ -374,6 +374,32 @@ static void t_desc_validation(void) {
     tf_close(&e);
 }
 
+/* The sweep's first finding, pinned: on InfiniBand, a failed ibv_query_port inside sfv_choose_gid
+   made sfv_create_channel return SFV_OK and leave that failure as the last error; a failed GID
+   query made sfv_choose_gid pick a worse GID quietly, and an empty entry passed on the way left
+   its error behind. */
+static void t_choose_gid_failures(void) {
+    tf_env e;
+    sfv_channel *ch;
+    uint32_t gi;
+    tf_open(&e, 64);
+    fk_set_link_layer(1);
+    fk_fail_nth(3); /* calloc, ibv_query_port (the desc), ibv_query_port (sfv_choose_gid) */
+    CHECK_RESULT(sfv_create_channel(e.pd, NULL, &ch), SFV_ERR_DRIVER);
+    CHECK(ch == NULL && strcmp(fk_failed(), "ibv_query_port") == 0);
+    CHECK(strcmp(sfv_last_error()->verb, "ibv_query_port") == 0);
+    fk_fail_nth(0);
+    CHECK_RESULT(sfv_remote_mr_decode(NULL, 0, NULL), SFV_ERR_INVALID); /* a known last error */
+    CHECK_OK(sfv_choose_gid(e.ctx, 1, &gi)); /* index 0, then three empty entries */
+    CHECK(gi == 0 && strcmp(sfv_last_error()->verb, "sfv_remote_mr_decode") == 0);
+    fk_set_link_layer(2);
+    fk_fail_nth(3); /* ibv_query_port, the GID at 0, the GID at 1 (the IPv4 one) */
+    CHECK_RESULT(sfv_choose_gid(e.ctx, 1, &gi), SFV_ERR_DRIVER);
+    CHECK(strcmp(sfv_last_error()->verb, "ibv_query_gid_ex") == 0);
+    fk_fail_nth(0);
+    tf_close(&e);
+}
+
 /* ---- the channel on the fake --------------------------------------------------------------- */
 static void t_loopback(void) {
     tf_env e;
@@ -963,6 +989,7 @@ static const sfv_test TESTS[] = {
     TEST(t_devices, 10),
     TEST(t_elements, 10),
     TEST(t_desc_validation, 10),
+    TEST(t_choose_gid_failures, 10),
     TEST(t_loopback, 10),
     TEST(t_two_channels, 10),
     TEST(t_inline, 10),
