@@ -48,6 +48,7 @@ static const char *fk_trace[FK_MAX_TRACE], *fk_trace_detail[FK_MAX_TRACE];
 static long fk_live_n[FK_KINDS];
 static int fk_link_layer = IBV_LINK_LAYER_ETHERNET;
 static int fk_port_state = IBV_PORT_ACTIVE;
+static int fk_partial; /* a failed post of a list first posts this many of its work requests */
 
 static bool fk_inject_detail(const char *name, const char *detail) {
     fk_ncalls++;
@@ -69,7 +70,11 @@ void fk_reset(void) {
     fk_failed_name = NULL;
     fk_link_layer = IBV_LINK_LAYER_ETHERNET;
     fk_port_state = IBV_PORT_ACTIVE;
+    fk_partial = 0;
 }
+void fk_set_partial_post(int n) { fk_partial = n; }
+/* How many work requests of a failing list of `len` to post first: fk_partial, if fewer. */
+static int fk_budget(int len) { return fk_partial < len ? fk_partial : 0; }
 void fk_set_link_layer(int link_layer) { fk_link_layer = link_layer; }
 void fk_set_port_state(int state) { fk_port_state = state; }
 void fk_fail_nth(long n) {
@@ -803,14 +808,18 @@ static void fk_progress(void) {
 
 static int fk_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad) {
     fk_qp *q = (fk_qp *)qp;
+    int len = 0, budget;
+    const struct ibv_send_wr *it;
+    for (it = wr; it; it = it->next) len++;
+    budget = fk_inject("ibv_post_send") ? fk_budget(len) : -1; /* >= 0: fail after that many */
     *bad = NULL;
-    if (fk_inject("ibv_post_send")) {
-        *bad = wr;
-        return ENOMEM;
-    }
     for (; wr; wr = wr->next) {
         fk_swr *w;
         int k;
+        if (budget-- == 0) {
+            *bad = wr; /* the part posted runs later: an ERR before that flushes it */
+            return ENOMEM;
+        }
         if ((qp->state != IBV_QPS_RTS && qp->state != IBV_QPS_ERR) || wr->num_sge < 0 ||
             (uint32_t)wr->num_sge > q->cap.max_send_sge ||
             (wr->opcode != IBV_WR_SEND && wr->opcode != IBV_WR_SEND_WITH_IMM && wr->opcode != IBV_WR_RDMA_WRITE &&
@@ -856,14 +865,18 @@ static int fk_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_se
 
 static int fk_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad) {
     fk_qp *q = (fk_qp *)qp;
+    int len = 0, budget;
+    const struct ibv_recv_wr *it;
+    for (it = wr; it; it = it->next) len++;
+    budget = fk_inject("ibv_post_recv") ? fk_budget(len) : -1; /* >= 0: fail after that many */
     *bad = NULL;
-    if (fk_inject("ibv_post_recv")) {
-        *bad = wr;
-        return ENOMEM;
-    }
     for (; wr; wr = wr->next) {
         fk_rwr *r;
         int k;
+        if (budget-- == 0) {
+            *bad = wr; /* the part posted runs later: an ERR before that flushes it */
+            return ENOMEM;
+        }
         if (qp->state == IBV_QPS_RESET || wr->num_sge < 0 || (uint32_t)wr->num_sge > q->cap.max_recv_sge) {
             *bad = wr;
             return EINVAL;

@@ -26,6 +26,10 @@ void fk_set_port_state(int state);
 
 /* Fails call n (1-based, counted from the last fk_reset or fk_fail_nth); 0: none. */
 void fk_fail_nth(long n);
+/* A failed ibv_post_send / ibv_post_recv of a list first posts its first n work requests (a
+   partial post: *bad_wr then points at the first one not posted; the part posted has not run
+   when the call returns). Default 0. */
+void fk_set_partial_post(int n);
 /* Calls counted so far (verbs and allocations). */
 long fk_calls(void);
 /* The name of call i (1-based) of the calls counted since the last reset ("ibv_modify_qp",

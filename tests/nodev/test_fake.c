@@ -549,6 +549,40 @@ static void t_batches(void) {
     tf_close(&e);
 }
 
+/* A list the NIC took only part of: what was posted is tracked (its buffers stay the NIC's until
+   it completes), the rest is refused, and unsignaled work can then only end by a flush. */
+static void t_partial_post(void) {
+    tf_env e;
+    sfv_channel *a, *b;
+    sfv_pending p, rx[3];
+    sfv_work_completion wc;
+    sfv_gather_element g[3];
+    sfv_scatter_element s[3];
+    int i;
+    tf_open(&e, 1024);
+    tf_pair(&e, NULL, &a, &b);
+    for (i = 0; i < 3; i++) {
+        g[i] = sfv_mr_gather_element(e.mr, e.buf + 8 * i, 8);
+        s[i] = sfv_mr_scatter_element(e.mr, e.buf + 512 + 8 * i, 8);
+    }
+    fk_set_partial_post(1);
+    fk_fail_nth(1);
+    memset(rx, 0, sizeof rx);
+    CHECK_RESULT(sfv_channel_post_receive_batch(b, s, 1, 3, rx), SFV_ERR_RESOURCE);
+    CHECK(strcmp(sfv_last_error()->verb, "ibv_post_recv") == 0);
+    CHECK_EQ(sfv_channel_outstanding(b), 1); /* the one posted */
+    CHECK_OK(sfv_channel_send(a, g, 1, NULL));
+    CHECK_OK(sfv_pending_wait(&rx[0], -1, &wc));
+    CHECK_EQ(sfv_channel_outstanding(b), 0);
+    fk_fail_nth(1);
+    CHECK_RESULT(sfv_channel_post_send_batch(a, g, 1, 3, &p), SFV_ERR_RESOURCE);
+    CHECK(strcmp(sfv_last_error()->verb, "ibv_post_send") == 0);
+    CHECK_RESULT(sfv_channel_post_send(a, g, 1, &p), SFV_ERR_BROKEN); /* unsignaled work in flight */
+    CHECK_OK(sfv_destroy_channel(a)); /* flushes it */
+    CHECK_OK(sfv_destroy_channel(b));
+    tf_close(&e);
+}
+
 typedef struct tf_scope_arg {
     tf_env *e;
     sfv_channel *peer;
@@ -994,6 +1028,7 @@ static const sfv_test TESTS[] = {
     TEST(t_two_channels, 10),
     TEST(t_inline, 10),
     TEST(t_batches, 10),
+    TEST(t_partial_post, 10),
     TEST(t_scopes, 10),
     TEST(t_pending, 10),
     TEST(t_queue_full, 10),

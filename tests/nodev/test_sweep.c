@@ -10,8 +10,10 @@
    - a destroy that a verb refused works when called again;
    - after the teardown the fake holds no object and no file descriptor is left open (and the
      sanitizer build's LeakSanitizer finds no leak).
-   A failure the library absorbs on purpose (moving a QP to ERR on the way out: it then destroys
-   the QP) is allowed, and counted. */
+   A failure the library absorbs on purpose (moving a QP to ERR, or draining it, on the way out:
+   it then destroys the QP) is allowed, and counted. The main scenario runs on RoCE and on
+   InfiniBand, and once more with failed posts of lists taking their first work request (a
+   partial post); a second scenario sleeps on a completion channel. */
 #define _GNU_SOURCE
 #include "fake_verbs.h"
 #define SFV_MALLOC(sz) fk_malloc(sz)
@@ -319,7 +321,7 @@ typedef struct sw_tally { long sites, verbs, allocs, absorbed, untold, unreached
    failed; 2: it passed, but a failure was absorbed; 3: the failure hit a release that returns
    nothing (sfv_destroy_cq), which cannot tell it; 4: the run ended before that call (a timed
    wait that woke once less than in the counting run). */
-static int sw_run(void (*scenario)(void), int link_layer, long site, long *calls, char names[][40]) {
+static int sw_run(void (*scenario)(void), int link_layer, int partial, long site, long *calls, char names[][40]) {
     pid_t pid;
     int st, fds;
     int pipefd[2];
@@ -333,6 +335,7 @@ static int sw_run(void (*scenario)(void), int link_layer, long site, long *calls
         close(pipefd[0]);
         fk_reset();
         fk_set_link_layer(link_layer);
+        fk_set_partial_post(partial);
         fds = sw_open_fds();
         sw_site = site;
         fk_fail_nth(site);
@@ -387,14 +390,16 @@ static int sw_run(void (*scenario)(void), int link_layer, long site, long *calls
     return 1;
 }
 
-static void sw_sweep(const char *label, void (*scenario)(void), int link_layer) {
+static void sw_sweep(const char *label, void (*scenario)(void), int link_layer, int partial) {
     static char names[4096][40];
     long calls = 0, site;
     int bad = 0;
     sw_tally t = {0, 0, 0, 0, 0, 0};
-    CHECK_EQ(sw_run(scenario, link_layer, 0, &calls, names), 0);
+    CHECK_EQ(sw_run(scenario, link_layer, partial, 0, &calls, names), 0);
     for (site = 1; site <= calls; site++) {
-        int r = sw_run(scenario, link_layer, site, &calls, names);
+        double t0 = sfv_test_seconds();
+        int r = sw_run(scenario, link_layer, partial, site, &calls, names);
+        if (sfv_test_seconds() - t0 > 0.5) printf("     slow site %ld (%s): %.1fs\n", site, names[site - 1], sfv_test_seconds() - t0);
         t.sites++;
         if (!strcmp(names[site - 1], "malloc") || !strcmp(names[site - 1], "calloc")) t.allocs++;
         else t.verbs++;
@@ -408,14 +413,17 @@ static void sw_sweep(const char *label, void (*scenario)(void), int link_layer) 
     CHECK_EQ(bad, 0);
 }
 
-static void t_sweep_roce(void) { sw_sweep("RoCE, busy polling", sw_scenario_main, 2); }
-static void t_sweep_ib(void) { sw_sweep("InfiniBand, busy polling", sw_scenario_main, 1); }
-static void t_sweep_event(void) { sw_sweep("RoCE, event wait", sw_scenario_event, 2); }
+static void t_sweep_roce(void) { sw_sweep("RoCE, busy polling", sw_scenario_main, 2, 0); }
+static void t_sweep_ib(void) { sw_sweep("InfiniBand, busy polling", sw_scenario_main, 1, 0); }
+static void t_sweep_event(void) { sw_sweep("RoCE, event wait", sw_scenario_event, 2, 0); }
+/* A failed post of a list takes its first work request: the partial post of a batch. */
+static void t_sweep_partial(void) { sw_sweep("RoCE, failed posts partial", sw_scenario_main, 2, 1); }
 
 static const sfv_test TESTS[] = {
     TEST(t_sweep_roce, 120),
     TEST(t_sweep_ib, 120),
     TEST(t_sweep_event, 120),
+    TEST(t_sweep_partial, 120),
 };
 
 int main(int argc, char **argv) { return sfv_test_main(argc, argv, TESTS, SFV_COUNT(TESTS)); }
