@@ -27,6 +27,7 @@
 
 #include <infiniband/verbs.h>
 #include <arpa/inet.h>
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdbool.h>
@@ -45,6 +46,10 @@
 static long fk_ncalls, fk_fail_at;
 static const char *fk_failed_name;
 static const char *fk_trace[FK_MAX_TRACE], *fk_trace_detail[FK_MAX_TRACE];
+static void *fk_trace_pc[FK_MAX_TRACE];
+static void *fk_pc; /* where the library called the verb or allocator being counted */
+/* At the top of every counted entry point: remembers the library's call site. */
+#define FK_SITE() (fk_pc = __builtin_return_address(0))
 static long fk_live_n[FK_KINDS];
 static int fk_link_layer = IBV_LINK_LAYER_ETHERNET;
 static int fk_port_state = IBV_PORT_ACTIVE;
@@ -55,6 +60,7 @@ static bool fk_inject_detail(const char *name, const char *detail) {
     if (fk_ncalls <= FK_MAX_TRACE) {
         fk_trace[fk_ncalls - 1] = name;
         fk_trace_detail[fk_ncalls - 1] = detail;
+        fk_trace_pc[fk_ncalls - 1] = fk_pc;
     }
     if (fk_fail_at && fk_ncalls == fk_fail_at) {
         fk_failed_name = name;
@@ -84,6 +90,13 @@ void fk_fail_nth(long n) {
 }
 long fk_calls(void) { return fk_ncalls; }
 const char *fk_call_name(long i) { return i >= 1 && i <= fk_ncalls && i <= FK_MAX_TRACE ? fk_trace[i - 1] : NULL; }
+unsigned long fk_call_site(long i) {
+    Dl_info info;
+    void *pc = i >= 1 && i <= fk_ncalls && i <= FK_MAX_TRACE ? fk_trace_pc[i - 1] : NULL;
+    if (!pc) return 0;
+    if (dladdr(pc, &info) && info.dli_fbase) return (unsigned long)((char *)pc - (char *)info.dli_fbase) - 1; /* the call */
+    return (unsigned long)pc;
+}
 const char *fk_call_detail(long i) { return i >= 1 && i <= fk_ncalls && i <= FK_MAX_TRACE ? fk_trace_detail[i - 1] : NULL; }
 const char *fk_failed(void) { return fk_failed_name; }
 long fk_live(enum fk_kind kind) { return fk_live_n[kind]; }
@@ -98,8 +111,14 @@ const char *fk_kind_name(enum fk_kind kind) {
     return names[kind];
 }
 
-void *fk_malloc(size_t size) { return fk_inject("malloc") ? NULL : malloc(size); }
-void *fk_calloc(size_t n, size_t size) { return fk_inject("calloc") ? NULL : calloc(n, size); }
+void *fk_malloc(size_t size) {
+    FK_SITE();
+    return fk_inject("malloc") ? NULL : malloc(size);
+}
+void *fk_calloc(size_t n, size_t size) {
+    FK_SITE();
+    return fk_inject("calloc") ? NULL : calloc(n, size);
+}
 void fk_free(void *p) { free(p); }
 
 /* Allocates a fake object (never fails by itself: the verb decides) and counts it. */
@@ -172,6 +191,7 @@ static pthread_mutex_t fk_lock = PTHREAD_MUTEX_INITIALIZER;
 static int fk_locked_poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc) {
     int r;
     pthread_mutex_lock(&fk_lock);
+    FK_SITE();
     r = fk_poll_cq(cq, n, wc);
     pthread_mutex_unlock(&fk_lock);
     return r;
@@ -179,6 +199,7 @@ static int fk_locked_poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc) {
 static int fk_locked_req_notify_cq(struct ibv_cq *cq, int solicited_only) {
     int r;
     pthread_mutex_lock(&fk_lock);
+    FK_SITE();
     r = fk_req_notify_cq(cq, solicited_only);
     pthread_mutex_unlock(&fk_lock);
     return r;
@@ -186,6 +207,7 @@ static int fk_locked_req_notify_cq(struct ibv_cq *cq, int solicited_only) {
 static int fk_locked_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad) {
     int r;
     pthread_mutex_lock(&fk_lock);
+    FK_SITE();
     r = fk_post_send(qp, wr, bad);
     pthread_mutex_unlock(&fk_lock);
     return r;
@@ -193,6 +215,7 @@ static int fk_locked_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct
 static int fk_locked_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad) {
     int r;
     pthread_mutex_lock(&fk_lock);
+    FK_SITE();
     r = fk_post_recv(qp, wr, bad);
     pthread_mutex_unlock(&fk_lock);
     return r;
@@ -202,6 +225,7 @@ static int fk_locked_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr, struct
 struct ibv_device **ibv_get_device_list(int *num) {
     struct ibv_device **l;
     int i;
+    FK_SITE();
     if (fk_inject("ibv_get_device_list")) {
         errno = ENOMEM;
         return NULL;
@@ -233,6 +257,7 @@ __be64 ibv_get_device_guid(struct ibv_device *device) {
 
 struct ibv_context *ibv_open_device(struct ibv_device *device) {
     fk_ctx *c;
+    FK_SITE();
     if (fk_inject("ibv_open_device")) {
         errno = ENODEV;
         return NULL;
@@ -257,6 +282,7 @@ int ibv_close_device(struct ibv_context *context) {
 }
 
 int ibv_query_device(struct ibv_context *context, struct ibv_device_attr *a) {
+    FK_SITE();
     (void)context;
     if (fk_inject("ibv_query_device")) return EIO;
     memset(a, 0, sizeof *a);
@@ -284,6 +310,7 @@ static int fk_port_ok(struct ibv_context *context, uint32_t port) {
 int (ibv_query_port)(struct ibv_context *context, uint8_t port_num, struct _compat_ibv_port_attr *port_attr) {
     struct ibv_port_attr *pa = (struct ibv_port_attr *)port_attr; /* the macro passes the whole struct */
     fk_ctx *c = (fk_ctx *)context;
+    FK_SITE();
     if (fk_inject("ibv_query_port")) return EIO;
     if (!fk_port_ok(context, port_num)) return EINVAL;
     memset(pa, 0, sizeof *pa);
@@ -331,6 +358,7 @@ static bool fk_gid(const fk_ctx *c, uint32_t index, struct ibv_gid_entry *e) {
 
 int _ibv_query_gid_ex(struct ibv_context *context, uint32_t port_num, uint32_t gid_index,
                       struct ibv_gid_entry *entry, uint32_t flags, size_t entry_size) {
+    FK_SITE();
     (void)flags;
     if (fk_inject("ibv_query_gid_ex")) return EIO;
     if (entry_size < sizeof *entry || !fk_port_ok(context, port_num) || gid_index >= FK_GIDS) return EINVAL;
@@ -340,6 +368,7 @@ int _ibv_query_gid_ex(struct ibv_context *context, uint32_t port_num, uint32_t g
 /* ---- PDs and MRs --------------------------------------------------------------------------- */
 struct ibv_pd *ibv_alloc_pd(struct ibv_context *context) {
     fk_pd *p;
+    FK_SITE();
     if (fk_inject("ibv_alloc_pd")) {
         errno = ENOMEM;
         return NULL;
@@ -381,9 +410,11 @@ static struct ibv_mr *fk_reg(struct ibv_pd *pd, void *addr, size_t length, unsig
     return &m->mr;
 }
 struct ibv_mr *(ibv_reg_mr)(struct ibv_pd *pd, void *addr, size_t length, int access) {
+    FK_SITE();
     return fk_reg(pd, addr, length, (unsigned)access);
 }
 struct ibv_mr *ibv_reg_mr_iova2(struct ibv_pd *pd, void *addr, size_t length, uint64_t iova, unsigned int access) {
+    FK_SITE();
     if (iova != (uint64_t)(uintptr_t)addr) {
         errno = EOPNOTSUPP;
         return NULL;
@@ -391,6 +422,7 @@ struct ibv_mr *ibv_reg_mr_iova2(struct ibv_pd *pd, void *addr, size_t length, ui
     return fk_reg(pd, addr, length, access);
 }
 struct ibv_mr *ibv_reg_dmabuf_mr(struct ibv_pd *pd, uint64_t offset, size_t length, uint64_t iova, int fd, int access) {
+    FK_SITE();
     (void)pd; (void)offset; (void)length; (void)iova; (void)fd; (void)access;
     if (fk_inject("ibv_reg_dmabuf_mr")) {
         errno = ENOMEM;
@@ -417,6 +449,7 @@ int ibv_dereg_mr(struct ibv_mr *mr) {
 struct ibv_comp_channel *ibv_create_comp_channel(struct ibv_context *context) {
     fk_cc *cc;
     int fds[2];
+    FK_SITE();
     if (fk_inject("ibv_create_comp_channel")) {
         errno = EMFILE;
         return NULL;
@@ -431,6 +464,7 @@ struct ibv_comp_channel *ibv_create_comp_channel(struct ibv_context *context) {
 }
 int ibv_destroy_comp_channel(struct ibv_comp_channel *channel) {
     fk_cc *cc = (fk_cc *)channel;
+    FK_SITE();
     if (fk_inject("ibv_destroy_comp_channel")) return EIO;
     if (cc->cqs) return EBUSY;
     close(cc->cc.fd);
@@ -442,6 +476,7 @@ int ibv_destroy_comp_channel(struct ibv_comp_channel *channel) {
 
 struct ibv_cq *ibv_create_cq(struct ibv_context *context, int cqe, void *cq_context, struct ibv_comp_channel *channel, int comp_vector) {
     fk_cq *q;
+    FK_SITE();
     (void)comp_vector;
     if (fk_inject("ibv_create_cq")) {
         errno = ENOMEM;
@@ -464,6 +499,7 @@ struct ibv_cq *ibv_create_cq(struct ibv_context *context, int cqe, void *cq_cont
 }
 int ibv_destroy_cq(struct ibv_cq *cq) {
     fk_cq *q = (fk_cq *)cq;
+    FK_SITE();
     if (fk_inject("ibv_destroy_cq")) return EIO;
     if (q->qps) return EBUSY;
     if (q->events != q->acked) fk_bug("ibv_destroy_cq with unacknowledged events (libibverbs would hang here)");
@@ -516,6 +552,7 @@ static void fk_progress(void);
 
 struct ibv_qp *ibv_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *a) {
     fk_qp *q;
+    FK_SITE();
     if (fk_inject("ibv_create_qp")) {
         errno = ENOMEM;
         return NULL;
@@ -599,6 +636,7 @@ int ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *a, int mask) {
     enum ibv_qp_state cur = qp->state;
     int need;
     static const char *const to[] = {"to RESET", "to INIT", "to RTR", "to RTS", "to SQD", "to SQE", "to ERR"};
+    FK_SITE();
     if (fk_inject_detail("ibv_modify_qp", (mask & IBV_QP_STATE) && (unsigned)a->qp_state <= IBV_QPS_ERR ? to[a->qp_state] : "")) return EIO;
     if (!(mask & IBV_QP_STATE)) return EINVAL;
     switch (a->qp_state) {
@@ -648,6 +686,7 @@ int ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *a, int mask) {
 int ibv_destroy_qp(struct ibv_qp *qp) {
     fk_qp **pp, *q = (fk_qp *)qp;
     uint32_t i;
+    FK_SITE();
     if (fk_inject("ibv_destroy_qp")) return EIO;
     for (pp = &fk_qps; *pp != q; pp = &(*pp)->next)
         if (!*pp) fk_bug("ibv_destroy_qp of an unknown QP");

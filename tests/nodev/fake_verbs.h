@@ -35,6 +35,8 @@ long fk_calls(void);
 /* The name of call i (1-based) of the calls counted since the last reset ("ibv_modify_qp",
    "calloc"), or NULL beyond what was recorded. */
 const char *fk_call_name(long i);
+/* Where in the program call i was made (an offset into its executable, for addr2line), 0 if unknown. */
+unsigned long fk_call_site(long i);
 /* What call i did, where the name alone does not say ("to ERR" for ibv_modify_qp), else "". */
 const char *fk_call_detail(long i);
 /* The verb or allocation the planned failure hit, NULL while it has not happened. */

@@ -136,7 +136,7 @@ typedef struct sw_state {
     sfv_cq *cq;
     sfv_channel *a, *b;
     sfv_multi_channel *m1, *m2;
-    sfv_node *n0, *n1;
+    sfv_node *n0, *n1, *solo;
     unsigned char *buf;
 } sw_state;
 
@@ -235,11 +235,21 @@ static void sw_node_work(sw_state *st) {
     if (!SW(sfv_node_endpoint(st->n0, all, each)) || !SW(sfv_node_endpoint(st->n1, all + each, each))) return;
     if (!SW(sfv_node_handshake(st->n0, all, sizeof all)) || !SW(sfv_node_handshake(st->n1, all, sizeof all))) return;
     if (!SW(sfv_node_barrier(st->n0, &me, 1, 100))) return;
+    /* a world of one, connected in one call (its exchanges need no socket) */
+    {
+        const sfv_net_node net[1] = {{"127.0.0.1", 1, 0, NULL}};
+        d.rank = 0;
+        d.world_size = 1;
+        if (!SW(sfv_create_node(st->pd, &d, &st->solo))) return;
+        if (!SW(sfv_node_connect(st->solo, net, 1000))) return;
+        if (!SW(sfv_node_barrier(st->solo, NULL, 0, 100))) return;
+    }
 }
 
 static void sw_teardown(sw_state *st) {
     SW_DESTROY(sfv_destroy_node(st->n0));
     SW_DESTROY(sfv_destroy_node(st->n1));
+    SW_DESTROY(sfv_destroy_node(st->solo));
     SW_DESTROY(sfv_destroy_multi_channel(st->m1));
     SW_DESTROY(sfv_destroy_multi_channel(st->m2));
     SW_DESTROY(sfv_destroy_channel(st->a));
@@ -315,13 +325,16 @@ teardown:
 }
 
 /* ---- the sweep ------------------------------------------------------------------------------- */
+/* One call of the counting run: what it was and where the library made it. */
+typedef struct sw_call { char name[40]; unsigned long site; } sw_call;
+
 typedef struct sw_tally { long sites, verbs, allocs, absorbed, untold, unreached; } sw_tally;
 
 /* Runs the scenario in a child with call `site` failing (0: none). 0: passed; 1: a check
    failed; 2: it passed, but a failure was absorbed; 3: the failure hit a release that returns
    nothing (sfv_destroy_cq), which cannot tell it; 4: the run ended before that call (a timed
    wait that woke once less than in the counting run). */
-static int sw_run(void (*scenario)(void), int link_layer, int partial, long site, long *calls, char names[][40]) {
+static int sw_run(void (*scenario)(void), int link_layer, int partial, long site, long *calls, sw_call *names) {
     pid_t pid;
     int st, fds;
     int pipefd[2];
@@ -368,9 +381,11 @@ static int sw_run(void (*scenario)(void), int link_layer, int partial, long site
         if (site == 0) { /* the counting run: hand the call names to the parent */
             if (write(pipefd[1], &n, sizeof n) != (ssize_t)sizeof n) exit(1);
             for (i = 1; i <= n; i++) {
-                char nm[40];
-                snprintf(nm, sizeof nm, "%s", fk_call_name(i));
-                if (write(pipefd[1], nm, sizeof nm) != (ssize_t)sizeof nm) exit(1);
+                sw_call c;
+                memset(&c, 0, sizeof c);
+                snprintf(c.name, sizeof c.name, "%s", fk_call_name(i));
+                c.site = fk_call_site(i);
+                if (write(pipefd[1], &c, sizeof c) != (ssize_t)sizeof c) exit(1);
             }
         }
         close(pipefd[1]);
@@ -381,17 +396,17 @@ static int sw_run(void (*scenario)(void), int link_layer, int partial, long site
         long i;
         CHECK(read(pipefd[0], calls, sizeof *calls) == (ssize_t)sizeof *calls);
         CHECK(*calls > 0 && *calls <= 4096);
-        for (i = 0; i < *calls; i++) CHECK(read(pipefd[0], names[i], 40) == 40);
+        for (i = 0; i < *calls; i++) CHECK(read(pipefd[0], &names[i], sizeof names[i]) == (ssize_t)sizeof names[i]);
     }
     close(pipefd[0]);
     CHECK(waitpid(pid, &st, 0) == pid);
     if (WIFEXITED(st) && WEXITSTATUS(st) <= 4) return WEXITSTATUS(st);
-    if (WIFSIGNALED(st)) fprintf(stderr, "    site %ld (%s): killed by signal %d\n", site, site ? names[site - 1] : "none", WTERMSIG(st));
+    if (WIFSIGNALED(st)) fprintf(stderr, "    site %ld (%s): killed by signal %d\n", site, site ? names[site - 1].name : "none", WTERMSIG(st));
     return 1;
 }
 
 static void sw_sweep(const char *label, void (*scenario)(void), int link_layer, int partial) {
-    static char names[4096][40];
+    static sw_call names[4096];
     long calls = 0, site;
     int bad = 0;
     sw_tally t = {0, 0, 0, 0, 0, 0};
@@ -399,17 +414,30 @@ static void sw_sweep(const char *label, void (*scenario)(void), int link_layer, 
     for (site = 1; site <= calls; site++) {
         double t0 = sfv_test_seconds();
         int r = sw_run(scenario, link_layer, partial, site, &calls, names);
-        if (sfv_test_seconds() - t0 > 0.5) printf("     slow site %ld (%s): %.1fs\n", site, names[site - 1], sfv_test_seconds() - t0);
+        if (sfv_test_seconds() - t0 > 0.5) printf("     slow site %ld (%s): %.1fs\n", site, names[site - 1].name, sfv_test_seconds() - t0);
         t.sites++;
-        if (!strcmp(names[site - 1], "malloc") || !strcmp(names[site - 1], "calloc")) t.allocs++;
+        if (!strcmp(names[site - 1].name, "malloc") || !strcmp(names[site - 1].name, "calloc")) t.allocs++;
         else t.verbs++;
         if (r == 2) t.absorbed++;
         if (r == 3) t.untold++;
         if (r == 4) t.unreached++;
         if (r == 1) bad++;
     }
-    printf("     %s: %ld calls failed in turn (%ld verb calls, %ld allocations); %ld absorbed by design, %ld in a release "
-           "that cannot report, %ld not reached, %d wrong\n", label, t.sites, t.verbs, t.allocs, t.absorbed, t.untold, t.unreached, bad);
+    {
+        long i, j, kinds = 0, sites = 0;
+        const char *list = getenv("SWEEP_SITES"); /* set: print every call site, for addr2line */
+        for (i = 0; i < calls; i++) {
+            for (j = 0; j < i && strcmp(names[i].name, names[j].name) != 0; j++) {}
+            kinds += j == i;
+            for (j = 0; j < i && names[i].site != names[j].site; j++) {}
+            sites += j == i;
+            if (j == i && list) fprintf(stderr, "site 0x%lx %s\n", names[i].site, names[i].name);
+        }
+        printf("     %s: %ld calls failed in turn (%ld verb calls, %ld allocations; %ld call sites in the program, "
+               "%ld different verbs and allocators); %ld absorbed by design, %ld in a release that cannot report, "
+               "%ld not reached, %d wrong\n", label, t.sites, t.verbs, t.allocs, sites, kinds, t.absorbed, t.untold,
+               t.unreached, bad);
+    }
     CHECK_EQ(bad, 0);
 }
 
