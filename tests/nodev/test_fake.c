@@ -400,6 +400,75 @@ static void t_choose_gid_failures(void) {
     tf_close(&e);
 }
 
+/* The fake's own rules, through the verbs themselves: what the library relies on it to refuse. */
+static void t_fake_rules(void) {
+    struct ibv_device **devs = ibv_get_device_list(NULL);
+    struct ibv_context *c;
+    struct ibv_pd *pd;
+    struct ibv_cq *cq;
+    struct ibv_qp *qp;
+    struct ibv_qp_init_attr qi;
+    struct ibv_qp_attr qa;
+    struct ibv_send_wr sw, *bad_s;
+    struct ibv_recv_wr rw, *bad_r;
+    struct ibv_wc wc[4];
+    CHECK(devs && (c = ibv_open_device(devs[0])) != NULL);
+    ibv_free_device_list(devs);
+    CHECK((pd = ibv_alloc_pd(c)) != NULL);
+    CHECK((cq = ibv_create_cq(c, 4, NULL, NULL, 0)) != NULL);
+    memset(&qi, 0, sizeof qi);
+    qi.send_cq = qi.recv_cq = cq;
+    qi.qp_type = IBV_QPT_RC;
+    qi.cap.max_send_wr = qi.cap.max_recv_wr = 2;
+    qi.cap.max_send_sge = qi.cap.max_recv_sge = 1;
+    CHECK((qp = ibv_create_qp(pd, &qi)) != NULL);
+    CHECK_EQ(ibv_dealloc_pd(pd), EBUSY);  /* a QP holds it */
+    CHECK_EQ(ibv_destroy_cq(cq), EBUSY);  /* a QP uses it */
+    memset(&sw, 0, sizeof sw);
+    memset(&rw, 0, sizeof rw);
+    sw.opcode = IBV_WR_SEND;
+    CHECK_EQ(ibv_post_recv(qp, &rw, &bad_r), EINVAL); /* RESET takes no receive */
+    CHECK(bad_r == &rw);
+    memset(&qa, 0, sizeof qa);
+    qa.qp_state = IBV_QPS_RTR;
+    CHECK_EQ(ibv_modify_qp(qp, &qa, IBV_QP_STATE), EINVAL); /* RESET -> RTR */
+    qa.qp_state = IBV_QPS_INIT;
+    CHECK_EQ(ibv_modify_qp(qp, &qa, IBV_QP_STATE), EINVAL); /* INIT without its attributes */
+    qa.port_num = 1;
+    CHECK_EQ(ibv_modify_qp(qp, &qa, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS), 0);
+    CHECK_EQ(ibv_post_send(qp, &sw, &bad_s), EINVAL); /* INIT sends nothing */
+    CHECK_EQ(ibv_post_recv(qp, &rw, &bad_r), 0);
+    CHECK_EQ(ibv_post_recv(qp, &rw, &bad_r), 0);
+    CHECK_EQ(ibv_post_recv(qp, &rw, &bad_r), ENOMEM); /* max_recv_wr 2 */
+    qa.qp_state = IBV_QPS_RTR;
+    qa.path_mtu = IBV_MTU_1024;
+    qa.dest_qp_num = qp->qp_num;
+    qa.ah_attr.port_num = 1;
+    CHECK_EQ(ibv_modify_qp(qp, &qa, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+                                        IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER), EINVAL); /* RoCE: no GRH */
+    qa.ah_attr.is_global = 1;
+    qa.ah_attr.grh.sgid_index = 1;
+    qa.path_mtu = IBV_MTU_2048; /* above the active MTU */
+    CHECK_EQ(ibv_modify_qp(qp, &qa, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+                                        IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER), EINVAL);
+    /* ERR from INIT: both receives flushed, in order */
+    memset(&qa, 0, sizeof qa);
+    qa.qp_state = IBV_QPS_ERR;
+    CHECK_EQ(ibv_modify_qp(qp, &qa, IBV_QP_STATE), 0);
+    CHECK_EQ(ibv_poll_cq(cq, 4, wc), 2);
+    CHECK(wc[0].status == IBV_WC_WR_FLUSH_ERR && wc[1].status == IBV_WC_WR_FLUSH_ERR && wc[0].opcode == IBV_WC_RECV);
+    CHECK_EQ(ibv_post_send(qp, &sw, &bad_s), 0); /* ERR flushes at once */
+    CHECK_EQ(ibv_poll_cq(cq, 4, wc), 1);
+    CHECK_EQ(wc[0].status, IBV_WC_WR_FLUSH_ERR);
+    CHECK_EQ(ibv_req_notify_cq(cq, 0), EINVAL); /* no completion channel */
+    CHECK_EQ(fk_live(FK_QP), 1);
+    CHECK_EQ(ibv_destroy_qp(qp), 0);
+    CHECK_EQ(ibv_destroy_cq(cq), 0);
+    CHECK_EQ(ibv_dealloc_pd(pd), 0);
+    CHECK_EQ(ibv_close_device(c), 0);
+    CHECK_EQ(fk_live_total(), 0);
+}
+
 /* ---- the channel on the fake --------------------------------------------------------------- */
 static void t_loopback(void) {
     tf_env e;
@@ -1020,6 +1089,7 @@ static const sfv_test TESTS[] = {
     TEST(t_endpoint_codec, 10),
     TEST(t_remote_mr_codec, 10),
     TEST(t_remote_arith, 10),
+    TEST(t_fake_rules, 10),
     TEST(t_devices, 10),
     TEST(t_elements, 10),
     TEST(t_desc_validation, 10),
