@@ -31,7 +31,7 @@ static long sw_site;              /* the call failing in this run, 0: none */
 static bool sw_stopped;           /* a step failed as it should: the scenario tears down */
 static const char *sw_absorbed;   /* a step that met the failure and still returned what it wanted */
 static bool sw_absorbed_ok;       /* ... and that was SFV_OK */
-static bool sw_void_hit;          /* the failure met such a release */
+static bool sw_void_hit;          /* the failure met a release that returns nothing (it cannot tell) */
 static sfv_error sw_sentinel;
 
 static void sw_die(const char *fmt, ...) {
