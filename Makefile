@@ -12,9 +12,13 @@ TESTS    := $(patsubst tests/%.c,$(BUILD)/%,$(wildcard tests/test_*.c))
 ASAN_TESTS := $(patsubst tests/%.c,$(BUILD)/asan/%,$(wildcard tests/test_*.c))
 EXAMPLES := $(patsubst examples/%.c,$(BUILD)/%,$(wildcard examples/*.c))
 BENCHES  := $(patsubst bench/%.c,$(BUILD)/%,$(wildcard bench/*.c))
+# The device-free tier: tests/nodev/ on the fake NIC of tests/nodev/fake_verbs.c, without libibverbs.
+NODEV    := $(patsubst tests/nodev/%.c,$(BUILD)/nodev/%,$(wildcard tests/nodev/test_*.c))
+NODEV    += $(patsubst tests/nodev/%.c,$(BUILD)/nodev/asan/%,$(wildcard tests/nodev/test_*.c))
+NODEV_DEPS := tests/nodev/fake_verbs.c tests/nodev/fake_verbs.h tests/sfv_test.h safeverbs.h
 ON_RXE   := bash tools/on-rxe.sh
 
-.PHONY: all deps check demo bench compile-matrix clean
+.PHONY: all deps check check-nodev demo bench compile-matrix clean
 
 all: $(TESTS) $(ASAN_TESTS) $(EXAMPLES) $(BENCHES)
 
@@ -28,6 +32,14 @@ $(BUILD)/test_%: tests/test_%.c tests/sfv_test.h safeverbs.h | $(BUILD)
 $(BUILD)/asan/test_%: tests/test_%.c tests/sfv_test.h safeverbs.h
 	@mkdir -p $(@D)
 	$(CC) -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined $(WARN) -I. -o $@ $< $(LDLIBS)
+
+$(BUILD)/nodev/test_%: tests/nodev/test_%.c $(NODEV_DEPS)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $(WARN) -I. -Itests -o $@ $< tests/nodev/fake_verbs.c -lpthread
+
+$(BUILD)/nodev/asan/test_%: tests/nodev/test_%.c $(NODEV_DEPS)
+	@mkdir -p $(@D)
+	$(CC) -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined $(WARN) -I. -Itests -o $@ $< tests/nodev/fake_verbs.c -lpthread
 
 $(BUILD)/%: examples/%.c safeverbs.h $(wildcard examples/*.h) | $(BUILD)
 	$(CC) $(CFLAGS) $(WARN) -I. -o $@ $< $(LDLIBS)
@@ -77,9 +89,15 @@ fuzz-seeds: tests/fuzz/seeds.c safeverbs.h
 
 check: deps
 	@$(MAKE) --no-print-directory all
+	@$(MAKE) --no-print-directory check-nodev
 	@$(MAKE) --no-print-directory compile-matrix
 	@$(MAKE) --no-print-directory check-fuzz
 	@$(ON_RXE) bash tests/run.sh
+
+# On this host, no device and no libibverbs needed: a failure shows in seconds, before the guest boots.
+check-nodev:
+	@$(MAKE) --no-print-directory $(NODEV)
+	@bash tests/nodev/run.sh
 
 demo: deps
 	@$(MAKE) --no-print-directory all

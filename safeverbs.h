@@ -38,6 +38,9 @@
                     stderr and abort(). Implementation-only.
    SFV_DEBUG_ASSERT(c)  SFV_ASSERT when SFV_DEBUG is 1, nothing otherwise. Implementation-only;
                     may be defined to something else (it must not call verbs).
+   SFV_MALLOC(sz), SFV_CALLOC(n, sz), SFV_FREE(p)
+                    The allocator behind every allocation and free of the library (default:
+                    malloc, calloc, free). Define all three or none. Implementation-only.
    SAFEVERBS_API    Put in front of every public function (default: extern). Global: define it the
                     same way in every file.
 
@@ -542,8 +545,9 @@ SAFEVERBS_API sfv_result sfv_channel_ack_events(sfv_channel *ch);
    the older work is consumed). A post that finds its queue's places all taken is refused. */
 SAFEVERBS_API size_t sfv_channel_outstanding(const sfv_channel *ch);
 
-/* Blocking: post, then wait (deadline: desc.timeout_ms). On SFV_ERR_TIMEOUT the channel has
-   flushed the work (and is broken), so the buffers are free again. wc may be NULL. */
+/* Blocking: post, then wait (deadline: desc.timeout_ms). On SFV_ERR_TIMEOUT (or a wait that fails:
+   a CQ error) the channel has flushed the work (and is broken), so the buffers are free again.
+   wc may be NULL. */
 SAFEVERBS_API sfv_result sfv_channel_send(sfv_channel *ch, const sfv_gather_element *sges, size_t n, sfv_work_completion *wc);
 SAFEVERBS_API sfv_result sfv_channel_send_imm(sfv_channel *ch, const sfv_gather_element *sges, size_t n, uint32_t imm, sfv_work_completion *wc);
 SAFEVERBS_API sfv_result sfv_channel_receive(sfv_channel *ch, const sfv_scatter_element *sges, size_t n, sfv_work_completion *wc);
@@ -655,7 +659,8 @@ typedef struct sfv_peer_read { size_t peer; const sfv_scatter_element *sges; siz
    A peer out of range or a NULL request array: SFV_ERR_INVALID before anything is posted. A
    request its channel refuses (a NULL element array, a full queue, a broken channel) returns
    that error after the requests already posted have completed; the wcs of the requests not
-   posted carry it. No allocation: as the channel's own calls. */
+   posted carry it. A wait that fails (a CQ error) returns that error the same way, after flushing
+   its channel. No allocation: as the channel's own calls. */
 SAFEVERBS_API sfv_result sfv_multi_channel_scatter_send(sfv_multi_channel *mc, const sfv_peer_send *reqs, size_t count, sfv_work_completion *wcs);
 SAFEVERBS_API sfv_result sfv_multi_channel_scatter_write(sfv_multi_channel *mc, const sfv_peer_write *reqs, size_t count, sfv_work_completion *wcs);
 SAFEVERBS_API sfv_result sfv_multi_channel_gather_receive(sfv_multi_channel *mc, const sfv_peer_receive *reqs, size_t count, sfv_work_completion *wcs);
@@ -853,6 +858,15 @@ SAFEVERBS_API sfv_result sfv_node_barrier_unchecked(sfv_node *node, const size_t
     } while (0)
 #endif
 
+#if defined(SFV_MALLOC) != defined(SFV_FREE) || defined(SFV_MALLOC) != defined(SFV_CALLOC)
+#error "safeverbs.h: define all of SFV_MALLOC, SFV_CALLOC and SFV_FREE, or none"
+#endif
+#ifndef SFV_MALLOC
+#define SFV_MALLOC(sz) malloc(sz)
+#define SFV_CALLOC(n, sz) calloc(n, sz)
+#define SFV_FREE(p) free(p)
+#endif
+
 #ifndef SFV_DEBUG_ASSERT
 #if SFV_DEBUG
 #define SFV_DEBUG_ASSERT(c) SFV_ASSERT(c)
@@ -992,13 +1006,13 @@ SAFEVERBS_API sfv_result sfv_get_device_list(sfv_device_list **out) {
     int n = 0;
     SFV__CHECK_ARG(out, "out");
     *out = NULL;
-    l = (sfv_device_list *)calloc(1, sizeof *l);
+    l = (sfv_device_list *)SFV_CALLOC(1, sizeof *l);
     if (!l) return sfv__fail_verb("calloc", ENOMEM);
     errno = 0;
     l->devs = ibv_get_device_list(&n);
     if (!l->devs) {
         int e = errno;
-        free(l);
+        SFV_FREE(l);
         return sfv__fail_verb("ibv_get_device_list", e ? e : ENOSYS);
     }
     l->n = n;
@@ -1032,7 +1046,7 @@ SAFEVERBS_API sfv_result sfv_device_list_guid(const sfv_device_list *l, size_t i
 SAFEVERBS_API void sfv_free_device_list(sfv_device_list *l) {
     if (!l) return;
     ibv_free_device_list(l->devs);
-    free(l);
+    SFV_FREE(l);
 }
 
 SAFEVERBS_API const char *sfv_port_state_str(sfv_port_state s) {
@@ -1065,7 +1079,7 @@ static sfv_result sfv__open(struct ibv_device *dev, sfv_context **out) {
     sfv_context *c;
     struct ibv_port_attr pa;
     int rc;
-    c = (sfv_context *)calloc(1, sizeof *c);
+    c = (sfv_context *)SFV_CALLOC(1, sizeof *c);
     if (!c) return sfv__fail_verb("calloc", ENOMEM);
     snprintf(c->name, sizeof c->name, "%s", ibv_get_device_name(dev));
     errno = 0;
@@ -1096,7 +1110,7 @@ static sfv_result sfv__open(struct ibv_device *dev, sfv_context **out) {
 close_dev:
     ibv_close_device(c->ctx);
 free_ctx:
-    free(c);
+    SFV_FREE(c);
     return (sfv_result)rc;
 }
 
@@ -1131,7 +1145,7 @@ SAFEVERBS_API sfv_result sfv_open_device_at(const sfv_device_list *l, size_t i, 
 static void sfv__context_unref(sfv_context *c) {
     if (c && sfv__unref(&c->refs)) {
         ibv_close_device(c->ctx);
-        free(c);
+        SFV_FREE(c);
     }
 }
 SAFEVERBS_API void sfv_close_device(sfv_context *c) { sfv__context_unref(c); }
@@ -1259,20 +1273,19 @@ SAFEVERBS_API sfv_result sfv_choose_gid(sfv_context *c, uint8_t port, uint32_t *
     sfv_port_attr pa;
     sfv_gid_entry e;
     sfv_result r;
-    sfv_error before;
+    sfv_error saved;
     uint32_t i, chosen = 0;
     int best = 0;
     SFV__CHECK_ARG(index_out, "index_out");
     *index_out = 0;
+    saved = sfv__last; /* an empty entry skipped is no failure of this call */
     r = sfv_query_port(c, port, &pa);
     if (r) return r;
-    before = sfv__last; /* empty slots are skipped: their refusals are not this call's error */
     for (i = 0; i < pa.gid_tbl_len && best < 4; i++) {
         int pref;
-        if (sfv_query_gid(c, port, i, &e) != SFV_OK) {
-            if (sfv__last.result != SFV_ERR_NOT_FOUND) return sfv__last.result; /* the verb failed, not the slot */
-            continue;
-        }
+        r = sfv_query_gid(c, port, i, &e);
+        if (r == SFV_ERR_NOT_FOUND) continue;
+        if (r) return r; /* the driver failed: no quiet second choice */
         pref = sfv_gid_preference(&e);
         if (pref > best) {
             best = pref;
@@ -1280,7 +1293,7 @@ SAFEVERBS_API sfv_result sfv_choose_gid(sfv_context *c, uint8_t port, uint32_t *
         }
     }
     if (!best) return sfv__fail(SFV_ERR_NOT_FOUND, ENODATA, __func__, "%s port %u has no usable GID", c->name, (unsigned)port);
-    sfv__last = before;
+    sfv__last = saved;
     *index_out = chosen;
     return SFV_OK;
 }
@@ -1291,13 +1304,13 @@ SAFEVERBS_API sfv_result sfv_alloc_pd(sfv_context *c, sfv_pd **out) {
     SFV__CHECK_ARG(out, "out");
     *out = NULL;
     SFV__CHECK_ARG(c, "context");
-    p = (sfv_pd *)calloc(1, sizeof *p);
+    p = (sfv_pd *)SFV_CALLOC(1, sizeof *p);
     if (!p) return sfv__fail_verb("calloc", ENOMEM);
     errno = 0;
     p->pd = ibv_alloc_pd(c->ctx);
     if (!p->pd) {
         int e = errno;
-        free(p);
+        SFV_FREE(p);
         return sfv__fail_verb("ibv_alloc_pd", e);
     }
     sfv__ref(&c->refs);
@@ -1311,7 +1324,7 @@ static void sfv__pd_unref(sfv_pd *p) {
     if (p && sfv__unref(&p->refs)) {
         ibv_dealloc_pd(p->pd); /* cannot be busy: every MR and QP held a reference */
         sfv__context_unref(p->ctx);
-        free(p);
+        SFV_FREE(p);
     }
 }
 SAFEVERBS_API void sfv_dealloc_pd(sfv_pd *p) { sfv__pd_unref(p); }
@@ -1423,13 +1436,13 @@ SAFEVERBS_API sfv_result sfv_create_cq(sfv_context *c, uint32_t min_entries, sfv
     if (min_entries == 0 || min_entries > (uint32_t)c->attr.max_cqe)
         return sfv__fail(SFV_ERR_INVALID, EINVAL, __func__, "min_entries %u outside 1..%d (device max_cqe)",
                          (unsigned)min_entries, c->attr.max_cqe);
-    q = (sfv_cq *)calloc(1, sizeof *q);
+    q = (sfv_cq *)SFV_CALLOC(1, sizeof *q);
     if (!q) return sfv__fail_verb("calloc", ENOMEM);
     errno = 0;
     q->cq = ibv_create_cq(c->ctx, (int)min_entries, NULL, NULL, 0);
     if (!q->cq) {
         int e = errno;
-        free(q);
+        SFV_FREE(q);
         return sfv__fail_verb("ibv_create_cq", e);
     }
     sfv__ref(&c->refs);
@@ -1443,7 +1456,7 @@ SAFEVERBS_API void sfv_destroy_cq(sfv_cq *q) {
     if (!q) return;
     ibv_destroy_cq(q->cq);
     sfv__context_unref(q->ctx);
-    free(q);
+    SFV_FREE(q);
 }
 SAFEVERBS_API uint32_t sfv_cq_capacity(const sfv_cq *q) { return q ? q->capacity : 0; }
 
@@ -1468,7 +1481,7 @@ SAFEVERBS_API sfv_result sfv_poll_cq(sfv_cq *q, sfv_work_completion *out, size_t
 
 /* >>impl memory regions ---------------------------------------------------------------------- */
 static sfv_result sfv__mr_finish(sfv_pd *p, struct ibv_mr *m, unsigned access, sfv_mr **out) {
-    sfv_mr *r = (sfv_mr *)calloc(1, sizeof *r);
+    sfv_mr *r = (sfv_mr *)SFV_CALLOC(1, sizeof *r);
     if (!r) {
         ibv_dereg_mr(m);
         return sfv__fail_verb("calloc", ENOMEM);
@@ -1549,7 +1562,7 @@ SAFEVERBS_API void sfv_dereg_mr(sfv_mr *r) {
     if (!r) return;
     ibv_dereg_mr(r->mr);
     sfv__pd_unref(r->pd);
-    free(r);
+    SFV_FREE(r);
 }
 
 SAFEVERBS_API uint32_t sfv_mr_lkey(const sfv_mr *r) { return r ? r->mr->lkey : 0; }
@@ -1817,8 +1830,10 @@ static bool sfv__live_add(const sfv_channel *ch) {
     sfv__live_enter();
     if (sfv__live_n == sfv__live_cap) {
         size_t cap = sfv__live_cap ? 2 * sfv__live_cap : 16;
-        uintptr_t *grown = (uintptr_t *)realloc(sfv__live, cap * sizeof *grown);
+        uintptr_t *grown = (uintptr_t *)SFV_MALLOC(cap * sizeof *grown);
         if (grown) {
+            if (sfv__live_n) memcpy(grown, sfv__live, sfv__live_n * sizeof *grown);
+            SFV_FREE(sfv__live);
             sfv__live = grown;
             sfv__live_cap = cap;
         }
@@ -1840,7 +1855,7 @@ static void sfv__live_remove(const sfv_channel *ch) {
     if (at < sfv__live_n && sfv__live[at] == (uintptr_t)ch) {
         memmove(sfv__live + at, sfv__live + at + 1, (sfv__live_n - at - 1) * sizeof *sfv__live);
         if (--sfv__live_n == 0) { /* nothing left: nothing held, for leak checkers */
-            free(sfv__live);
+            SFV_FREE(sfv__live);
             sfv__live = NULL;
             sfv__live_cap = 0;
         }
@@ -1939,10 +1954,11 @@ static sfv_result sfv__desc_resolve(sfv_pd *pd, const sfv_channel_desc *in, sfv_
         if (r) return r;
     } else {
         uint32_t gi = 0;
-        const sfv_error before = sfv__last;
+        const sfv_error saved = sfv__last;
         r = sfv_choose_gid(pd->ctx, o->port, &gi);
-        if (r && pa.link_layer == SFV_LINK_LAYER_ETHERNET) return r; /* RoCE cannot connect without one */
-        if (r) sfv__last = before; /* InfiniBand connects by LID without one: no error */
+        /* RoCE cannot connect without one; InfiniBand can (by LID), but not past a failed verb */
+        if (r && (pa.link_layer == SFV_LINK_LAYER_ETHERNET || r != SFV_ERR_NOT_FOUND)) return r;
+        if (r) sfv__last = saved;
         o->gid_index = (uint8_t)gi;
         o->gid_index_set = (r == SFV_OK);
     }
@@ -1983,7 +1999,7 @@ SAFEVERBS_API sfv_result sfv_channel_desc_resolve(sfv_pd *pd, const sfv_channel_
 static sfv_result sfv__ring_init(sfv__ring *q, sfv_channel *ch, uint32_t cap) {
     uint64_t size = 1;
     while (size < cap) size <<= 1;
-    q->slots = (sfv__slot *)calloc((size_t)size, sizeof *q->slots);
+    q->slots = (sfv__slot *)SFV_CALLOC((size_t)size, sizeof *q->slots);
     if (!q->slots) return sfv__fail_verb("calloc", ENOMEM);
     q->ch = ch;
     q->mask = size - 1;
@@ -2021,7 +2037,7 @@ SAFEVERBS_API sfv_result sfv_create_channel(sfv_pd *pd, const sfv_channel_desc *
     sfv_result r;
     SFV__CHECK_ARG(out, "out");
     *out = NULL;
-    ch = (sfv_channel *)calloc(1, sizeof *ch);
+    ch = (sfv_channel *)SFV_CALLOC(1, sizeof *ch);
     if (!ch) return sfv__fail_verb("calloc", ENOMEM);
     r = sfv_channel_desc_resolve(pd, desc, &ch->desc);
     if (r) goto free_ch;
@@ -2090,7 +2106,7 @@ SAFEVERBS_API sfv_result sfv_create_channel(sfv_pd *pd, const sfv_channel_desc *
     r = sfv__modify(ch->qp, &qa, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS, "INIT");
     if (r) goto destroy_qp;
     if (!sfv__live_add(ch)) {
-        r = sfv__fail_verb("realloc", ENOMEM);
+        r = sfv__fail_verb("malloc", ENOMEM);
         goto destroy_qp;
     }
     sfv__ref(&pd->refs);
@@ -2105,11 +2121,11 @@ destroy_cq:
 destroy_cc:
     if (ch->cc) ibv_destroy_comp_channel(ch->cc);
 free_rq:
-    free(ch->rq.slots);
+    SFV_FREE(ch->rq.slots);
 free_sq:
-    free(ch->sq.slots);
+    SFV_FREE(ch->sq.slots);
 free_ch:
-    free(ch);
+    SFV_FREE(ch);
     return r;
 }
 
@@ -2372,9 +2388,9 @@ static void sfv__abort(sfv_channel *ch) {
     if (!ch->qp) return;
     memset(&qa, 0, sizeof qa);
     qa.qp_state = IBV_QPS_ERR;
-    (void)ibv_modify_qp(ch->qp, &qa, IBV_QP_STATE);
-    while (sfv__inflight(ch) && sfv__now_ns() < deadline)
-        if (sfv__drain(ch) < 0) break;
+    if (ibv_modify_qp(ch->qp, &qa, IBV_QP_STATE) == 0) /* else nothing ends the work: destroy the QP below */
+        while (sfv__inflight(ch) && sfv__now_ns() < deadline)
+            if (sfv__drain(ch) < 0) break;
     if (sfv__inflight(ch)) (void)sfv__destroy_qp(ch);
 }
 
@@ -2925,11 +2941,11 @@ static sfv_result sfv__blocking(sfv_channel *ch, sfv_result posted, sfv_pending 
         return posted;
     }
     r = sfv_pending_wait(p, -1, wc);
-    if (r == SFV_ERR_TIMEOUT) {
+    if (r != SFV_OK && r != SFV_ERR_WORK) { /* timed out, or the wait failed (the CQ): flush all the same */
         sfv_error saved = sfv__last;
         sfv__abort(ch);
         sfv_pending_wait(p, -1, wc);
-        if (wc) wc->result = SFV_ERR_TIMEOUT;
+        if (wc) wc->result = r;
         sfv__last = saved;
     }
     return r;
@@ -2985,8 +3001,8 @@ static void sfv__settle(sfv_channel *ch, sfv__ring *q, uint64_t from, uint64_t d
         if (s->state == SFV__SLOT_FREE || s->seq != seq) continue; /* consumed by its handle */
         rep->auto_polled++;
         w = sfv__take_by(ch, q, seq, deadline, &wc);
-        if (wc.result != SFV_OK) {
-            if (w != SFV_OK) wc.result = SFV_ERR_TIMEOUT;
+        if (wc.result != SFV_OK || w != SFV_OK) { /* a failed wait aborted the channel: a failure */
+            if (w != SFV_OK) wc.result = w;
             if (rep->failed++ == 0) rep->first_error = wc;
         }
     }
@@ -3030,8 +3046,10 @@ static sfv_result sfv__scope_verdict(sfv_result ran, const sfv_scope_report *rep
     if (ran) return ran;
     if (rep->fn_result != SFV_OK) return sfv__fn_failed(SFV_ERR_SCOPE_FN, rep->fn_result);
     if (rep->failed) {
-        sfv__fail(SFV_ERR_SCOPE_AUTOPOLL, 0, "scope", "%zu auto-polled work request(s) failed; first: %s (%s)",
-                  rep->failed, sfv_wc_status_str(rep->first_error.status), sfv_wc_status_hint(rep->first_error.status));
+        const sfv_work_completion *f = &rep->first_error; /* SFV_ERR_WORK, or the wait's own failure */
+        sfv__fail(SFV_ERR_SCOPE_AUTOPOLL, 0, "scope", "%zu auto-polled work request(s) failed; first: %s (%s)", rep->failed,
+                  f->result == SFV_ERR_WORK ? sfv_wc_status_str(f->status) : sfv_result_str(f->result),
+                  f->result == SFV_ERR_WORK ? sfv_wc_status_hint(f->status) : "waiting for it failed; the channel flushed its work");
         return SFV_ERR_SCOPE_AUTOPOLL;
     }
     return SFV_OK;
@@ -3071,10 +3089,10 @@ SAFEVERBS_API sfv_result sfv_destroy_channel(sfv_channel *ch) {
         ch->cc = NULL;
     }
     sfv__live_remove(ch);
-    free(ch->sq.slots);
-    free(ch->rq.slots);
+    SFV_FREE(ch->sq.slots);
+    SFV_FREE(ch->rq.slots);
     sfv__pd_unref(ch->pd);
-    free(ch);
+    SFV_FREE(ch);
     return SFV_OK;
 }
 
@@ -3100,9 +3118,9 @@ static sfv_result sfv__mc_destroy_channels(sfv_multi_channel *mc) {
 }
 
 static void sfv__mc_free(sfv_multi_channel *mc) {
-    free(mc->chs);
-    free(mc->marks);
-    free(mc);
+    SFV_FREE(mc->chs);
+    SFV_FREE(mc->marks);
+    SFV_FREE(mc);
 }
 
 SAFEVERBS_API sfv_result sfv_create_multi_channel(sfv_pd *pd, size_t n, const sfv_channel_desc *desc, sfv_multi_channel **out) {
@@ -3113,10 +3131,10 @@ SAFEVERBS_API sfv_result sfv_create_multi_channel(sfv_pd *pd, size_t n, const sf
     SFV__CHECK_ARG(pd, "pd");
     if (n == 0 || n > SFV__MAX_PEERS)
         return sfv__fail(SFV_ERR_INVALID, EINVAL, "sfv_create_multi_channel", "%zu channels (1 .. %d)", n, SFV__MAX_PEERS);
-    mc = (sfv_multi_channel *)calloc(1, sizeof *mc);
+    mc = (sfv_multi_channel *)SFV_CALLOC(1, sizeof *mc);
     if (!mc) return sfv__fail_verb("calloc", ENOMEM);
-    mc->chs = (sfv_channel **)calloc(n, sizeof *mc->chs);
-    mc->marks = (uint64_t *)calloc(3 * n, sizeof *mc->marks);
+    mc->chs = (sfv_channel **)SFV_CALLOC(n, sizeof *mc->chs);
+    mc->marks = (uint64_t *)SFV_CALLOC(3 * n, sizeof *mc->marks);
     if (!mc->chs || !mc->marks) {
         r = sfv__fail_verb("calloc", ENOMEM);
         goto free_mc;
@@ -3214,8 +3232,8 @@ static sfv_result sfv__wcs_unposted(sfv_work_completion *wcs, size_t from, size_
 
 static sfv_result sfv__many_run(sfv_multi_channel *mc, const sfv__many *m, sfv_work_completion *wcs) {
     size_t i, posted, failed = 0, first_at = 0;
-    sfv_result post_r = SFV_OK;
-    sfv_error post_err;
+    sfv_result post_r = SFV_OK, wait_r = SFV_OK;
+    sfv_error post_err, wait_err;
     sfv_work_completion first;
     uint64_t t0, *next;
     if (!mc || (!m->reqs && m->count))
@@ -3232,7 +3250,7 @@ static sfv_result sfv__many_run(sfv_multi_channel *mc, const sfv__many *m, sfv_w
         post_r = m->post(mc->chs[m->peer(m, posted)], m, posted);
         if (post_r) break;
     }
-    post_err = sfv__last;
+    post_err = wait_err = sfv__last;
     for (i = 0; i < mc->n; i++) mc->chs[i]->scope_depth--;
     memset(&first, 0, sizeof first);
     t0 = sfv__now_ns();
@@ -3242,8 +3260,16 @@ static sfv_result sfv__many_run(sfv_multi_channel *mc, const sfv__many *m, sfv_w
         sfv__ring *q = m->recv ? &ch->rq : &ch->sq;
         const uint64_t seq = next[peer]++ & ~SFV__EXPIRED;
         sfv_work_completion wc;
-        if (sfv__take_by(ch, q, seq, t0 + sfv__timeout_ns(ch->desc.timeout_ms), &wc) == SFV_ERR_TIMEOUT) next[peer] |= SFV__EXPIRED;
+        const sfv_result w = sfv__take_by(ch, q, seq, t0 + sfv__timeout_ns(ch->desc.timeout_ms), &wc);
+        if (w == SFV_ERR_TIMEOUT) next[peer] |= SFV__EXPIRED;
         if ((next[peer] & SFV__EXPIRED) && wc.result != SFV_OK) wc.result = SFV_ERR_TIMEOUT; /* flushed by the expiry */
+        if (w != SFV_OK && w != SFV_ERR_TIMEOUT) { /* the wait failed (the CQ): the channel was aborted */
+            wc.result = w;
+            if (!wait_r) {
+                wait_r = w;
+                wait_err = sfv__last;
+            }
+        }
         if (wc.result != SFV_OK && failed++ == 0) {
             first = wc;
             first_at = i;
@@ -3254,6 +3280,10 @@ static sfv_result sfv__many_run(sfv_multi_channel *mc, const sfv__many *m, sfv_w
     if (post_r) {
         sfv__last = post_err;
         return post_r;
+    }
+    if (wait_r) {
+        sfv__last = wait_err;
+        return wait_r;
     }
     if (failed)
         return sfv__fail(SFV_ERR_WORK, 0, "multi-channel", "%zu of %zu work requests failed; first: request %zu (peer %zu): %s",
@@ -3979,7 +4009,7 @@ static void sfv__ex_drop(sfv__ex *x, int fd, const char *addr, const char *why) 
    are served side by side until proven (at most SFV__EX_PENDING, each for proof_ms), so a
    stranger holds no rank's place; a proven rank's bytes are then swapped before the next. */
 static sfv_result sfv__ex_accept_lower(sfv__ex *x) {
-    sfv__ex_conn *conns = (sfv__ex_conn *)calloc(SFV__EX_PENDING, sizeof *conns);
+    sfv__ex_conn *conns = (sfv__ex_conn *)SFV_CALLOC(SFV__EX_PENDING, sizeof *conns);
     size_t live = 0, i;
     int lfd = -1;
     sfv_result r;
@@ -4078,7 +4108,7 @@ static sfv_result sfv__ex_accept_lower(sfv__ex *x) {
     }
     for (i = 0; i < live; i++) close(conns[i].fd);
     if (lfd >= 0) close(lfd);
-    free(conns);
+    SFV_FREE(conns);
     return r;
 }
 
@@ -4162,13 +4192,13 @@ static sfv_result sfv__exchange(const sfv_net_node *nodes, size_t n, size_t rank
     x.mine = mine;
     x.all = (uint8_t *)all;
     x.deadline = deadline;
-    x.seen = (bool *)calloc(n, sizeof *x.seen);
+    x.seen = (bool *)SFV_CALLOC(n, sizeof *x.seen);
     if (!x.seen) return sfv__fail_verb("calloc", ENOMEM);
     if (size) memcpy(x.all + rank * size, mine, size);
     x.seen[rank] = true;
     if (rank > 0) r = sfv__ex_accept_lower(&x); /* the lower ranks come to us, in any order */
     for (i = rank + 1; r == SFV_OK && i < n; i++) r = sfv__ex_meet(&x, i); /* we go to the higher ones */
-    free(x.seen);
+    SFV_FREE(x.seen);
     return r;
 }
 
@@ -4212,11 +4242,11 @@ static uint64_t sfv__le64(uint64_t v) {
 }
 
 static void sfv__node_free(sfv_node *nd) {
-    free(nd->in);
-    free(nd->out);
-    free(nd->expected);
-    free(nd->peer_in);
-    free(nd);
+    SFV_FREE(nd->in);
+    SFV_FREE(nd->out);
+    SFV_FREE(nd->expected);
+    SFV_FREE(nd->peer_in);
+    SFV_FREE(nd);
 }
 
 SAFEVERBS_API sfv_result sfv_create_node(sfv_pd *pd, const sfv_node_desc *desc, sfv_node **out) {
@@ -4236,15 +4266,15 @@ SAFEVERBS_API sfv_result sfv_create_node(sfv_pd *pd, const sfv_node_desc *desc, 
         return sfv__fail(SFV_ERR_INVALID, EINVAL, "sfv_node_desc", "sfv_node_desc.channel.access must let peers write (SFV_ACCESS_REMOTE_WRITE): the barrier writes into them");
     if ((unsigned)desc->barrier > (unsigned)SFV_BARRIER_DISSEMINATION)
         return sfv__fail(SFV_ERR_INVALID, EINVAL, "sfv_node_desc", "sfv_node_desc.barrier = %d is not a barrier kind", (int)desc->barrier);
-    nd = (sfv_node *)calloc(1, sizeof *nd);
+    nd = (sfv_node *)SFV_CALLOC(1, sizeof *nd);
     if (!nd) return sfv__fail_verb("calloc", ENOMEM);
     nd->rank = desc->rank;
     nd->world = w;
     nd->kind = desc->barrier == SFV_BARRIER_DEFAULT ? SFV_BARRIER_BINARY_TREE : desc->barrier;
-    nd->in = (uint64_t *)calloc(w, sizeof *nd->in);
-    nd->out = (uint64_t *)calloc(w, sizeof *nd->out);
-    nd->expected = (uint64_t *)calloc(w, sizeof *nd->expected);
-    nd->peer_in = (sfv_remote_mr *)calloc(w, sizeof *nd->peer_in);
+    nd->in = (uint64_t *)SFV_CALLOC(w, sizeof *nd->in);
+    nd->out = (uint64_t *)SFV_CALLOC(w, sizeof *nd->out);
+    nd->expected = (uint64_t *)SFV_CALLOC(w, sizeof *nd->expected);
+    nd->peer_in = (sfv_remote_mr *)SFV_CALLOC(w, sizeof *nd->peer_in);
     if (!nd->in || !nd->out || !nd->expected || !nd->peer_in) {
         r = sfv__fail_verb("calloc", ENOMEM);
         goto free_node;
@@ -4374,15 +4404,15 @@ SAFEVERBS_API sfv_result sfv_node_connect_keyed(sfv_node *nd, const sfv_net_node
     if (nd->connected) return sfv__fail(SFV_ERR_INVALID, EINVAL, "sfv_node_connect", "the node is already connected");
     if (nd->poisoned) return sfv__fail(SFV_ERR_BROKEN, EIO, "sfv_node_connect", "the node is broken: destroy it");
     each = SFV_NODE_ENDPOINT_SIZE(nd->world);
-    mine = (uint8_t *)malloc(each);
-    all = (uint8_t *)malloc(nd->world * each);
+    mine = (uint8_t *)SFV_MALLOC(each);
+    all = (uint8_t *)SFV_MALLOC(nd->world * each);
     r = mine && all ? SFV_OK : sfv__fail_verb("malloc", ENOMEM);
     if (r == SFV_OK) r = sfv_node_endpoint(nd, mine, each);
     if (r == SFV_OK) r = sfv_exchange_all_keyed(nodes, nd->world, nd->rank, mine, each, all, desc, sfv__ms_left(deadline));
     if (r == SFV_OK) r = sfv_node_handshake(nd, all, nd->world * each);
     if (r == SFV_OK) r = sfv_exchange_all_keyed(nodes, nd->world, nd->rank, NULL, 0, NULL, desc, sfv__ms_left(deadline));
-    free(mine);
-    free(all);
+    SFV_FREE(mine);
+    SFV_FREE(all);
     return r;
 }
 

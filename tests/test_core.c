@@ -556,7 +556,7 @@ static void t_elements_debug_assert_death(void) {
     CHECK_ABORTS((void)sfv_mr_scatter_element(f.mr, g_buf - 1, 2));
     CHECK_ABORTS((void)sfv_mr_gather_element(f.mr, g_buf, (size_t)UINT32_MAX + 1));
     CHECK_ABORTS((void)sfv_mr_scatter_element(f.mr, g_buf, (size_t)UINT32_MAX + 1));
-    CHECK_ABORTS((void)sfv_mr_gather_element(NULL, g_buf, 1));
+    CHECK(sfv_mr_gather_element(NULL, g_buf, 1).lkey == 0); /* NULL never crashes: lkey 0, refused by the NIC */
 #else
     FAIL("built with SFV_DEBUG=0: the debug asserts are off");
 #endif

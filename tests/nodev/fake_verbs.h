@@ -1,0 +1,55 @@
+/* fake_verbs.h - the control side of tests/nodev/fake_verbs.c, a fake NIC for the device-free
+   tests: it defines the ibv_* functions safeverbs.h calls and moves bytes between queue pairs in
+   this process (RC: send, receive, RDMA write and read, with immediates), so the library runs on
+   a host without RDMA and without libibverbs.
+
+   Failure injection (librpma's RPMA_FAULT_INJECTION is the idea): every fallible verb and every
+   allocation made through fk_malloc/fk_calloc/fk_free counts as one call; fk_fail_nth(n) makes
+   the n-th call from then on fail (a verb returns its error, an allocation NULL). Live objects
+   (device lists, contexts, PDs, MRs, CQs, QPs, completion channels) are counted, so a test can
+   check that a teardown left nothing behind. Test-only, single-threaded. */
+#ifndef FAKE_VERBS_H
+#define FAKE_VERBS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+enum fk_kind { FK_DEVICE_LIST, FK_CONTEXT, FK_PD, FK_MR, FK_CQ, FK_QP, FK_COMP_CHANNEL, FK_KINDS };
+
+/* Back to the defaults: RoCE (Ethernet link layer) with an IPv4 RoCE v2 GID, port ACTIVE,
+   no failure planned, call counter at 0. Live objects are kept (and still counted). */
+void fk_reset(void);
+/* Link layer of every port: 1 InfiniBand (LIDs, an IB GID), 2 Ethernet (RoCE, GIDs only). */
+void fk_set_link_layer(int link_layer);
+/* enum ibv_port_state of every port. */
+void fk_set_port_state(int state);
+
+/* Fails call n (1-based, counted from the last fk_reset or fk_fail_nth); 0: none. */
+void fk_fail_nth(long n);
+/* A failed ibv_post_send / ibv_post_recv of a list first posts its first n work requests (a
+   partial post: *bad_wr then points at the first one not posted; the part posted has not run
+   when the call returns). Default 0. */
+void fk_set_partial_post(int n);
+/* Calls counted so far (verbs and allocations). */
+long fk_calls(void);
+/* The name of call i (1-based) of the calls counted since the last reset ("ibv_modify_qp",
+   "calloc"), or NULL beyond what was recorded. */
+const char *fk_call_name(long i);
+/* Where in the program call i was made (an offset into its executable, for addr2line), 0 if unknown. */
+unsigned long fk_call_site(long i);
+/* What call i did, where the name alone does not say ("to ERR" for ibv_modify_qp), else "". */
+const char *fk_call_detail(long i);
+/* The verb or allocation the planned failure hit, NULL while it has not happened. */
+const char *fk_failed(void);
+
+/* Live objects of one kind, and of all kinds. */
+long fk_live(enum fk_kind kind);
+long fk_live_total(void);
+const char *fk_kind_name(enum fk_kind kind);
+
+/* The allocator the tests hand to safeverbs.h (SFV_MALLOC, SFV_CALLOC, SFV_FREE). */
+void *fk_malloc(size_t size);
+void *fk_calloc(size_t n, size_t size);
+void fk_free(void *p);
+
+#endif

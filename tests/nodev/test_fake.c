@@ -1,0 +1,1117 @@
+/* test_fake.c - the device-free tier: what needs no NIC (codecs, remote-region arithmetic,
+   result strings, desc validation) and the channel itself on the fake NIC of fake_verbs.c, on
+   the host, in a fraction of a second. Built without libibverbs (make check-nodev). */
+#define _GNU_SOURCE
+#include "fake_verbs.h" /* the allocator safeverbs.h is given: counted, and told when to fail */
+#define SFV_MALLOC(sz) fk_malloc(sz)
+#define SFV_CALLOC(n, sz) fk_calloc(n, sz)
+#define SFV_FREE(p) fk_free(p)
+#define SAFEVERBS_IMPLEMENTATION
+#include "safeverbs.h"
+#include "sfv_test.h"
+
+#include <poll.h>
+#include <pthread.h>
+
+/* ---- helpers ------------------------------------------------------------------------------- */
+typedef struct tf_env {
+    sfv_context *ctx;
+    sfv_pd *pd;
+    sfv_mr *mr;
+    unsigned char *buf;
+    size_t len;
+} tf_env;
+
+static void tf_open(tf_env *e, size_t len) {
+    memset(e, 0, sizeof *e);
+    e->len = len;
+    e->buf = (unsigned char *)calloc(1, len);
+    CHECK(e->buf);
+    CHECK_OK(sfv_open_device(NULL, &e->ctx));
+    CHECK_OK(sfv_alloc_pd(e->ctx, &e->pd));
+    CHECK_OK(sfv_reg_mr_shared(e->pd, e->buf, len, &e->mr));
+}
+
+/* Tears down and checks that the fake holds nothing any more. */
+static void tf_close(tf_env *e) {
+    sfv_dereg_mr(e->mr);
+    sfv_dealloc_pd(e->pd);
+    sfv_close_device(e->ctx);
+    free(e->buf);
+    CHECK_EQ(fk_live_total(), 0);
+}
+
+static void tf_connect(sfv_channel *a, sfv_channel *b) {
+    sfv_endpoint ea, eb;
+    uint8_t blob[SFV_ENDPOINT_ENCODED_SIZE];
+    CHECK_OK(sfv_channel_endpoint(a, &ea));
+    CHECK_OK(sfv_channel_endpoint(b, &eb));
+    sfv_endpoint_encode(&ea, blob); /* through the wire format, as a program does */
+    CHECK_OK(sfv_endpoint_decode(blob, sizeof blob, &ea));
+    CHECK_OK(sfv_channel_handshake(b, &ea));
+    if (a != b) CHECK_OK(sfv_channel_handshake(a, &eb));
+}
+
+static void tf_pair(tf_env *e, const sfv_channel_desc *d, sfv_channel **a, sfv_channel **b) {
+    CHECK_OK(sfv_create_channel(e->pd, d, a));
+    CHECK_OK(sfv_create_channel(e->pd, d, b));
+    tf_connect(*a, *b);
+}
+
+/* ---- no device ----------------------------------------------------------------------------- */
+static void t_result_strings(void) {
+    int s;
+    CHECK(strcmp(sfv_result_str(SFV_OK), "SFV_OK: success") == 0);
+    CHECK(strncmp(sfv_result_str(SFV_ERR_TIMEOUT), "SFV_ERR_TIMEOUT: ", 17) == 0);
+    CHECK(strncmp(sfv_result_str(SFV_ERR_SCOPE_AUTOPOLL), "SFV_ERR_SCOPE_AUTOPOLL: ", 24) == 0);
+    CHECK(strncmp(sfv_result_str((sfv_result)-99), "SFV_?", 5) == 0);
+    for (s = SFV_ERR_SCOPE_AUTOPOLL; s <= SFV_NOT_DONE; s++) CHECK(strncmp(sfv_result_str((sfv_result)s), "SFV_", 4) == 0);
+    for (s = SFV_WC_SUCCESS; s <= SFV_WC_TM_RNDV_INCOMPLETE; s++) {
+        CHECK(strcmp(sfv_wc_status_str((sfv_wc_status)s), "UNKNOWN_STATUS") != 0);
+        CHECK(sfv_wc_status_hint((sfv_wc_status)s)[0]);
+        CHECK(strcmp(sfv_work_error_class_str(sfv_wc_status_class((sfv_wc_status)s)), "") != 0);
+    }
+    CHECK(strcmp(sfv_wc_status_str(SFV_WC_LOC_LEN_ERR), "LOC_LEN_ERR") == 0);
+    CHECK(strcmp(sfv_wc_status_str((sfv_wc_status)999), "UNKNOWN_STATUS") == 0);
+    CHECK_EQ(sfv_wc_status_class(SFV_WC_SUCCESS), SFV_WORK_ERROR_NONE);
+    CHECK_EQ(sfv_wc_status_class(SFV_WC_WR_FLUSH_ERR), SFV_WORK_ERROR_LOCAL_RESOURCE);
+    CHECK_EQ(sfv_wc_status_class(SFV_WC_REM_ACCESS_ERR), SFV_WORK_ERROR_REMOTE);
+    CHECK_EQ(sfv_wc_status_class(SFV_WC_RETRY_EXC_ERR), SFV_WORK_ERROR_TRANSPORT);
+    CHECK_EQ(sfv_wc_status_class((sfv_wc_status)999), SFV_WORK_ERROR_UNKNOWN);
+    CHECK(strcmp(sfv_port_state_str(SFV_PORT_ACTIVE), "ACTIVE") == 0);
+    CHECK(strcmp(sfv_port_state_str((sfv_port_state)77), "UNKNOWN") == 0);
+    CHECK_EQ(sfv_result_from_errno(0), SFV_OK);
+    CHECK_EQ(sfv_result_from_errno(EINVAL), SFV_ERR_INVALID);
+    CHECK_EQ(sfv_result_from_errno(EAGAIN), SFV_ERR_RESOURCE);
+    CHECK_EQ(sfv_result_from_errno(EACCES), SFV_ERR_PERMISSION);
+    CHECK_EQ(sfv_result_from_errno(ENODEV), SFV_ERR_NOT_FOUND);
+    CHECK_EQ(sfv_result_from_errno(EOPNOTSUPP), SFV_ERR_UNSUPPORTED);
+    CHECK_EQ(sfv_result_from_errno(EIO), SFV_ERR_DRIVER);
+    CHECK(sfv_last_error() != NULL && sfv_last_error()->verb != NULL);
+}
+
+static void t_endpoint_codec(void) {
+    sfv_endpoint e, d;
+    uint8_t b[SFV_ENDPOINT_ENCODED_SIZE], c[SFV_ENDPOINT_ENCODED_SIZE];
+    memset(&e, 0, sizeof e);
+    e.qpn = 0xABCDEF;
+    e.lid = 0x1234;
+    e.psn = 0x654321;
+    e.mtu = 2048;
+    e.rd_atomic = 16;
+    e.has_gid = true;
+    e.gid.raw[0] = 0xfe;
+    e.gid.raw[15] = 7;
+    sfv_endpoint_encode(&e, b);
+    CHECK(b[0] == 'S' && b[1] == 'E' && b[2] == 2 && b[3] == 1);
+    CHECK_OK(sfv_endpoint_decode(b, sizeof b, &d));
+    CHECK(memcmp(&d.gid, &e.gid, sizeof d.gid) == 0);
+    CHECK(d.qpn == e.qpn && d.lid == e.lid && d.psn == e.psn && d.mtu == e.mtu && d.rd_atomic == 16 && d.has_gid);
+    /* version 1: no read depth */
+    e.rd_atomic = 0;
+    e.has_gid = false;
+    memset(&e.gid, 0, sizeof e.gid);
+    sfv_endpoint_encode(&e, b);
+    CHECK_EQ(b[2], 1);
+    CHECK_OK(sfv_endpoint_decode(b, sizeof b, &d));
+    CHECK(d.rd_atomic == 0 && !d.has_gid);
+    /* refusals, each with *out zeroed */
+    CHECK_RESULT(sfv_endpoint_decode(b, sizeof b - 1, &d), SFV_ERR_INVALID);
+    CHECK_EQ(d.qpn, 0);
+    CHECK_RESULT(sfv_endpoint_decode(NULL, sizeof b, &d), SFV_ERR_INVALID);
+    CHECK_RESULT(sfv_endpoint_decode(b, sizeof b, NULL), SFV_ERR_INVALID);
+#define TF_BAD(i, v)                                                      \
+    do {                                                                  \
+        memcpy(c, b, sizeof c);                                           \
+        c[i] = (uint8_t)(v);                                              \
+        CHECK_RESULT(sfv_endpoint_decode(c, sizeof c, &d), SFV_ERR_INVALID); \
+        CHECK(strcmp(sfv_last_error()->verb, "sfv_endpoint_decode") == 0); \
+    } while (0)
+    TF_BAD(0, 'X');             /* magic */
+    TF_BAD(2, 3);               /* version */
+    TF_BAD(3, 2);               /* flags */
+    TF_BAD(12, 1);              /* v1 with a read depth byte */
+    TF_BAD(20, 1);              /* GID bytes without the flag */
+    TF_BAD(10, 0);              /* MTU 2048 -> 0: not an MTU */
+    memcpy(c, b, sizeof c);
+    c[4] = c[5] = c[6] = c[7] = 0; /* QPN 0 */
+    CHECK_RESULT(sfv_endpoint_decode(c, sizeof c, &d), SFV_ERR_INVALID);
+    c[4] = 1;                      /* QPN over 24 bits */
+    CHECK_RESULT(sfv_endpoint_decode(c, sizeof c, &d), SFV_ERR_INVALID);
+    memcpy(c, b, sizeof c);
+    c[2] = 2; /* version 2 with read depth 0 */
+    CHECK_RESULT(sfv_endpoint_decode(c, sizeof c, &d), SFV_ERR_INVALID);
+#undef TF_BAD
+}
+
+static void t_remote_mr_codec(void) {
+    uint8_t b[SFV_REMOTE_MR_ENCODED_SIZE], c[SFV_REMOTE_MR_ENCODED_SIZE];
+    sfv_remote_mr r = sfv_remote_mr_make(0x1122334455667788ull, 4096, 0xCAFEBABE), d;
+    sfv_remote_mr_encode(r, b);
+    CHECK(b[0] == 'S' && b[1] == 'R' && b[2] == 1 && b[3] == 0 && b[4] == 0x11 && b[23] == 0xBE);
+    CHECK_OK(sfv_remote_mr_decode(b, sizeof b, &d));
+    CHECK(d.addr == r.addr && d.length == r.length && d.rkey == r.rkey);
+    CHECK_RESULT(sfv_remote_mr_decode(b, sizeof b - 1, &d), SFV_ERR_INVALID);
+    CHECK_EQ(d.rkey, 0);
+    CHECK_RESULT(sfv_remote_mr_decode(NULL, 24, &d), SFV_ERR_INVALID);
+    memcpy(c, b, sizeof c); c[1] = 'X';
+    CHECK_RESULT(sfv_remote_mr_decode(c, sizeof c, &d), SFV_ERR_INVALID);
+    memcpy(c, b, sizeof c); c[2] = 2;
+    CHECK_RESULT(sfv_remote_mr_decode(c, sizeof c, &d), SFV_ERR_INVALID);
+    memcpy(c, b, sizeof c); c[3] = 1;
+    CHECK_RESULT(sfv_remote_mr_decode(c, sizeof c, &d), SFV_ERR_INVALID);
+    sfv_remote_mr_encode(sfv_remote_mr_make(UINT64_MAX - 10, 12, 1), c); /* addr + length wraps */
+    CHECK_RESULT(sfv_remote_mr_decode(c, sizeof c, &d), SFV_ERR_INVALID);
+    sfv_remote_mr_encode(sfv_remote_mr_make(UINT64_MAX - 10, 11, 1), c); /* ends exactly at the top */
+    CHECK_OK(sfv_remote_mr_decode(c, sizeof c, &d));
+    sfv_remote_mr_encode(sfv_remote_mr_make(5, 0, 1), c);
+    CHECK_OK(sfv_remote_mr_decode(c, sizeof c, &d));
+    CHECK_EQ(d.length, 0);
+}
+
+struct tf_msg { uint32_t a; uint64_t seq; char text[20]; };
+
+static void t_remote_arith(void) {
+    sfv_remote_mr r = sfv_remote_mr_make(1000, 100, 9), o;
+    CHECK_OK(sfv_remote_mr_slice(r, 10, 90, &o));
+    CHECK(o.addr == 1010 && o.length == 90 && o.rkey == 9);
+    CHECK_RESULT(sfv_remote_mr_slice(r, 10, 91, &o), SFV_ERR_SLICE_NOT_WITHIN_BOUNDS);
+    CHECK(o.addr == 0 && o.length == 0 && o.rkey == 0);
+    CHECK_RESULT(sfv_remote_mr_slice(r, 101, 0, &o), SFV_ERR_SLICE_NOT_WITHIN_BOUNDS);
+    CHECK_RESULT(sfv_remote_mr_slice(r, UINT64_MAX, 2, &o), SFV_ERR_SLICE_NOT_WITHIN_BOUNDS);
+    CHECK_OK(sfv_remote_mr_slice(r, 100, 0, &o));
+    CHECK_OK(sfv_remote_mr_sub(r, 40, &o));
+    CHECK(o.addr == 1040 && o.length == 60);
+    CHECK_RESULT(sfv_remote_mr_sub(r, 101, &o), SFV_ERR_SLICE_NOT_WITHIN_BOUNDS);
+    CHECK_RESULT(sfv_remote_mr_slice(r, 0, 1, NULL), SFV_ERR_INVALID);
+    o = sfv_remote_mr_sub_unchecked(r, 150);
+    CHECK(o.addr == 1150 && o.length == 0);
+    o = sfv_remote_mr_sub_unchecked(sfv_remote_mr_make(UINT64_MAX - 1, 5, 1), 10);
+    CHECK(o.addr == UINT64_MAX && o.length == 0);
+    o = sfv_remote_mr_slice_unchecked(r, 500, 7);
+    CHECK(o.addr == 1500 && o.length == 7);
+    /* arrays of 16-byte items: item 3's bytes 4..8 */
+    CHECK_OK(sfv_remote_mr_array_field(r, 16, 3, 4, 4, &o));
+    CHECK(o.addr == 1052 && o.length == 4);
+    CHECK_RESULT(sfv_remote_mr_array_field(r, 16, 6, 4, 4, &o), SFV_ERR_SLICE_NOT_WITHIN_BOUNDS); /* 100..104 */
+    CHECK_OK(sfv_remote_mr_array_field(r, 16, 5, 12, 4, &o));  /* 92..96 */
+    CHECK_RESULT(sfv_remote_mr_array_field(r, 16, UINT64_MAX / 8, 0, 4, &o), SFV_ERR_SLICE_NOT_WITHIN_BOUNDS);
+    CHECK_RESULT(sfv_remote_mr_array_field(r, 16, 0, 10, 8, &o), SFV_ERR_INVALID); /* field outside its item */
+    CHECK_RESULT(sfv_remote_mr_array_field(r, 0, 0, 0, 0, &o), SFV_ERR_INVALID);
+    o = sfv_remote_mr_array_field_unchecked(r, 16, UINT64_MAX, 0, 4);
+    CHECK(o.addr == UINT64_MAX && o.length == 1); /* cut to what fits below 2^64 */
+    /* the struct macros */
+    r = sfv_remote_mr_make(4096, sizeof(struct tf_msg) * 4, 3);
+    CHECK_OK(SFV_REMOTE_STRUCT_FIELD(r, struct tf_msg, seq, &o));
+    CHECK(o.addr == 4096 + offsetof(struct tf_msg, seq) && o.length == 8);
+    CHECK_OK(SFV_REMOTE_ARRAY_FIELD(r, struct tf_msg, 3, &o));
+    CHECK(o.addr == 4096 + 3 * sizeof(struct tf_msg) && o.length == sizeof(struct tf_msg));
+    CHECK_RESULT(SFV_REMOTE_ARRAY_FIELD(r, struct tf_msg, 4, &o), SFV_ERR_SLICE_NOT_WITHIN_BOUNDS);
+    CHECK_OK(SFV_REMOTE_STRUCT_ARRAY_FIELD(r, struct tf_msg, 2, text, &o));
+    CHECK(o.addr == 4096 + 2 * sizeof(struct tf_msg) + offsetof(struct tf_msg, text) && o.length == 20);
+    o = SFV_REMOTE_STRUCT_ARRAY_FIELD_UNCHECKED(r, struct tf_msg, 9, seq);
+    CHECK(o.addr == 4096 + 9 * sizeof(struct tf_msg) + 8);
+    o = SFV_REMOTE_STRUCT_FIELD_UNCHECKED(r, struct tf_msg, a);
+    CHECK(o.addr == 4096 && o.length == 4);
+    o = SFV_REMOTE_ARRAY_FIELD_UNCHECKED(r, struct tf_msg, 1);
+    CHECK(o.addr == 4096 + sizeof(struct tf_msg));
+}
+
+/* ---- the fake device ----------------------------------------------------------------------- */
+static void t_devices(void) {
+    sfv_device_list *l;
+    sfv_context *c;
+    sfv_port_attr pa;
+    sfv_gid_entry g;
+    uint64_t guid;
+    uint32_t gi;
+    CHECK_OK(sfv_get_device_list(&l));
+    CHECK_EQ(sfv_device_list_len(l), 2);
+    CHECK(strcmp(sfv_device_list_name(l, 1), "fake1") == 0);
+    CHECK(sfv_device_list_name(l, 2) == NULL);
+    CHECK_OK(sfv_device_list_guid(l, 1, &guid));
+    CHECK(guid == 0x0002c90300a0b001ull && sfv_guid_oui(guid) == 0x0002c9 && !sfv_guid_is_reserved(guid));
+    CHECK_RESULT(sfv_device_list_guid(l, 2, &guid), SFV_ERR_NOT_FOUND);
+    CHECK_RESULT(sfv_open_device_at(l, 2, &c), SFV_ERR_NOT_FOUND);
+    CHECK_OK(sfv_open_device_at(l, 1, &c));
+    sfv_free_device_list(l);
+    CHECK(strcmp(sfv_context_name(c), "fake1") == 0);
+    CHECK_EQ(sfv_context_numa_node(c), -1);
+    CHECK_OK(sfv_context_bind_thread_to_numa(c, false));
+    CHECK_RESULT(sfv_context_bind_thread_to_numa(c, true), SFV_ERR_NOT_FOUND);
+    CHECK_OK(sfv_query_port(c, 1, &pa));
+    CHECK(pa.state == SFV_PORT_ACTIVE && pa.active_mtu == 1024 && pa.max_mtu == 4096 &&
+          pa.link_layer == SFV_LINK_LAYER_ETHERNET && pa.gid_tbl_len == 4);
+    CHECK_RESULT(sfv_query_port(c, 2, &pa), SFV_ERR_INVALID);
+    CHECK_OK(sfv_query_gid(c, 1, 1, &g));
+    CHECK(g.type == SFV_GID_TYPE_ROCE_V2 && sfv_gid_is_ipv4(&g.gid) && sfv_gid_preference(&g) == 4 && g.ifindex == 3);
+    CHECK_OK(sfv_query_gid(c, 1, 0, &g));
+    CHECK_EQ(sfv_gid_preference(&g), 2);
+    CHECK_RESULT(sfv_query_gid(c, 1, 2, &g), SFV_ERR_NOT_FOUND); /* empty */
+    CHECK_RESULT(sfv_query_gid(c, 1, 9, &g), SFV_ERR_NOT_FOUND); /* beyond the table */
+    CHECK_OK(sfv_choose_gid(c, 1, &gi));
+    CHECK_EQ(gi, 1);
+    sfv_close_device(c);
+    CHECK_RESULT(sfv_open_device("nosuch", &c), SFV_ERR_NOT_FOUND);
+    CHECK(c == NULL);
+    CHECK_OK(sfv_open_device("fake0", &c));
+    sfv_close_device(c);
+    /* InfiniBand: LIDs and one IB GID */
+    fk_set_link_layer(1);
+    CHECK_OK(sfv_open_device(NULL, &c));
+    CHECK_OK(sfv_query_port(c, 1, &pa));
+    CHECK(pa.link_layer == SFV_LINK_LAYER_INFINIBAND && pa.lid == 1);
+    CHECK_OK(sfv_choose_gid(c, 1, &gi));
+    CHECK_EQ(gi, 0);
+    sfv_close_device(c);
+    /* a port that is down */
+    fk_set_port_state(1);
+    CHECK_RESULT(sfv_open_device(NULL, &c), SFV_ERR_RESOURCE);
+    fk_reset();
+    CHECK_EQ(fk_live_total(), 0);
+}
+
+static void t_elements(void) {
+    tf_env e;
+    sfv_gather_element g;
+    sfv_scatter_element s;
+    sfv_mr *other;
+    tf_open(&e, 256);
+    CHECK(sfv_mr_encloses(e.mr, e.buf, 256) && sfv_mr_encloses(e.mr, e.buf + 256, 0) && !sfv_mr_encloses(e.mr, e.buf + 1, 256));
+    CHECK_OK(sfv_mr_gather_element_checked(e.mr, e.buf + 10, 20, &g));
+    CHECK(g.addr == (uint64_t)(uintptr_t)(e.buf + 10) && g.length == 20 && g.lkey == sfv_mr_lkey(e.mr));
+    CHECK_RESULT(sfv_mr_scatter_element_checked(e.mr, e.buf + 250, 7, &s), SFV_ERR_SLICE_NOT_WITHIN_BOUNDS);
+    CHECK(s.addr == 0 && s.length == 0);
+    CHECK_RESULT(sfv_mr_scatter_element_checked(e.mr, e.buf, (size_t)UINT32_MAX + 1, &s), SFV_ERR_SLICE_TOO_BIG);
+    CHECK_RESULT(sfv_mr_gather_element_checked(NULL, e.buf, 1, &g), SFV_ERR_INVALID);
+    g = sfv_mr_gather_element_unchecked(e.mr, e.buf + 300, 5);
+    CHECK(g.length == 5);
+#if SFV_DEBUG
+    CHECK_ABORTS(sfv_mr_gather_element(e.mr, e.buf + 200, 100));
+#endif
+    CHECK(sfv_mr_lkey(e.mr) != sfv_mr_rkey(e.mr));
+    CHECK(sfv_mr_length(e.mr) == 256 && sfv_mr_addr(e.mr) == (uint64_t)(uintptr_t)e.buf && sfv_mr_pd(e.mr) == e.pd);
+    CHECK_RESULT(sfv_reg_mr_access(e.pd, e.buf, 16, SFV_ACCESS_REMOTE_WRITE, &other), SFV_ERR_INVALID);
+    CHECK(other == NULL);
+    CHECK_RESULT(sfv_reg_mr_local(e.pd, NULL, 16, &other), SFV_ERR_INVALID);
+    CHECK_RESULT(sfv_reg_mr_local(e.pd, e.buf, 0, &other), SFV_ERR_INVALID);
+    CHECK_RESULT(sfv_reg_dmabuf_mr_local(e.pd, 3, 5, 16, 6, &other), SFV_ERR_INVALID); /* page offsets differ */
+    CHECK_RESULT(sfv_reg_dmabuf_mr_local(e.pd, 3, 0, 16, 0, &other), SFV_ERR_UNSUPPORTED); /* the fake has no DMA-BUF */
+    CHECK(strcmp(sfv_last_error()->verb, "ibv_reg_dmabuf_mr") == 0);
+    tf_close(&e);
+}
+
+static void t_desc_validation(void) {
+    tf_env e;
+    sfv_channel_desc d, o;
+    sfv_channel *ch;
+    tf_open(&e, 64);
+    CHECK_OK(sfv_channel_desc_resolve(e.pd, NULL, &o));
+    CHECK(o.port == 1 && o.max_send_wr == 128 && o.max_recv_wr == 128 && o.cq_entries == 256 && o.max_send_sge == 4 &&
+          o.max_recv_sge == 4 && o.gid_index_set && o.gid_index == 1 && o.path_mtu == 1024 && o.min_rnr_timer == 12 &&
+          o.ack_timeout == 14 && o.ack_retries == 6 && o.rnr_retries == 7 && o.max_rd_atomic == 16 &&
+          o.timeout_ms == 10000 && o.wait_mode == SFV_WAIT_BUSY &&
+          o.access == (SFV_ACCESS_LOCAL_WRITE | SFV_ACCESS_REMOTE_WRITE | SFV_ACCESS_REMOTE_READ));
+#define TF_REFUSED(field, value, want)                                                  \
+    do {                                                                                \
+        memset(&d, 0, sizeof d);                                                        \
+        d.field = value;                                                                \
+        CHECK_RESULT(sfv_channel_desc_resolve(e.pd, &d, &o), want);                     \
+        CHECK_RESULT(sfv_create_channel(e.pd, &d, &ch), want);                          \
+        CHECK(ch == NULL);                                                              \
+        if (want == SFV_ERR_INVALID) CHECK(strstr(sfv_last_error()->message, #field)); \
+    } while (0)
+    TF_REFUSED(port, 2, SFV_ERR_INVALID);
+    TF_REFUSED(max_send_wr, 5000, SFV_ERR_INVALID);
+    TF_REFUSED(max_recv_wr, 5000, SFV_ERR_INVALID);
+    TF_REFUSED(max_send_sge, 17, SFV_ERR_INVALID);
+    TF_REFUSED(max_recv_sge, 17, SFV_ERR_INVALID);
+    TF_REFUSED(cq_entries, 10, SFV_ERR_INVALID);
+    TF_REFUSED(max_inline_data, 65537, SFV_ERR_INVALID);
+    TF_REFUSED(access, SFV_ACCESS_MW_BIND, SFV_ERR_INVALID);
+    TF_REFUSED(path_mtu, 4096, SFV_ERR_INVALID); /* above the active MTU */
+    TF_REFUSED(path_mtu, 1000, SFV_ERR_INVALID);
+    TF_REFUSED(send_psn, 1u << 24, SFV_ERR_INVALID);
+    TF_REFUSED(min_rnr_timer, 32, SFV_ERR_INVALID);
+    TF_REFUSED(ack_timeout, 32, SFV_ERR_INVALID);
+    TF_REFUSED(service_level, 16, SFV_ERR_INVALID);
+    TF_REFUSED(wait_mode, (sfv_wait_mode)7, SFV_ERR_INVALID);
+    TF_REFUSED(max_rd_atomic, 17, SFV_ERR_INVALID);
+#undef TF_REFUSED
+    memset(&d, 0, sizeof d);
+    d.ack_retries_set = true;
+    d.ack_retries = 8;
+    CHECK_RESULT(sfv_create_channel(e.pd, &d, &ch), SFV_ERR_INVALID);
+    memset(&d, 0, sizeof d);
+    d.gid_index_set = true;
+    d.gid_index = 9;
+    CHECK_RESULT(sfv_create_channel(e.pd, &d, &ch), SFV_ERR_INVALID);
+    d.gid_index = 2; /* empty entry */
+    CHECK_RESULT(sfv_create_channel(e.pd, &d, &ch), SFV_ERR_NOT_FOUND);
+    d.gid_index = 0; /* a valid index that is 0 */
+    CHECK_OK(sfv_channel_desc_resolve(e.pd, &d, &o));
+    CHECK(o.gid_index_set && o.gid_index == 0);
+    /* the port must be ACTIVE for a channel */
+    fk_set_port_state(3); /* ARMED */
+    CHECK_RESULT(sfv_create_channel(e.pd, NULL, &ch), SFV_ERR_RESOURCE);
+    fk_reset();
+    /* set values come back as they were */
+    memset(&d, 0, sizeof d);
+    d.max_send_wr = 8;
+    d.max_recv_wr = 4;
+    d.send_psn = 77;
+    d.path_mtu = 512;
+    d.rnr_retries_set = true;
+    d.rnr_retries = 0;
+    d.timeout_ms = 5;
+    CHECK_OK(sfv_create_channel(e.pd, &d, &ch));
+    CHECK(sfv_channel_get_desc(ch)->cq_entries == 12 && sfv_channel_get_desc(ch)->send_psn == 77 &&
+          sfv_channel_get_desc(ch)->path_mtu == 512 && sfv_channel_get_desc(ch)->rnr_retries == 0);
+    CHECK(sfv_channel_pd(ch) == e.pd && sfv_channel_fd(ch) == -1);
+    CHECK_RESULT(sfv_channel_arm(ch), SFV_ERR_INVALID);
+    CHECK_OK(sfv_destroy_channel(ch));
+    CHECK_OK(sfv_destroy_channel(NULL));
+    tf_close(&e);
+}
+
+/* The sweep's first finding, pinned: on InfiniBand, a failed ibv_query_port inside sfv_choose_gid
+   made sfv_create_channel return SFV_OK and leave that failure as the last error; a failed GID
+   query made sfv_choose_gid pick a worse GID quietly, and an empty entry passed on the way left
+   its error behind. */
+static void t_choose_gid_failures(void) {
+    tf_env e;
+    sfv_channel *ch;
+    uint32_t gi;
+    tf_open(&e, 64);
+    fk_set_link_layer(1);
+    fk_fail_nth(3); /* calloc, ibv_query_port (the desc), ibv_query_port (sfv_choose_gid) */
+    CHECK_RESULT(sfv_create_channel(e.pd, NULL, &ch), SFV_ERR_DRIVER);
+    CHECK(ch == NULL && strcmp(fk_failed(), "ibv_query_port") == 0);
+    CHECK(strcmp(sfv_last_error()->verb, "ibv_query_port") == 0);
+    fk_fail_nth(0);
+    CHECK_RESULT(sfv_remote_mr_decode(NULL, 0, NULL), SFV_ERR_INVALID); /* a known last error */
+    CHECK_OK(sfv_choose_gid(e.ctx, 1, &gi)); /* index 0, then three empty entries */
+    CHECK(gi == 0 && strcmp(sfv_last_error()->verb, "sfv_remote_mr_decode") == 0);
+    fk_set_link_layer(2);
+    fk_fail_nth(3); /* ibv_query_port, the GID at 0, the GID at 1 (the IPv4 one) */
+    CHECK_RESULT(sfv_choose_gid(e.ctx, 1, &gi), SFV_ERR_DRIVER);
+    CHECK(strcmp(sfv_last_error()->verb, "ibv_query_gid_ex") == 0);
+    fk_fail_nth(0);
+    tf_close(&e);
+}
+
+/* The fake's own rules, through the verbs themselves: what the library relies on it to refuse. */
+static void t_fake_rules(void) {
+    struct ibv_device **devs = ibv_get_device_list(NULL);
+    struct ibv_context *c;
+    struct ibv_pd *pd;
+    struct ibv_cq *cq;
+    struct ibv_qp *qp;
+    struct ibv_qp_init_attr qi;
+    struct ibv_qp_attr qa;
+    struct ibv_send_wr sw, *bad_s;
+    struct ibv_recv_wr rw, *bad_r;
+    struct ibv_wc wc[4];
+    CHECK(devs && (c = ibv_open_device(devs[0])) != NULL);
+    ibv_free_device_list(devs);
+    CHECK((pd = ibv_alloc_pd(c)) != NULL);
+    CHECK((cq = ibv_create_cq(c, 4, NULL, NULL, 0)) != NULL);
+    memset(&qi, 0, sizeof qi);
+    qi.send_cq = qi.recv_cq = cq;
+    qi.qp_type = IBV_QPT_RC;
+    qi.cap.max_send_wr = qi.cap.max_recv_wr = 2;
+    qi.cap.max_send_sge = qi.cap.max_recv_sge = 1;
+    CHECK((qp = ibv_create_qp(pd, &qi)) != NULL);
+    CHECK_EQ(ibv_dealloc_pd(pd), EBUSY);  /* a QP holds it */
+    CHECK_EQ(ibv_destroy_cq(cq), EBUSY);  /* a QP uses it */
+    memset(&sw, 0, sizeof sw);
+    memset(&rw, 0, sizeof rw);
+    sw.opcode = IBV_WR_SEND;
+    CHECK_EQ(ibv_post_recv(qp, &rw, &bad_r), EINVAL); /* RESET takes no receive */
+    CHECK(bad_r == &rw);
+    memset(&qa, 0, sizeof qa);
+    qa.qp_state = IBV_QPS_RTR;
+    CHECK_EQ(ibv_modify_qp(qp, &qa, IBV_QP_STATE), EINVAL); /* RESET -> RTR */
+    qa.qp_state = IBV_QPS_INIT;
+    CHECK_EQ(ibv_modify_qp(qp, &qa, IBV_QP_STATE), EINVAL); /* INIT without its attributes */
+    qa.port_num = 1;
+    CHECK_EQ(ibv_modify_qp(qp, &qa, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS), 0);
+    CHECK_EQ(ibv_post_send(qp, &sw, &bad_s), EINVAL); /* INIT sends nothing */
+    CHECK_EQ(ibv_post_recv(qp, &rw, &bad_r), 0);
+    CHECK_EQ(ibv_post_recv(qp, &rw, &bad_r), 0);
+    CHECK_EQ(ibv_post_recv(qp, &rw, &bad_r), ENOMEM); /* max_recv_wr 2 */
+    qa.qp_state = IBV_QPS_RTR;
+    qa.path_mtu = IBV_MTU_1024;
+    qa.dest_qp_num = qp->qp_num;
+    qa.ah_attr.port_num = 1;
+    CHECK_EQ(ibv_modify_qp(qp, &qa, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+                                        IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER), EINVAL); /* RoCE: no GRH */
+    qa.ah_attr.is_global = 1;
+    qa.ah_attr.grh.sgid_index = 1;
+    qa.path_mtu = IBV_MTU_2048; /* above the active MTU */
+    CHECK_EQ(ibv_modify_qp(qp, &qa, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+                                        IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER), EINVAL);
+    /* ERR from INIT: both receives flushed, in order */
+    memset(&qa, 0, sizeof qa);
+    qa.qp_state = IBV_QPS_ERR;
+    CHECK_EQ(ibv_modify_qp(qp, &qa, IBV_QP_STATE), 0);
+    CHECK_EQ(ibv_poll_cq(cq, 4, wc), 2);
+    CHECK(wc[0].status == IBV_WC_WR_FLUSH_ERR && wc[1].status == IBV_WC_WR_FLUSH_ERR && wc[0].opcode == IBV_WC_RECV);
+    CHECK_EQ(ibv_post_send(qp, &sw, &bad_s), 0); /* ERR flushes at once */
+    CHECK_EQ(ibv_poll_cq(cq, 4, wc), 1);
+    CHECK_EQ(wc[0].status, IBV_WC_WR_FLUSH_ERR);
+    CHECK_EQ(ibv_req_notify_cq(cq, 0), EINVAL); /* no completion channel */
+    CHECK_EQ(fk_live(FK_QP), 1);
+    CHECK_EQ(ibv_destroy_qp(qp), 0);
+    CHECK_EQ(ibv_destroy_cq(cq), 0);
+    CHECK_EQ(ibv_dealloc_pd(pd), 0);
+    CHECK_EQ(ibv_close_device(c), 0);
+    CHECK_EQ(fk_live_total(), 0);
+}
+
+/* ---- the channel on the fake --------------------------------------------------------------- */
+static void t_loopback(void) {
+    tf_env e;
+    sfv_channel *ch;
+    sfv_pending rx;
+    sfv_work_completion wc;
+    sfv_scatter_element in;
+    sfv_gather_element out;
+    tf_open(&e, 64);
+    memcpy(e.buf, "hello", 6);
+    CHECK_OK(sfv_create_channel(e.pd, NULL, &ch));
+    tf_connect(ch, ch);
+    CHECK_RESULT(sfv_channel_handshake(ch, &(sfv_endpoint){1, 0, 1, 1024, 1, false, {{0}}}), SFV_ERR_INVALID); /* again */
+    in = sfv_mr_scatter_element(e.mr, e.buf + 32, 32);
+    out = sfv_mr_gather_element(e.mr, e.buf, 6);
+    CHECK_OK(sfv_channel_post_receive(ch, &in, 1, &rx));
+    CHECK_EQ(sfv_channel_outstanding(ch), 1);
+    CHECK_OK(sfv_channel_send(ch, &out, 1, &wc));
+    CHECK(wc.result == SFV_OK && wc.opcode == SFV_WC_OP_SEND && wc.byte_len == 0);
+    CHECK_OK(sfv_pending_wait(&rx, -1, &wc));
+    CHECK(wc.opcode == SFV_WC_OP_RECV && wc.byte_len == 6 && !wc.has_imm && (wc.wr_id & 1));
+    CHECK(strcmp((char *)e.buf + 32, "hello") == 0);
+    CHECK_EQ(sfv_channel_outstanding(ch), 0);
+    CHECK_OK(sfv_destroy_channel(ch));
+    tf_close(&e);
+}
+
+static void t_two_channels(void) {
+    tf_env e;
+    sfv_channel *a, *b;
+    sfv_pending rx;
+    sfv_work_completion wc;
+    sfv_gather_element g[2];
+    sfv_scatter_element s[2];
+    sfv_remote_mr rb;
+    int i;
+    tf_open(&e, 4096);
+    tf_pair(&e, NULL, &a, &b);
+    for (i = 0; i < 1024; i++) e.buf[i] = (unsigned char)i;
+    /* send of two elements into a receive of two */
+    g[0] = sfv_mr_gather_element(e.mr, e.buf, 100);
+    g[1] = sfv_mr_gather_element(e.mr, e.buf + 100, 50);
+    s[0] = sfv_mr_scatter_element(e.mr, e.buf + 2048, 120);
+    s[1] = sfv_mr_scatter_element(e.mr, e.buf + 3000, 100);
+    CHECK_OK(sfv_channel_post_receive(b, s, 2, &rx));
+    CHECK_OK(sfv_channel_send(a, g, 2, NULL));
+    CHECK_OK(sfv_pending_wait(&rx, -1, &wc));
+    CHECK_EQ(wc.byte_len, 150);
+    CHECK(memcmp(e.buf + 2048, e.buf, 120) == 0 && memcmp(e.buf + 3000, e.buf + 120, 30) == 0);
+    /* with immediate */
+    CHECK_OK(sfv_channel_post_receive(a, s, 1, &rx));
+    CHECK_OK(sfv_channel_send_imm(b, g, 1, 0xDEADBEEF, NULL));
+    CHECK_OK(sfv_pending_wait(&rx, -1, &wc));
+    CHECK(wc.has_imm && wc.imm_data == 0xDEADBEEF && wc.opcode == SFV_WC_OP_RECV && wc.byte_len == 100);
+    /* write, then read back */
+    memset(e.buf + 2048, 0, 2048);
+    rb = sfv_remote_mr_make((uint64_t)(uintptr_t)(e.buf + 2048), 1024, sfv_mr_rkey(e.mr));
+    CHECK_OK(sfv_channel_write(a, g, 1, rb, &wc));
+    CHECK(wc.opcode == SFV_WC_OP_WRITE);
+    CHECK(memcmp(e.buf + 2048, e.buf, 100) == 0);
+    s[0] = sfv_mr_scatter_element(e.mr, e.buf + 3072, 64);
+    CHECK_OK(sfv_channel_read(b, s, 1, sfv_remote_mr_make((uint64_t)(uintptr_t)(e.buf + 10), 64, sfv_mr_rkey(e.mr)), &wc));
+    CHECK(wc.opcode == SFV_WC_OP_READ && wc.byte_len == 64);
+    CHECK(memcmp(e.buf + 3072, e.buf + 10, 64) == 0);
+    /* write with immediate: the receive gets the immediate and the length, no bytes */
+    CHECK_OK(sfv_channel_post_receive(b, NULL, 0, &rx));
+    CHECK_OK(sfv_channel_write_imm(a, g + 1, 1, sfv_remote_mr_make((uint64_t)(uintptr_t)(e.buf + 3500), 50, sfv_mr_rkey(e.mr)), 7, NULL));
+    CHECK_OK(sfv_pending_wait(&rx, -1, &wc));
+    CHECK(wc.opcode == SFV_WC_OP_RECV_IMM && wc.has_imm && wc.imm_data == 7 && wc.byte_len == 50);
+    CHECK(memcmp(e.buf + 3500, e.buf + 100, 50) == 0);
+    /* the remote region is checked before the post */
+    CHECK_RESULT(sfv_channel_write(a, g, 1, sfv_remote_mr_make(rb.addr, 99, rb.rkey), NULL), SFV_ERR_SLICE_NOT_WITHIN_BOUNDS);
+    CHECK_OK(sfv_destroy_channel(a));
+    CHECK_OK(sfv_destroy_channel(b));
+    tf_close(&e);
+}
+
+static void t_inline(void) {
+    tf_env e;
+    sfv_channel_desc d;
+    sfv_channel *a, *b;
+    sfv_pending rx;
+    sfv_gather_element g;
+    sfv_scatter_element s;
+    memset(&d, 0, sizeof d);
+    d.max_inline_data = 64;
+    tf_open(&e, 256);
+    tf_pair(&e, &d, &a, &b);
+    memcpy(e.buf, "inline!", 8);
+    g = sfv_mr_gather_element(e.mr, e.buf, 8);
+    s = sfv_mr_scatter_element(e.mr, e.buf + 128, 64);
+    CHECK_OK(sfv_channel_post_receive(b, &s, 1, &rx));
+    CHECK_OK(sfv_channel_send(a, &g, 1, NULL));
+    CHECK_OK(sfv_pending_wait(&rx, -1, NULL));
+    CHECK(strcmp((char *)e.buf + 128, "inline!") == 0);
+    CHECK_OK(sfv_destroy_channel(a));
+    CHECK_OK(sfv_destroy_channel(b));
+    tf_close(&e);
+}
+
+static void t_batches(void) {
+    tf_env e;
+    sfv_channel *a, *b;
+    sfv_pending rx[4], p;
+    sfv_work_completion wc;
+    sfv_gather_element g[4];
+    sfv_scatter_element s[4];
+    sfv_remote_mr rm[4];
+    int i;
+    tf_open(&e, 4096);
+    tf_pair(&e, NULL, &a, &b);
+    for (i = 0; i < 4; i++) {
+        memset(e.buf + 64 * i, 'a' + i, 64);
+        g[i] = sfv_mr_gather_element(e.mr, e.buf + 64 * i, 64);
+        s[i] = sfv_mr_scatter_element(e.mr, e.buf + 1024 + 64 * i, 64);
+        rm[i] = sfv_remote_mr_make((uint64_t)(uintptr_t)(e.buf + 2048 + 64 * i), 64, sfv_mr_rkey(e.mr));
+    }
+    CHECK_OK(sfv_channel_post_receive_batch(b, s, 1, 4, rx));
+    CHECK_OK(sfv_channel_post_send_batch(a, g, 1, 4, &p));
+    CHECK_OK(sfv_pending_wait(&p, -1, NULL));
+    for (i = 3; i >= 0; i--) { /* out of order */
+        CHECK_OK(sfv_pending_wait(&rx[i], -1, &wc));
+        CHECK_EQ(wc.byte_len, 64);
+        CHECK_EQ(e.buf[1024 + 64 * i], 'a' + i);
+    }
+    CHECK_OK(sfv_channel_post_write_batch(a, g, 1, 4, rm, &p));
+    CHECK_OK(sfv_pending_wait(&p, -1, NULL));
+    CHECK(memcmp(e.buf + 2048, e.buf, 256) == 0);
+    memset(e.buf + 1024, 0, 256);
+    CHECK_OK(sfv_channel_post_read_batch(b, s, 1, 4, rm, &p));
+    CHECK_OK(sfv_pending_wait(&p, -1, &wc));
+    CHECK(memcmp(e.buf + 1024, e.buf, 256) == 0);
+    /* two elements per work request */
+    CHECK_OK(sfv_channel_post_send_batch(a, g, 2, 2, &p));
+    CHECK_OK(sfv_channel_post_receive_batch(b, s, 2, 2, rx));
+    CHECK_OK(sfv_pending_wait(&rx[0], -1, &wc));
+    CHECK_EQ(wc.byte_len, 128);
+    CHECK_OK(sfv_pending_wait(&rx[1], -1, NULL));
+    CHECK_OK(sfv_pending_wait(&p, -1, NULL));
+    /* a batch over its limits */
+    CHECK_RESULT(sfv_channel_post_send_batch(a, g, 1, 0, &p), SFV_ERR_INVALID);
+    CHECK_RESULT(sfv_channel_post_send_batch(a, g, 1, SFV_BATCH_MAX + 1, &p), SFV_ERR_INVALID);
+    CHECK_RESULT(sfv_channel_post_write_batch(a, g, 1, 2, NULL, &p), SFV_ERR_INVALID);
+    CHECK_EQ(sfv_channel_outstanding(a) + sfv_channel_outstanding(b), 0);
+    CHECK_OK(sfv_destroy_channel(a));
+    CHECK_OK(sfv_destroy_channel(b));
+    tf_close(&e);
+}
+
+/* A list the NIC took only part of: what was posted is tracked (its buffers stay the NIC's until
+   it completes), the rest is refused, and unsignaled work can then only end by a flush. */
+static void t_partial_post(void) {
+    tf_env e;
+    sfv_channel *a, *b;
+    sfv_pending p, rx[3];
+    sfv_work_completion wc;
+    sfv_gather_element g[3];
+    sfv_scatter_element s[3];
+    int i;
+    tf_open(&e, 1024);
+    tf_pair(&e, NULL, &a, &b);
+    for (i = 0; i < 3; i++) {
+        g[i] = sfv_mr_gather_element(e.mr, e.buf + 8 * i, 8);
+        s[i] = sfv_mr_scatter_element(e.mr, e.buf + 512 + 8 * i, 8);
+    }
+    fk_set_partial_post(1);
+    fk_fail_nth(1);
+    memset(rx, 0, sizeof rx);
+    CHECK_RESULT(sfv_channel_post_receive_batch(b, s, 1, 3, rx), SFV_ERR_RESOURCE);
+    CHECK(strcmp(sfv_last_error()->verb, "ibv_post_recv") == 0);
+    CHECK_EQ(sfv_channel_outstanding(b), 1); /* the one posted */
+    CHECK_OK(sfv_channel_send(a, g, 1, NULL));
+    CHECK_OK(sfv_pending_wait(&rx[0], -1, &wc));
+    CHECK_EQ(sfv_channel_outstanding(b), 0);
+    fk_fail_nth(1);
+    CHECK_RESULT(sfv_channel_post_send_batch(a, g, 1, 3, &p), SFV_ERR_BROKEN); /* taken part-way */
+    CHECK(strcmp(sfv_last_error()->verb, "ibv_post_send") == 0);
+    CHECK_EQ(sfv_last_error()->errnum, ENOMEM);
+    CHECK_RESULT(sfv_channel_post_send(a, g, 1, &p), SFV_ERR_BROKEN); /* unsignaled work in flight */
+    CHECK_OK(sfv_destroy_channel(a)); /* flushes it */
+    CHECK_OK(sfv_destroy_channel(b));
+    tf_close(&e);
+}
+
+typedef struct tf_scope_arg {
+    tf_env *e;
+    sfv_channel *peer;
+    sfv_remote_mr remote;
+    bool fail;
+    sfv_pending held;
+} tf_scope_arg;
+
+static sfv_result tf_scope_fn(sfv_channel *ch, void *user) {
+    tf_scope_arg *u = (tf_scope_arg *)user;
+    sfv_gather_element g = sfv_mr_gather_element(u->e->mr, u->e->buf, 32);
+    sfv_scatter_element s = sfv_mr_scatter_element(u->e->mr, u->e->buf + 512, 32);
+    sfv_result r = sfv_channel_post_write(ch, &g, 1, u->remote, NULL);
+    if (r) return r;
+    r = sfv_channel_post_read(ch, &s, 1, u->remote, NULL);
+    if (r) return r;
+    if (u->fail) {
+        sfv_remote_mr none;
+        return sfv_remote_mr_decode(NULL, 0, &none); /* any failing call, for its error detail */
+    }
+    return SFV_OK;
+}
+
+static sfv_result tf_manual_fn(sfv_channel *ch, void *user) {
+    tf_scope_arg *u = (tf_scope_arg *)user;
+    sfv_gather_element g = sfv_mr_gather_element(u->e->mr, u->e->buf, 32);
+    sfv_result r = sfv_channel_post_write(ch, &g, 1, u->remote, &u->held);
+    if (r) return r;
+    return sfv_pending_wait(&u->held, -1, NULL);
+}
+
+static void t_scopes(void) {
+    tf_env e;
+    sfv_channel *a, *b;
+    sfv_scope_report rep;
+    tf_scope_arg u;
+    sfv_gather_element g;
+    tf_open(&e, 1024);
+    tf_pair(&e, NULL, &a, &b);
+    memset(&u, 0, sizeof u);
+    u.e = &e;
+    u.remote = sfv_remote_mr_make((uint64_t)(uintptr_t)(e.buf + 256), 32, sfv_mr_rkey(e.mr));
+    memset(e.buf, 'x', 32);
+    CHECK_OK(sfv_channel_scope(a, tf_scope_fn, &u, &rep));
+    CHECK(rep.fn_result == SFV_OK && rep.auto_polled == 2 && rep.failed == 0);
+    CHECK(memcmp(e.buf + 512, e.buf, 32) == 0);
+    CHECK_EQ(sfv_channel_outstanding(a), 0);
+    /* fn fails: its error, its detail, and the work still done */
+    u.fail = true;
+    CHECK_RESULT(sfv_channel_scope(a, tf_scope_fn, &u, &rep), SFV_ERR_SCOPE_FN);
+    CHECK(rep.fn_result == SFV_ERR_INVALID && rep.auto_polled == 2 && strcmp(sfv_last_error()->verb, "sfv_remote_mr_decode") == 0);
+    CHECK_RESULT(sfv_channel_manual_scope(a, tf_scope_fn, &u), SFV_ERR_INVALID);
+    u.fail = false;
+    /* a manual scope with its own handles */
+    CHECK_OK(sfv_channel_manual_scope(a, tf_manual_fn, &u));
+    CHECK(sfv_pending_done(&u.held));
+    CHECK_OK(sfv_pending_poll(&u.held, NULL)); /* a consumed handle gives its result again */
+    /* a manual scope that leaves work unpolled breaks the contract */
+    CHECK_ABORTS(sfv_channel_manual_scope(a, tf_scope_fn, &u));
+    /* NULL pending outside a scope */
+    g = sfv_mr_gather_element(e.mr, e.buf, 8);
+    CHECK_RESULT(sfv_channel_post_send(a, &g, 1, NULL), SFV_ERR_INVALID);
+    /* auto-polled work that fails: the first error in the report */
+    u.remote.rkey ^= 0x55;
+    CHECK_RESULT(sfv_channel_scope(a, tf_scope_fn, &u, &rep), SFV_ERR_SCOPE_AUTOPOLL);
+    CHECK(rep.failed >= 1 && rep.first_error.status == SFV_WC_REM_ACCESS_ERR && rep.first_error.error_class == SFV_WORK_ERROR_REMOTE);
+    CHECK_RESULT(sfv_channel_post_send(a, &g, 1, &u.held), SFV_ERR_BROKEN);
+    CHECK_OK(sfv_destroy_channel(a));
+    CHECK_OK(sfv_destroy_channel(b));
+    tf_close(&e);
+}
+
+static void t_pending(void) {
+    tf_env e;
+    sfv_channel *a, *b;
+    sfv_pending r1, r2, sp, sp2;
+    sfv_work_completion wc;
+    sfv_gather_element g;
+    sfv_scatter_element s1, s2;
+    tf_open(&e, 256);
+    tf_pair(&e, NULL, &a, &b);
+    s1 = sfv_mr_scatter_element(e.mr, e.buf + 100, 16);
+    s2 = sfv_mr_scatter_element(e.mr, e.buf + 200, 16);
+    g = sfv_mr_gather_element(e.mr, e.buf, 4);
+    CHECK_OK(sfv_channel_post_receive(b, &s1, 1, &r1));
+    CHECK_OK(sfv_channel_post_receive(b, &s2, 1, &r2));
+    CHECK_RESULT(sfv_pending_poll(&r1, NULL), SFV_NOT_DONE);
+    CHECK(!sfv_pending_done(&r1));
+    CHECK_RESULT(sfv_pending_wait(&r2, 0, NULL), SFV_ERR_TIMEOUT); /* still tracked */
+    memcpy(e.buf, "one", 4);
+    CHECK_OK(sfv_channel_post_send(a, &g, 1, &sp));
+    memcpy(e.buf, "two", 4); /* the fake sends at once: no harm here */
+    CHECK_OK(sfv_channel_post_send(a, &g, 1, &sp2));
+    CHECK_OK(sfv_pending_wait(&r2, -1, &wc)); /* second first */
+    CHECK(strcmp((char *)e.buf + 200, "two") == 0);
+    CHECK_EQ(sfv_channel_outstanding(b), 2); /* r1 unconsumed holds r2's place too */
+    CHECK_OK(sfv_pending_poll(&r1, &wc));
+    CHECK(strcmp((char *)e.buf + 100, "one") == 0);
+    CHECK_EQ(sfv_channel_outstanding(b), 0);
+    CHECK(sfv_pending_done(&r1));
+    CHECK_OK(sfv_pending_wait(&sp, -1, NULL));
+    CHECK_OK(sfv_pending_wait(&sp2, -1, NULL));
+    CHECK_OK(sfv_pending_wait(&r1, -1, &wc)); /* again: the same result */
+    CHECK_EQ(wc.byte_len, 4);
+    /* no handle */
+    CHECK_RESULT(sfv_pending_wait(NULL, -1, NULL), SFV_ERR_INVALID);
+    CHECK_OK(sfv_destroy_channel(a));
+    CHECK_OK(sfv_destroy_channel(b));
+    tf_close(&e);
+}
+
+static void t_queue_full(void) {
+    tf_env e;
+    sfv_channel_desc d;
+    sfv_channel *a, *b;
+    sfv_pending p[3];
+    sfv_scatter_element s;
+    memset(&d, 0, sizeof d);
+    d.max_recv_wr = 2;
+    tf_open(&e, 64);
+    tf_pair(&e, &d, &a, &b);
+    s = sfv_mr_scatter_element(e.mr, e.buf, 8);
+    CHECK_OK(sfv_channel_post_receive(a, &s, 1, &p[0]));
+    CHECK_OK(sfv_channel_post_receive(a, &s, 1, &p[1]));
+    CHECK_RESULT(sfv_channel_post_receive(a, &s, 1, &p[2]), SFV_ERR_RESOURCE);
+    CHECK_RESULT(sfv_channel_post_receive(a, &s, 5, &p[2]), SFV_ERR_INVALID); /* over max_recv_sge */
+    CHECK_OK(sfv_destroy_channel(a)); /* two receives in flight: flushed */
+    CHECK_OK(sfv_destroy_channel(b));
+    tf_close(&e);
+}
+
+static void t_timeout(void) {
+    tf_env e;
+    sfv_channel_desc d;
+    sfv_channel *a, *b;
+    sfv_work_completion wc;
+    sfv_gather_element g;
+    sfv_scatter_element s;
+    sfv_pending rx, tx;
+    double t0;
+    memset(&d, 0, sizeof d);
+    d.timeout_ms = 50;
+    tf_open(&e, 64);
+    tf_pair(&e, &d, &a, &b);
+    g = sfv_mr_gather_element(e.mr, e.buf, 8);
+    s = sfv_mr_scatter_element(e.mr, e.buf + 32, 8);
+    /* a wait that expires leaves the work tracked; it completes once the peer receives */
+    CHECK_OK(sfv_channel_post_send(a, &g, 1, &tx));
+    CHECK_RESULT(sfv_pending_wait(&tx, 20, NULL), SFV_ERR_TIMEOUT);
+    CHECK_OK(sfv_channel_post_receive(b, &s, 1, &rx));
+    CHECK_OK(sfv_pending_wait(&tx, -1, NULL));
+    CHECK_OK(sfv_pending_wait(&rx, -1, NULL));
+    /* nobody receives: the blocking send times out and flushes */
+    t0 = sfv_test_seconds();
+    CHECK_RESULT(sfv_channel_send(a, &g, 1, &wc), SFV_ERR_TIMEOUT);
+    CHECK(sfv_test_seconds() - t0 >= 0.045);
+    CHECK(wc.result == SFV_ERR_TIMEOUT && wc.status == SFV_WC_WR_FLUSH_ERR);
+    CHECK(strcmp(sfv_last_error()->verb, "wait") == 0);
+    CHECK_RESULT(sfv_channel_send(a, &g, 1, &wc), SFV_ERR_BROKEN);
+    CHECK_OK(sfv_destroy_channel(a));
+    CHECK_OK(sfv_destroy_channel(b));
+    tf_close(&e);
+}
+
+static void t_work_errors(void) {
+    tf_env e;
+    sfv_channel *a, *b;
+    sfv_work_completion wc;
+    sfv_gather_element g;
+    sfv_scatter_element s;
+    sfv_pending rx;
+    tf_open(&e, 256);
+    /* an element outside its MR: local protection error */
+    tf_pair(&e, NULL, &a, &b);
+    g = sfv_mr_gather_element_unchecked(e.mr, e.buf + 250, 16);
+    CHECK_RESULT(sfv_channel_write(a, &g, 1, sfv_mr_remote(e.mr), &wc), SFV_ERR_WORK);
+    CHECK(wc.status == SFV_WC_LOC_PROT_ERR && wc.error_class == SFV_WORK_ERROR_LOCAL_PROGRAMMING && wc.vendor_err != 0);
+    CHECK_RESULT(sfv_channel_write(a, &g, 1, sfv_mr_remote(e.mr), &wc), SFV_ERR_BROKEN);
+    CHECK_OK(sfv_destroy_channel(a));
+    CHECK_OK(sfv_destroy_channel(b));
+    /* a wrong rkey: remote access error */
+    tf_pair(&e, NULL, &a, &b);
+    g = sfv_mr_gather_element(e.mr, e.buf, 16);
+    CHECK_RESULT(sfv_channel_write(a, &g, 1, sfv_remote_mr_make(sfv_mr_addr(e.mr), 16, sfv_mr_lkey(e.mr)), &wc), SFV_ERR_WORK);
+    CHECK(wc.status == SFV_WC_REM_ACCESS_ERR && wc.error_class == SFV_WORK_ERROR_REMOTE);
+    CHECK_OK(sfv_destroy_channel(a));
+    CHECK_OK(sfv_destroy_channel(b));
+    /* a receive too small: LOC_LEN_ERR at the receiver, the sender told by the peer */
+    tf_pair(&e, NULL, &a, &b);
+    s = sfv_mr_scatter_element(e.mr, e.buf + 128, 8);
+    CHECK_OK(sfv_channel_post_receive(b, &s, 1, &rx));
+    CHECK_RESULT(sfv_channel_send(a, &g, 1, &wc), SFV_ERR_WORK);
+    CHECK(wc.status == SFV_WC_REM_INV_REQ_ERR);
+    CHECK_RESULT(sfv_pending_wait(&rx, -1, &wc), SFV_ERR_WORK);
+    CHECK(wc.status == SFV_WC_LOC_LEN_ERR && wc.error_class == SFV_WORK_ERROR_LOCAL_PROGRAMMING && wc.opcode == SFV_WC_OP_UNKNOWN);
+    CHECK_OK(sfv_destroy_channel(a));
+    CHECK_OK(sfv_destroy_channel(b));
+    /* a read into memory registered without local write */
+    {
+        sfv_mr *ro;
+        tf_pair(&e, NULL, &a, &b);
+        CHECK_OK(sfv_reg_mr_access(e.pd, e.buf + 128, 64, 0, &ro));
+        s = sfv_mr_scatter_element(ro, e.buf + 128, 8);
+        CHECK_RESULT(sfv_channel_read(a, &s, 1, sfv_mr_remote(e.mr), &wc), SFV_ERR_WORK);
+        CHECK_EQ(wc.status, SFV_WC_LOC_PROT_ERR);
+        sfv_dereg_mr(ro);
+        CHECK_OK(sfv_destroy_channel(a));
+        CHECK_OK(sfv_destroy_channel(b));
+    }
+    /* the peer QP is gone: retries exhausted */
+    tf_pair(&e, NULL, &a, &b);
+    CHECK_OK(sfv_destroy_channel(b));
+    CHECK_RESULT(sfv_channel_write(a, &g, 1, sfv_mr_remote(e.mr), &wc), SFV_ERR_WORK);
+    CHECK(wc.status == SFV_WC_RETRY_EXC_ERR && wc.error_class == SFV_WORK_ERROR_TRANSPORT);
+    CHECK_OK(sfv_destroy_channel(a));
+    tf_close(&e);
+}
+
+static void t_not_connected(void) {
+    tf_env e;
+    sfv_channel *a, *b;
+    sfv_endpoint ep;
+    sfv_gather_element g;
+    sfv_pending p;
+    tf_open(&e, 64);
+    CHECK_OK(sfv_create_channel(e.pd, NULL, &a));
+    CHECK_OK(sfv_create_channel(e.pd, NULL, &b));
+    g = sfv_mr_gather_element(e.mr, e.buf, 8);
+    CHECK_RESULT(sfv_channel_post_send(a, &g, 1, &p), SFV_ERR_INVALID);
+    CHECK_OK(sfv_channel_endpoint(b, &ep));
+    ep.has_gid = false; /* RoCE needs the GID */
+    CHECK_RESULT(sfv_channel_handshake(a, &ep), SFV_ERR_INVALID);
+    ep.has_gid = true;
+    ep.mtu = 300;
+    CHECK_RESULT(sfv_channel_handshake(a, &ep), SFV_ERR_INVALID);
+    CHECK_OK(sfv_channel_endpoint(b, &ep));
+    ep.psn ^= 1; /* a PSN the peer does not send: the fake drops it, retries run out */
+    CHECK_OK(sfv_channel_handshake(a, &ep));
+    CHECK_OK(sfv_channel_endpoint(a, &ep));
+    CHECK_OK(sfv_channel_handshake(b, &ep));
+    CHECK_RESULT(sfv_channel_write(b, &g, 1, sfv_mr_remote(e.mr), NULL), SFV_ERR_WORK);
+    CHECK_OK(sfv_destroy_channel(a));
+    CHECK_OK(sfv_destroy_channel(b));
+    tf_close(&e);
+}
+
+static void t_destroy_in_flight(void) {
+    tf_env e;
+    sfv_channel *a, *b;
+    sfv_pending rx[3], tx;
+    sfv_gather_element g;
+    sfv_scatter_element s;
+    tf_open(&e, 64);
+    tf_pair(&e, NULL, &a, &b);
+    s = sfv_mr_scatter_element(e.mr, e.buf, 8);
+    g = sfv_mr_gather_element(e.mr, e.buf + 8, 8);
+    CHECK_OK(sfv_channel_post_receive(a, &s, 1, &rx[0]));
+    CHECK_OK(sfv_channel_post_receive(a, &s, 1, &rx[1]));
+    CHECK_OK(sfv_channel_post_send(b, &g, 1, &tx));
+    CHECK_OK(sfv_channel_post_send(b, &g, 1, &tx));
+    CHECK_OK(sfv_channel_post_send(b, &g, 1, &tx)); /* waits for a receive (RNR) */
+    CHECK_OK(sfv_channel_post_receive(b, &s, 1, &rx[2]));
+    CHECK(sfv_channel_outstanding(b) == 4);
+    CHECK_OK(sfv_destroy_channel(b));
+    CHECK_OK(sfv_destroy_channel(a));
+    CHECK_EQ(fk_live(FK_QP) + fk_live(FK_CQ), 0);
+    tf_close(&e);
+}
+
+static void t_event_mode(void) {
+    tf_env e;
+    sfv_channel_desc d;
+    sfv_channel *a, *b;
+    sfv_pending rx;
+    sfv_work_completion wc;
+    sfv_gather_element g;
+    sfv_scatter_element s;
+    struct pollfd pfd;
+    memset(&d, 0, sizeof d);
+    d.wait_mode = SFV_WAIT_EVENT;
+    d.timeout_ms = 100;
+    tf_open(&e, 64);
+    tf_pair(&e, &d, &a, &b);
+    CHECK(sfv_channel_fd(a) >= 0 && sfv_channel_fd(b) >= 0);
+    g = sfv_mr_gather_element(e.mr, e.buf, 8);
+    s = sfv_mr_scatter_element(e.mr, e.buf + 32, 8);
+    memcpy(e.buf, "event", 6);
+    CHECK_OK(sfv_channel_post_receive(b, &s, 1, &rx));
+    CHECK_OK(sfv_channel_arm(b));
+    pfd.fd = sfv_channel_fd(b);
+    pfd.events = POLLIN;
+    CHECK_EQ(poll(&pfd, 1, 0), 0);
+    CHECK_OK(sfv_channel_send(a, &g, 1, NULL));
+    CHECK_EQ(poll(&pfd, 1, 0), 1);
+    CHECK_OK(sfv_channel_ack_events(b));
+    CHECK_OK(sfv_pending_poll(&rx, &wc));
+    CHECK(strcmp((char *)e.buf + 32, "event") == 0);
+    /* a blocking wait that sleeps and expires */
+    CHECK_RESULT(sfv_channel_receive(b, &s, 1, &wc), SFV_ERR_TIMEOUT);
+    CHECK_OK(sfv_destroy_channel(a));
+    CHECK_OK(sfv_destroy_channel(b));
+    CHECK_EQ(fk_live(FK_COMP_CHANNEL), 0);
+    tf_close(&e);
+}
+
+static void t_multi_channel(void) {
+    tf_env e;
+    sfv_multi_channel *m1, *m2;
+    sfv_endpoint ep1[3], ep2[3];
+    sfv_pending rx[3];
+    sfv_work_completion wcs[3];
+    sfv_gather_element g;
+    sfv_scatter_element s[3];
+    sfv_peer_send ps[3];
+    sfv_peer_write pw[3];
+    sfv_peer_read pr[3];
+    size_t peers[2] = {0, 2}, i;
+    tf_open(&e, 4096);
+    CHECK_OK(sfv_create_multi_channel(e.pd, 3, NULL, &m1));
+    CHECK_OK(sfv_create_multi_channel(e.pd, 3, NULL, &m2));
+    CHECK_EQ(sfv_multi_channel_len(m1), 3);
+    CHECK(sfv_multi_channel_peer(m1, 3) == NULL);
+    CHECK_OK(sfv_multi_channel_endpoints(m1, ep1, 3));
+    CHECK_OK(sfv_multi_channel_endpoints(m2, ep2, 3));
+    CHECK_RESULT(sfv_multi_channel_handshake(m1, ep2, 2), SFV_ERR_INVALID);
+    CHECK_OK(sfv_multi_channel_handshake(m1, ep2, 3));
+    CHECK_OK(sfv_multi_channel_handshake(m2, ep1, 3));
+    memcpy(e.buf, "multi", 6);
+    g = sfv_mr_gather_element(e.mr, e.buf, 6);
+    for (i = 0; i < 3; i++) {
+        s[i] = sfv_mr_scatter_element(e.mr, e.buf + 1024 + 64 * i, 64);
+        CHECK_OK(sfv_channel_post_receive(sfv_multi_channel_peer(m2, i), &s[i], 1, &rx[i]));
+        ps[i].peer = i;
+        ps[i].sges = &g;
+        ps[i].n = 1;
+        ps[i].has_imm = i == 1;
+        ps[i].imm = 42;
+    }
+    CHECK_OK(sfv_multi_channel_scatter_send(m1, ps, 3, wcs));
+    for (i = 0; i < 3; i++) {
+        CHECK_OK(sfv_pending_wait(&rx[i], -1, &wcs[i]));
+        CHECK(strcmp((char *)e.buf + 1024 + 64 * i, "multi") == 0 && wcs[i].has_imm == (i == 1));
+    }
+    for (i = 0; i < 2; i++) CHECK_OK(sfv_channel_post_receive(sfv_multi_channel_peer(m2, peers[i]), &s[i], 1, &rx[i]));
+    CHECK_OK(sfv_multi_channel_multicast_send(m1, peers, 2, &g, 1, wcs));
+    for (i = 0; i < 2; i++) CHECK_OK(sfv_pending_wait(&rx[i], -1, NULL));
+    for (i = 0; i < 3; i++) {
+        pw[i].peer = i;
+        pw[i].sges = &g;
+        pw[i].n = 1;
+        pw[i].remote = sfv_remote_mr_make((uint64_t)(uintptr_t)(e.buf + 2048 + 64 * i), 64, sfv_mr_rkey(e.mr));
+        pw[i].has_imm = false;
+        pr[i].peer = 2 - i;
+        pr[i].sges = &s[i];
+        pr[i].n = 1;
+        pr[i].remote = sfv_remote_mr_make((uint64_t)(uintptr_t)e.buf, 64, sfv_mr_rkey(e.mr));
+    }
+    CHECK_OK(sfv_multi_channel_scatter_write(m1, pw, 3, NULL));
+    CHECK(strcmp((char *)e.buf + 2048 + 128, "multi") == 0);
+    memset(e.buf + 1024, 0, 256);
+    CHECK_OK(sfv_multi_channel_gather_read(m2, pr, 3, wcs));
+    CHECK(strcmp((char *)e.buf + 1024 + 64, "multi") == 0 && wcs[2].byte_len == 64);
+    pw[1].peer = 5;
+    CHECK_RESULT(sfv_multi_channel_scatter_write(m1, pw, 3, NULL), SFV_ERR_INVALID);
+    pw[1].peer = 1;
+    pw[1].remote.rkey ^= 1;
+    CHECK_RESULT(sfv_multi_channel_scatter_write(m1, pw, 3, wcs), SFV_ERR_WORK);
+    CHECK(wcs[0].result == SFV_OK && wcs[1].status == SFV_WC_REM_ACCESS_ERR && wcs[2].result == SFV_OK);
+    CHECK_OK(sfv_destroy_multi_channel(m1));
+    CHECK_OK(sfv_destroy_multi_channel(m2));
+    CHECK_OK(sfv_destroy_multi_channel(NULL));
+    tf_close(&e);
+}
+
+/* The node's barrier needs every rank running at once: one thread per rank, and the fake runs
+   them one at a time (a lock around every call into safeverbs, released while a rank spins). */
+typedef struct tf_rank {
+    sfv_node *node;
+    sfv_result r;
+    int rounds;
+} tf_rank;
+
+static void *tf_rank_main(void *arg) {
+    tf_rank *k = (tf_rank *)arg;
+    int i;
+    for (i = 0; i < k->rounds && k->r == SFV_OK; i++) k->r = sfv_node_barrier(k->node, NULL, 0, 2000);
+    return NULL;
+}
+
+static void t_node(void) {
+    tf_env e;
+    sfv_node_desc d;
+    sfv_node *nodes[2];
+    size_t each = SFV_NODE_ENDPOINT_SIZE(2), r;
+    uint8_t all[2 * SFV_NODE_ENDPOINT_SIZE(2)];
+    tf_rank ranks[2];
+    pthread_t th;
+    tf_open(&e, 64);
+    memset(&d, 0, sizeof d);
+    d.world_size = 2;
+    d.barrier = SFV_BARRIER_DISSEMINATION;
+    for (r = 0; r < 2; r++) {
+        d.rank = r;
+        CHECK_OK(sfv_create_node(e.pd, &d, &nodes[r]));
+        CHECK_OK(sfv_node_endpoint(nodes[r], all + r * each, each));
+    }
+    CHECK_RESULT(sfv_node_endpoint(nodes[0], all, each - 1), SFV_ERR_INVALID);
+    CHECK(all[0] == 0 && all[each - 2] == 0); /* a refused call leaves its output zeroed */
+    CHECK_OK(sfv_node_endpoint(nodes[0], all, each));
+    CHECK_RESULT(sfv_node_handshake(nodes[0], all, sizeof all - 1), SFV_ERR_INVALID);
+    CHECK_RESULT(sfv_node_barrier(nodes[0], NULL, 0, 10), SFV_ERR_INVALID); /* not connected */
+    for (r = 0; r < 2; r++) CHECK_OK(sfv_node_handshake(nodes[r], all, sizeof all));
+    CHECK(sfv_node_rank(nodes[1]) == 1 && sfv_node_world_size(nodes[1]) == 2 && sfv_node_multi_channel(nodes[1]));
+    {
+        size_t me[1] = {0};
+        CHECK_OK(sfv_node_barrier(nodes[0], me, 1, 10)); /* a group of one */
+    }
+    for (r = 0; r < 2; r++) {
+        ranks[r].node = nodes[r];
+        ranks[r].r = SFV_OK;
+        ranks[r].rounds = 20;
+    }
+    CHECK(pthread_create(&th, NULL, tf_rank_main, &ranks[1]) == 0);
+    tf_rank_main(&ranks[0]);
+    CHECK(pthread_join(th, NULL) == 0);
+    CHECK_OK(ranks[0].r);
+    CHECK_OK(ranks[1].r);
+    /* rank 0 alone: the barrier times out, and that poisons it */
+    CHECK_RESULT(sfv_node_barrier(nodes[0], NULL, 0, 20), SFV_ERR_TIMEOUT);
+    CHECK_RESULT(sfv_node_barrier(nodes[0], NULL, 0, 20), SFV_ERR_BROKEN);
+    for (r = 0; r < 2; r++) CHECK_OK(sfv_destroy_node(nodes[r]));
+    tf_close(&e);
+}
+
+static const sfv_test TESTS[] = {
+    TEST(t_result_strings, 10),
+    TEST(t_endpoint_codec, 10),
+    TEST(t_remote_mr_codec, 10),
+    TEST(t_remote_arith, 10),
+    TEST(t_fake_rules, 10),
+    TEST(t_devices, 10),
+    TEST(t_elements, 10),
+    TEST(t_desc_validation, 10),
+    TEST(t_choose_gid_failures, 10),
+    TEST(t_loopback, 10),
+    TEST(t_two_channels, 10),
+    TEST(t_inline, 10),
+    TEST(t_batches, 10),
+    TEST(t_partial_post, 10),
+    TEST(t_scopes, 10),
+    TEST(t_pending, 10),
+    TEST(t_queue_full, 10),
+    TEST(t_timeout, 10),
+    TEST(t_work_errors, 10),
+    TEST(t_not_connected, 10),
+    TEST(t_destroy_in_flight, 10),
+    TEST(t_event_mode, 10),
+    TEST(t_multi_channel, 10),
+    TEST(t_node, 20),
+};
+
+int main(int argc, char **argv) { return sfv_test_main(argc, argv, TESTS, SFV_COUNT(TESTS)); }
