@@ -46,7 +46,7 @@ compile-matrix: deps
 check: deps
 	@$(MAKE) --no-print-directory all
 	@$(MAKE) --no-print-directory compile-matrix
-	@$(ON_RXE) bash tests/run.sh
+	@SAFEVERBS_VM_KERNEL="$${SAFEVERBS_VM_KERNEL:-6.1 6.12}" $(ON_RXE) bash tests/run.sh
 
 demo: deps
 	@$(MAKE) --no-print-directory all

@@ -6,7 +6,8 @@
 set -eu
 
 PKGS="gcc g++ make clang libibverbs-dev ibverbs-providers ibverbs-utils rdma-core
-iproute2 kmod qemu-system-x86 busybox-static perftest gnuplot-nox valgrind strace cpio"
+iproute2 kmod qemu-system-x86 busybox-static perftest gnuplot-nox valgrind strace cpio
+xz-utils zstd"
 
 missing=
 for p in $PKGS; do
