@@ -8,7 +8,8 @@
 # SAFEVERBS_VM_KERNEL lists the guest kernels (default 6.1; e.g. "6.1 6.12"): COMMAND runs
 # once in each, under a header line naming the kernel. With several, a recap line per kernel
 # follows, then, if the runs printed "N passed, N failed" lines, their sum as the last line
-# (a run that printed none counts as one failure); the exit status is the first failing run's.
+# (a run that printed none, or failed with none counted, counts as one failure); the exit
+# status is the first failing run's.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 if [ "${SAFEVERBS_USE_VM:-0}" != 1 ] && [ -n "$(ls -A /sys/class/infiniband 2>/dev/null)" ]; then
@@ -35,6 +36,7 @@ for k in "${kernels[@]}"; do
     line=$(grep -E '^[0-9]+ passed, [0-9]+ failed(, [0-9]+ skipped)?$' "$out" | tail -n 1) || :
     if [ -n "$line" ]; then
         read -r p _ f _ s _ <<<"${line//,/}"
+        ((krc == 0 || f > 0)) || f=1    # a run that failed counts one failure at least
         sums=1 pass=$((pass + p)) fail=$((fail + f)) skip=$((skip + ${s:-0}))
     else
         fail=$((fail + 1)) line="printed no result line"
