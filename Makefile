@@ -92,7 +92,7 @@ check: deps
 	@$(MAKE) --no-print-directory check-nodev
 	@$(MAKE) --no-print-directory compile-matrix
 	@$(MAKE) --no-print-directory check-fuzz
-	@$(ON_RXE) bash tests/run.sh
+	@SAFEVERBS_VM_KERNEL="$${SAFEVERBS_VM_KERNEL:-6.1 6.12}" $(ON_RXE) bash tests/run.sh
 
 # On this host, no device and no libibverbs needed: a failure shows in seconds, before the guest boots.
 check-nodev:

@@ -3,9 +3,10 @@
 # Runs every build/test_* binary and every tests/*.test.sh script, shows their output, and
 # closes with the sum: "N passed, N failed". Exits non-zero if anything failed or nothing ran.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit
 pass=0 fail=0 skip=0
-log=$(mktemp)
+log=$(mktemp) || exit
+trap 'rm -f "$log"' EXIT
 run_one() { # NAME COMMAND...
     echo "== $1"
     "${@:2}" 2>&1 | tee "$log"
@@ -33,6 +34,5 @@ done
 for s in tests/*.test.sh; do
     [ -f "$s" ] && run_one "$(basename "$s")" bash "$s"
 done
-rm -f "$log"
 if [ "$skip" -gt 0 ]; then echo "$pass passed, $fail failed, $skip skipped"; else echo "$pass passed, $fail failed"; fi
 [ "$fail" -eq 0 ] && [ "$pass" -gt 0 ]

@@ -6,7 +6,8 @@
 set -eu
 
 PKGS="gcc g++ make clang libibverbs-dev ibverbs-providers ibverbs-utils rdma-core
-iproute2 kmod qemu-system-x86 busybox-static perftest gnuplot-nox valgrind strace cpio"
+iproute2 kmod qemu-system-x86 busybox-static perftest gnuplot-nox valgrind strace cpio
+xz-utils zstd"
 # clang's sanitizer and libFuzzer runtimes (make check-fuzz): only recommended by clang, so
 # --no-install-recommends leaves them out.
 PKGS="$PKGS libclang-rt-14-dev"

@@ -4,6 +4,12 @@
 # here. Otherwise (these CI machines: the host kernel has no RDMA) it boots the QEMU guest of
 # tests/vm/, which has rxe0 and rxe1 on a veth pair, and runs COMMAND there. SAFEVERBS_USE_VM=1
 # forces the guest. The exit status is COMMAND's; a guest that cannot bring up rxe fails.
+#
+# SAFEVERBS_VM_KERNEL lists the guest kernels (default 6.1; e.g. "6.1 6.12"): COMMAND runs
+# once in each, under a header line naming the kernel. With several, a recap line per kernel
+# follows, then, if the runs printed "N passed, N failed" lines, their sum as the last line
+# (a run that printed none, or failed with none counted, counts as one failure); the exit
+# status is the first failing run's.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 if [ "${SAFEVERBS_USE_VM:-0}" != 1 ] && [ -n "$(ls -A /sys/class/infiniband 2>/dev/null)" ]; then
@@ -11,4 +17,34 @@ if [ "${SAFEVERBS_USE_VM:-0}" != 1 ] && [ -n "$(ls -A /sys/class/infiniband 2>/d
     exec "$@"
 fi
 echo "on-rxe: this host has no RDMA device; running in a QEMU guest with rxe0 and rxe1"
-exec bash "$top/tests/vm/run.sh" --timeout "${SAFEVERBS_VM_TIMEOUT:-3000}" -- "$@"
+read -ra kernels <<<"${SAFEVERBS_VM_KERNEL:-6.1}"
+vm() { SAFEVERBS_VM_KERNEL=$1 bash "$top/tests/vm/run.sh" --timeout "${SAFEVERBS_VM_TIMEOUT:-3000}" -- "${@:2}"; }
+if ((${#kernels[@]} == 1)); then
+    echo "======== kernel ${kernels[0]} ========"
+    vm "${kernels[0]}" "$@"
+    exit
+fi
+
+out=$(mktemp)
+trap 'rm -f "$out"' EXIT
+rc=0 sums=0 pass=0 fail=0 skip=0 recap=()
+for k in "${kernels[@]}"; do
+    echo "======== kernel $k ========"
+    t0=$SECONDS
+    vm "$k" "$@" | tee "$out" && krc=0 || krc=${PIPESTATUS[0]}
+    ((rc)) || rc=$krc
+    line=$(grep -E '^[0-9]+ passed, [0-9]+ failed(, [0-9]+ skipped)?$' "$out" | tail -n 1) || :
+    if [ -n "$line" ]; then
+        read -r p _ f _ s _ <<<"${line//,/}"
+        ((krc == 0 || f > 0)) || f=1    # a run that failed counts one failure at least
+        sums=1 pass=$((pass + p)) fail=$((fail + f)) skip=$((skip + ${s:-0}))
+    else
+        fail=$((fail + 1)) line="printed no result line"
+    fi
+    recap+=("on-rxe: kernel $k: ${line}, exit $krc, $((SECONDS - t0)) s")
+done
+printf '%s\n' "${recap[@]}"
+if ((sums)); then
+    ((skip)) && echo "$pass passed, $fail failed, $skip skipped" || echo "$pass passed, $fail failed"
+fi
+exit "$rc"

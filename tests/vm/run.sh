@@ -6,13 +6,18 @@
 # The guest (kernel and initramfs from tests/vm/prepare.sh) mounts this machine's root
 # read-only over 9p and chroots into it, so COMMAND runs the host's binaries. Before it runs,
 # the guest has rxe0 on veth end sva (192.0.2.1/24) and rxe1 on svb (192.0.2.2/24), both ports
-# ACTIVE with the IPv4 GID at index 1, policy routing so rxe0 <-> rxe1 works over those GIDs
-# (see RXE.md), and lo up. One word is run with `sh -c WORD`; several are run as they are.
+# ACTIVE with the IPv4 GID at index 1, and lo up. Both addresses are local, so the kernel
+# would route between them through lo and rxe could not connect them: policy routing sends
+# each address's traffic to the other out of its own veth end. One word is run with
+# `sh -c WORD`; several are run as they are.
 # COMMAND runs in the caller's directory (same path in the guest), stdin /dev/null, with
 # PATH, HOME=/tmp, SAFEVERBS_IN_VM=1, SAFEVERBS_VM_SHARE and the host's SAFEVERBS_* / SFV_*
-# variables. Its stdout+stderr arrive here live, from the guest's serial console.
+# variables. Its stdout+stderr arrive here live, from the guest's serial console. The guest
+# has its own tmpfs on /tmp and /run: the checkout, the caller's directory and the kernel,
+# when they are under /tmp or /run, are exported read-only and mounted at their paths.
 #
-# Environment: SAFEVERBS_VM_SHARE  host directory the guest can write, mounted at the same
+# Environment: SAFEVERBS_VM_KERNEL kernel series to boot: 6.1 (default) or 6.12 (prepare.sh)
+#              SAFEVERBS_VM_SHARE  host directory the guest can write, mounted at the same
 #                                  path (default $PWD/build/vm-share; created)
 #              SAFEVERBS_VM_CACHE  kernel cache (see prepare.sh)
 #              SAFEVERBS_VM_ACCEL  QEMU accelerator (default tcg,thread=multi; this host's
@@ -70,7 +75,8 @@ in_guest() {
     . "$JOB/job.env"    # SFV_KDIR SFV_KVER SFV_CWD SFV_ENV=() SFV_CMD=() (written below)
     : > "$JOB/setup.log"
     ulimit -l unlimited
-    # rxe needs crc32 from the crypto API and cannot auto-load it (RXE.md).
+    # rxe needs crc32 from the crypto API; the guest cannot auto-load it from the kernel's
+    # unpacked module tree, so "rdma link add" would fail with ENOENT without it.
     step "load modules crc32_generic veth ib_core ib_uverbs rdma_rxe" \
         mp -a crc32_generic veth ib_core ib_uverbs rdma_rxe
     mp -q crc32_pclmul 2>/dev/null || true   # optional: faster crc32, needs PCLMULQDQ
@@ -107,12 +113,18 @@ done
 T0=$EPOCHREALTIME
 
 HERE=$(dirname "$(readlink -f "$0")")
-KDIR=$(bash "$HERE/prepare.sh") || die "tests/vm/prepare.sh failed"
+SERIES=${SAFEVERBS_VM_KERNEL:-6.1}
+KDIR=$(bash "$HERE/prepare.sh" "$SERIES") || die "tests/vm/prepare.sh $SERIES failed"
 KVER=$(basename "$KDIR")
-# The guest mounts its own tmpfs on /tmp and /run, hiding the host's.
-for d in "$KDIR" "$PWD"; do
-    case $(readlink -f "$d")/ in /tmp/* | /run/*) die "$d is under /tmp or /run, which the guest cannot see" ;; esac
-done
+echo "run.sh: booting Linux $KVER (SAFEVERBS_VM_KERNEL=$SERIES) under QEMU" >&2
+# The guest mounts its own tmpfs on /tmp and /run, hiding the host's: what it needs from
+# there is exported (each directory once, a parent before what is inside it).
+EXPORTS=()
+while IFS= read -r d; do
+    case $d/ in /tmp/* | /run/*) ;; *) continue ;; esac
+    for e in "${EXPORTS[@]}"; do [[ $d/ == "$e"/* ]] && continue 2; done
+    EXPORTS+=("$d")
+done < <(readlink -f "$HERE/../.." "$PWD" "$KDIR" | sort -u)
 SHARE=${SAFEVERBS_VM_SHARE:-$PWD/build/vm-share}
 mkdir -p "$SHARE" && SHARE=$(readlink -f "$SHARE") || die "cannot create $SHARE"
 JOB=$(mktemp -d "$SHARE/.job.XXXXXX") || die "cannot write to $SHARE"
@@ -126,8 +138,14 @@ trap 'exit 130' INT TERM HUP
 
 # Everything the guest needs travels as files in the share; the kernel command line only
 # names the job. boot.env is read by busybox sh, job.env by bash (printf %q).
+fsdev() { echo "local,id=$1,path=${2//,/,,},security_model=none,multidevs=remap$3"; }
 sq() { printf "'%s'" "${1//\'/\'\\\'\'}"; }
-printf 'SFV_SHARE=%s\nSFV_RUNSH=%s\n' "$(sq "$SHARE")" "$(sq "$HERE/run.sh")" > "$JOB/boot.env"
+XLIST='' XDEV=()
+for i in "${!EXPORTS[@]}"; do
+    XLIST+="sfvx$i ${EXPORTS[i]}"$'\n'
+    XDEV+=(-fsdev "$(fsdev "x$i" "${EXPORTS[i]}" ,readonly=on)" -device "virtio-9p-pci,fsdev=x$i,mount_tag=sfvx$i")
+done
+printf 'SFV_SHARE=%s\nSFV_RUNSH=%s\nSFV_EXPORTS=%s\n' "$(sq "$SHARE")" "$(sq "$HERE/run.sh")" "$(sq "$XLIST")" > "$JOB/boot.env"
 (($# == 1)) && set -- sh -c "$1"
 {
     printf 'SFV_KDIR=%q SFV_KVER=%q SFV_CWD=%q\nSFV_ENV=(' "$KDIR" "$KVER" "$PWD"
@@ -138,7 +156,6 @@ printf 'SFV_SHARE=%s\nSFV_RUNSH=%s\n' "$(sq "$SHARE")" "$(sq "$HERE/run.sh")" > 
     printf ' )\nSFV_CMD=('; printf ' %q' "$@"; printf ' )\n'
 } > "$JOB/job.env"
 
-fsdev() { echo "local,id=$1,path=${2//,/,,},security_model=none,multidevs=remap$3"; }
 # prepare.sh leaves an uncompressed vmlinux (PVH boot) when it can: ~6 s faster under TCG;
 # qboot is a quicker and quieter firmware than SeaBIOS.
 KERNEL=$KDIR/vmlinux; [[ -s $KERNEL ]] || KERNEL=$KDIR/boot/vmlinuz-$KVER
@@ -149,7 +166,7 @@ exec 3< <(exec timeout -k 5 "$TIMEOUT" qemu-system-x86_64 "${BIOS[@]}" \
     -kernel "$KERNEL" -initrd "$KDIR/initramfs.cpio.gz" \
     -append "console=ttyS0 quiet loglevel=0 panic=-1 sfv.job=$(basename "$JOB")" \
     -fsdev "$(fsdev r / ,readonly=on)" -device virtio-9p-pci,fsdev=r,mount_tag=hostroot \
-    -fsdev "$(fsdev s "$SHARE" "")" -device virtio-9p-pci,fsdev=s,mount_tag=sfvshare \
+    -fsdev "$(fsdev s "$SHARE" "")" -device virtio-9p-pci,fsdev=s,mount_tag=sfvshare "${XDEV[@]}" \
     </dev/null 2>&1)
 QPID=$!
 
