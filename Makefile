@@ -15,7 +15,7 @@ BENCHES  := $(patsubst bench/%.c,$(BUILD)/%,$(wildcard bench/*.c))
 # The device-free tier: tests/nodev/ on the fake NIC of tests/nodev/fake_verbs.c, without libibverbs.
 NODEV    := $(patsubst tests/nodev/%.c,$(BUILD)/nodev/%,$(wildcard tests/nodev/test_*.c))
 NODEV    += $(patsubst tests/nodev/%.c,$(BUILD)/nodev/asan/%,$(wildcard tests/nodev/test_*.c))
-NODEV_DEPS := tests/nodev/fake_verbs.c tests/nodev/fake_verbs.h tests/sfv_test.h safeverbs.h
+NODEV_DEPS := tests/nodev/fake_verbs.c tests/nodev/fake_verbs.h tests/harness.h safeverbs.h
 ON_RXE   := bash tools/on-rxe.sh
 
 .PHONY: all deps check check-nodev demo bench compile-matrix clean
@@ -25,11 +25,11 @@ all: $(TESTS) $(ASAN_TESTS) $(EXAMPLES) $(BENCHES)
 $(BUILD):
 	@mkdir -p $@
 
-$(BUILD)/test_%: tests/test_%.c tests/sfv_test.h safeverbs.h | $(BUILD)
+$(BUILD)/test_%: tests/test_%.c tests/harness.h safeverbs.h | $(BUILD)
 	$(CC) $(CFLAGS) $(WARN) -I. -o $@ $< $(LDLIBS)
 
 # The same tests with AddressSanitizer and LeakSanitizer: no overflow, no leak, on any path.
-$(BUILD)/asan/test_%: tests/test_%.c tests/sfv_test.h safeverbs.h
+$(BUILD)/asan/test_%: tests/test_%.c tests/harness.h safeverbs.h
 	@mkdir -p $(@D)
 	$(CC) -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined $(WARN) -I. -o $@ $< $(LDLIBS)
 

@@ -4,7 +4,7 @@
 #define _GNU_SOURCE
 #define SAFEVERBS_IMPLEMENTATION
 #include "../safeverbs.h"
-#include "sfv_test.h"
+#include "harness.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -58,8 +58,8 @@ static void connect_pair(side *a, side *b) {
 }
 /* a on rxe0, b on rxe1, connected over their chosen (IPv4) GIDs. */
 static void pair_open(side *a, side *b, const sfv_channel_desc *da, const sfv_channel_desc *db, unsigned access_b) {
-    *a = side_open(sfv_test_device(0), da, SHARED);
-    *b = side_open(sfv_test_device(1), db, access_b);
+    *a = side_open(test_device(0), da, SHARED);
+    *b = side_open(test_device(1), db, access_b);
     connect_pair(a, b);
 }
 /* A pair whose sender a gives up after `rnr_retries` RNR NAKs from b (b asks for the shortest wait). */
@@ -86,7 +86,7 @@ static void fill(char *p, size_t n, unsigned seed) {
 /* --- connecting ------------------------------------------------------------------------------ */
 static void t_loopback_send_receive(void) {
     sfv_channel_desc d = desc_default();
-    side s = side_open(sfv_test_device(0), &d, SHARED);
+    side s = side_open(test_device(0), &d, SHARED);
     sfv_endpoint me;
     sfv_pending rx;
     sfv_work_completion wc;
@@ -121,7 +121,7 @@ static void t_desc_defaults_and_range_checks(void) {
     sfv_channel *ch = (sfv_channel *)1;
     sfv_channel_desc d = desc_default(), o;
     sfv_port_attr pa;
-    CHECK_OK(sfv_open_device(sfv_test_device(0), &c));
+    CHECK_OK(sfv_open_device(test_device(0), &c));
     CHECK_OK(sfv_alloc_pd(c, &pd));
     CHECK_OK(sfv_query_port(c, 1, &pa));
     CHECK_OK(sfv_channel_desc_resolve(pd, &d, &o));
@@ -235,7 +235,7 @@ static void t_two_processes(void) {
     CHECK(pid >= 0);
     {
         sfv_channel_desc d = desc_default();
-        side s = side_open(sfv_test_device(pid == 0 ? 1 : 0), &d, SHARED);
+        side s = side_open(test_device(pid == 0 ? 1 : 0), &d, SHARED);
         sfv_endpoint me, peer;
         int fd = sv[pid == 0 ? 1 : 0];
         CHECK_OK(sfv_channel_endpoint(s.ch, &me));
@@ -269,7 +269,7 @@ static void t_two_processes(void) {
 
 static void t_handshake_bad_peer(void) {
     sfv_channel_desc d = desc_default();
-    side s = side_open(sfv_test_device(0), &d, SHARED);
+    side s = side_open(test_device(0), &d, SHARED);
     sfv_endpoint me, bad;
     sfv_gather_element g = G(&s, 0, 8);
     sfv_pending p;
@@ -340,8 +340,8 @@ static void t_read_depth_traffic_class_read_sge(void) {
     size_t i;
     da.max_rd_atomic = 2;
     da.traffic_class = db.traffic_class = 96; /* DSCP 24 */
-    a = side_open(sfv_test_device(0), &da, SHARED);
-    b = side_open(sfv_test_device(1), &db, SHARED);
+    a = side_open(test_device(0), &da, SHARED);
+    b = side_open(test_device(1), &db, SHARED);
     CHECK_OK(sfv_channel_endpoint(a.ch, &ea));
     CHECK_OK(sfv_channel_endpoint(b.ch, &eb));
     CHECK_EQ(ea.rd_atomic, 2);
@@ -832,11 +832,11 @@ static void t_rnr_limited_retries(void) {
     double t0;
     pair_open_rnr(&a, &b, 2);
     g = G(&a, 0, 32);
-    t0 = sfv_test_seconds();
+    t0 = test_seconds();
     CHECK_RESULT(sfv_channel_send(a.ch, &g, 1, &wc), SFV_ERR_WORK);
     CHECK_EQ(wc.status, SFV_WC_RNR_RETRY_EXC_ERR);
     CHECK_EQ(wc.error_class, SFV_WORK_ERROR_TRANSPORT);
-    CHECK(sfv_test_seconds() - t0 < 9.0); /* well inside the 10 s deadline: retries ran out */
+    CHECK(test_seconds() - t0 < 9.0); /* well inside the 10 s deadline: retries ran out */
     pair_close(&a, &b);
 }
 
@@ -858,7 +858,7 @@ static void t_peer_disappears_mid_transfer(void) {
         d.ack_retries_set = true;
         d.ack_retries = 3;
         d.timeout_ms = 20000;
-        s = side_open(sfv_test_device(pid == 0 ? 1 : 0), &d, SHARED);
+        s = side_open(test_device(pid == 0 ? 1 : 0), &d, SHARED);
         CHECK_OK(sfv_channel_endpoint(s.ch, &me));
         CHECK(sock_exchange(fd, &me, &peer) == 0);
         CHECK_OK(sfv_channel_handshake(s.ch, &peer));
@@ -880,7 +880,7 @@ static void t_peer_disappears_mid_transfer(void) {
             for (i = 0; i < 8; i++) CHECK_OK(sfv_channel_post_write(s.ch, &big, 1, target, &w[i]));
             CHECK(write(fd, "x", 1) == 1); /* die now, with 16 MiB of writes on the way */
             CHECK(waitpid(pid, &st, 0) == pid);
-            t0 = sfv_test_seconds();
+            t0 = test_seconds();
             for (i = 0; i < 8; i++) {
                 sfv_result r = sfv_pending_wait(&w[i], -1, &wc);
                 if (r == SFV_OK) ok++;
@@ -890,7 +890,7 @@ static void t_peer_disappears_mid_transfer(void) {
             }
             CHECK_EQ(retry_exc, 1);
             CHECK(ok < 8 && ok + retry_exc + flushed == 8);
-            CHECK(sfv_test_seconds() - t0 < 15.0);
+            CHECK(test_seconds() - t0 < 15.0);
             CHECK_EQ(sfv_channel_outstanding(s.ch), 0);
             side_close(&s);
         }
@@ -912,9 +912,9 @@ static void t_wait_deadlines(void) {
     sc = S(&b, 0, 64);
     /* a pending wait: times out, the work stays tracked and can be waited for again */
     CHECK_OK(sfv_channel_post_receive(b.ch, &sc, 1, &rx));
-    t0 = sfv_test_seconds();
+    t0 = test_seconds();
     CHECK_RESULT(sfv_pending_wait(&rx, 100, &wc), SFV_ERR_TIMEOUT);
-    CHECK(sfv_test_seconds() - t0 >= 0.09 && sfv_test_seconds() - t0 < 3.0);
+    CHECK(test_seconds() - t0 >= 0.09 && test_seconds() - t0 < 3.0);
     CHECK_EQ(sfv_channel_outstanding(b.ch), 1);
     CHECK_RESULT(sfv_pending_wait(&rx, -1, &wc), SFV_ERR_TIMEOUT); /* the channel's 300 ms */
     {
@@ -926,20 +926,20 @@ static void t_wait_deadlines(void) {
     memset(&x, 0, sizeof x);
     x.a = &a;
     x.b = &b;
-    t0 = sfv_test_seconds();
+    t0 = test_seconds();
     CHECK_RESULT(sfv_channel_scope(b.ch, scope_receive, &x, &rep), SFV_ERR_SCOPE_AUTOPOLL);
     CHECK_EQ(rep.first_error.result, SFV_ERR_TIMEOUT);
     CHECK_EQ(sfv_channel_outstanding(b.ch), 0);
-    CHECK(sfv_test_seconds() - t0 < 6.0);
+    CHECK(test_seconds() - t0 < 6.0);
     /* a blocking receive: times out, flushes, returns the buffer */
     CHECK_RESULT(sfv_channel_receive(b.ch, &sc, 1, &wc), SFV_ERR_BROKEN); /* b was flushed above */
     pair_close(&a, &b);
     pair_open(&a, &b, &d, &d, SHARED);
-    t0 = sfv_test_seconds();
+    t0 = test_seconds();
     CHECK_RESULT(sfv_channel_receive(b.ch, &sc, 1, &wc), SFV_ERR_TIMEOUT);
     CHECK_EQ(wc.result, SFV_ERR_TIMEOUT);
     CHECK_EQ(sfv_channel_outstanding(b.ch), 0);
-    CHECK(sfv_test_seconds() - t0 < 6.0);
+    CHECK(test_seconds() - t0 < 6.0);
     pair_close(&a, &b);
 }
 
@@ -983,7 +983,7 @@ static void t_event_wait_mode(void) {
     pair_close(&a, &b); /* armed, events acknowledged, one receive in flight: destroy must not hang */
     {
         sfv_channel_desc busy = desc_default();
-        side s = side_open(sfv_test_device(0), &busy, SHARED);
+        side s = side_open(test_device(0), &busy, SHARED);
         CHECK_EQ(sfv_channel_fd(s.ch), -1);
         CHECK_RESULT(sfv_channel_arm(s.ch), SFV_ERR_INVALID);
         side_close(&s);
@@ -1007,9 +1007,9 @@ static void t_destroy_with_work_outstanding(void) {
     g = G(&a, 0, BUF);
     CHECK_OK(sfv_channel_post_send(a.ch, &g, 1, &tx)); /* b has no receive: RNR, forever */
     CHECK_EQ(sfv_channel_outstanding(a.ch), 9);
-    t0 = sfv_test_seconds();
+    t0 = test_seconds();
     CHECK_OK(sfv_destroy_channel(a.ch));
-    CHECK(sfv_test_seconds() - t0 < 6.0);
+    CHECK(test_seconds() - t0 < 6.0);
     a.ch = NULL; /* destroyed: side_close's destroy of NULL is a no-op */
     side_close(&a);
     side_close(&b);
@@ -1181,7 +1181,7 @@ static void t_pending_outlived_by_channel(void) {
     sfv_pending rx;
     sfv_scatter_element sc;
     sfv_endpoint me;
-    s = side_open(sfv_test_device(0), &d, SHARED);
+    s = side_open(test_device(0), &d, SHARED);
     CHECK_OK(sfv_channel_endpoint(s.ch, &me));
     CHECK_OK(sfv_channel_handshake(s.ch, &me));
     sc = S(&s, 0, 64);
@@ -1204,14 +1204,14 @@ static void t_gid_kinds_differ(void) {
     sfv_endpoint ea, eb;
     sfv_gid_entry e0;
     sfv_context *probe;
-    CHECK_OK(sfv_open_device(sfv_test_device(0), &probe));
+    CHECK_OK(sfv_open_device(test_device(0), &probe));
     CHECK_OK(sfv_query_gid(probe, 1, 0, &e0));
     sfv_close_device(probe);
-    if (sfv_gid_is_ipv4(&e0.gid)) SKIP("GID 0 of %s is an IPv4 GID here", sfv_test_device(0));
+    if (sfv_gid_is_ipv4(&e0.gid)) SKIP("GID 0 of %s is an IPv4 GID here", test_device(0));
     da.gid_index_set = true;
     da.gid_index = 0;
-    a = side_open(sfv_test_device(0), &da, SHARED);
-    b = side_open(sfv_test_device(1), &db, SHARED); /* the IPv4 GID by preference */
+    a = side_open(test_device(0), &da, SHARED);
+    b = side_open(test_device(1), &db, SHARED); /* the IPv4 GID by preference */
     CHECK_OK(sfv_channel_endpoint(a.ch, &ea));
     CHECK_OK(sfv_channel_endpoint(b.ch, &eb));
     CHECK(!sfv_gid_is_ipv4(&ea.gid) && sfv_gid_is_ipv4(&eb.gid));
@@ -1221,7 +1221,7 @@ static void t_gid_kinds_differ(void) {
     CHECK_RESULT(sfv_channel_handshake(b.ch, &ea), SFV_ERR_INVALID);
     side_close(&b);
     db = da; /* the same kind on both sides: connects, nothing was spoiled */
-    b = side_open(sfv_test_device(1), &db, SHARED);
+    b = side_open(test_device(1), &db, SHARED);
     connect_pair(&a, &b);
     {
         sfv_gather_element g = G(&a, 0, 16);
@@ -1241,8 +1241,8 @@ static void t_first_wait_timeout_hint(void) {
     sfv_scatter_element sc;
     sfv_work_completion wc;
     d.timeout_ms = 200;
-    a = side_open(sfv_test_device(0), &d, SHARED);
-    b = side_open(sfv_test_device(1), &d, SHARED);
+    a = side_open(test_device(0), &d, SHARED);
+    b = side_open(test_device(1), &d, SHARED);
     sc = S(&a, 0, 64);
     CHECK_RESULT(sfv_channel_receive(a.ch, &sc, 1, &wc), SFV_ERR_TIMEOUT);
     CHECK_EQ(sfv_last_error()->result, SFV_ERR_TIMEOUT);
@@ -1272,9 +1272,9 @@ static void t_dead_peer_and_late_handshake(void) {
     CHECK_OK(sfv_destroy_channel(b.ch));
     b.ch = NULL;
     g = G(&a, 0, 64);
-    t0 = sfv_test_seconds();
+    t0 = test_seconds();
     CHECK_RESULT(sfv_channel_send(a.ch, &g, 1, &wc), SFV_ERR_WORK);
-    dead6 = sfv_test_seconds() - t0;
+    dead6 = test_seconds() - t0;
     CHECK_EQ(wc.status, SFV_WC_RETRY_EXC_ERR);
     CHECK_EQ(wc.error_class, SFV_WORK_ERROR_TRANSPORT);
     CHECK(dead6 < 5.0); /* the transport, not the 10 s deadline */
@@ -1288,9 +1288,9 @@ static void t_dead_peer_and_late_handshake(void) {
     CHECK_OK(sfv_destroy_channel(b.ch));
     b.ch = NULL;
     g = G(&a, 0, 64);
-    t0 = sfv_test_seconds();
+    t0 = test_seconds();
     r7 = sfv_channel_send(a.ch, &g, 1, &wc);
-    dead7 = sfv_test_seconds() - t0;
+    dead7 = test_seconds() - t0;
     CHECK(r7 != SFV_OK);
     CHECK(dead7 < 8.0);
     side_close(&a);
@@ -1302,15 +1302,15 @@ static void t_dead_peer_and_late_handshake(void) {
         int k;
         for (k = 0; k < 2; k++) {
             sfv_result r;
-            a = side_open(sfv_test_device(0), &d, SHARED);
-            b = side_open(sfv_test_device(1), &d, SHARED);
+            a = side_open(test_device(0), &d, SHARED);
+            b = side_open(test_device(1), &d, SHARED);
             CHECK_OK(sfv_channel_endpoint(a.ch, &ea));
             CHECK_OK(sfv_channel_endpoint(b.ch, &eb));
             CHECK_OK(sfv_channel_handshake(a.ch, &eb));
             sc = S(&b, 0, 64);
             CHECK_OK(sfv_channel_post_receive(b.ch, &sc, 1, &rx));
             g = G(&a, 0, 64);
-            t0 = sfv_test_seconds();
+            t0 = test_seconds();
             CHECK_OK(sfv_channel_post_send(a.ch, &g, 1, &tx));
             if (k == 0) {
                 usleep(delays_ms[k] * 1000u);
@@ -1320,11 +1320,11 @@ static void t_dead_peer_and_late_handshake(void) {
             if (k == 0) {
                 CHECK_OK(r);
                 CHECK_OK(sfv_pending_wait(&rx, -1, &wc));
-                late_ok = sfv_test_seconds() - t0;
+                late_ok = test_seconds() - t0;
             } else {
                 CHECK_RESULT(r, SFV_ERR_WORK);
                 CHECK_EQ(wc.status, SFV_WC_RETRY_EXC_ERR);
-                late_fail = sfv_test_seconds() - t0;
+                late_fail = test_seconds() - t0;
                 CHECK(late_fail < 5.0); /* the retries, not the 10 s deadline */
             }
             pair_close(&a, &b);
@@ -1340,9 +1340,9 @@ static void t_dead_peer_and_late_handshake(void) {
    back before the test ends. */
 static int port_state_is(const char *dev, const char *want, double seconds) {
     char path[128], st[64];
-    double end = sfv_test_seconds() + seconds;
+    double end = test_seconds() + seconds;
     snprintf(path, sizeof path, "/sys/class/infiniband/%s/ports/1/state", dev);
-    while (sfv_test_seconds() < end) {
+    while (test_seconds() < end) {
         FILE *f = fopen(path, "r");
         size_t k = f ? fread(st, 1, sizeof st - 1, f) : 0;
         if (f) fclose(f);
@@ -1354,9 +1354,9 @@ static int port_state_is(const char *dev, const char *want, double seconds) {
 }
 static int gid1_present(const char *dev, double seconds) {
     char path[128], gid[64];
-    double end = sfv_test_seconds() + seconds;
+    double end = test_seconds() + seconds;
     snprintf(path, sizeof path, "/sys/class/infiniband/%s/ports/1/gids/1", dev);
-    while (sfv_test_seconds() < end) {
+    while (test_seconds() < end) {
         FILE *f = fopen(path, "r");
         size_t k = f ? fread(gid, 1, sizeof gid - 1, f) : 0;
         if (f) fclose(f);
@@ -1376,13 +1376,13 @@ static void t_link_down_is_not_a_programming_error(void) {
     if (!getenv("SAFEVERBS_IN_VM")) SKIP("takes the guest's sva link down; runs only in the test guest");
     pair_open(&a, &b, &d, &d, SHARED);
     CHECK(system("ip link set sva down") == 0);
-    CHECK(port_state_is(sfv_test_device(0), "DOWN", 10));
+    CHECK(port_state_is(test_device(0), "DOWN", 10));
     g = G(&a, 0, 64);
     r = sfv_channel_send(a.ch, &g, 1, &wc);
     snprintf(msg, sizeof msg, "%s", sfv_last_error()->message);
     CHECK(system("ip link set sva up") == 0);
-    CHECK(port_state_is(sfv_test_device(0), "ACTIVE", 20) && port_state_is(sfv_test_device(1), "ACTIVE", 20));
-    CHECK(gid1_present(sfv_test_device(0), 20) && gid1_present(sfv_test_device(1), 20));
+    CHECK(port_state_is(test_device(0), "ACTIVE", 20) && port_state_is(test_device(1), "ACTIVE", 20));
+    CHECK(gid1_present(test_device(0), 20) && gid1_present(test_device(1), 20));
     CHECK_RESULT(r, SFV_ERR_WORK);
     printf("    link down: %s, class %s\n", sfv_wc_status_str(wc.status), sfv_work_error_class_str(wc.error_class));
     if (wc.status != SFV_WC_LOC_QP_OP_ERR && wc.status != SFV_WC_WR_FLUSH_ERR && wc.status != SFV_WC_RETRY_EXC_ERR)
@@ -1451,7 +1451,7 @@ static void t_responder_flush_class(void) {
     pair_close(&a, &b);
 }
 
-static const sfv_test TESTS[] = {
+static const harness_test TESTS[] = {
     TEST(t_refused_post_keeps_a_live_handle, 60),
     TEST(t_responder_flush_class, 60),
     TEST(t_every_failure_sets_last_error, 60),
@@ -1490,4 +1490,4 @@ static const sfv_test TESTS[] = {
     TEST(t_link_down_is_not_a_programming_error, 90), /* last: it takes the link down and up */
 };
 
-int main(int argc, char **argv) { return sfv_test_main(argc, argv, TESTS, SFV_COUNT(TESTS)); }
+int main(int argc, char **argv) { return harness_main(argc, argv, TESTS, COUNT_OF(TESTS)); }

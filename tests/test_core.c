@@ -3,7 +3,7 @@
 #define _GNU_SOURCE
 #define SAFEVERBS_IMPLEMENTATION
 #include "../safeverbs.h"
-#include "sfv_test.h"
+#include "harness.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -28,7 +28,7 @@ typedef struct fixture {
 
 static fixture setup(void) {
     fixture f;
-    CHECK_OK(sfv_open_device(sfv_test_device(0), &f.ctx));
+    CHECK_OK(sfv_open_device(test_device(0), &f.ctx));
     CHECK_OK(sfv_alloc_pd(f.ctx, &f.pd));
     CHECK_OK(sfv_reg_mr_local(f.pd, g_buf, BUF_LEN, &f.mr));
     return f;
@@ -86,7 +86,7 @@ static void t_last_error_is_per_thread(void) {
     CHECK_EQ((intptr_t)ret, ENODEV);
     CHECK_EQ(sfv_last_error()->errnum, EINVAL);                         /* still ours */
     CHECK(strstr(sfv_last_error()->message, "out") != NULL);
-    CHECK_OK(sfv_open_device(sfv_test_device(0), &c));
+    CHECK_OK(sfv_open_device(test_device(0), &c));
     sfv_close_device(c);
 }
 
@@ -105,8 +105,8 @@ static void t_device_list(void) {
         CHECK(name != NULL && *name);
         CHECK_OK(sfv_device_list_guid(l, i, &guid));
         CHECK(guid != 0);
-        if (strcmp(name, sfv_test_device(0)) == 0) found0 = 1;
-        if (strcmp(name, sfv_test_device(1)) == 0) found1 = 1;
+        if (strcmp(name, test_device(0)) == 0) found0 = 1;
+        if (strcmp(name, test_device(1)) == 0) found1 = 1;
     }
     CHECK(found0);
     if (getenv("SAFEVERBS_IN_VM")) CHECK(found1 && n >= 2);
@@ -134,10 +134,10 @@ static void t_guid_and_numa(void) {
     CHECK(!sfv_guid_is_reserved(1));
     CHECK_OK(sfv_get_device_list(&l));
     for (i = 0; i < sfv_device_list_len(l); i++)
-        if (strcmp(sfv_device_list_name(l, i), sfv_test_device(0)) == 0) CHECK_OK(sfv_device_list_guid(l, i, &guid));
+        if (strcmp(sfv_device_list_name(l, i), test_device(0)) == 0) CHECK_OK(sfv_device_list_guid(l, i, &guid));
     sfv_free_device_list(l);
     CHECK(!sfv_guid_is_reserved(guid)); /* rxe makes its GUID from the netdev's MAC */
-    CHECK_OK(sfv_open_device(sfv_test_device(0), &ctx));
+    CHECK_OK(sfv_open_device(test_device(0), &ctx));
     node = sfv_context_numa_node(ctx);
     CHECK(node >= -1);
     CHECK_EQ(sfv_context_numa_node(NULL), -1);
@@ -161,8 +161,8 @@ static void t_open_by_name_and_index(void) {
     sfv_device_list *l;
     sfv_context *c = NULL;
     size_t i;
-    CHECK_OK(sfv_open_device(sfv_test_device(0), &c));
-    CHECK(strcmp(sfv_context_name(c), sfv_test_device(0)) == 0);
+    CHECK_OK(sfv_open_device(test_device(0), &c));
+    CHECK(strcmp(sfv_context_name(c), test_device(0)) == 0);
     sfv_close_device(c);
     CHECK_OK(sfv_open_device(NULL, &c)); /* the first device */
     sfv_close_device(c);
@@ -200,9 +200,9 @@ static const char *test_netdev(void) {
 }
 
 static int wait_port(sfv_context *c, sfv_port_state want, double seconds) {
-    double end = sfv_test_seconds() + seconds;
+    double end = test_seconds() + seconds;
     sfv_port_attr pa;
-    while (sfv_test_seconds() < end) {
+    while (test_seconds() < end) {
         if (sfv_query_port(c, 1, &pa) == SFV_OK && pa.state == want) return 1;
         usleep(20000);
     }
@@ -211,9 +211,9 @@ static int wait_port(sfv_context *c, sfv_port_state want, double seconds) {
 
 /* Waits until every GID the port had before a link flap (index 0 and, in the guest, 1) is back. */
 static int wait_gids(sfv_context *c, double seconds) {
-    double end = sfv_test_seconds() + seconds;
+    double end = test_seconds() + seconds;
     sfv_gid_entry e;
-    while (sfv_test_seconds() < end) {
+    while (test_seconds() < end) {
         if (sfv_query_gid(c, 1, 0, &e) == SFV_OK && (!getenv("SAFEVERBS_IN_VM") || sfv_query_gid(c, 1, 1, &e) == SFV_OK))
             return 1;
         usleep(20000);
@@ -229,15 +229,15 @@ static void t_open_port_down(void) {
     sfv_channel *ch = (sfv_channel *)1;
     sfv_result r, rch;
     char chmsg[256];
-    if (!nd) SKIP("takes %s's link down: set SAFEVERBS_TEST_NETDEV to its netdev to allow it", sfv_test_device(0));
-    CHECK_OK(sfv_open_device(sfv_test_device(0), &probe));
+    if (!nd) SKIP("takes %s's link down: set SAFEVERBS_TEST_NETDEV to its netdev to allow it", test_device(0));
+    CHECK_OK(sfv_open_device(test_device(0), &probe));
     CHECK_OK(sfv_alloc_pd(probe, &pd));
     snprintf(cmd, sizeof cmd, "ip link set %s down", nd);
     CHECK(system(cmd) == 0);
     CHECK(wait_port(probe, SFV_PORT_DOWN, 10));
     rch = sfv_create_channel(pd, NULL, &ch); /* an open device: a channel still needs the port ACTIVE */
     snprintf(chmsg, sizeof chmsg, "%s", sfv_last_error()->message);
-    r = sfv_open_device(sfv_test_device(0), &c);
+    r = sfv_open_device(test_device(0), &c);
     snprintf(cmd, sizeof cmd, "ip link set %s up", nd);
     CHECK(system(cmd) == 0);
     CHECK(wait_port(probe, SFV_PORT_ACTIVE, 20));
@@ -248,8 +248,8 @@ static void t_open_port_down(void) {
     sfv_dealloc_pd(pd);
     sfv_close_device(probe);
     if (getenv("SAFEVERBS_IN_VM")) { /* the veth peer (rxe1) lost its carrier too: wait for it */
-        double end = sfv_test_seconds() + 20;
-        while (sfv_open_device(sfv_test_device(1), &probe) != SFV_OK && sfv_test_seconds() < end) usleep(20000);
+        double end = test_seconds() + 20;
+        while (sfv_open_device(test_device(1), &probe) != SFV_OK && test_seconds() < end) usleep(20000);
         CHECK(probe != NULL);
         CHECK(wait_gids(probe, 20));
         sfv_close_device(probe);
@@ -258,7 +258,7 @@ static void t_open_port_down(void) {
     CHECK(c == NULL);
     CHECK(strstr(sfv_last_error()->message, "DOWN") != NULL);
     CHECK(strstr(sfv_last_error()->message, "ACTIVE or ARMED") != NULL);
-    CHECK_OK(sfv_open_device(sfv_test_device(0), &c)); /* up again: opens */
+    CHECK_OK(sfv_open_device(test_device(0), &c)); /* up again: opens */
     sfv_close_device(c);
 }
 
@@ -814,7 +814,7 @@ static void t_reg_mr_memlock_hint(void) {
     char *buf = (char *)aligned_alloc(4096, len);
     CHECK(buf != NULL);
     memset(buf, 1, len);
-    CHECK_OK(sfv_open_device(sfv_test_device(0), &c));
+    CHECK_OK(sfv_open_device(test_device(0), &c));
     CHECK_OK(sfv_alloc_pd(c, &pd));
     CHECK(setrlimit(RLIMIT_MEMLOCK, &rl) == 0);
     CHECK(syscall(SYS_capget, &hdr, caps) == 0);
@@ -831,7 +831,7 @@ static void t_reg_mr_memlock_hint(void) {
     free(buf);
 }
 
-static const sfv_test TESTS[] = {
+static const harness_test TESTS[] = {
     TEST(t_reg_mr_memlock_hint, 30),
     TEST(t_null_everywhere, 10),
     TEST(t_result_strings, 10),
@@ -856,4 +856,4 @@ static const sfv_test TESTS[] = {
     TEST(t_remote_region_codec, 10),
 };
 
-int main(int argc, char **argv) { return sfv_test_main(argc, argv, TESTS, SFV_COUNT(TESTS)); }
+int main(int argc, char **argv) { return harness_main(argc, argv, TESTS, COUNT_OF(TESTS)); }

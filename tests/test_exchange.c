@@ -13,7 +13,7 @@
 #define _GNU_SOURCE
 #define SAFEVERBS_IMPLEMENTATION
 #include "../safeverbs.h"
-#include "sfv_test.h"
+#include "harness.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -252,20 +252,20 @@ static void t_wrong_key(void) {
     CHECK(pid >= 0);
     if (pid == 0) {
         setenv("SAFEVERBS_JOB_KEY", "key two", 1); /* this one from the environment */
-        t0 = sfv_test_seconds();
+        t0 = test_seconds();
         CHECK_RESULT(sfv_exchange_all(nodes, 2, 1, mine, MSG, all, 1500), SFV_ERR_TIMEOUT);
         if (!strstr(sfv_last_error()->message, "rank 0 did not come in time") ||
             !strstr(sfv_last_error()->message, "did not prove the job key: it "))
             FAIL("message: %s", sfv_last_error()->message);
-        CHECK(sfv_test_seconds() - t0 < 3.0);
+        CHECK(test_seconds() - t0 < 3.0);
         exit(0);
     }
     job_desc(&j, &d);
-    t0 = sfv_test_seconds();
+    t0 = test_seconds();
     CHECK_RESULT(sfv_exchange_all_keyed(nodes, 2, 0, mine, MSG, all, &d, 1500), SFV_ERR_PERMISSION);
     if (!strstr(sfv_last_error()->message, "rank 1's address, did not prove the job key: it sent a wrong proof"))
         FAIL("message: %s", sfv_last_error()->message);
-    CHECK(sfv_test_seconds() - t0 < 1.0);
+    CHECK(test_seconds() - t0 < 1.0);
     wait_ok(pid, "rank 1");
     /* a key pointer that is NULL with a length */
     d.key = NULL;
@@ -329,11 +329,11 @@ static int dial(uint16_t port) {
 
 /* Reads until the other side closes; true if it did within ms (it looks at least once). */
 static bool closed_within(int fd, int ms) {
-    const double end = sfv_test_seconds() + ms / 1000.0;
+    const double end = test_seconds() + ms / 1000.0;
     char sink[256];
     for (;;) {
         struct pollfd p;
-        const int left = (int)((end - sfv_test_seconds()) * 1000);
+        const int left = (int)((end - test_seconds()) * 1000);
         p.fd = fd;
         p.events = POLLIN;
         p.revents = 0;
@@ -480,12 +480,12 @@ static void with_stranger(void (*stranger)(uint16_t port, int sig), uint16_t por
     p.revents = 0;
     CHECK(poll(&p, 1, 8000) == 1 && read(sig[0], &c, 1) == 1);
     usleep(50000); /* the stranger's bytes are in */
-    t0 = sfv_test_seconds();
+    t0 = test_seconds();
     one = spawn_rank(&j, 1);
     rank_main(&j, 0);
     wait_ok(one, "rank 1");
     wait_ok(top, "rank 2");
-    if (sfv_test_seconds() - t0 > max_s) FAIL("the real ranks took %.2f s (at most %.2f)", sfv_test_seconds() - t0, max_s);
+    if (test_seconds() - t0 > max_s) FAIL("the real ranks took %.2f s (at most %.2f)", test_seconds() - t0, max_s);
     wait_ok(s, "the stranger");
     close(sig[0]);
 }
@@ -515,17 +515,17 @@ static void t_stranger_alone(void) {
     if (pid == 0) {
         int fd = dial(25191);
         if (fd < 0) _exit(2);
-        t0 = sfv_test_seconds();
+        t0 = test_seconds();
         if (!closed_within(fd, 1200)) _exit(1); /* closed at about 300 ms */
-        _exit(sfv_test_seconds() - t0 < 1.0 ? 0 : 1);
+        _exit(test_seconds() - t0 < 1.0 ? 0 : 1);
     }
     job_desc(&j, &d);
-    t0 = sfv_test_seconds();
+    t0 = test_seconds();
     CHECK_RESULT(sfv_exchange_all_keyed(nodes, 2, 1, mine, MSG, all, &d, 1500), SFV_ERR_TIMEOUT);
     if (!strstr(sfv_last_error()->message, "rank 0 did not come in time; dropped a connection from 127.0.0.1:") ||
         !strstr(sfv_last_error()->message, "that did not prove the job key: it did not prove it within 300 ms"))
         FAIL("message: %s", sfv_last_error()->message);
-    CHECK(sfv_test_seconds() - t0 < 2.5);
+    CHECK(test_seconds() - t0 < 2.5);
     wait_ok(pid, "the stranger");
 }
 
@@ -589,7 +589,7 @@ static void t_bytes_changed_on_the_way(void) {
     wait_ok(relay, "the relay");
 }
 
-static const sfv_test TESTS[] = {
+static const harness_test TESTS[] = {
     TEST(t_sha256_vectors, 30),
     TEST(t_hmac_rfc4231, 10),
     TEST(t_frame_decode, 10),
@@ -606,4 +606,4 @@ static const sfv_test TESTS[] = {
     TEST(t_bytes_changed_on_the_way, 20),
 };
 
-int main(int argc, char **argv) { return sfv_test_main(argc, argv, TESTS, SFV_COUNT(TESTS)); }
+int main(int argc, char **argv) { return harness_main(argc, argv, TESTS, COUNT_OF(TESTS)); }

@@ -5,7 +5,7 @@
 #define _GNU_SOURCE
 #define SAFEVERBS_IMPLEMENTATION
 #include "../safeverbs.h"
-#include "sfv_test.h"
+#include "harness.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -52,8 +52,8 @@ static void side_close(side *s) {
 /* a's channel i <-> b's channel i, rxe0 <-> rxe1. */
 static void pair_open(side *a, side *b, const sfv_channel_desc *d) {
     sfv_endpoint ea[PEERS], eb[PEERS];
-    *a = side_open(sfv_test_device(0), d);
-    *b = side_open(sfv_test_device(1), d);
+    *a = side_open(test_device(0), d);
+    *b = side_open(test_device(1), d);
     CHECK_OK(sfv_multi_channel_endpoints(a->mc, ea, PEERS));
     CHECK_OK(sfv_multi_channel_endpoints(b->mc, eb, PEERS));
     CHECK_OK(sfv_multi_channel_handshake(a->mc, eb, PEERS));
@@ -79,7 +79,7 @@ static void t_multi_channel_create_and_connect(void) {
     sfv_channel_desc d;
     memset(&d, 0, sizeof d);
     memset(&s, 0, sizeof s);
-    side_buffer(&s, sfv_test_device(0));
+    side_buffer(&s, test_device(0));
     CHECK_RESULT(sfv_create_multi_channel(s.pd, 0, &d, &mc), SFV_ERR_INVALID);
     CHECK(mc == NULL);
     CHECK_RESULT(sfv_create_multi_channel(NULL, 2, &d, &mc), SFV_ERR_INVALID);
@@ -318,9 +318,9 @@ static void t_multi_channel_deadline(void) {
     e[2] = S(&a, 128, 64);
     recvs[2] = recvs[0]; /* a second one on peer 0: flushed by the same expiry */
     recvs[2].sges = &e[2];
-    t0 = sfv_test_seconds();
+    t0 = test_seconds();
     CHECK_RESULT(sfv_multi_channel_gather_receive(a.mc, recvs, 3, wc), SFV_ERR_WORK);
-    CHECK(sfv_test_seconds() - t0 < 3.0);
+    CHECK(test_seconds() - t0 < 3.0);
     CHECK(strstr(sfv_last_error()->message, "timed out") != NULL);
     CHECK_EQ(wc[0].result, SFV_ERR_TIMEOUT);
     CHECK_EQ(wc[1].result, SFV_ERR_TIMEOUT);
@@ -457,7 +457,7 @@ static void net(sfv_net_node *nodes, size_t n, uint16_t port0) {
         nodes[i].host = LOCALHOST;
         nodes[i].port = (uint16_t)(port0 + i);
         nodes[i].rank = (uint32_t)i;
-        nodes[i].device = sfv_test_device((int)(i % 2));
+        nodes[i].device = test_device((int)(i % 2));
     }
 }
 
@@ -585,20 +585,20 @@ static void t_exchange_refusals(void) {
     CHECK_OK(sfv_exchange_all(nodes, 1, 0, mine, 8, all, 100));
     CHECK(strcmp(all, "mine") == 0);
     /* a host that does not resolve, to connect to and to listen on */
-    t0 = sfv_test_seconds();
+    t0 = test_seconds();
     nodes[1].host = "no-such-host.invalid";
     CHECK_RESULT(sfv_exchange_all(nodes, 2, 0, mine, 8, all, 5000), SFV_ERR_NOT_FOUND);
     CHECK(strstr(sfv_last_error()->message, "no-such-host.invalid") != NULL);
     CHECK_RESULT(sfv_exchange_all(nodes, 2, 1, mine, 8, all, 5000), SFV_ERR_NOT_FOUND);
     nodes[1].host = LOCALHOST;
-    CHECK(sfv_test_seconds() - t0 < 10.0);
+    CHECK(test_seconds() - t0 < 10.0);
     /* a higher rank that never listens, a lower rank that never comes: timeouts, in time */
-    t0 = sfv_test_seconds();
+    t0 = test_seconds();
     CHECK_RESULT(sfv_exchange_all(nodes, 2, 0, mine, 8, all, 400), SFV_ERR_TIMEOUT);
     CHECK(strstr(sfv_last_error()->message, "rank 1") != NULL);
     CHECK_RESULT(sfv_exchange_all(nodes, 2, 1, mine, 8, all, 400), SFV_ERR_TIMEOUT);
     CHECK(strstr(sfv_last_error()->message, "rank 0") != NULL);
-    CHECK(sfv_test_seconds() - t0 < 3.0);
+    CHECK(test_seconds() - t0 < 3.0);
     /* two ranks that disagree on the size */
     run_ranks(2, size_mismatch_rank, NULL);
     run_ranks(2, size_mismatch_rank, (void *)1);
@@ -781,9 +781,9 @@ static void node_rank(size_t rank, void *argp) {
     /* rank 2 stays away from the last barrier: the others time out, then the barrier is
        poisoned. Rank 2 stays up until they are done (a rank gone fails writes, not waits). */
     if (rank != 2) {
-        double t = sfv_test_seconds();
+        double t = test_seconds();
         CHECK_RESULT(sfv_node_barrier(s.node, NULL, 0, 500), SFV_ERR_TIMEOUT);
-        CHECK(sfv_test_seconds() - t < 5.0);
+        CHECK(test_seconds() - t < 5.0);
         CHECK_RESULT(sfv_node_barrier(s.node, NULL, 0, 500), SFV_ERR_BROKEN);
         __atomic_add_fetch(&arg->entered[RANKS], 1, __ATOMIC_SEQ_CST);
     } else {
@@ -816,7 +816,7 @@ static void t_node_refusals(void) {
     sfv_node *node = (sfv_node *)1, *solo;
     sfv_node_desc nd;
     uint8_t blob[SFV_NODE_ENDPOINT_SIZE(2)], all[2 * SFV_NODE_ENDPOINT_SIZE(2)], one[SFV_NODE_ENDPOINT_SIZE(1)];
-    CHECK_OK(sfv_open_device(sfv_test_device(0), &ctx));
+    CHECK_OK(sfv_open_device(test_device(0), &ctx));
     CHECK_OK(sfv_alloc_pd(ctx, &pd));
     memset(&nd, 0, sizeof nd);
     CHECK_RESULT(sfv_create_node(pd, &nd, &node), SFV_ERR_INVALID); /* world of 0 */
@@ -892,9 +892,9 @@ static void t_node_refusals(void) {
         CHECK_OK(sfv_node_handshake(node, all, sizeof all)); /* nothing was connected: this works */
         CHECK_RESULT(sfv_node_handshake(node, all, sizeof all), SFV_ERR_INVALID);
         CHECK(strstr(sfv_last_error()->message, "already connected") != NULL);
-        t0 = sfv_test_seconds();
+        t0 = test_seconds();
         CHECK_RESULT(sfv_node_connect(node, here, 5000), SFV_ERR_INVALID); /* at once, no exchange */
-        CHECK(sfv_test_seconds() - t0 < 1.0);
+        CHECK(test_seconds() - t0 < 1.0);
         CHECK(strstr(sfv_last_error()->message, "already connected") != NULL);
         CHECK_OK(sfv_create_node(pd, &nd, &again)); /* a refused blob leaves the output zeroed */
         memset(blob, 0xab, sizeof blob);
@@ -968,7 +968,7 @@ static void t_node_refusals(void) {
     sfv_close_device(ctx);
 }
 
-static const sfv_test TESTS[] = {
+static const harness_test TESTS[] = {
     TEST(t_multi_channel_create_and_connect, 60),
     TEST(t_multi_channel_many_peer_calls, 60),
     TEST(t_multi_channel_failures, 60),
@@ -980,4 +980,4 @@ static const sfv_test TESTS[] = {
     TEST(t_node_refusals, 60),
 };
 
-int main(int argc, char **argv) { return sfv_test_main(argc, argv, TESTS, SFV_COUNT(TESTS)); }
+int main(int argc, char **argv) { return harness_main(argc, argv, TESTS, COUNT_OF(TESTS)); }

@@ -8,7 +8,7 @@
 #define SFV_FREE(p) fk_free(p)
 #define SAFEVERBS_IMPLEMENTATION
 #include "safeverbs.h"
-#include "sfv_test.h"
+#include "harness.h"
 
 #include <poll.h>
 #include <pthread.h>
@@ -806,9 +806,9 @@ static void t_timeout(void) {
     CHECK_OK(sfv_pending_wait(&tx, -1, NULL));
     CHECK_OK(sfv_pending_wait(&rx, -1, NULL));
     /* nobody receives: the blocking send times out and flushes */
-    t0 = sfv_test_seconds();
+    t0 = test_seconds();
     CHECK_RESULT(sfv_channel_send(a, &g, 1, &wc), SFV_ERR_TIMEOUT);
-    CHECK(sfv_test_seconds() - t0 >= 0.045);
+    CHECK(test_seconds() - t0 >= 0.045);
     CHECK(wc.result == SFV_ERR_TIMEOUT && wc.status == SFV_WC_WR_FLUSH_ERR);
     CHECK(strcmp(sfv_last_error()->verb, "wait") == 0);
     CHECK_RESULT(sfv_channel_send(a, &g, 1, &wc), SFV_ERR_BROKEN);
@@ -1087,7 +1087,7 @@ static void t_node(void) {
     tf_close(&e);
 }
 
-static const sfv_test TESTS[] = {
+static const harness_test TESTS[] = {
     TEST(t_result_strings, 10),
     TEST(t_endpoint_codec, 10),
     TEST(t_remote_mr_codec, 10),
@@ -1114,4 +1114,4 @@ static const sfv_test TESTS[] = {
     TEST(t_node, 20),
 };
 
-int main(int argc, char **argv) { return sfv_test_main(argc, argv, TESTS, SFV_COUNT(TESTS)); }
+int main(int argc, char **argv) { return harness_main(argc, argv, TESTS, COUNT_OF(TESTS)); }

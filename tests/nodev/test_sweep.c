@@ -21,7 +21,7 @@
 #define SFV_FREE(p) fk_free(p)
 #define SAFEVERBS_IMPLEMENTATION
 #include "safeverbs.h"
-#include "sfv_test.h"
+#include "harness.h"
 
 #include <dirent.h>
 #include <stdarg.h>
@@ -412,9 +412,9 @@ static void sw_sweep(const char *label, void (*scenario)(void), int link_layer, 
     sw_tally t = {0, 0, 0, 0, 0, 0};
     CHECK_EQ(sw_run(scenario, link_layer, partial, 0, &calls, names), 0);
     for (site = 1; site <= calls; site++) {
-        double t0 = sfv_test_seconds();
+        double t0 = test_seconds();
         int r = sw_run(scenario, link_layer, partial, site, &calls, names);
-        if (sfv_test_seconds() - t0 > 0.5) printf("     slow site %ld (%s): %.1fs\n", site, names[site - 1].name, sfv_test_seconds() - t0);
+        if (test_seconds() - t0 > 0.5) printf("     slow site %ld (%s): %.1fs\n", site, names[site - 1].name, test_seconds() - t0);
         t.sites++;
         if (!strcmp(names[site - 1].name, "malloc") || !strcmp(names[site - 1].name, "calloc")) t.allocs++;
         else t.verbs++;
@@ -447,11 +447,11 @@ static void t_sweep_event(void) { sw_sweep("RoCE, event wait", sw_scenario_event
 /* A failed post of a list takes its first work request: the partial post of a batch. */
 static void t_sweep_partial(void) { sw_sweep("RoCE, failed posts partial", sw_scenario_main, 2, 1); }
 
-static const sfv_test TESTS[] = {
+static const harness_test TESTS[] = {
     TEST(t_sweep_roce, 120),
     TEST(t_sweep_ib, 120),
     TEST(t_sweep_event, 120),
     TEST(t_sweep_partial, 120),
 };
 
-int main(int argc, char **argv) { return sfv_test_main(argc, argv, TESTS, SFV_COUNT(TESTS)); }
+int main(int argc, char **argv) { return harness_main(argc, argv, TESTS, COUNT_OF(TESTS)); }

@@ -1,16 +1,16 @@
-/* sfv_test.h - the small test harness of safeverbs' own tests.
+/* harness.h - the small test harness of safeverbs' own tests.
 
    Every test runs in a forked child with a timeout (alarm), so a crash or a hang fails that
    test and the run goes on. A binary prints one line per test and closes with
    "N passed, N failed"; tests/run.sh adds the binaries up.
 
        static void t_something(void) { CHECK(1 + 1 == 2); CHECK_OK(sfv_open_device(...)); }
-       static const sfv_test TESTS[] = { TEST(t_something, 10), };
-       int main(int argc, char **argv) { return sfv_test_main(argc, argv, TESTS, SFV_COUNT(TESTS)); }
+       static const harness_test TESTS[] = { TEST(t_something, 10), };
+       int main(int argc, char **argv) { return harness_main(argc, argv, TESTS, COUNT_OF(TESTS)); }
 
    `./test_x NAME` runs only the tests whose name contains NAME. */
-#ifndef SFV_TEST_H
-#define SFV_TEST_H
+#ifndef HARNESS_H
+#define HARNESS_H
 
 #include <signal.h>
 #include <stdio.h>
@@ -20,14 +20,14 @@
 #include <time.h>
 #include <unistd.h>
 
-typedef struct sfv_test {
+typedef struct harness_test {
     const char *name;
     void (*fn)(void);
     unsigned timeout_s;
-} sfv_test;
+} harness_test;
 
 #define TEST(fn, timeout_s) { #fn, fn, timeout_s }
-#define SFV_COUNT(a) (sizeof(a) / sizeof((a)[0]))
+#define COUNT_OF(a) (sizeof(a) / sizeof((a)[0]))
 
 #define FAIL(...)                                                         \
     do {                                                                  \
@@ -39,13 +39,13 @@ typedef struct sfv_test {
 
 /* A test that cannot run here says why and is counted as skipped, never as passed. In the test
    guest (SAFEVERBS_IN_VM) nothing may skip: there it is a failure. */
-#define SFV_SKIP_CODE 77
+#define SKIP_CODE 77
 #define SKIP(...)                                                         \
     do {                                                                  \
         fprintf(stderr, "    skipped: ");                                 \
         fprintf(stderr, __VA_ARGS__);                                     \
         fprintf(stderr, "\n");                                            \
-        exit(getenv("SAFEVERBS_IN_VM") ? 1 : SFV_SKIP_CODE);              \
+        exit(getenv("SAFEVERBS_IN_VM") ? 1 : SKIP_CODE);              \
     } while (0)
 
 #define CHECK(c)                                                          \
@@ -86,19 +86,19 @@ typedef struct sfv_test {
             FAIL("%s did not abort (status 0x%x)", #stmt, st_);           \
     } while (0)
 
-static inline const char *sfv_test_device(int which) {
+static inline const char *test_device(int which) {
     const char *e = getenv(which == 0 ? "SAFEVERBS_TEST_DEVICE" : "SAFEVERBS_TEST_DEVICE2");
     if (e && *e) return e;
     return which == 0 ? "rxe0" : "rxe1";
 }
 
-static inline double sfv_test_seconds(void) {
+static inline double test_seconds(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-static inline int sfv_test_main(int argc, char **argv, const sfv_test *tests, size_t n) {
+static inline int harness_main(int argc, char **argv, const harness_test *tests, size_t n) {
     size_t i;
     int passed = 0, failed = 0, skipped = 0;
     const char *filter = argc > 1 ? argv[1] : NULL;
@@ -110,7 +110,7 @@ static inline int sfv_test_main(int argc, char **argv, const sfv_test *tests, si
         if (filter && !strstr(tests[i].name, filter)) continue;
         fflush(stdout);
         fflush(stderr);
-        t0 = sfv_test_seconds();
+        t0 = test_seconds();
         pid = fork();
         if (pid < 0) { perror("fork"); return 2; }
         if (pid == 0) {
@@ -121,12 +121,12 @@ static inline int sfv_test_main(int argc, char **argv, const sfv_test *tests, si
         }
         waitpid(pid, &st, 0);
         kill(-pid, SIGKILL);
-        if (WIFEXITED(st) && WEXITSTATUS(st) == SFV_SKIP_CODE) {
+        if (WIFEXITED(st) && WEXITSTATUS(st) == SKIP_CODE) {
             skipped++;
             printf("skip %-44s\n", tests[i].name);
         } else if (WIFEXITED(st) && WEXITSTATUS(st) == 0) {
             passed++;
-            printf("ok   %-44s %6.2fs\n", tests[i].name, sfv_test_seconds() - t0);
+            printf("ok   %-44s %6.2fs\n", tests[i].name, test_seconds() - t0);
         } else {
             failed++;
             if (WIFSIGNALED(st) && WTERMSIG(st) == SIGALRM)
