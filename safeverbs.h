@@ -381,24 +381,24 @@ typedef struct sfv_remote_mr { uint64_t addr; uint64_t length; uint32_t rkey; } 
 SAFEVERBS_API sfv_remote_mr sfv_mr_remote(const sfv_mr *mr);
 /* Never fails: it keeps what it is given, a wrapping region included (see above). */
 SAFEVERBS_API sfv_remote_mr sfv_remote_mr_make(uint64_t addr, uint64_t length, uint32_t rkey);
-SAFEVERBS_API uint64_t sfv_remote_mr_addr(sfv_remote_mr r);
-SAFEVERBS_API uint64_t sfv_remote_mr_length(sfv_remote_mr r);
-SAFEVERBS_API uint32_t sfv_remote_mr_rkey(sfv_remote_mr r);
+SAFEVERBS_API uint64_t sfv_remote_mr_addr(sfv_remote_mr region);
+SAFEVERBS_API uint64_t sfv_remote_mr_length(sfv_remote_mr region);
+SAFEVERBS_API uint32_t sfv_remote_mr_rkey(sfv_remote_mr region);
 /* Every checked helper below zeroes *out when it refuses (and NULL out is SFV_ERR_INVALID).
    [offset, length): SFV_ERR_SLICE_NOT_WITHIN_BOUNDS when offset > length. */
-SAFEVERBS_API sfv_result sfv_remote_mr_sub(sfv_remote_mr r, uint64_t offset, sfv_remote_mr *out);
+SAFEVERBS_API sfv_result sfv_remote_mr_sub(sfv_remote_mr region, uint64_t offset, sfv_remote_mr *out);
 /* No check against the length; still no wrap: the address saturates at 2^64 - 1, the length
    floors at 0 and is cut to what fits below 2^64. A region outside the peer's MR fails there
    with a remote access error. */
-SAFEVERBS_API sfv_remote_mr sfv_remote_mr_sub_unchecked(sfv_remote_mr r, uint64_t offset);
+SAFEVERBS_API sfv_remote_mr sfv_remote_mr_sub_unchecked(sfv_remote_mr region, uint64_t offset);
 /* [offset, offset+length) inside r, or SFV_ERR_SLICE_NOT_WITHIN_BOUNDS. */
-SAFEVERBS_API sfv_result sfv_remote_mr_slice(sfv_remote_mr r, uint64_t offset, uint64_t length, sfv_remote_mr *out);
-SAFEVERBS_API sfv_remote_mr sfv_remote_mr_slice_unchecked(sfv_remote_mr r, uint64_t offset, uint64_t length);
+SAFEVERBS_API sfv_result sfv_remote_mr_slice(sfv_remote_mr region, uint64_t offset, uint64_t length, sfv_remote_mr *out);
+SAFEVERBS_API sfv_remote_mr sfv_remote_mr_slice_unchecked(sfv_remote_mr region, uint64_t offset, uint64_t length);
 /* Field [field_offset, +field_size) of element `index` of an array of elem_size-byte items at
    the start of r; every product and sum is overflow-checked. */
-SAFEVERBS_API sfv_result sfv_remote_mr_array_field(sfv_remote_mr r, uint64_t elem_size, uint64_t index, uint64_t field_offset, uint64_t field_size, sfv_remote_mr *out);
+SAFEVERBS_API sfv_result sfv_remote_mr_array_field(sfv_remote_mr region, uint64_t elem_size, uint64_t index, uint64_t field_offset, uint64_t field_size, sfv_remote_mr *out);
 /* The same without the bounds check; saturating arithmetic, so still no wrap. */
-SAFEVERBS_API sfv_remote_mr sfv_remote_mr_array_field_unchecked(sfv_remote_mr r, uint64_t elem_size, uint64_t index, uint64_t field_offset, uint64_t field_size);
+SAFEVERBS_API sfv_remote_mr sfv_remote_mr_array_field_unchecked(sfv_remote_mr region, uint64_t elem_size, uint64_t index, uint64_t field_offset, uint64_t field_size);
 
 /* The crate's remote_struct_field!, remote_array_field! and remote_struct_array_field!:
    a remote region that holds a `type` (or an array of them), narrowed to one field or element.
@@ -421,7 +421,7 @@ SAFEVERBS_API sfv_remote_mr sfv_remote_mr_array_field_unchecked(sfv_remote_mr r,
 /* A fixed 24-byte encoding, big-endian: "SR", version 1, 0, addr, length, rkey. Encoding into
    NULL does nothing. */
 #define SFV_REMOTE_MR_ENCODED_SIZE 24
-SAFEVERBS_API void sfv_remote_mr_encode(sfv_remote_mr r, uint8_t out[SFV_REMOTE_MR_ENCODED_SIZE]);
+SAFEVERBS_API void sfv_remote_mr_encode(sfv_remote_mr region, uint8_t out[SFV_REMOTE_MR_ENCODED_SIZE]);
 /* SFV_ERR_INVALID for short input, a bad magic, version or reserved byte, or addr+length wrapping. */
 SAFEVERBS_API sfv_result sfv_remote_mr_decode(const uint8_t *in, size_t size, sfv_remote_mr *out);
 
@@ -600,11 +600,11 @@ SAFEVERBS_API sfv_result sfv_channel_post_receive_batch(sfv_channel *ch, const s
    timeout, a refused call), never a zero that reads as SFV_OK. Every non-OK result leaves a matching sfv_last_error(): for SFV_ERR_WORK it names
    the operation, the status, its class and a hint.
    Checks once: SFV_OK (done), SFV_NOT_DONE, or SFV_ERR_WORK (done, failed; detail in wc). */
-SAFEVERBS_API sfv_result sfv_pending_poll(sfv_pending *p, sfv_work_completion *wc);
+SAFEVERBS_API sfv_result sfv_pending_poll(sfv_pending *pending, sfv_work_completion *wc);
 /* Waits up to timeout_ms (< 0: the channel's timeout_ms). SFV_ERR_TIMEOUT leaves the work
    tracked: wait again, or destroy the channel. */
-SAFEVERBS_API sfv_result sfv_pending_wait(sfv_pending *p, int timeout_ms, sfv_work_completion *wc);
-SAFEVERBS_API bool sfv_pending_done(const sfv_pending *p);
+SAFEVERBS_API sfv_result sfv_pending_wait(sfv_pending *pending, int timeout_ms, sfv_work_completion *wc);
+SAFEVERBS_API bool sfv_pending_done(const sfv_pending *pending);
 
 /* >>scopes ----------------------------------------------------------------------------------- */
 /* Scopes: fn posts work through ch; when the scope returns, all of it has completed, whether fn
@@ -935,8 +935,8 @@ SAFEVERBS_API const char *sfv_result_str(sfv_result r) {
 
 SAFEVERBS_API const sfv_error *sfv_last_error(void) { return &sfv__last; }
 
-SAFEVERBS_API sfv_result sfv_result_from_errno(int e) {
-    switch (e) {
+SAFEVERBS_API sfv_result sfv_result_from_errno(int errnum) {
+    switch (errnum) {
     case 0: return SFV_OK;
     case EINVAL: return SFV_ERR_INVALID;
     case ENOMEM: case EAGAIN: case EMFILE: return SFV_ERR_RESOURCE;
@@ -1002,38 +1002,38 @@ struct sfv_mr { struct ibv_mr *mr; sfv_pd *pd; uint64_t addr; size_t length; uns
 
 /* >>impl devices ----------------------------------------------------------------------------- */
 SAFEVERBS_API sfv_result sfv_get_device_list(sfv_device_list **out) {
-    sfv_device_list *l;
+    sfv_device_list *list;
     int n = 0;
     SFV__CHECK_ARG(out, "out");
     *out = NULL;
-    l = (sfv_device_list *)SFV_CALLOC(1, sizeof *l);
-    if (!l) return sfv__fail_verb("calloc", ENOMEM);
+    list = (sfv_device_list *)SFV_CALLOC(1, sizeof *list);
+    if (!list) return sfv__fail_verb("calloc", ENOMEM);
     errno = 0;
-    l->devs = ibv_get_device_list(&n);
-    if (!l->devs) {
-        int e = errno;
-        SFV_FREE(l);
-        return sfv__fail_verb("ibv_get_device_list", e ? e : ENOSYS);
+    list->devs = ibv_get_device_list(&n);
+    if (!list->devs) {
+        int errnum = errno;
+        SFV_FREE(list);
+        return sfv__fail_verb("ibv_get_device_list", errnum ? errnum : ENOSYS);
     }
-    l->n = n;
-    *out = l;
+    list->n = n;
+    *out = list;
     return SFV_OK;
 }
 
-SAFEVERBS_API size_t sfv_device_list_len(const sfv_device_list *l) { return l ? (size_t)l->n : 0; }
+SAFEVERBS_API size_t sfv_device_list_len(const sfv_device_list *list) { return list ? (size_t)list->n : 0; }
 
-SAFEVERBS_API const char *sfv_device_list_name(const sfv_device_list *l, size_t i) {
-    return (l && i < (size_t)l->n) ? ibv_get_device_name(l->devs[i]) : NULL;
+SAFEVERBS_API const char *sfv_device_list_name(const sfv_device_list *list, size_t i) {
+    return (list && i < (size_t)list->n) ? ibv_get_device_name(list->devs[i]) : NULL;
 }
 
-SAFEVERBS_API sfv_result sfv_device_list_guid(const sfv_device_list *l, size_t i, uint64_t *out) {
+SAFEVERBS_API sfv_result sfv_device_list_guid(const sfv_device_list *list, size_t i, uint64_t *out) {
     SFV__CHECK_ARG(out, "out");
     *out = 0;
-    SFV__CHECK_ARG(l, "list");
-    if (i >= (size_t)l->n)
-        return sfv__fail(SFV_ERR_NOT_FOUND, ENOENT, __func__, "device index %zu out of range (%d devices)", i, l->n);
+    SFV__CHECK_ARG(list, "list");
+    if (i >= (size_t)list->n)
+        return sfv__fail(SFV_ERR_NOT_FOUND, ENOENT, __func__, "device index %zu out of range (%d devices)", i, list->n);
     {
-        __be64 g = ibv_get_device_guid(l->devs[i]);
+        __be64 g = ibv_get_device_guid(list->devs[i]);
         const uint8_t *b = (const uint8_t *)&g;
         uint64_t v = 0;
         int k;
@@ -1043,10 +1043,10 @@ SAFEVERBS_API sfv_result sfv_device_list_guid(const sfv_device_list *l, size_t i
     return SFV_OK;
 }
 
-SAFEVERBS_API void sfv_free_device_list(sfv_device_list *l) {
-    if (!l) return;
-    ibv_free_device_list(l->devs);
-    SFV_FREE(l);
+SAFEVERBS_API void sfv_free_device_list(sfv_device_list *list) {
+    if (!list) return;
+    ibv_free_device_list(list->devs);
+    SFV_FREE(list);
 }
 
 SAFEVERBS_API const char *sfv_port_state_str(sfv_port_state s) {
@@ -1076,80 +1076,80 @@ static enum ibv_mtu sfv__mtu_enum(uint32_t bytes) {
 }
 
 static sfv_result sfv__open(struct ibv_device *dev, sfv_context **out) {
-    sfv_context *c;
+    sfv_context *ctx;
     struct ibv_port_attr pa;
     int rc;
-    c = (sfv_context *)SFV_CALLOC(1, sizeof *c);
-    if (!c) return sfv__fail_verb("calloc", ENOMEM);
-    snprintf(c->name, sizeof c->name, "%s", ibv_get_device_name(dev));
+    ctx = (sfv_context *)SFV_CALLOC(1, sizeof *ctx);
+    if (!ctx) return sfv__fail_verb("calloc", ENOMEM);
+    snprintf(ctx->name, sizeof ctx->name, "%s", ibv_get_device_name(dev));
     errno = 0;
-    c->ctx = ibv_open_device(dev);
-    if (!c->ctx) {
+    ctx->ctx = ibv_open_device(dev);
+    if (!ctx->ctx) {
         rc = sfv__fail_verb("ibv_open_device", errno);
         goto free_ctx;
     }
-    rc = ibv_query_device(c->ctx, &c->attr);
+    rc = ibv_query_device(ctx->ctx, &ctx->attr);
     if (rc) {
         rc = sfv__fail_verb("ibv_query_device", rc);
         goto close_dev;
     }
-    rc = ibv_query_port(c->ctx, 1, &pa);
+    rc = ibv_query_port(ctx->ctx, 1, &pa);
     if (rc) {
         rc = sfv__fail_verb("ibv_query_port", rc);
         goto close_dev;
     }
     if (pa.state != IBV_PORT_ACTIVE && pa.state != IBV_PORT_ARMED) {
         rc = sfv__fail(SFV_ERR_RESOURCE, ENETDOWN, "ibv_query_port",
-                       "%s port 1 is in state %s (expected ACTIVE or ARMED)", c->name,
+                       "%s port 1 is in state %s (expected ACTIVE or ARMED)", ctx->name,
                        sfv_port_state_str((sfv_port_state)pa.state));
         goto close_dev;
     }
-    c->refs = 1;
-    *out = c;
+    ctx->refs = 1;
+    *out = ctx;
     return SFV_OK;
 close_dev:
-    ibv_close_device(c->ctx);
+    ibv_close_device(ctx->ctx);
 free_ctx:
-    SFV_FREE(c);
+    SFV_FREE(ctx);
     return (sfv_result)rc;
 }
 
 SAFEVERBS_API sfv_result sfv_open_device(const char *name, sfv_context **out) {
-    sfv_device_list *l;
+    sfv_device_list *list;
     sfv_result r;
     int i;
     SFV__CHECK_ARG(out, "out");
     *out = NULL;
-    r = sfv_get_device_list(&l);
+    r = sfv_get_device_list(&list);
     if (r) return r;
-    for (i = 0; i < l->n; i++)
-        if (!name || !*name || strcmp(name, ibv_get_device_name(l->devs[i])) == 0) break;
-    if (i == l->n)
+    for (i = 0; i < list->n; i++)
+        if (!name || !*name || strcmp(name, ibv_get_device_name(list->devs[i])) == 0) break;
+    if (i == list->n)
         r = sfv__fail(SFV_ERR_NOT_FOUND, ENODEV, "sfv_open_device", "no RDMA device %s%s%s",
                       name && *name ? "named " : "", name && *name ? name : "found", "");
     else
-        r = sfv__open(l->devs[i], out);
-    sfv_free_device_list(l);
+        r = sfv__open(list->devs[i], out);
+    sfv_free_device_list(list);
     return r;
 }
 
-SAFEVERBS_API sfv_result sfv_open_device_at(const sfv_device_list *l, size_t i, sfv_context **out) {
+SAFEVERBS_API sfv_result sfv_open_device_at(const sfv_device_list *list, size_t i, sfv_context **out) {
     SFV__CHECK_ARG(out, "out");
     *out = NULL;
-    SFV__CHECK_ARG(l, "list");
-    if (i >= (size_t)l->n)
-        return sfv__fail(SFV_ERR_NOT_FOUND, ENODEV, __func__, "device index %zu out of range (%d devices)", i, l->n);
-    return sfv__open(l->devs[i], out);
+    SFV__CHECK_ARG(list, "list");
+    if (i >= (size_t)list->n)
+        return sfv__fail(SFV_ERR_NOT_FOUND, ENODEV, __func__, "device index %zu out of range (%d devices)", i, list->n);
+    return sfv__open(list->devs[i], out);
 }
 
-static void sfv__context_unref(sfv_context *c) {
-    if (c && sfv__unref(&c->refs)) {
-        ibv_close_device(c->ctx);
-        SFV_FREE(c);
+static void sfv__context_unref(sfv_context *ctx) {
+    if (ctx && sfv__unref(&ctx->refs)) {
+        ibv_close_device(ctx->ctx);
+        SFV_FREE(ctx);
     }
 }
-SAFEVERBS_API void sfv_close_device(sfv_context *c) { sfv__context_unref(c); }
-SAFEVERBS_API const char *sfv_context_name(const sfv_context *c) { return c ? c->name : NULL; }
+SAFEVERBS_API void sfv_close_device(sfv_context *ctx) { sfv__context_unref(ctx); }
+SAFEVERBS_API const char *sfv_context_name(const sfv_context *ctx) { return ctx ? ctx->name : NULL; }
 
 SAFEVERBS_API uint32_t sfv_guid_oui(uint64_t guid) { return (uint32_t)(guid >> 40); }
 SAFEVERBS_API bool sfv_guid_is_reserved(uint64_t guid) { return guid == 0; }
@@ -1165,10 +1165,10 @@ static bool sfv__read_small(const char *path, char *buf, size_t size) {
     return k > 0;
 }
 
-SAFEVERBS_API int sfv_context_numa_node(const sfv_context *c) {
+SAFEVERBS_API int sfv_context_numa_node(const sfv_context *ctx) {
     char path[256 + IBV_SYSFS_PATH_MAX], buf[32];
-    if (!c) return -1;
-    snprintf(path, sizeof path, "%s/device/numa_node", c->ctx->device->ibdev_path);
+    if (!ctx) return -1;
+    snprintf(path, sizeof path, "%s/device/numa_node", ctx->ctx->device->ibdev_path);
     return sfv__read_small(path, buf, sizeof buf) ? atoi(buf) : -1;
 }
 
@@ -1199,23 +1199,23 @@ SAFEVERBS_API sfv_result sfv_bind_thread_to_numa_node(int node) {
 #endif
 }
 
-SAFEVERBS_API sfv_result sfv_context_bind_thread_to_numa(const sfv_context *c, bool strict) {
+SAFEVERBS_API sfv_result sfv_context_bind_thread_to_numa(const sfv_context *ctx, bool strict) {
     int node;
-    SFV__CHECK_ARG(c, "context");
-    node = sfv_context_numa_node(c);
+    SFV__CHECK_ARG(ctx, "context");
+    node = sfv_context_numa_node(ctx);
     if (node < 0)
-        return strict ? sfv__fail(SFV_ERR_NOT_FOUND, ENOENT, "numa", "%s has no NUMA node", c->name) : SFV_OK;
+        return strict ? sfv__fail(SFV_ERR_NOT_FOUND, ENOENT, "numa", "%s has no NUMA node", ctx->name) : SFV_OK;
     return sfv_bind_thread_to_numa_node(node);
 }
 
-SAFEVERBS_API sfv_result sfv_query_port(sfv_context *c, uint8_t port, sfv_port_attr *out) {
+SAFEVERBS_API sfv_result sfv_query_port(sfv_context *ctx, uint8_t port, sfv_port_attr *out) {
     struct ibv_port_attr pa;
     int rc;
     SFV__CHECK_ARG(out, "out");
     memset(out, 0, sizeof *out);
-    SFV__CHECK_ARG(c, "context");
-    SFV__CHECK_ARG(port >= 1 && port <= c->attr.phys_port_cnt, "port");
-    rc = ibv_query_port(c->ctx, port, &pa);
+    SFV__CHECK_ARG(ctx, "context");
+    SFV__CHECK_ARG(port >= 1 && port <= ctx->attr.phys_port_cnt, "port");
+    rc = ibv_query_port(ctx->ctx, port, &pa);
     if (rc) return sfv__fail_verb("ibv_query_port", rc);
     out->state = (sfv_port_state)pa.state;
     out->active_mtu = sfv__mtu_bytes(pa.active_mtu);
@@ -1226,23 +1226,23 @@ SAFEVERBS_API sfv_result sfv_query_port(sfv_context *c, uint8_t port, sfv_port_a
     return SFV_OK;
 }
 
-SAFEVERBS_API sfv_result sfv_query_gid(sfv_context *c, uint8_t port, uint32_t index, sfv_gid_entry *out) {
+SAFEVERBS_API sfv_result sfv_query_gid(sfv_context *ctx, uint8_t port, uint32_t index, sfv_gid_entry *out) {
     struct ibv_gid_entry e;
     int rc;
     static const sfv_gid zero = {{0}};
     SFV__CHECK_ARG(out, "out");
     memset(out, 0, sizeof *out);
-    SFV__CHECK_ARG(c, "context");
-    SFV__CHECK_ARG(port >= 1 && port <= c->attr.phys_port_cnt, "port");
-    rc = ibv_query_gid_ex(c->ctx, port, index, &e, 0);
+    SFV__CHECK_ARG(ctx, "context");
+    SFV__CHECK_ARG(port >= 1 && port <= ctx->attr.phys_port_cnt, "port");
+    rc = ibv_query_gid_ex(ctx->ctx, port, index, &e, 0);
     if (rc == ENODATA || rc == EINVAL || rc == ENOENT)
         return sfv__fail(SFV_ERR_NOT_FOUND, rc, "ibv_query_gid_ex", "%s port %u has no GID at index %u",
-                         c->name, (unsigned)port, (unsigned)index);
+                         ctx->name, (unsigned)port, (unsigned)index);
     if (rc) return sfv__fail_verb("ibv_query_gid_ex", rc);
     memcpy(out->gid.raw, e.gid.raw, 16);
     if (memcmp(&out->gid, &zero, sizeof zero) == 0)
         return sfv__fail(SFV_ERR_NOT_FOUND, ENODATA, "ibv_query_gid_ex", "%s port %u GID %u is empty",
-                         c->name, (unsigned)port, (unsigned)index);
+                         ctx->name, (unsigned)port, (unsigned)index);
     switch (e.gid_type) {
     case IBV_GID_TYPE_IB: out->type = SFV_GID_TYPE_IB; break;
     case IBV_GID_TYPE_ROCE_V1: out->type = SFV_GID_TYPE_ROCE_V1; break;
@@ -1253,9 +1253,9 @@ SAFEVERBS_API sfv_result sfv_query_gid(sfv_context *c, uint8_t port, uint32_t in
     return SFV_OK;
 }
 
-SAFEVERBS_API bool sfv_gid_is_ipv4(const sfv_gid *g) {
+SAFEVERBS_API bool sfv_gid_is_ipv4(const sfv_gid *gid) {
     static const uint8_t prefix[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
-    return g && memcmp(g->raw, prefix, sizeof prefix) == 0;
+    return gid && memcmp(gid->raw, prefix, sizeof prefix) == 0;
 }
 
 SAFEVERBS_API int sfv_gid_preference(const sfv_gid_entry *e) {
@@ -1269,7 +1269,7 @@ SAFEVERBS_API int sfv_gid_preference(const sfv_gid_entry *e) {
     }
 }
 
-SAFEVERBS_API sfv_result sfv_choose_gid(sfv_context *c, uint8_t port, uint32_t *index_out) {
+SAFEVERBS_API sfv_result sfv_choose_gid(sfv_context *ctx, uint8_t port, uint32_t *index_out) {
     sfv_port_attr pa;
     sfv_gid_entry e;
     sfv_result r;
@@ -1279,11 +1279,11 @@ SAFEVERBS_API sfv_result sfv_choose_gid(sfv_context *c, uint8_t port, uint32_t *
     SFV__CHECK_ARG(index_out, "index_out");
     *index_out = 0;
     saved = sfv__last; /* an empty entry skipped is no failure of this call */
-    r = sfv_query_port(c, port, &pa);
+    r = sfv_query_port(ctx, port, &pa);
     if (r) return r;
     for (i = 0; i < pa.gid_tbl_len && best < 4; i++) {
         int pref;
-        r = sfv_query_gid(c, port, i, &e);
+        r = sfv_query_gid(ctx, port, i, &e);
         if (r == SFV_ERR_NOT_FOUND) continue;
         if (r) return r; /* the driver failed: no quiet second choice */
         pref = sfv_gid_preference(&e);
@@ -1292,43 +1292,43 @@ SAFEVERBS_API sfv_result sfv_choose_gid(sfv_context *c, uint8_t port, uint32_t *
             chosen = i;
         }
     }
-    if (!best) return sfv__fail(SFV_ERR_NOT_FOUND, ENODATA, __func__, "%s port %u has no usable GID", c->name, (unsigned)port);
+    if (!best) return sfv__fail(SFV_ERR_NOT_FOUND, ENODATA, __func__, "%s port %u has no usable GID", ctx->name, (unsigned)port);
     sfv__last = saved;
     *index_out = chosen;
     return SFV_OK;
 }
 
 /* >>impl pd and cq --------------------------------------------------------------------------- */
-SAFEVERBS_API sfv_result sfv_alloc_pd(sfv_context *c, sfv_pd **out) {
-    sfv_pd *p;
+SAFEVERBS_API sfv_result sfv_alloc_pd(sfv_context *ctx, sfv_pd **out) {
+    sfv_pd *pd;
     SFV__CHECK_ARG(out, "out");
     *out = NULL;
-    SFV__CHECK_ARG(c, "context");
-    p = (sfv_pd *)SFV_CALLOC(1, sizeof *p);
-    if (!p) return sfv__fail_verb("calloc", ENOMEM);
+    SFV__CHECK_ARG(ctx, "context");
+    pd = (sfv_pd *)SFV_CALLOC(1, sizeof *pd);
+    if (!pd) return sfv__fail_verb("calloc", ENOMEM);
     errno = 0;
-    p->pd = ibv_alloc_pd(c->ctx);
-    if (!p->pd) {
-        int e = errno;
-        SFV_FREE(p);
-        return sfv__fail_verb("ibv_alloc_pd", e);
+    pd->pd = ibv_alloc_pd(ctx->ctx);
+    if (!pd->pd) {
+        int errnum = errno;
+        SFV_FREE(pd);
+        return sfv__fail_verb("ibv_alloc_pd", errnum);
     }
-    sfv__ref(&c->refs);
-    p->ctx = c;
-    p->refs = 1;
-    *out = p;
+    sfv__ref(&ctx->refs);
+    pd->ctx = ctx;
+    pd->refs = 1;
+    *out = pd;
     return SFV_OK;
 }
 
-static void sfv__pd_unref(sfv_pd *p) {
-    if (p && sfv__unref(&p->refs)) {
-        ibv_dealloc_pd(p->pd); /* cannot be busy: every MR and QP held a reference */
-        sfv__context_unref(p->ctx);
-        SFV_FREE(p);
+static void sfv__pd_unref(sfv_pd *pd) {
+    if (pd && sfv__unref(&pd->refs)) {
+        ibv_dealloc_pd(pd->pd); /* cannot be busy: every MR and QP held a reference */
+        sfv__context_unref(pd->ctx);
+        SFV_FREE(pd);
     }
 }
-SAFEVERBS_API void sfv_dealloc_pd(sfv_pd *p) { sfv__pd_unref(p); }
-SAFEVERBS_API sfv_context *sfv_pd_context(const sfv_pd *p) { return p ? p->ctx : NULL; }
+SAFEVERBS_API void sfv_dealloc_pd(sfv_pd *pd) { sfv__pd_unref(pd); }
+SAFEVERBS_API sfv_context *sfv_pd_context(const sfv_pd *pd) { return pd ? pd->ctx : NULL; }
 
 /* X(name, class, hint) for every ibv_wc_status, in order. */
 #define SFV__WC_LIST(X)                                                                                \
@@ -1428,48 +1428,48 @@ static void sfv__wc_fill(sfv_work_completion *o, const struct ibv_wc *w) {
     }
 }
 
-SAFEVERBS_API sfv_result sfv_create_cq(sfv_context *c, uint32_t min_entries, sfv_cq **out) {
-    sfv_cq *q;
+SAFEVERBS_API sfv_result sfv_create_cq(sfv_context *ctx, uint32_t min_entries, sfv_cq **out) {
+    sfv_cq *cq;
     SFV__CHECK_ARG(out, "out");
     *out = NULL;
-    SFV__CHECK_ARG(c, "context");
-    if (min_entries == 0 || min_entries > (uint32_t)c->attr.max_cqe)
+    SFV__CHECK_ARG(ctx, "context");
+    if (min_entries == 0 || min_entries > (uint32_t)ctx->attr.max_cqe)
         return sfv__fail(SFV_ERR_INVALID, EINVAL, __func__, "min_entries %u outside 1..%d (device max_cqe)",
-                         (unsigned)min_entries, c->attr.max_cqe);
-    q = (sfv_cq *)SFV_CALLOC(1, sizeof *q);
-    if (!q) return sfv__fail_verb("calloc", ENOMEM);
+                         (unsigned)min_entries, ctx->attr.max_cqe);
+    cq = (sfv_cq *)SFV_CALLOC(1, sizeof *cq);
+    if (!cq) return sfv__fail_verb("calloc", ENOMEM);
     errno = 0;
-    q->cq = ibv_create_cq(c->ctx, (int)min_entries, NULL, NULL, 0);
-    if (!q->cq) {
-        int e = errno;
-        SFV_FREE(q);
-        return sfv__fail_verb("ibv_create_cq", e);
+    cq->cq = ibv_create_cq(ctx->ctx, (int)min_entries, NULL, NULL, 0);
+    if (!cq->cq) {
+        int errnum = errno;
+        SFV_FREE(cq);
+        return sfv__fail_verb("ibv_create_cq", errnum);
     }
-    sfv__ref(&c->refs);
-    q->ctx = c;
-    q->capacity = (uint32_t)q->cq->cqe;
-    *out = q;
+    sfv__ref(&ctx->refs);
+    cq->ctx = ctx;
+    cq->capacity = (uint32_t)cq->cq->cqe;
+    *out = cq;
     return SFV_OK;
 }
 
-SAFEVERBS_API void sfv_destroy_cq(sfv_cq *q) {
-    if (!q) return;
-    ibv_destroy_cq(q->cq);
-    sfv__context_unref(q->ctx);
-    SFV_FREE(q);
+SAFEVERBS_API void sfv_destroy_cq(sfv_cq *cq) {
+    if (!cq) return;
+    ibv_destroy_cq(cq->cq);
+    sfv__context_unref(cq->ctx);
+    SFV_FREE(cq);
 }
-SAFEVERBS_API uint32_t sfv_cq_capacity(const sfv_cq *q) { return q ? q->capacity : 0; }
+SAFEVERBS_API uint32_t sfv_cq_capacity(const sfv_cq *cq) { return cq ? cq->capacity : 0; }
 
-SAFEVERBS_API sfv_result sfv_poll_cq(sfv_cq *q, sfv_work_completion *out, size_t max, size_t *count) {
+SAFEVERBS_API sfv_result sfv_poll_cq(sfv_cq *cq, sfv_work_completion *out, size_t max, size_t *count) {
     struct ibv_wc wc[16];
     size_t got = 0;
     SFV__CHECK_ARG(count, "count");
     *count = 0;
-    SFV__CHECK_ARG(q, "cq");
+    SFV__CHECK_ARG(cq, "cq");
     SFV__CHECK_ARG(out || max == 0, "out");
     while (got < max) {
         int want = (int)((max - got) < 16 ? (max - got) : 16), n, k;
-        n = ibv_poll_cq(q->cq, want, wc);
+        n = ibv_poll_cq(cq->cq, want, wc);
         if (n < 0) return got ? SFV_OK : sfv__fail_poll(n); /* what was taken is the caller's; the error comes again next call */
         for (k = 0; k < n; k++) sfv__wc_fill(&out[got + (size_t)k], &wc[k]);
         got += (size_t)n;
@@ -1480,19 +1480,19 @@ SAFEVERBS_API sfv_result sfv_poll_cq(sfv_cq *q, sfv_work_completion *out, size_t
 }
 
 /* >>impl memory regions ---------------------------------------------------------------------- */
-static sfv_result sfv__mr_finish(sfv_pd *p, struct ibv_mr *m, unsigned access, sfv_mr **out) {
-    sfv_mr *r = (sfv_mr *)SFV_CALLOC(1, sizeof *r);
-    if (!r) {
+static sfv_result sfv__mr_finish(sfv_pd *pd, struct ibv_mr *m, unsigned access, sfv_mr **out) {
+    sfv_mr *mr = (sfv_mr *)SFV_CALLOC(1, sizeof *mr);
+    if (!mr) {
         ibv_dereg_mr(m);
         return sfv__fail_verb("calloc", ENOMEM);
     }
-    sfv__ref(&p->refs);
-    r->mr = m;
-    r->pd = p;
-    r->addr = (uint64_t)(uintptr_t)m->addr;
-    r->length = m->length;
-    r->access = access;
-    *out = r;
+    sfv__ref(&pd->refs);
+    mr->mr = m;
+    mr->pd = pd;
+    mr->addr = (uint64_t)(uintptr_t)m->addr;
+    mr->length = m->length;
+    mr->access = access;
+    *out = mr;
     return SFV_OK;
 }
 
@@ -1506,11 +1506,11 @@ static sfv_result sfv__fail_reg(size_t length, int errnum) {
     return sfv__fail_verb("ibv_reg_mr", errnum);
 }
 
-SAFEVERBS_API sfv_result sfv_reg_mr_access(sfv_pd *p, void *addr, size_t length, unsigned access, sfv_mr **out) {
+SAFEVERBS_API sfv_result sfv_reg_mr_access(sfv_pd *pd, void *addr, size_t length, unsigned access, sfv_mr **out) {
     struct ibv_mr *m;
     SFV__CHECK_ARG(out, "out");
     *out = NULL;
-    SFV__CHECK_ARG(p, "pd");
+    SFV__CHECK_ARG(pd, "pd");
     SFV__CHECK_ARG(addr, "addr (NULL)");
     SFV__CHECK_ARG(length > 0, "length (0)");
     SFV__CHECK_ARG((uintptr_t)addr + length - 1 >= (uintptr_t)addr, "length (addr + length wraps)");
@@ -1519,23 +1519,23 @@ SAFEVERBS_API sfv_result sfv_reg_mr_access(sfv_pd *p, void *addr, size_t length,
     SFV__CHECK_ARG(!(access & (SFV_ACCESS_REMOTE_WRITE | SFV_ACCESS_REMOTE_ATOMIC)) || (access & SFV_ACCESS_LOCAL_WRITE),
                    "access flags (REMOTE_WRITE/REMOTE_ATOMIC need LOCAL_WRITE)");
     errno = 0;
-    m = ibv_reg_mr(p->pd, addr, length, (int)access);
+    m = ibv_reg_mr(pd->pd, addr, length, (int)access);
     if (!m) return sfv__fail_reg(length, errno);
-    return sfv__mr_finish(p, m, access, out);
+    return sfv__mr_finish(pd, m, access, out);
 }
-SAFEVERBS_API sfv_result sfv_reg_mr_local(sfv_pd *p, void *addr, size_t length, sfv_mr **out) {
-    return sfv_reg_mr_access(p, addr, length, SFV_ACCESS_LOCAL_WRITE, out);
+SAFEVERBS_API sfv_result sfv_reg_mr_local(sfv_pd *pd, void *addr, size_t length, sfv_mr **out) {
+    return sfv_reg_mr_access(pd, addr, length, SFV_ACCESS_LOCAL_WRITE, out);
 }
-SAFEVERBS_API sfv_result sfv_reg_mr_shared(sfv_pd *p, void *addr, size_t length, sfv_mr **out) {
-    return sfv_reg_mr_access(p, addr, length, SFV_ACCESS_LOCAL_WRITE | SFV_ACCESS_REMOTE_READ | SFV_ACCESS_REMOTE_WRITE, out);
+SAFEVERBS_API sfv_result sfv_reg_mr_shared(sfv_pd *pd, void *addr, size_t length, sfv_mr **out) {
+    return sfv_reg_mr_access(pd, addr, length, SFV_ACCESS_LOCAL_WRITE | SFV_ACCESS_REMOTE_READ | SFV_ACCESS_REMOTE_WRITE, out);
 }
 
-SAFEVERBS_API sfv_result sfv_reg_dmabuf_mr_access(sfv_pd *p, int fd, uint64_t offset, size_t length, uint64_t iova, unsigned access, sfv_mr **out) {
+SAFEVERBS_API sfv_result sfv_reg_dmabuf_mr_access(sfv_pd *pd, int fd, uint64_t offset, size_t length, uint64_t iova, unsigned access, sfv_mr **out) {
     struct ibv_mr *m;
     uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
     SFV__CHECK_ARG(out, "out");
     *out = NULL;
-    SFV__CHECK_ARG(p, "pd");
+    SFV__CHECK_ARG(pd, "pd");
     SFV__CHECK_ARG(fd >= 0, "fd (negative)");
     SFV__CHECK_ARG(length > 0, "length (0)");
     SFV__CHECK_ARG(offset + length - 1 >= offset, "length (offset + length wraps)");
@@ -1546,58 +1546,58 @@ SAFEVERBS_API sfv_result sfv_reg_dmabuf_mr_access(sfv_pd *p, int fd, uint64_t of
                          "iova 0x%llx and offset 0x%llx differ in their offset within a page",
                          (unsigned long long)iova, (unsigned long long)offset);
     errno = 0;
-    m = ibv_reg_dmabuf_mr(p->pd, offset, length, iova, fd, (int)access);
+    m = ibv_reg_dmabuf_mr(pd->pd, offset, length, iova, fd, (int)access);
     if (!m) return sfv__fail_verb("ibv_reg_dmabuf_mr", errno);
-    return sfv__mr_finish(p, m, access, out);
+    return sfv__mr_finish(pd, m, access, out);
 }
-SAFEVERBS_API sfv_result sfv_reg_dmabuf_mr_local(sfv_pd *p, int fd, uint64_t offset, size_t length, uint64_t iova, sfv_mr **out) {
-    return sfv_reg_dmabuf_mr_access(p, fd, offset, length, iova, SFV_ACCESS_LOCAL_WRITE, out);
+SAFEVERBS_API sfv_result sfv_reg_dmabuf_mr_local(sfv_pd *pd, int fd, uint64_t offset, size_t length, uint64_t iova, sfv_mr **out) {
+    return sfv_reg_dmabuf_mr_access(pd, fd, offset, length, iova, SFV_ACCESS_LOCAL_WRITE, out);
 }
-SAFEVERBS_API sfv_result sfv_reg_dmabuf_mr_shared(sfv_pd *p, int fd, uint64_t offset, size_t length, uint64_t iova, sfv_mr **out) {
-    return sfv_reg_dmabuf_mr_access(p, fd, offset, length, iova,
+SAFEVERBS_API sfv_result sfv_reg_dmabuf_mr_shared(sfv_pd *pd, int fd, uint64_t offset, size_t length, uint64_t iova, sfv_mr **out) {
+    return sfv_reg_dmabuf_mr_access(pd, fd, offset, length, iova,
                                     SFV_ACCESS_LOCAL_WRITE | SFV_ACCESS_REMOTE_READ | SFV_ACCESS_REMOTE_WRITE, out);
 }
 
-SAFEVERBS_API void sfv_dereg_mr(sfv_mr *r) {
-    if (!r) return;
-    ibv_dereg_mr(r->mr);
-    sfv__pd_unref(r->pd);
-    SFV_FREE(r);
+SAFEVERBS_API void sfv_dereg_mr(sfv_mr *mr) {
+    if (!mr) return;
+    ibv_dereg_mr(mr->mr);
+    sfv__pd_unref(mr->pd);
+    SFV_FREE(mr);
 }
 
-SAFEVERBS_API uint32_t sfv_mr_lkey(const sfv_mr *r) { return r ? r->mr->lkey : 0; }
-SAFEVERBS_API uint32_t sfv_mr_rkey(const sfv_mr *r) { return r ? r->mr->rkey : 0; }
-SAFEVERBS_API uint64_t sfv_mr_addr(const sfv_mr *r) { return r ? r->addr : 0; }
-SAFEVERBS_API size_t sfv_mr_length(const sfv_mr *r) { return r ? r->length : 0; }
-SAFEVERBS_API unsigned sfv_mr_access(const sfv_mr *r) { return r ? r->access : 0; }
-SAFEVERBS_API sfv_pd *sfv_mr_pd(const sfv_mr *r) { return r ? r->pd : NULL; }
+SAFEVERBS_API uint32_t sfv_mr_lkey(const sfv_mr *mr) { return mr ? mr->mr->lkey : 0; }
+SAFEVERBS_API uint32_t sfv_mr_rkey(const sfv_mr *mr) { return mr ? mr->mr->rkey : 0; }
+SAFEVERBS_API uint64_t sfv_mr_addr(const sfv_mr *mr) { return mr ? mr->addr : 0; }
+SAFEVERBS_API size_t sfv_mr_length(const sfv_mr *mr) { return mr ? mr->length : 0; }
+SAFEVERBS_API unsigned sfv_mr_access(const sfv_mr *mr) { return mr ? mr->access : 0; }
+SAFEVERBS_API sfv_pd *sfv_mr_pd(const sfv_mr *mr) { return mr ? mr->pd : NULL; }
 
 /* [p, p+len) inside [addr, addr+length), with no addition that can wrap. */
 static bool sfv__encloses(uint64_t addr, uint64_t length, uint64_t p, uint64_t len) {
     return p >= addr && len <= length && p - addr <= length - len;
 }
-SAFEVERBS_API bool sfv_mr_encloses(const sfv_mr *r, const void *ptr, size_t len) {
-    return r && sfv__encloses(r->addr, r->length, (uint64_t)(uintptr_t)ptr, len);
+SAFEVERBS_API bool sfv_mr_encloses(const sfv_mr *mr, const void *ptr, size_t len) {
+    return mr && sfv__encloses(mr->addr, mr->length, (uint64_t)(uintptr_t)ptr, len);
 }
-SAFEVERBS_API sfv_remote_mr sfv_mr_remote(const sfv_mr *r) {
+SAFEVERBS_API sfv_remote_mr sfv_mr_remote(const sfv_mr *mr) {
     sfv_remote_mr x = {0, 0, 0};
-    if (r) {
-        x.addr = r->addr;
-        x.length = r->length;
-        x.rkey = r->mr->rkey;
+    if (mr) {
+        x.addr = mr->addr;
+        x.length = mr->length;
+        x.rkey = mr->mr->rkey;
     }
     return x;
 }
 
 /* >>impl elements ---------------------------------------------------------------------------- */
-static sfv_result sfv__element_check(const sfv_mr *r, const void *data, size_t len) {
-    if (!r) return sfv__fail(SFV_ERR_INVALID, EINVAL, "element", "element: NULL memory region");
+static sfv_result sfv__element_check(const sfv_mr *mr, const void *data, size_t len) {
+    if (!mr) return sfv__fail(SFV_ERR_INVALID, EINVAL, "element", "element: NULL memory region");
     if ((uint64_t)len > UINT32_MAX)
         return sfv__fail(SFV_ERR_SLICE_TOO_BIG, EOVERFLOW, "element", "element: %zu bytes is over UINT32_MAX", len);
-    if (!sfv_mr_encloses(r, data, len))
+    if (!sfv_mr_encloses(mr, data, len))
         return sfv__fail(SFV_ERR_SLICE_NOT_WITHIN_BOUNDS, ERANGE, "element",
                          "element: [%p, +%zu) is not within the MR [0x%llx, +%zu)", data, len,
-                         (unsigned long long)r->addr, r->length);
+                         (unsigned long long)mr->addr, mr->length);
     return SFV_OK;
 }
 
@@ -1606,36 +1606,36 @@ static sfv_result sfv__element_check(const sfv_mr *r, const void *data, size_t l
     T e;                              \
     e.addr = (uint64_t)(uintptr_t)(data); e.length = (uint32_t)(len); e.lkey = (r) ? (r)->mr->lkey : 0
 
-SAFEVERBS_API sfv_gather_element sfv_mr_gather_element_unchecked(const sfv_mr *r, const void *data, size_t len) {
-    SFV__ELEMENT(sfv_gather_element, r, data, len);
+SAFEVERBS_API sfv_gather_element sfv_mr_gather_element_unchecked(const sfv_mr *mr, const void *data, size_t len) {
+    SFV__ELEMENT(sfv_gather_element, mr, data, len);
     return e;
 }
-SAFEVERBS_API sfv_scatter_element sfv_mr_scatter_element_unchecked(const sfv_mr *r, void *data, size_t len) {
-    SFV__ELEMENT(sfv_scatter_element, r, data, len);
+SAFEVERBS_API sfv_scatter_element sfv_mr_scatter_element_unchecked(const sfv_mr *mr, void *data, size_t len) {
+    SFV__ELEMENT(sfv_scatter_element, mr, data, len);
     return e;
 }
-SAFEVERBS_API sfv_gather_element sfv_mr_gather_element(const sfv_mr *r, const void *data, size_t len) {
-    SFV_DEBUG_ASSERT(!r || ((uint64_t)len <= UINT32_MAX && sfv_mr_encloses(r, data, len)));
-    return sfv_mr_gather_element_unchecked(r, data, len);
+SAFEVERBS_API sfv_gather_element sfv_mr_gather_element(const sfv_mr *mr, const void *data, size_t len) {
+    SFV_DEBUG_ASSERT(!mr || ((uint64_t)len <= UINT32_MAX && sfv_mr_encloses(mr, data, len)));
+    return sfv_mr_gather_element_unchecked(mr, data, len);
 }
-SAFEVERBS_API sfv_scatter_element sfv_mr_scatter_element(const sfv_mr *r, void *data, size_t len) {
-    SFV_DEBUG_ASSERT(!r || ((uint64_t)len <= UINT32_MAX && sfv_mr_encloses(r, data, len)));
-    return sfv_mr_scatter_element_unchecked(r, data, len);
+SAFEVERBS_API sfv_scatter_element sfv_mr_scatter_element(const sfv_mr *mr, void *data, size_t len) {
+    SFV_DEBUG_ASSERT(!mr || ((uint64_t)len <= UINT32_MAX && sfv_mr_encloses(mr, data, len)));
+    return sfv_mr_scatter_element_unchecked(mr, data, len);
 }
-SAFEVERBS_API sfv_result sfv_mr_gather_element_checked(const sfv_mr *r, const void *data, size_t len, sfv_gather_element *out) {
+SAFEVERBS_API sfv_result sfv_mr_gather_element_checked(const sfv_mr *mr, const void *data, size_t len, sfv_gather_element *out) {
     sfv_result res;
     SFV__CHECK_ARG(out, "out");
     memset(out, 0, sizeof *out);
-    res = sfv__element_check(r, data, len);
-    if (res == SFV_OK) *out = sfv_mr_gather_element_unchecked(r, data, len);
+    res = sfv__element_check(mr, data, len);
+    if (res == SFV_OK) *out = sfv_mr_gather_element_unchecked(mr, data, len);
     return res;
 }
-SAFEVERBS_API sfv_result sfv_mr_scatter_element_checked(const sfv_mr *r, void *data, size_t len, sfv_scatter_element *out) {
+SAFEVERBS_API sfv_result sfv_mr_scatter_element_checked(const sfv_mr *mr, void *data, size_t len, sfv_scatter_element *out) {
     sfv_result res;
     SFV__CHECK_ARG(out, "out");
     memset(out, 0, sizeof *out);
-    res = sfv__element_check(r, data, len);
-    if (res == SFV_OK) *out = sfv_mr_scatter_element_unchecked(r, data, len);
+    res = sfv__element_check(mr, data, len);
+    if (res == SFV_OK) *out = sfv_mr_scatter_element_unchecked(mr, data, len);
     return res;
 }
 
@@ -1645,69 +1645,69 @@ static uint64_t sfv__sat_sub(uint64_t a, uint64_t b) { return a > b ? a - b : 0;
 static uint64_t sfv__sat_mul(uint64_t a, uint64_t b) { return (b && a > UINT64_MAX / b) ? UINT64_MAX : a * b; }
 
 SAFEVERBS_API sfv_remote_mr sfv_remote_mr_make(uint64_t addr, uint64_t length, uint32_t rkey) {
-    sfv_remote_mr r;
-    r.addr = addr;
-    r.length = length;
-    r.rkey = rkey;
-    return r;
+    sfv_remote_mr region;
+    region.addr = addr;
+    region.length = length;
+    region.rkey = rkey;
+    return region;
 }
-SAFEVERBS_API uint64_t sfv_remote_mr_addr(sfv_remote_mr r) { return r.addr; }
-SAFEVERBS_API uint64_t sfv_remote_mr_length(sfv_remote_mr r) { return r.length; }
-SAFEVERBS_API uint32_t sfv_remote_mr_rkey(sfv_remote_mr r) { return r.rkey; }
+SAFEVERBS_API uint64_t sfv_remote_mr_addr(sfv_remote_mr region) { return region.addr; }
+SAFEVERBS_API uint64_t sfv_remote_mr_length(sfv_remote_mr region) { return region.length; }
+SAFEVERBS_API uint32_t sfv_remote_mr_rkey(sfv_remote_mr region) { return region.rkey; }
 
 /* A region describes [addr, addr + length): it wraps when that passes 2^64. */
-static bool sfv__remote_wraps(sfv_remote_mr r) { return r.length && r.addr + (r.length - 1) < r.addr; }
-static sfv_result sfv__remote_wrapping(sfv_remote_mr r, const char *verb) {
+static bool sfv__remote_wraps(sfv_remote_mr region) { return region.length && region.addr + (region.length - 1) < region.addr; }
+static sfv_result sfv__remote_wrapping(sfv_remote_mr region, const char *verb) {
     return sfv__fail(SFV_ERR_INVALID, EINVAL, verb, "remote region [0x%llx, +%llu bytes) wraps past 2^64",
-                     (unsigned long long)r.addr, (unsigned long long)r.length);
+                     (unsigned long long)region.addr, (unsigned long long)region.length);
 }
 /* The largest length that keeps a region at addr below 2^64. */
 static uint64_t sfv__remote_room(uint64_t addr) { return addr ? UINT64_MAX - addr + 1 : UINT64_MAX; }
 
-static sfv_result sfv__remote_oob(sfv_remote_mr r, uint64_t off, uint64_t len, sfv_remote_mr *out) {
+static sfv_result sfv__remote_oob(sfv_remote_mr region, uint64_t off, uint64_t len, sfv_remote_mr *out) {
     memset(out, 0, sizeof *out);
     return sfv__fail(SFV_ERR_SLICE_NOT_WITHIN_BOUNDS, ERANGE, "remote region",
                      "remote region: [+%llu, +%llu bytes) is not within its %llu bytes",
-                     (unsigned long long)off, (unsigned long long)len, (unsigned long long)r.length);
+                     (unsigned long long)off, (unsigned long long)len, (unsigned long long)region.length);
 }
 
-SAFEVERBS_API sfv_result sfv_remote_mr_slice(sfv_remote_mr r, uint64_t offset, uint64_t length, sfv_remote_mr *out) {
+SAFEVERBS_API sfv_result sfv_remote_mr_slice(sfv_remote_mr region, uint64_t offset, uint64_t length, sfv_remote_mr *out) {
     SFV__CHECK_ARG(out, "out");
     memset(out, 0, sizeof *out);
-    if (sfv__remote_wraps(r)) return sfv__remote_wrapping(r, "sfv_remote_mr_slice");
-    if (offset > r.length || length > r.length - offset) return sfv__remote_oob(r, offset, length, out);
-    if (r.addr + offset < r.addr) return sfv__remote_oob(r, offset, length, out); /* an empty slice at 2^64 */
-    *out = sfv_remote_mr_make(r.addr + offset, length, r.rkey); /* no wrap: r does not */
+    if (sfv__remote_wraps(region)) return sfv__remote_wrapping(region, "sfv_remote_mr_slice");
+    if (offset > region.length || length > region.length - offset) return sfv__remote_oob(region, offset, length, out);
+    if (region.addr + offset < region.addr) return sfv__remote_oob(region, offset, length, out); /* an empty slice at 2^64 */
+    *out = sfv_remote_mr_make(region.addr + offset, length, region.rkey); /* no wrap: r does not */
     return SFV_OK;
 }
-SAFEVERBS_API sfv_result sfv_remote_mr_sub(sfv_remote_mr r, uint64_t offset, sfv_remote_mr *out) {
+SAFEVERBS_API sfv_result sfv_remote_mr_sub(sfv_remote_mr region, uint64_t offset, sfv_remote_mr *out) {
     SFV__CHECK_ARG(out, "out");
     memset(out, 0, sizeof *out);
-    if (sfv__remote_wraps(r)) return sfv__remote_wrapping(r, "sfv_remote_mr_sub");
-    if (offset > r.length) return sfv__remote_oob(r, offset, 0, out);
-    return sfv_remote_mr_slice(r, offset, r.length - offset, out);
+    if (sfv__remote_wraps(region)) return sfv__remote_wrapping(region, "sfv_remote_mr_sub");
+    if (offset > region.length) return sfv__remote_oob(region, offset, 0, out);
+    return sfv_remote_mr_slice(region, offset, region.length - offset, out);
 }
 /* The unchecked forms saturate: the address stops at 2^64 - 1 and the length at what still fits
    below 2^64, so what they make never wraps. */
-SAFEVERBS_API sfv_remote_mr sfv_remote_mr_slice_unchecked(sfv_remote_mr r, uint64_t offset, uint64_t length) {
-    const uint64_t addr = sfv__sat_add(r.addr, offset), room = sfv__remote_room(addr);
-    return sfv_remote_mr_make(addr, length < room ? length : room, r.rkey);
+SAFEVERBS_API sfv_remote_mr sfv_remote_mr_slice_unchecked(sfv_remote_mr region, uint64_t offset, uint64_t length) {
+    const uint64_t addr = sfv__sat_add(region.addr, offset), room = sfv__remote_room(addr);
+    return sfv_remote_mr_make(addr, length < room ? length : room, region.rkey);
 }
-SAFEVERBS_API sfv_remote_mr sfv_remote_mr_sub_unchecked(sfv_remote_mr r, uint64_t offset) {
-    return sfv_remote_mr_slice_unchecked(r, offset, sfv__sat_sub(r.length, offset));
+SAFEVERBS_API sfv_remote_mr sfv_remote_mr_sub_unchecked(sfv_remote_mr region, uint64_t offset) {
+    return sfv_remote_mr_slice_unchecked(region, offset, sfv__sat_sub(region.length, offset));
 }
-SAFEVERBS_API sfv_result sfv_remote_mr_array_field(sfv_remote_mr r, uint64_t elem_size, uint64_t index, uint64_t field_offset, uint64_t field_size, sfv_remote_mr *out) {
+SAFEVERBS_API sfv_result sfv_remote_mr_array_field(sfv_remote_mr region, uint64_t elem_size, uint64_t index, uint64_t field_offset, uint64_t field_size, sfv_remote_mr *out) {
     uint64_t off;
     SFV__CHECK_ARG(out, "out");
     memset(out, 0, sizeof *out);
     SFV__CHECK_ARG(elem_size > 0 && field_offset <= elem_size && field_size <= elem_size - field_offset, "field (not inside its element)");
-    if (sfv__remote_wraps(r)) return sfv__remote_wrapping(r, "sfv_remote_mr_array_field");
+    if (sfv__remote_wraps(region)) return sfv__remote_wrapping(region, "sfv_remote_mr_array_field");
     off = sfv__sat_add(sfv__sat_mul(index, elem_size), field_offset);
-    if (off == UINT64_MAX) return sfv__remote_oob(r, off, field_size, out);
-    return sfv_remote_mr_slice(r, off, field_size, out);
+    if (off == UINT64_MAX) return sfv__remote_oob(region, off, field_size, out);
+    return sfv_remote_mr_slice(region, off, field_size, out);
 }
-SAFEVERBS_API sfv_remote_mr sfv_remote_mr_array_field_unchecked(sfv_remote_mr r, uint64_t elem_size, uint64_t index, uint64_t field_offset, uint64_t field_size) {
-    return sfv_remote_mr_slice_unchecked(r, sfv__sat_add(sfv__sat_mul(index, elem_size), field_offset), field_size);
+SAFEVERBS_API sfv_remote_mr sfv_remote_mr_array_field_unchecked(sfv_remote_mr region, uint64_t elem_size, uint64_t index, uint64_t field_offset, uint64_t field_size) {
+    return sfv_remote_mr_slice_unchecked(region, sfv__sat_add(sfv__sat_mul(index, elem_size), field_offset), field_size);
 }
 
 static void sfv__put_be(uint8_t *p, uint64_t v, int bytes) {
@@ -1721,12 +1721,12 @@ static uint64_t sfv__get_be(const uint8_t *p, int bytes) {
     return v;
 }
 
-SAFEVERBS_API void sfv_remote_mr_encode(sfv_remote_mr r, uint8_t out[SFV_REMOTE_MR_ENCODED_SIZE]) {
+SAFEVERBS_API void sfv_remote_mr_encode(sfv_remote_mr region, uint8_t out[SFV_REMOTE_MR_ENCODED_SIZE]) {
     if (!out) return;
     out[0] = 'S'; out[1] = 'R'; out[2] = 1; out[3] = 0;
-    sfv__put_be(out + 4, r.addr, 8);
-    sfv__put_be(out + 12, r.length, 8);
-    sfv__put_be(out + 20, r.rkey, 4);
+    sfv__put_be(out + 4, region.addr, 8);
+    sfv__put_be(out + 12, region.length, 8);
+    sfv__put_be(out + 20, region.rkey, 4);
 }
 
 static sfv_result sfv__bad_encoding(const char *what, const char *why) {
@@ -1734,18 +1734,18 @@ static sfv_result sfv__bad_encoding(const char *what, const char *why) {
 }
 
 SAFEVERBS_API sfv_result sfv_remote_mr_decode(const uint8_t *in, size_t size, sfv_remote_mr *out) {
-    sfv_remote_mr r;
+    sfv_remote_mr region;
     SFV__CHECK_ARG(out, "out");
     memset(out, 0, sizeof *out);
     if (!in || size < SFV_REMOTE_MR_ENCODED_SIZE) return sfv__bad_encoding("sfv_remote_mr_decode", "input too short");
     if (in[0] != 'S' || in[1] != 'R') return sfv__bad_encoding("sfv_remote_mr_decode", "bad magic");
     if (in[2] != 1) return sfv__bad_encoding("sfv_remote_mr_decode", "unknown version");
     if (in[3] != 0) return sfv__bad_encoding("sfv_remote_mr_decode", "reserved byte is not 0");
-    r.addr = sfv__get_be(in + 4, 8);
-    r.length = sfv__get_be(in + 12, 8);
-    r.rkey = (uint32_t)sfv__get_be(in + 20, 4);
-    if (r.length && r.addr + r.length - 1 < r.addr) return sfv__bad_encoding("sfv_remote_mr_decode", "addr + length wraps");
-    *out = r;
+    region.addr = sfv__get_be(in + 4, 8);
+    region.length = sfv__get_be(in + 12, 8);
+    region.rkey = (uint32_t)sfv__get_be(in + 20, 4);
+    if (region.length && region.addr + region.length - 1 < region.addr) return sfv__bad_encoding("sfv_remote_mr_decode", "addr + length wraps");
+    *out = region;
     return SFV_OK;
 }
 
@@ -2157,30 +2157,30 @@ SAFEVERBS_API void sfv_endpoint_encode(const sfv_endpoint *ep, uint8_t out[SFV_E
 }
 
 SAFEVERBS_API sfv_result sfv_endpoint_decode(const uint8_t *in, size_t size, sfv_endpoint *out) {
-    sfv_endpoint e;
+    sfv_endpoint errnum;
     SFV__CHECK_ARG(out, "out");
     memset(out, 0, sizeof *out);
-    memset(&e, 0, sizeof e);
+    memset(&errnum, 0, sizeof errnum);
     if (!in || size < SFV_ENDPOINT_ENCODED_SIZE) return sfv__bad_encoding("sfv_endpoint_decode", "input too short");
     if (in[0] != 'S' || in[1] != 'E') return sfv__bad_encoding("sfv_endpoint_decode", "bad magic");
     if (in[2] != 1 && in[2] != 2) return sfv__bad_encoding("sfv_endpoint_decode", "unknown version");
     if (in[3] & ~1u) return sfv__bad_encoding("sfv_endpoint_decode", "unknown flags");
-    e.has_gid = (in[3] & 1) != 0;
-    e.qpn = (uint32_t)sfv__get_be(in + 4, 4);
-    e.lid = (uint16_t)sfv__get_be(in + 8, 2);
-    e.mtu = (uint32_t)sfv__get_be(in + 10, 2);
-    e.psn = (uint32_t)sfv__get_be(in + 13, 3);
+    errnum.has_gid = (in[3] & 1) != 0;
+    errnum.qpn = (uint32_t)sfv__get_be(in + 4, 4);
+    errnum.lid = (uint16_t)sfv__get_be(in + 8, 2);
+    errnum.mtu = (uint32_t)sfv__get_be(in + 10, 2);
+    errnum.psn = (uint32_t)sfv__get_be(in + 13, 3);
     if (in[2] == 1 && in[12] != 0) return sfv__bad_encoding("sfv_endpoint_decode", "PSN over 24 bits");
     if (in[2] == 2 && in[12] == 0) return sfv__bad_encoding("sfv_endpoint_decode", "read depth 0");
-    e.rd_atomic = in[2] == 2 ? in[12] : 0;
-    memcpy(e.gid.raw, in + 16, 16);
-    if (e.qpn > 0xFFFFFFu || e.qpn == 0) return sfv__bad_encoding("sfv_endpoint_decode", "QPN is not a 24-bit QP number");
-    if (!sfv__mtu_enum(e.mtu)) return sfv__bad_encoding("sfv_endpoint_decode", "MTU is not 256 .. 4096");
-    if (!e.has_gid) {
+    errnum.rd_atomic = in[2] == 2 ? in[12] : 0;
+    memcpy(errnum.gid.raw, in + 16, 16);
+    if (errnum.qpn > 0xFFFFFFu || errnum.qpn == 0) return sfv__bad_encoding("sfv_endpoint_decode", "QPN is not a 24-bit QP number");
+    if (!sfv__mtu_enum(errnum.mtu)) return sfv__bad_encoding("sfv_endpoint_decode", "MTU is not 256 .. 4096");
+    if (!errnum.has_gid) {
         static const sfv_gid zero = {{0}};
-        if (memcmp(&e.gid, &zero, sizeof zero) != 0) return sfv__bad_encoding("sfv_endpoint_decode", "GID bytes without the GID flag");
+        if (memcmp(&errnum.gid, &zero, sizeof zero) != 0) return sfv__bad_encoding("sfv_endpoint_decode", "GID bytes without the GID flag");
     }
-    *out = e;
+    *out = errnum;
     return SFV_OK;
 }
 
@@ -2552,11 +2552,11 @@ SFV__HOT_INLINE uint32_t sfv__max_sge(const sfv_channel *ch, sfv__post_kind kind
 
 /* Every rule of posting in one test (ch is not NULL); when it fails, sfv__post_refused works
    out which rule it was, so the common path pays for no message. */
-SFV__HOT_INLINE bool sfv__postable(const sfv_channel *ch, sfv__post_kind kind, const void *sges, size_t n, size_t count, const sfv_pending *p) {
+SFV__HOT_INLINE bool sfv__postable(const sfv_channel *ch, sfv__post_kind kind, const void *sges, size_t n, size_t count, const sfv_pending *pending) {
     const bool recv = kind == SFV__POST_RECV;
     const sfv__ring *q = recv ? &ch->rq : &ch->sq;
     return (recv ? ch->can_recv : ch->can_send) && n <= sfv__max_sge(ch, kind) &&
-           (sges != NULL || n == 0) && count - 1 < SFV_BATCH_MAX && (p != NULL || ch->scope_depth > 0) &&
+           (sges != NULL || n == 0) && count - 1 < SFV_BATCH_MAX && (pending != NULL || ch->scope_depth > 0) &&
            q->head - q->tail + count <= q->cap;
 }
 
@@ -2564,30 +2564,30 @@ SFV__HOT_INLINE bool sfv__postable(const sfv_channel *ch, sfv__post_kind kind, c
    `count` of them for a receive batch, else one; but never one that still waits for earlier
    work (a handle passed again by mistake, say in a retry loop on a full queue), which stays as
    it was, so that work can still be consumed. */
-static void sfv__pending_clear(sfv_pending *p, size_t count) {
+static void sfv__pending_clear(sfv_pending *pending, size_t count) {
     size_t i;
-    for (i = 0; p && count <= SFV_BATCH_MAX && i < count; i++)
-        if (p[i].state_ != SFV__PENDING_WAITING) memset(&p[i], 0, sizeof p[i]);
+    for (i = 0; pending && count <= SFV_BATCH_MAX && i < count; i++)
+        if (pending[i].state_ != SFV__PENDING_WAITING) memset(&pending[i], 0, sizeof pending[i]);
 }
-SFV__SLOW sfv_result sfv__post_failed(sfv_pending *p, size_t count, const char *verb, int rc) {
-    sfv__pending_clear(p, count);
+SFV__SLOW sfv_result sfv__post_failed(sfv_pending *pending, size_t count, const char *verb, int rc) {
+    sfv__pending_clear(pending, count);
     return sfv__fail_verb(verb, rc);
 }
 /* A send-queue batch the verb refused at work request `posted`: with some posted, their unsignaled
    work can only end by a flush, so the channel is broken (its work is flushed at destroy). */
-SFV__SLOW sfv_result sfv__batch_failed(sfv_channel *ch, sfv_pending *p, size_t posted, int rc) {
-    sfv__pending_clear(p, 1);
+SFV__SLOW sfv_result sfv__batch_failed(sfv_channel *ch, sfv_pending *pending, size_t posted, int rc) {
+    sfv__pending_clear(pending, 1);
     if (!posted) return sfv__fail_verb("ibv_post_send", rc);
     sfv__break(ch);
     return sfv__fail(SFV_ERR_BROKEN, rc, "ibv_post_send", "ibv_post_send took %zu work requests of the batch, then failed: %s; the channel is broken",
                      posted, strerror(rc));
 }
 
-static sfv_result sfv__post_refused(sfv_channel *ch, sfv__post_kind kind, const void *sges, size_t n, size_t count, sfv_pending *p) {
+static sfv_result sfv__post_refused(sfv_channel *ch, sfv__post_kind kind, const void *sges, size_t n, size_t count, sfv_pending *pending) {
     const bool recv = kind == SFV__POST_RECV;
     const sfv__ring *q;
     uint32_t max_sge;
-    sfv__pending_clear(p, recv ? count : 1);
+    sfv__pending_clear(pending, recv ? count : 1);
     SFV__CHECK_ARG(ch, "channel");
     q = recv ? &ch->rq : &ch->sq;
     max_sge = sfv__max_sge(ch, kind);
@@ -2597,7 +2597,7 @@ static sfv_result sfv__post_refused(sfv_channel *ch, sfv__post_kind kind, const 
     if (SFV__UNLIKELY(n > max_sge))
         return sfv__fail(SFV_ERR_INVALID, EINVAL, "post", "%zu elements, over the channel's %u%s", n, (unsigned)max_sge,
                          kind == SFV__POST_READ ? " for an RDMA read (the device's max_sge_rd)" : "");
-    if (SFV__UNLIKELY(!p && ch->scope_depth == 0))
+    if (SFV__UNLIKELY(!pending && ch->scope_depth == 0))
         return sfv__fail(SFV_ERR_INVALID, EINVAL, "post", "a NULL pending handle is allowed only inside a scope");
     if (SFV__UNLIKELY(ch->broken || !ch->qp))
         return sfv__fail(SFV_ERR_BROKEN, EIO, "post", "the channel is in the error state (an earlier work request failed)");
@@ -2628,12 +2628,12 @@ SFV__HOT_INLINE void sfv__track_n(sfv__ring *q, sfv_wc_opcode op, const uint32_t
 SFV__HOT_INLINE void sfv__track(sfv__ring *q, sfv_wc_opcode op, uint32_t read_len) { sfv__track_n(q, op, &read_len, 1); }
 
 /* Points `p` (if any) at the last `batch` work requests posted on q. */
-SFV__HOT_INLINE void sfv__cover(sfv__ring *q, sfv_pending *p, uint32_t batch) {
-    if (!p) return;
-    p->q_ = q;
-    p->seq_ = q->head - 1;
-    p->state_ = SFV__PENDING_WAITING;
-    p->batch_ = batch;
+SFV__HOT_INLINE void sfv__cover(sfv__ring *q, sfv_pending *pending, uint32_t batch) {
+    if (!pending) return;
+    pending->q_ = q;
+    pending->seq_ = q->head - 1;
+    pending->state_ = SFV__PENDING_WAITING;
+    pending->batch_ = batch;
 }
 
 SFV__HOT_INLINE sfv_wc_opcode sfv__op_of(enum ibv_wr_opcode opcode) {
@@ -2674,29 +2674,29 @@ SFV__HOT_INLINE sfv_result sfv__fill_send(const sfv_channel *ch, struct ibv_send
 
 /* One signaled work request on the send queue: the data path of every single post. */
 SFV__HOT_INLINE sfv_result sfv__post_one(sfv_channel *ch, enum ibv_wr_opcode opcode, const void *sges, size_t n,
-                                         const sfv_remote_mr *remote, uint32_t imm, sfv_pending *p) {
+                                         const sfv_remote_mr *remote, uint32_t imm, sfv_pending *pending) {
     struct ibv_send_wr wr, *bad = NULL;
     uint32_t total = 0;
     sfv_result r;
     int rc;
     const sfv__post_kind kind = opcode == IBV_WR_RDMA_READ ? SFV__POST_READ : SFV__POST_SEND;
-    if (SFV__UNLIKELY(!ch || !sfv__postable(ch, kind, sges, n, 1, p))) return sfv__post_refused(ch, kind, sges, n, 1, p);
+    if (SFV__UNLIKELY(!ch || !sfv__postable(ch, kind, sges, n, 1, pending))) return sfv__post_refused(ch, kind, sges, n, 1, pending);
     r = sfv__fill_send(ch, &wr, ch->sq.head, opcode, (const struct ibv_sge *)sges, n, remote, imm, IBV_SEND_SIGNALED, &total);
     if (SFV__UNLIKELY(r)) {
-        sfv__pending_clear(p, 1);
+        sfv__pending_clear(pending, 1);
         return r;
     }
     rc = ibv_post_send(ch->qp, &wr, &bad);
-    if (SFV__UNLIKELY(rc)) return sfv__post_failed(p, 1, "ibv_post_send", rc);
+    if (SFV__UNLIKELY(rc)) return sfv__post_failed(pending, 1, "ibv_post_send", rc);
     sfv__track(&ch->sq, sfv__op_of(opcode), total);
-    sfv__cover(&ch->sq, p, 1);
+    sfv__cover(&ch->sq, pending, 1);
     return SFV_OK;
 }
 
 /* `count` work requests of `per_wr` elements each behind one call; only the last is signaled.
    remotes: one per work request for write and read, else NULL. */
 static sfv_result sfv__post_batch(sfv_channel *ch, enum ibv_wr_opcode opcode, const void *sges, size_t per_wr,
-                                  size_t count, const sfv_remote_mr *remotes, sfv_pending *p) {
+                                  size_t count, const sfv_remote_mr *remotes, sfv_pending *pending) {
     struct ibv_send_wr wrs[SFV_BATCH_MAX], *bad = NULL;
     uint32_t totals[SFV_BATCH_MAX];
     const struct ibv_sge *sg = (const struct ibv_sge *)sges;
@@ -2705,17 +2705,17 @@ static sfv_result sfv__post_batch(sfv_channel *ch, enum ibv_wr_opcode opcode, co
     size_t i, posted;
     int rc;
     const sfv__post_kind kind = opcode == IBV_WR_RDMA_READ ? SFV__POST_READ : SFV__POST_SEND;
-    if (SFV__UNLIKELY(!ch || !sfv__postable(ch, kind, sges, per_wr, count, p)))
-        return sfv__post_refused(ch, kind, sges, per_wr, count, p);
+    if (SFV__UNLIKELY(!ch || !sfv__postable(ch, kind, sges, per_wr, count, pending)))
+        return sfv__post_refused(ch, kind, sges, per_wr, count, pending);
     if (rdma && !remotes) {
-        sfv__pending_clear(p, 1);
+        sfv__pending_clear(pending, 1);
         return sfv__fail(SFV_ERR_INVALID, EINVAL, "post", "remote regions (NULL)");
     }
     for (i = 0; i < count; i++) {
         sfv_result r = sfv__fill_send(ch, &wrs[i], ch->sq.head + i, opcode, per_wr ? sg + i * per_wr : NULL, per_wr,
                                       rdma ? &remotes[i] : NULL, 0, i + 1 == count ? IBV_SEND_SIGNALED : 0, &totals[i]);
         if (r) {
-            sfv__pending_clear(p, 1);
+            sfv__pending_clear(pending, 1);
             return r;
         }
         if (i) wrs[i - 1].next = &wrs[i];
@@ -2725,34 +2725,34 @@ static sfv_result sfv__post_batch(sfv_channel *ch, enum ibv_wr_opcode opcode, co
        post, unsignaled work can only end by a flush: the channel is broken from there. */
     posted = rc ? (bad ? (size_t)(bad - wrs) : 0) : count;
     sfv__track_n(&ch->sq, op, totals, posted);
-    if (SFV__LIKELY(!rc)) sfv__cover(&ch->sq, p, (uint32_t)count);
-    if (SFV__UNLIKELY(rc)) return sfv__batch_failed(ch, p, posted, rc);
+    if (SFV__LIKELY(!rc)) sfv__cover(&ch->sq, pending, (uint32_t)count);
+    if (SFV__UNLIKELY(rc)) return sfv__batch_failed(ch, pending, posted, rc);
     return SFV_OK;
 }
 
-SAFEVERBS_API sfv_result sfv_channel_post_receive(sfv_channel *ch, const sfv_scatter_element *sges, size_t n, sfv_pending *p) {
+SAFEVERBS_API sfv_result sfv_channel_post_receive(sfv_channel *ch, const sfv_scatter_element *sges, size_t n, sfv_pending *pending) {
     struct ibv_recv_wr wr, *bad = NULL;
     int rc;
-    if (SFV__UNLIKELY(!ch || !sfv__postable(ch, SFV__POST_RECV, sges, n, 1, p)))
-        return sfv__post_refused(ch, SFV__POST_RECV, sges, n, 1, p);
+    if (SFV__UNLIKELY(!ch || !sfv__postable(ch, SFV__POST_RECV, sges, n, 1, pending)))
+        return sfv__post_refused(ch, SFV__POST_RECV, sges, n, 1, pending);
     wr.wr_id = ch->rq.head << 1 | 1;
     wr.next = NULL;
     wr.sg_list = (struct ibv_sge *)(uintptr_t)sges;
     wr.num_sge = (int)n;
     rc = ibv_post_recv(ch->qp, &wr, &bad);
-    if (SFV__UNLIKELY(rc)) return sfv__post_failed(p, 1, "ibv_post_recv", rc);
+    if (SFV__UNLIKELY(rc)) return sfv__post_failed(pending, 1, "ibv_post_recv", rc);
     sfv__track(&ch->rq, SFV_WC_OP_RECV, 0);
-    sfv__cover(&ch->rq, p, 1);
+    sfv__cover(&ch->rq, pending, 1);
     return SFV_OK;
 }
 
-SAFEVERBS_API sfv_result sfv_channel_post_receive_batch(sfv_channel *ch, const sfv_scatter_element *sges, size_t per_wr, size_t count, sfv_pending *ps) {
+SAFEVERBS_API sfv_result sfv_channel_post_receive_batch(sfv_channel *ch, const sfv_scatter_element *sges, size_t per_wr, size_t count, sfv_pending *pendings) {
     struct ibv_recv_wr wrs[SFV_BATCH_MAX], *bad = NULL;
     size_t i, posted;
     int rc;
-    if (SFV__UNLIKELY(!ch || !sfv__postable(ch, SFV__POST_RECV, sges, per_wr, count, ps)))
-        return sfv__post_refused(ch, SFV__POST_RECV, sges, per_wr, count, ps);
-    SFV__CHECK_ARG(ps, "pending handles (NULL)");
+    if (SFV__UNLIKELY(!ch || !sfv__postable(ch, SFV__POST_RECV, sges, per_wr, count, pendings)))
+        return sfv__post_refused(ch, SFV__POST_RECV, sges, per_wr, count, pendings);
+    SFV__CHECK_ARG(pendings, "pending handles (NULL)");
     for (i = 0; i < count; i++) {
         wrs[i].wr_id = (ch->rq.head + i) << 1 | 1;
         wrs[i].next = i + 1 < count ? &wrs[i + 1] : NULL;
@@ -2763,43 +2763,43 @@ SAFEVERBS_API sfv_result sfv_channel_post_receive_batch(sfv_channel *ch, const s
     posted = rc ? (bad ? (size_t)(bad - wrs) : 0) : count; /* what was posted is the NIC's: track it */
     for (i = 0; i < posted; i++) {
         sfv__track(&ch->rq, SFV_WC_OP_RECV, 0);
-        sfv__cover(&ch->rq, &ps[i], 1);
+        sfv__cover(&ch->rq, &pendings[i], 1);
     }
-    if (SFV__UNLIKELY(rc)) return sfv__post_failed(ps ? ps + posted : NULL, count - posted, "ibv_post_recv", rc);
+    if (SFV__UNLIKELY(rc)) return sfv__post_failed(pendings ? pendings + posted : NULL, count - posted, "ibv_post_recv", rc);
     return SFV_OK;
 }
-SAFEVERBS_API sfv_result sfv_channel_post_send_batch(sfv_channel *ch, const sfv_gather_element *sges, size_t per_wr, size_t count, sfv_pending *p) {
-    return sfv__post_batch(ch, IBV_WR_SEND, sges, per_wr, count, NULL, p);
+SAFEVERBS_API sfv_result sfv_channel_post_send_batch(sfv_channel *ch, const sfv_gather_element *sges, size_t per_wr, size_t count, sfv_pending *pending) {
+    return sfv__post_batch(ch, IBV_WR_SEND, sges, per_wr, count, NULL, pending);
 }
-SAFEVERBS_API sfv_result sfv_channel_post_write_batch(sfv_channel *ch, const sfv_gather_element *sges, size_t per_wr, size_t count, const sfv_remote_mr *remotes, sfv_pending *p) {
-    return sfv__post_batch(ch, IBV_WR_RDMA_WRITE, sges, per_wr, count, remotes, p);
+SAFEVERBS_API sfv_result sfv_channel_post_write_batch(sfv_channel *ch, const sfv_gather_element *sges, size_t per_wr, size_t count, const sfv_remote_mr *remotes, sfv_pending *pending) {
+    return sfv__post_batch(ch, IBV_WR_RDMA_WRITE, sges, per_wr, count, remotes, pending);
 }
-SAFEVERBS_API sfv_result sfv_channel_post_read_batch(sfv_channel *ch, const sfv_scatter_element *sges, size_t per_wr, size_t count, const sfv_remote_mr *remotes, sfv_pending *p) {
-    return sfv__post_batch(ch, IBV_WR_RDMA_READ, sges, per_wr, count, remotes, p);
+SAFEVERBS_API sfv_result sfv_channel_post_read_batch(sfv_channel *ch, const sfv_scatter_element *sges, size_t per_wr, size_t count, const sfv_remote_mr *remotes, sfv_pending *pending) {
+    return sfv__post_batch(ch, IBV_WR_RDMA_READ, sges, per_wr, count, remotes, pending);
 }
-SAFEVERBS_API sfv_result sfv_channel_post_send(sfv_channel *ch, const sfv_gather_element *sges, size_t n, sfv_pending *p) {
-    return sfv__post_one(ch, IBV_WR_SEND, sges, n, NULL, 0, p);
+SAFEVERBS_API sfv_result sfv_channel_post_send(sfv_channel *ch, const sfv_gather_element *sges, size_t n, sfv_pending *pending) {
+    return sfv__post_one(ch, IBV_WR_SEND, sges, n, NULL, 0, pending);
 }
-SAFEVERBS_API sfv_result sfv_channel_post_send_imm(sfv_channel *ch, const sfv_gather_element *sges, size_t n, uint32_t imm, sfv_pending *p) {
-    return sfv__post_one(ch, IBV_WR_SEND_WITH_IMM, sges, n, NULL, imm, p);
+SAFEVERBS_API sfv_result sfv_channel_post_send_imm(sfv_channel *ch, const sfv_gather_element *sges, size_t n, uint32_t imm, sfv_pending *pending) {
+    return sfv__post_one(ch, IBV_WR_SEND_WITH_IMM, sges, n, NULL, imm, pending);
 }
-SAFEVERBS_API sfv_result sfv_channel_post_write(sfv_channel *ch, const sfv_gather_element *sges, size_t n, sfv_remote_mr remote, sfv_pending *p) {
-    return sfv__post_one(ch, IBV_WR_RDMA_WRITE, sges, n, &remote, 0, p);
+SAFEVERBS_API sfv_result sfv_channel_post_write(sfv_channel *ch, const sfv_gather_element *sges, size_t n, sfv_remote_mr remote, sfv_pending *pending) {
+    return sfv__post_one(ch, IBV_WR_RDMA_WRITE, sges, n, &remote, 0, pending);
 }
-SAFEVERBS_API sfv_result sfv_channel_post_write_imm(sfv_channel *ch, const sfv_gather_element *sges, size_t n, sfv_remote_mr remote, uint32_t imm, sfv_pending *p) {
-    return sfv__post_one(ch, IBV_WR_RDMA_WRITE_WITH_IMM, sges, n, &remote, imm, p);
+SAFEVERBS_API sfv_result sfv_channel_post_write_imm(sfv_channel *ch, const sfv_gather_element *sges, size_t n, sfv_remote_mr remote, uint32_t imm, sfv_pending *pending) {
+    return sfv__post_one(ch, IBV_WR_RDMA_WRITE_WITH_IMM, sges, n, &remote, imm, pending);
 }
-SAFEVERBS_API sfv_result sfv_channel_post_read(sfv_channel *ch, const sfv_scatter_element *sges, size_t n, sfv_remote_mr remote, sfv_pending *p) {
-    return sfv__post_one(ch, IBV_WR_RDMA_READ, sges, n, &remote, 0, p);
+SAFEVERBS_API sfv_result sfv_channel_post_read(sfv_channel *ch, const sfv_scatter_element *sges, size_t n, sfv_remote_mr remote, sfv_pending *pending) {
+    return sfv__post_one(ch, IBV_WR_RDMA_READ, sges, n, &remote, 0, pending);
 }
 
 /* >>impl pending work ----------------------------------------------------------------------- */
 SFV__STATIC_ASSERT(sizeof(sfv__slot) <= sizeof(((sfv_pending *)0)->done_), pending_holds_a_slot);
 
 /* The slot behind a waiting handle; a handle whose slot was consumed is a broken contract. */
-SFV__HOT_INLINE sfv__slot *sfv__pending_slot(sfv_pending *p, sfv__ring **qo) {
-    sfv__ring *q = p->q_;
-    uint64_t seq = p->seq_;
+SFV__HOT_INLINE sfv__slot *sfv__pending_slot(sfv_pending *pending, sfv__ring **qo) {
+    sfv__ring *q = pending->q_;
+    uint64_t seq = pending->seq_;
     sfv__slot *s;
     s = &q->slots[seq & q->mask];
     /* A slot that is not free holds a work request in [tail, head), and its seq names which one:
@@ -2811,9 +2811,9 @@ SFV__HOT_INLINE sfv__slot *sfv__pending_slot(sfv_pending *p, sfv__ring **qo) {
 }
 
 /* A consumed handle's result; ch (NULL once the channel may be gone) only sharpens the hint. */
-static sfv_result sfv__pending_result(const sfv_pending *p, const sfv_channel *ch, sfv_work_completion *wc) {
+static sfv_result sfv__pending_result(const sfv_pending *pending, const sfv_channel *ch, sfv_work_completion *wc) {
     sfv__slot d;
-    memcpy(&d, p->done_, sizeof d);
+    memcpy(&d, pending->done_, sizeof d);
     if (wc) sfv__wc_make(wc, &d);
     return d.status == IBV_WC_SUCCESS ? SFV_OK : sfv__fail_work(ch, &d);
 }
@@ -2821,8 +2821,8 @@ static sfv_result sfv__pending_result(const sfv_pending *p, const sfv_channel *c
 /* Consumes a batch's handle: keeps the first failure, else the last completion. Only the last
    work request of a batch is signaled, and a queue completes in order, so when the last one
    succeeded every one before it did too. */
-SFV__SLOW void sfv__pending_take_batch(sfv_pending *p, sfv__ring *q, const sfv__slot *last_slot) {
-    const uint64_t last = p->seq_, first = last + 1 - p->batch_;
+SFV__SLOW void sfv__pending_take_batch(sfv_pending *pending, sfv__ring *q, const sfv__slot *last_slot) {
+    const uint64_t last = pending->seq_, first = last + 1 - pending->batch_;
     const sfv__slot *pick = last_slot;
     uint64_t seq;
     if (last_slot->status != IBV_WC_SUCCESS)
@@ -2830,39 +2830,39 @@ SFV__SLOW void sfv__pending_take_batch(sfv_pending *p, sfv__ring *q, const sfv__
             const sfv__slot *t = &q->slots[seq & q->mask];
             if (t->status != IBV_WC_SUCCESS) { pick = t; break; }
         }
-    memcpy(p->done_, pick, sizeof *pick);
+    memcpy(pending->done_, pick, sizeof *pick);
     sfv__release_range(q, first, last);
 }
 
 /* Consumes the handle's work (a whole batch) and gives its result. */
-SFV__HOT_INLINE sfv_result sfv__pending_take(sfv_pending *p, sfv__ring *q, sfv__slot *last_slot, sfv_work_completion *wc) {
-    if (SFV__LIKELY(p->batch_ == 1)) {
-        memcpy(p->done_, last_slot, sizeof *last_slot);
+SFV__HOT_INLINE sfv_result sfv__pending_take(sfv_pending *pending, sfv__ring *q, sfv__slot *last_slot, sfv_work_completion *wc) {
+    if (SFV__LIKELY(pending->batch_ == 1)) {
+        memcpy(pending->done_, last_slot, sizeof *last_slot);
         sfv__release(q, last_slot);
     } else {
-        sfv__pending_take_batch(p, q, last_slot);
+        sfv__pending_take_batch(pending, q, last_slot);
     }
-    p->state_ = SFV__PENDING_DONE;
-    if (wc) return sfv__pending_result(p, q->ch, wc);
+    pending->state_ = SFV__PENDING_DONE;
+    if (wc) return sfv__pending_result(pending, q->ch, wc);
     /* no completion asked for: the status byte is the result (no second copy of the slot) */
-    if (SFV__LIKELY(((const unsigned char *)p->done_)[offsetof(sfv__slot, status)] == IBV_WC_SUCCESS)) return SFV_OK;
-    return sfv__pending_result(p, q->ch, NULL);
+    if (SFV__LIKELY(((const unsigned char *)pending->done_)[offsetof(sfv__slot, status)] == IBV_WC_SUCCESS)) return SFV_OK;
+    return sfv__pending_result(pending, q->ch, NULL);
 }
 
-SAFEVERBS_API bool sfv_pending_done(const sfv_pending *p) { return p && p->state_ == SFV__PENDING_DONE; }
+SAFEVERBS_API bool sfv_pending_done(const sfv_pending *pending) { return pending && pending->state_ == SFV__PENDING_DONE; }
 
 /* A handle already consumed gives its result again; anything else is a broken contract. */
-SFV__SLOW sfv_result sfv__pending_again(const sfv_pending *p, sfv_work_completion *wc) {
-    if (!p || p->state_ != SFV__PENDING_DONE) {
+SFV__SLOW sfv_result sfv__pending_again(const sfv_pending *pending, sfv_work_completion *wc) {
+    if (!pending || pending->state_ != SFV__PENDING_DONE) {
         if (wc) memset(wc, 0, sizeof *wc);
         if (wc) wc->result = SFV_ERR_INVALID;
-        return sfv__fail(SFV_ERR_INVALID, EINVAL, "pending", "pending handle: %s", p ? "not posted (or its post was refused)" : "NULL");
+        return sfv__fail(SFV_ERR_INVALID, EINVAL, "pending", "pending handle: %s", pending ? "not posted (or its post was refused)" : "NULL");
     }
-    return sfv__pending_result(p, NULL, wc); /* its channel may be gone: the status's own hint */
+    return sfv__pending_result(pending, NULL, wc); /* its channel may be gone: the status's own hint */
 }
 
 /* Polls the CQ once for `p`: its result if that finished it, else SFV_NOT_DONE. */
-SFV__HOT_INLINE sfv_result sfv__poll_once(sfv_pending *p, sfv__ring *q, sfv__slot *s, sfv_work_completion *wc) {
+SFV__HOT_INLINE sfv_result sfv__poll_once(sfv_pending *pending, sfv__ring *q, sfv__slot *s, sfv_work_completion *wc) {
     int n = sfv__drain(q->ch);
     if (n < 0) {
         if (wc) memset(wc, 0, sizeof *wc);
@@ -2870,27 +2870,27 @@ SFV__HOT_INLINE sfv_result sfv__poll_once(sfv_pending *p, sfv__ring *q, sfv__slo
         return sfv__fail_poll(n);
     }
     if (s->state != SFV__SLOT_DONE) return SFV_NOT_DONE;
-    return sfv__pending_take(p, q, s, wc);
+    return sfv__pending_take(pending, q, s, wc);
 }
 
 /* The slow paths are out of line, so the common one (the work is done: consume it) needs no
    stack frame. */
-SFV__SLOW sfv_result sfv__pending_poll_cq(sfv_pending *p, sfv__ring *q, sfv__slot *s, sfv_work_completion *wc) {
-    return sfv__poll_once(p, q, s, wc);
+SFV__SLOW sfv_result sfv__pending_poll_cq(sfv_pending *pending, sfv__ring *q, sfv__slot *s, sfv_work_completion *wc) {
+    return sfv__poll_once(pending, q, s, wc);
 }
 
 /* One poll first: with work in flight ahead of this call, it mostly finds the completion, and
    the wait loop (deadline, clock, sleeping) is never entered. */
-SFV__SLOW sfv_result sfv__pending_block(sfv_pending *p, sfv__ring *q, sfv__slot *s, int timeout_ms, sfv_work_completion *wc) {
-    sfv_result r = sfv__poll_once(p, q, s, wc);
+SFV__SLOW sfv_result sfv__pending_block(sfv_pending *pending, sfv__ring *q, sfv__slot *s, int timeout_ms, sfv_work_completion *wc) {
+    sfv_result r = sfv__poll_once(pending, q, s, wc);
     if (r != SFV_NOT_DONE) return r;
-    r = sfv__wait(q->ch, q, p->seq_, 0, timeout_ms < 0 ? q->ch->desc.timeout_ms : (uint32_t)timeout_ms);
+    r = sfv__wait(q->ch, q, pending->seq_, 0, timeout_ms < 0 ? q->ch->desc.timeout_ms : (uint32_t)timeout_ms);
     if (r) {
         if (wc) memset(wc, 0, sizeof *wc);
         if (wc) wc->result = r;
         return r;
     }
-    return sfv__pending_take(p, q, s, wc);
+    return sfv__pending_take(pending, q, s, wc);
 }
 
 /* Debug builds: a handle whose channel is gone is a broken contract; should SFV_ASSERT return,
@@ -2908,43 +2908,43 @@ SFV__SLOW sfv_result sfv__pending_dead(sfv_work_completion *wc) {
 #define SFV__PENDING_LIVE(p, wc) ((void)0)
 #endif
 
-SAFEVERBS_API sfv_result sfv_pending_poll(sfv_pending *p, sfv_work_completion *wc) {
-    if (SFV__LIKELY(p && p->state_ == SFV__PENDING_WAITING)) {
+SAFEVERBS_API sfv_result sfv_pending_poll(sfv_pending *pending, sfv_work_completion *wc) {
+    if (SFV__LIKELY(pending && pending->state_ == SFV__PENDING_WAITING)) {
         sfv__ring *q;
         sfv__slot *s;
-        SFV__PENDING_LIVE(p, wc);
-        s = sfv__pending_slot(p, &q);
-        if (SFV__LIKELY(s->state == SFV__SLOT_DONE)) return sfv__pending_take(p, q, s, wc);
-        return sfv__pending_poll_cq(p, q, s, wc);
+        SFV__PENDING_LIVE(pending, wc);
+        s = sfv__pending_slot(pending, &q);
+        if (SFV__LIKELY(s->state == SFV__SLOT_DONE)) return sfv__pending_take(pending, q, s, wc);
+        return sfv__pending_poll_cq(pending, q, s, wc);
     }
-    return sfv__pending_again(p, wc);
+    return sfv__pending_again(pending, wc);
 }
 
-SAFEVERBS_API sfv_result sfv_pending_wait(sfv_pending *p, int timeout_ms, sfv_work_completion *wc) {
-    if (SFV__LIKELY(p && p->state_ == SFV__PENDING_WAITING)) {
+SAFEVERBS_API sfv_result sfv_pending_wait(sfv_pending *pending, int timeout_ms, sfv_work_completion *wc) {
+    if (SFV__LIKELY(pending && pending->state_ == SFV__PENDING_WAITING)) {
         sfv__ring *q;
         sfv__slot *s;
-        SFV__PENDING_LIVE(p, wc);
-        s = sfv__pending_slot(p, &q);
-        if (SFV__LIKELY(s->state == SFV__SLOT_DONE)) return sfv__pending_take(p, q, s, wc);
-        return sfv__pending_block(p, q, s, timeout_ms, wc);
+        SFV__PENDING_LIVE(pending, wc);
+        s = sfv__pending_slot(pending, &q);
+        if (SFV__LIKELY(s->state == SFV__SLOT_DONE)) return sfv__pending_take(pending, q, s, wc);
+        return sfv__pending_block(pending, q, s, timeout_ms, wc);
     }
-    return sfv__pending_again(p, wc);
+    return sfv__pending_again(pending, wc);
 }
 
 /* Blocking calls: post, wait with the channel's deadline; on expiry flush, so buffers are free. */
-static sfv_result sfv__blocking(sfv_channel *ch, sfv_result posted, sfv_pending *p, sfv_work_completion *wc) {
+static sfv_result sfv__blocking(sfv_channel *ch, sfv_result posted, sfv_pending *pending, sfv_work_completion *wc) {
     sfv_result r;
     if (posted) {
         if (wc) memset(wc, 0, sizeof *wc);
         if (wc) wc->result = posted; /* never a zero (SFV_OK) completion for a refused post */
         return posted;
     }
-    r = sfv_pending_wait(p, -1, wc);
+    r = sfv_pending_wait(pending, -1, wc);
     if (r != SFV_OK && r != SFV_ERR_WORK) { /* timed out, or the wait failed (the CQ): flush all the same */
         sfv_error saved = sfv__last;
         sfv__abort(ch);
-        sfv_pending_wait(p, -1, wc);
+        sfv_pending_wait(pending, -1, wc);
         if (wc) wc->result = r;
         sfv__last = saved;
     }
@@ -3302,21 +3302,21 @@ SFV__PEER_OF(sfv_peer_read)
 static size_t sfv__peer_of_index(const sfv__many *m, size_t i) { return ((const size_t *)m->reqs)[i]; }
 
 static sfv_result sfv__post_peer_send(sfv_channel *ch, const sfv__many *m, size_t i) {
-    const sfv_peer_send *r = &((const sfv_peer_send *)m->reqs)[i];
-    return r->has_imm ? sfv_channel_post_send_imm(ch, r->sges, r->n, r->imm, NULL) : sfv_channel_post_send(ch, r->sges, r->n, NULL);
+    const sfv_peer_send *req = &((const sfv_peer_send *)m->reqs)[i];
+    return req->has_imm ? sfv_channel_post_send_imm(ch, req->sges, req->n, req->imm, NULL) : sfv_channel_post_send(ch, req->sges, req->n, NULL);
 }
 static sfv_result sfv__post_peer_write(sfv_channel *ch, const sfv__many *m, size_t i) {
-    const sfv_peer_write *r = &((const sfv_peer_write *)m->reqs)[i];
-    return r->has_imm ? sfv_channel_post_write_imm(ch, r->sges, r->n, r->remote, r->imm, NULL)
-                      : sfv_channel_post_write(ch, r->sges, r->n, r->remote, NULL);
+    const sfv_peer_write *req = &((const sfv_peer_write *)m->reqs)[i];
+    return req->has_imm ? sfv_channel_post_write_imm(ch, req->sges, req->n, req->remote, req->imm, NULL)
+                      : sfv_channel_post_write(ch, req->sges, req->n, req->remote, NULL);
 }
 static sfv_result sfv__post_peer_receive(sfv_channel *ch, const sfv__many *m, size_t i) {
-    const sfv_peer_receive *r = &((const sfv_peer_receive *)m->reqs)[i];
-    return sfv_channel_post_receive(ch, r->sges, r->n, NULL);
+    const sfv_peer_receive *req = &((const sfv_peer_receive *)m->reqs)[i];
+    return sfv_channel_post_receive(ch, req->sges, req->n, NULL);
 }
 static sfv_result sfv__post_peer_read(sfv_channel *ch, const sfv__many *m, size_t i) {
-    const sfv_peer_read *r = &((const sfv_peer_read *)m->reqs)[i];
-    return sfv_channel_post_read(ch, r->sges, r->n, r->remote, NULL);
+    const sfv_peer_read *req = &((const sfv_peer_read *)m->reqs)[i];
+    return sfv_channel_post_read(ch, req->sges, req->n, req->remote, NULL);
 }
 static sfv_result sfv__post_multicast(sfv_channel *ch, const sfv__many *m, size_t i) {
     (void)i;
@@ -3733,9 +3733,9 @@ static sfv_result sfv__fd_io(int fd, void *buf, size_t len, bool writing, uint64
 
 /* The lowest rank below ours not heard from yet: the one an accepting side waits for. */
 static size_t sfv__ex_awaited(const sfv__ex *x) {
-    size_t r = 0;
-    while (r + 1 < x->rank && x->seen[r]) r++;
-    return r;
+    size_t lower = 0;
+    while (lower + 1 < x->rank && x->seen[lower]) lower++;
+    return lower;
 }
 
 /* A proven peer's world and message size must be ours. */
@@ -4228,7 +4228,7 @@ struct sfv_node {
 
 /* After a destroy that a verb refused part-way, the node has lost channels: it can only be
    destroyed again. */
-static bool sfv__node_whole(const sfv_node *nd) { return nd->mc->n == nd->world; }
+static bool sfv__node_whole(const sfv_node *node) { return node->mc->n == node->world; }
 static sfv_result sfv__node_torn(void) {
     return sfv__fail(SFV_ERR_BROKEN, EIO, "node", "the node lost channels to a destroy that failed part-way: destroy it again");
 }
@@ -4241,16 +4241,16 @@ static uint64_t sfv__le64(uint64_t v) {
     return v;
 }
 
-static void sfv__node_free(sfv_node *nd) {
-    SFV_FREE(nd->in);
-    SFV_FREE(nd->out);
-    SFV_FREE(nd->expected);
-    SFV_FREE(nd->peer_in);
-    SFV_FREE(nd);
+static void sfv__node_free(sfv_node *node) {
+    SFV_FREE(node->in);
+    SFV_FREE(node->out);
+    SFV_FREE(node->expected);
+    SFV_FREE(node->peer_in);
+    SFV_FREE(node);
 }
 
 SAFEVERBS_API sfv_result sfv_create_node(sfv_pd *pd, const sfv_node_desc *desc, sfv_node **out) {
-    sfv_node *nd;
+    sfv_node *node;
     sfv_result r;
     size_t w;
     SFV__CHECK_ARG(out, "out");
@@ -4266,74 +4266,74 @@ SAFEVERBS_API sfv_result sfv_create_node(sfv_pd *pd, const sfv_node_desc *desc, 
         return sfv__fail(SFV_ERR_INVALID, EINVAL, "sfv_node_desc", "sfv_node_desc.channel.access must let peers write (SFV_ACCESS_REMOTE_WRITE): the barrier writes into them");
     if ((unsigned)desc->barrier > (unsigned)SFV_BARRIER_DISSEMINATION)
         return sfv__fail(SFV_ERR_INVALID, EINVAL, "sfv_node_desc", "sfv_node_desc.barrier = %d is not a barrier kind", (int)desc->barrier);
-    nd = (sfv_node *)SFV_CALLOC(1, sizeof *nd);
-    if (!nd) return sfv__fail_verb("calloc", ENOMEM);
-    nd->rank = desc->rank;
-    nd->world = w;
-    nd->kind = desc->barrier == SFV_BARRIER_DEFAULT ? SFV_BARRIER_BINARY_TREE : desc->barrier;
-    nd->in = (uint64_t *)SFV_CALLOC(w, sizeof *nd->in);
-    nd->out = (uint64_t *)SFV_CALLOC(w, sizeof *nd->out);
-    nd->expected = (uint64_t *)SFV_CALLOC(w, sizeof *nd->expected);
-    nd->peer_in = (sfv_remote_mr *)SFV_CALLOC(w, sizeof *nd->peer_in);
-    if (!nd->in || !nd->out || !nd->expected || !nd->peer_in) {
+    node = (sfv_node *)SFV_CALLOC(1, sizeof *node);
+    if (!node) return sfv__fail_verb("calloc", ENOMEM);
+    node->rank = desc->rank;
+    node->world = w;
+    node->kind = desc->barrier == SFV_BARRIER_DEFAULT ? SFV_BARRIER_BINARY_TREE : desc->barrier;
+    node->in = (uint64_t *)SFV_CALLOC(w, sizeof *node->in);
+    node->out = (uint64_t *)SFV_CALLOC(w, sizeof *node->out);
+    node->expected = (uint64_t *)SFV_CALLOC(w, sizeof *node->expected);
+    node->peer_in = (sfv_remote_mr *)SFV_CALLOC(w, sizeof *node->peer_in);
+    if (!node->in || !node->out || !node->expected || !node->peer_in) {
         r = sfv__fail_verb("calloc", ENOMEM);
         goto free_node;
     }
-    r = sfv_create_multi_channel(pd, w, &desc->channel, &nd->mc);
+    r = sfv_create_multi_channel(pd, w, &desc->channel, &node->mc);
     if (r) goto free_node;
     /* Peers write only in[]; out[] is read by our own NIC only. */
-    r = sfv_reg_mr_access(pd, nd->in, w * sizeof *nd->in, SFV_ACCESS_LOCAL_WRITE | SFV_ACCESS_REMOTE_WRITE, &nd->in_mr);
+    r = sfv_reg_mr_access(pd, node->in, w * sizeof *node->in, SFV_ACCESS_LOCAL_WRITE | SFV_ACCESS_REMOTE_WRITE, &node->in_mr);
     if (r) goto destroy_mc;
-    r = sfv_reg_mr_local(pd, nd->out, w * sizeof *nd->out, &nd->out_mr);
+    r = sfv_reg_mr_local(pd, node->out, w * sizeof *node->out, &node->out_mr);
     if (r) goto dereg_in;
-    *out = nd;
+    *out = node;
     return SFV_OK;
 dereg_in:
-    sfv_dereg_mr(nd->in_mr);
+    sfv_dereg_mr(node->in_mr);
 destroy_mc: {
         sfv_error saved = sfv__last;
-        (void)sfv_destroy_multi_channel(nd->mc); /* fresh channels: nothing refuses */
+        (void)sfv_destroy_multi_channel(node->mc); /* fresh channels: nothing refuses */
         sfv__last = saved;
     }
 free_node:
-    sfv__node_free(nd);
+    sfv__node_free(node);
     return r;
 }
 
-SAFEVERBS_API sfv_result sfv_destroy_node(sfv_node *nd) {
+SAFEVERBS_API sfv_result sfv_destroy_node(sfv_node *node) {
     sfv_result r;
-    if (!nd) return SFV_OK;
-    r = sfv_destroy_multi_channel(nd->mc); /* first: after it, no NIC touches in[] or out[] */
+    if (!node) return SFV_OK;
+    r = sfv_destroy_multi_channel(node->mc); /* first: after it, no NIC touches in[] or out[] */
     if (r) return r;
-    sfv_dereg_mr(nd->in_mr);
-    sfv_dereg_mr(nd->out_mr);
-    sfv__node_free(nd);
+    sfv_dereg_mr(node->in_mr);
+    sfv_dereg_mr(node->out_mr);
+    sfv__node_free(node);
     return SFV_OK;
 }
 
-SAFEVERBS_API size_t sfv_node_rank(const sfv_node *nd) { return nd ? nd->rank : 0; }
-SAFEVERBS_API size_t sfv_node_world_size(const sfv_node *nd) { return nd ? nd->world : 0; }
-SAFEVERBS_API sfv_multi_channel *sfv_node_multi_channel(const sfv_node *nd) { return nd ? nd->mc : NULL; }
+SAFEVERBS_API size_t sfv_node_rank(const sfv_node *node) { return node ? node->rank : 0; }
+SAFEVERBS_API size_t sfv_node_world_size(const sfv_node *node) { return node ? node->world : 0; }
+SAFEVERBS_API sfv_multi_channel *sfv_node_multi_channel(const sfv_node *node) { return node ? node->mc : NULL; }
 
 /* A node endpoint: "SN", version 1, 0, rank, world size (32-bit big-endian), 4 zero bytes; then
    for each rank d: the endpoint of our channel d and our barrier region (in[]). */
 #define SFV__NODE_ENTRY (SFV_ENDPOINT_ENCODED_SIZE + SFV_REMOTE_MR_ENCODED_SIZE)
 
-static sfv_result sfv__node_endpoint(const sfv_node *nd, uint8_t *out, size_t size) {
-    const sfv_remote_mr barrier = sfv_mr_remote(nd->in_mr);
+static sfv_result sfv__node_endpoint(const sfv_node *node, uint8_t *out, size_t size) {
+    const sfv_remote_mr barrier = sfv_mr_remote(node->in_mr);
     size_t d;
-    if (!sfv__node_whole(nd)) return sfv__node_torn();
-    if (size != SFV_NODE_ENDPOINT_SIZE(nd->world))
+    if (!sfv__node_whole(node)) return sfv__node_torn();
+    if (size != SFV_NODE_ENDPOINT_SIZE(node->world))
         return sfv__fail(SFV_ERR_INVALID, EINVAL, "sfv_node_endpoint", "%zu bytes, not SFV_NODE_ENDPOINT_SIZE(%zu) = %zu",
-                         size, nd->world, (size_t)SFV_NODE_ENDPOINT_SIZE(nd->world));
+                         size, node->world, (size_t)SFV_NODE_ENDPOINT_SIZE(node->world));
     memset(out, 0, 16);
     out[0] = 'S'; out[1] = 'N'; out[2] = 1;
-    sfv__put_be(out + 4, nd->rank, 4);
-    sfv__put_be(out + 8, nd->world, 4);
-    for (d = 0; d < nd->world; d++) {
+    sfv__put_be(out + 4, node->rank, 4);
+    sfv__put_be(out + 8, node->world, 4);
+    for (d = 0; d < node->world; d++) {
         uint8_t *e = out + 16 + d * SFV__NODE_ENTRY;
         sfv_endpoint ep;
-        sfv_result r = sfv_channel_endpoint(nd->mc->chs[d], &ep);
+        sfv_result r = sfv_channel_endpoint(node->mc->chs[d], &ep);
         if (r) return r;
         sfv_endpoint_encode(&ep, e);
         sfv_remote_mr_encode(barrier, e + SFV_ENDPOINT_ENCODED_SIZE);
@@ -4349,93 +4349,93 @@ SAFEVERBS_API sfv_result sfv_node_endpoint(const sfv_node *node, uint8_t *out, s
 }
 
 /* Rank r's entry for this node, from its blob at `b`. */
-static sfv_result sfv__node_entry(const sfv_node *nd, const uint8_t *b, size_t r, sfv_endpoint *ep, sfv_remote_mr *barrier) {
-    const uint8_t *e = b + 16 + nd->rank * SFV__NODE_ENTRY;
+static sfv_result sfv__node_entry(const sfv_node *node, const uint8_t *b, size_t rank, sfv_endpoint *ep, sfv_remote_mr *barrier) {
+    const uint8_t *e = b + 16 + node->rank * SFV__NODE_ENTRY;
     if (b[0] != 'S' || b[1] != 'N' || b[2] != 1 || b[3] != 0)
         return sfv__bad_encoding("node endpoint", "not a node endpoint (magic or version)");
     if (sfv__get_be(b + 12, 4) != 0) return sfv__bad_encoding("node endpoint", "reserved bytes are not 0");
-    if (sfv__get_be(b + 4, 4) != r || sfv__get_be(b + 8, 4) != nd->world)
+    if (sfv__get_be(b + 4, 4) != rank || sfv__get_be(b + 8, 4) != node->world)
         return sfv__fail(SFV_ERR_INVALID, EINVAL, "sfv_node_handshake", "the endpoint in place %zu says rank %llu of %llu (this world: %zu)",
-                         r, (unsigned long long)sfv__get_be(b + 4, 4), (unsigned long long)sfv__get_be(b + 8, 4), nd->world);
+                         rank, (unsigned long long)sfv__get_be(b + 4, 4), (unsigned long long)sfv__get_be(b + 8, 4), node->world);
     if (sfv_endpoint_decode(e, SFV_ENDPOINT_ENCODED_SIZE, ep) || sfv_remote_mr_decode(e + SFV_ENDPOINT_ENCODED_SIZE, SFV_REMOTE_MR_ENCODED_SIZE, barrier))
-        return sfv__fail(SFV_ERR_INVALID, EINVAL, "sfv_node_handshake", "rank %zu's entry for rank %zu is malformed", r, nd->rank);
-    if (barrier->length < nd->world * sizeof *nd->in)
-        return sfv__fail(SFV_ERR_INVALID, EINVAL, "sfv_node_handshake", "rank %zu's barrier region is too small", r);
+        return sfv__fail(SFV_ERR_INVALID, EINVAL, "sfv_node_handshake", "rank %zu's entry for rank %zu is malformed", rank, node->rank);
+    if (barrier->length < node->world * sizeof *node->in)
+        return sfv__fail(SFV_ERR_INVALID, EINVAL, "sfv_node_handshake", "rank %zu's barrier region is too small", rank);
     return SFV_OK;
 }
 
-SAFEVERBS_API sfv_result sfv_node_handshake(sfv_node *nd, const uint8_t *all, size_t size) {
+SAFEVERBS_API sfv_result sfv_node_handshake(sfv_node *node, const uint8_t *all, size_t size) {
     size_t r, each;
     int pass;
-    SFV__CHECK_ARG(nd, "node");
+    SFV__CHECK_ARG(node, "node");
     SFV__CHECK_ARG(all, "endpoints (NULL)");
-    if (nd->connected) return sfv__fail(SFV_ERR_INVALID, EINVAL, "sfv_node_handshake", "the node is already connected");
-    if (nd->poisoned) return sfv__fail(SFV_ERR_BROKEN, EIO, "sfv_node_handshake", "the node is broken: destroy it");
-    if (!sfv__node_whole(nd)) return sfv__node_torn();
-    each = SFV_NODE_ENDPOINT_SIZE(nd->world);
-    if (size != nd->world * each)
-        return sfv__fail(SFV_ERR_INVALID, EINVAL, "sfv_node_handshake", "%zu bytes, not %zu endpoints of %zu", size, nd->world, each);
+    if (node->connected) return sfv__fail(SFV_ERR_INVALID, EINVAL, "sfv_node_handshake", "the node is already connected");
+    if (node->poisoned) return sfv__fail(SFV_ERR_BROKEN, EIO, "sfv_node_handshake", "the node is broken: destroy it");
+    if (!sfv__node_whole(node)) return sfv__node_torn();
+    each = SFV_NODE_ENDPOINT_SIZE(node->world);
+    if (size != node->world * each)
+        return sfv__fail(SFV_ERR_INVALID, EINVAL, "sfv_node_handshake", "%zu bytes, not %zu endpoints of %zu", size, node->world, each);
     for (pass = 0; pass < 2; pass++) /* check every entry before connecting any channel */
-        for (r = 0; r < nd->world; r++) {
+        for (r = 0; r < node->world; r++) {
             sfv_endpoint ep;
             sfv_remote_mr barrier;
-            sfv_result res = sfv__node_entry(nd, all + r * each, r, &ep, &barrier);
-            if (res == SFV_OK) res = pass == 0 ? sfv__handshake_check(nd->mc->chs[r], &ep) : sfv_channel_handshake(nd->mc->chs[r], &ep);
-            if (res && pass == 1 && (r > 0 || nd->mc->chs[r]->broken)) { /* a verb refused part-way: no way back */
-                nd->poisoned = true;
+            sfv_result res = sfv__node_entry(node, all + r * each, r, &ep, &barrier);
+            if (res == SFV_OK) res = pass == 0 ? sfv__handshake_check(node->mc->chs[r], &ep) : sfv_channel_handshake(node->mc->chs[r], &ep);
+            if (res && pass == 1 && (r > 0 || node->mc->chs[r]->broken)) { /* a verb refused part-way: no way back */
+                node->poisoned = true;
                 const sfv_error why = sfv__last;
                 return sfv__fail(SFV_ERR_BROKEN, why.errnum, why.verb, "rank %zu's channel failed to connect part-way, so the node is broken (destroy it): %s",
                                  r, why.message);
             }
             if (res) return res;
-            if (pass == 1) nd->peer_in[r] = barrier;
+            if (pass == 1) node->peer_in[r] = barrier;
         }
-    nd->connected = true;
+    node->connected = true;
     return SFV_OK;
 }
 
-SAFEVERBS_API sfv_result sfv_node_connect_keyed(sfv_node *nd, const sfv_net_node *nodes, const sfv_exchange_desc *desc, int timeout_ms) {
+SAFEVERBS_API sfv_result sfv_node_connect_keyed(sfv_node *node, const sfv_net_node *nodes, const sfv_exchange_desc *desc, int timeout_ms) {
     const uint64_t deadline = sfv__now_ns() + sfv__timeout_ns(timeout_ms < 0 ? 60000u : (uint32_t)timeout_ms);
     size_t each;
     uint8_t *mine, *all;
     sfv_result r;
-    SFV__CHECK_ARG(nd, "node");
+    SFV__CHECK_ARG(node, "node");
     SFV__CHECK_ARG(nodes, "nodes (NULL)");
-    if (nd->connected) return sfv__fail(SFV_ERR_INVALID, EINVAL, "sfv_node_connect", "the node is already connected");
-    if (nd->poisoned) return sfv__fail(SFV_ERR_BROKEN, EIO, "sfv_node_connect", "the node is broken: destroy it");
-    each = SFV_NODE_ENDPOINT_SIZE(nd->world);
+    if (node->connected) return sfv__fail(SFV_ERR_INVALID, EINVAL, "sfv_node_connect", "the node is already connected");
+    if (node->poisoned) return sfv__fail(SFV_ERR_BROKEN, EIO, "sfv_node_connect", "the node is broken: destroy it");
+    each = SFV_NODE_ENDPOINT_SIZE(node->world);
     mine = (uint8_t *)SFV_MALLOC(each);
-    all = (uint8_t *)SFV_MALLOC(nd->world * each);
+    all = (uint8_t *)SFV_MALLOC(node->world * each);
     r = mine && all ? SFV_OK : sfv__fail_verb("malloc", ENOMEM);
-    if (r == SFV_OK) r = sfv_node_endpoint(nd, mine, each);
-    if (r == SFV_OK) r = sfv_exchange_all_keyed(nodes, nd->world, nd->rank, mine, each, all, desc, sfv__ms_left(deadline));
-    if (r == SFV_OK) r = sfv_node_handshake(nd, all, nd->world * each);
-    if (r == SFV_OK) r = sfv_exchange_all_keyed(nodes, nd->world, nd->rank, NULL, 0, NULL, desc, sfv__ms_left(deadline));
+    if (r == SFV_OK) r = sfv_node_endpoint(node, mine, each);
+    if (r == SFV_OK) r = sfv_exchange_all_keyed(nodes, node->world, node->rank, mine, each, all, desc, sfv__ms_left(deadline));
+    if (r == SFV_OK) r = sfv_node_handshake(node, all, node->world * each);
+    if (r == SFV_OK) r = sfv_exchange_all_keyed(nodes, node->world, node->rank, NULL, 0, NULL, desc, sfv__ms_left(deadline));
     SFV_FREE(mine);
     SFV_FREE(all);
     return r;
 }
 
-SAFEVERBS_API sfv_result sfv_node_connect(sfv_node *nd, const sfv_net_node *nodes, int timeout_ms) {
-    return sfv_node_connect_keyed(nd, nodes, NULL, timeout_ms);
+SAFEVERBS_API sfv_result sfv_node_connect(sfv_node *node, const sfv_net_node *nodes, int timeout_ms) {
+    return sfv_node_connect_keyed(node, nodes, NULL, timeout_ms);
 }
 
 /* Tells rank `to` that we reached the next epoch: one RDMA write of out[to] into its in[rank]. */
-static sfv_result sfv__notify(sfv_node *nd, size_t to) {
+static sfv_result sfv__notify(sfv_node *node, size_t to) {
     sfv_gather_element g;
-    nd->out[to] = sfv__le64(sfv__le64(nd->out[to]) + 1);
-    g = sfv_mr_gather_element(nd->out_mr, &nd->out[to], sizeof nd->out[to]);
+    node->out[to] = sfv__le64(sfv__le64(node->out[to]) + 1);
+    g = sfv_mr_gather_element(node->out_mr, &node->out[to], sizeof node->out[to]);
     /* in bounds: the handshake checked the region's length */
-    return sfv_channel_write(nd->mc->chs[to], &g, 1, sfv_remote_mr_slice_unchecked(nd->peer_in[to], nd->rank * sizeof *nd->in, sizeof *nd->in), NULL);
+    return sfv_channel_write(node->mc->chs[to], &g, 1, sfv_remote_mr_slice_unchecked(node->peer_in[to], node->rank * sizeof *node->in, sizeof *node->in), NULL);
 }
 
 /* Waits until rank `from` announced the next epoch (>=: it may be a barrier ahead). An aligned
    8-byte write lands whole, and epochs only grow. The wait yields the CPU now and then: a
    barrier often has more ranks than cores. */
-static sfv_result sfv__await(sfv_node *nd, size_t from, uint64_t deadline) {
-    const uint64_t want = ++nd->expected[from];
+static sfv_result sfv__await(sfv_node *node, size_t from, uint64_t deadline) {
+    const uint64_t want = ++node->expected[from];
     unsigned spins = 0;
-    while (sfv__le64(__atomic_load_n(&nd->in[from], __ATOMIC_ACQUIRE)) < want) {
+    while (sfv__le64(__atomic_load_n(&node->in[from], __ATOMIC_ACQUIRE)) < want) {
         if ((++spins & 255) == 0) {
             if (sfv__now_ns() >= deadline)
                 return sfv__fail(SFV_ERR_TIMEOUT, ETIMEDOUT, "barrier", "rank %zu did not reach the barrier in time", from);
@@ -4448,83 +4448,83 @@ static sfv_result sfv__await(sfv_node *nd, size_t from, uint64_t deadline) {
 /* Member k of the group: peers[k], or rank k when the group is everyone. */
 static size_t sfv__member(const size_t *peers, size_t k) { return peers ? peers[k] : k; }
 
-static sfv_result sfv__barrier_run(sfv_node *nd, const size_t *peers, size_t m, size_t me, uint64_t deadline) {
+static sfv_result sfv__barrier_run(sfv_node *node, const size_t *peers, size_t m, size_t me, uint64_t deadline) {
     sfv_result r = SFV_OK;
     size_t k, d;
-    switch (nd->kind) {
+    switch (node->kind) {
     case SFV_BARRIER_CENTRALIZED:
         if (me == 0) {
-            for (k = 1; !r && k < m; k++) r = sfv__await(nd, sfv__member(peers, k), deadline);
-            for (k = 1; !r && k < m; k++) r = sfv__notify(nd, sfv__member(peers, k));
+            for (k = 1; !r && k < m; k++) r = sfv__await(node, sfv__member(peers, k), deadline);
+            for (k = 1; !r && k < m; k++) r = sfv__notify(node, sfv__member(peers, k));
         } else {
-            r = sfv__notify(nd, sfv__member(peers, 0));
-            if (!r) r = sfv__await(nd, sfv__member(peers, 0), deadline);
+            r = sfv__notify(node, sfv__member(peers, 0));
+            if (!r) r = sfv__await(node, sfv__member(peers, 0), deadline);
         }
         break;
     case SFV_BARRIER_DISSEMINATION:
         for (d = 1; !r && d < m; d <<= 1) {
-            r = sfv__notify(nd, sfv__member(peers, (me + d) % m));
-            if (!r) r = sfv__await(nd, sfv__member(peers, (me + m - d) % m), deadline);
+            r = sfv__notify(node, sfv__member(peers, (me + d) % m));
+            if (!r) r = sfv__await(node, sfv__member(peers, (me + m - d) % m), deadline);
         }
         break;
     default: /* binary tree over the group's positions: children 2i+1 and 2i+2 */
-        for (k = 2 * me + 1; !r && k <= 2 * me + 2 && k < m; k++) r = sfv__await(nd, sfv__member(peers, k), deadline);
+        for (k = 2 * me + 1; !r && k <= 2 * me + 2 && k < m; k++) r = sfv__await(node, sfv__member(peers, k), deadline);
         if (!r && me > 0) {
-            r = sfv__notify(nd, sfv__member(peers, (me - 1) / 2));
-            if (!r) r = sfv__await(nd, sfv__member(peers, (me - 1) / 2), deadline);
+            r = sfv__notify(node, sfv__member(peers, (me - 1) / 2));
+            if (!r) r = sfv__await(node, sfv__member(peers, (me - 1) / 2), deadline);
         }
-        for (k = 2 * me + 1; !r && k <= 2 * me + 2 && k < m; k++) r = sfv__notify(nd, sfv__member(peers, k));
+        for (k = 2 * me + 1; !r && k <= 2 * me + 2 && k < m; k++) r = sfv__notify(node, sfv__member(peers, k));
         break;
     }
-    if (r) nd->poisoned = true;
+    if (r) node->poisoned = true;
     return r;
 }
 
 /* Range checks guard memory, so they hold in the unchecked barrier too; order and duplicates
    only decide whether the group agrees (a wrong group times out), so those are skippable. */
-static sfv_result sfv__barrier(sfv_node *nd, const size_t *peers, size_t n, int timeout_ms, bool check) {
+static sfv_result sfv__barrier(sfv_node *node, const size_t *peers, size_t n, int timeout_ms, bool check) {
     size_t k, m, me = (size_t)-1;
     uint32_t ms;
-    SFV__CHECK_ARG(nd, "node");
-    if (nd->poisoned)
+    SFV__CHECK_ARG(node, "node");
+    if (node->poisoned)
         return sfv__fail(SFV_ERR_BROKEN, EIO, "barrier", "the barrier is poisoned: an earlier barrier timed out or failed");
-    if (!sfv__node_whole(nd)) return sfv__node_torn();
-    if (!nd->connected)
+    if (!sfv__node_whole(node)) return sfv__node_torn();
+    if (!node->connected)
         return sfv__fail(SFV_ERR_INVALID, EINVAL, "barrier", "the node is not connected (call sfv_node_handshake)");
-    m = peers ? n : nd->world;
+    m = peers ? n : node->world;
     if (m == 0) return sfv__fail(SFV_ERR_INVALID, EINVAL, "barrier", "an empty group");
     for (k = 0; k < m; k++) {
-        const size_t r = sfv__member(peers, k);
-        if (r >= nd->world)
-            return sfv__fail(SFV_ERR_INVALID, EINVAL, "barrier", "rank %zu is not in the world of %zu", r, nd->world);
-        if (check && peers && k > 0 && r == peers[k - 1])
-            return sfv__fail(SFV_ERR_INVALID, EINVAL, "barrier", "rank %zu appears twice in the group", r);
-        if (check && peers && k > 0 && r < peers[k - 1])
-            return sfv__fail(SFV_ERR_INVALID, EINVAL, "barrier", "the group is not sorted (rank %zu after rank %zu)", r, peers[k - 1]);
-        if (r == nd->rank && me == (size_t)-1) me = k;
+        const size_t member = sfv__member(peers, k);
+        if (member >= node->world)
+            return sfv__fail(SFV_ERR_INVALID, EINVAL, "barrier", "rank %zu is not in the world of %zu", member, node->world);
+        if (check && peers && k > 0 && member == peers[k - 1])
+            return sfv__fail(SFV_ERR_INVALID, EINVAL, "barrier", "rank %zu appears twice in the group", member);
+        if (check && peers && k > 0 && member < peers[k - 1])
+            return sfv__fail(SFV_ERR_INVALID, EINVAL, "barrier", "the group is not sorted (rank %zu after rank %zu)", member, peers[k - 1]);
+        if (member == node->rank && me == (size_t)-1) me = k;
     }
     if (me == (size_t)-1)
-        return sfv__fail(SFV_ERR_INVALID, EINVAL, "barrier", "this rank (%zu) is not in the group", nd->rank);
+        return sfv__fail(SFV_ERR_INVALID, EINVAL, "barrier", "this rank (%zu) is not in the group", node->rank);
     /* Every algorithm writes at most once to each member: with room for one write on each
        channel, nothing can be refused once the barrier has begun (and left it half done). */
     for (k = 0; k < m; k++) {
-        const sfv_channel *ch = nd->mc->chs[sfv__member(peers, k)];
-        if (sfv__member(peers, k) == nd->rank) continue;
+        const sfv_channel *ch = node->mc->chs[sfv__member(peers, k)];
+        if (sfv__member(peers, k) == node->rank) continue;
         if (!ch->can_send)
             return sfv__fail(SFV_ERR_BROKEN, EIO, "barrier", "the channel to rank %zu is in the error state", sfv__member(peers, k));
         if (ch->sq.head - ch->sq.tail + 1 > ch->sq.cap)
             return sfv__fail(SFV_ERR_RESOURCE, ENOMEM, "barrier", "the channel to rank %zu has no room for a write (its send queue is full)",
                              sfv__member(peers, k));
     }
-    ms = timeout_ms < 0 ? nd->mc->chs[nd->rank]->desc.timeout_ms : (uint32_t)timeout_ms;
-    return sfv__barrier_run(nd, peers, m, me, sfv__now_ns() + sfv__timeout_ns(ms));
+    ms = timeout_ms < 0 ? node->mc->chs[node->rank]->desc.timeout_ms : (uint32_t)timeout_ms;
+    return sfv__barrier_run(node, peers, m, me, sfv__now_ns() + sfv__timeout_ns(ms));
 }
 
-SAFEVERBS_API sfv_result sfv_node_barrier(sfv_node *nd, const size_t *peers, size_t n, int timeout_ms) {
-    return sfv__barrier(nd, peers, n, timeout_ms, true);
+SAFEVERBS_API sfv_result sfv_node_barrier(sfv_node *node, const size_t *peers, size_t n, int timeout_ms) {
+    return sfv__barrier(node, peers, n, timeout_ms, true);
 }
-SAFEVERBS_API sfv_result sfv_node_barrier_unchecked(sfv_node *nd, const size_t *peers, size_t n, int timeout_ms) {
-    return sfv__barrier(nd, peers, n, timeout_ms, false);
+SAFEVERBS_API sfv_result sfv_node_barrier_unchecked(sfv_node *node, const size_t *peers, size_t n, int timeout_ms) {
+    return sfv__barrier(node, peers, n, timeout_ms, false);
 }
 
 /* Helper macros end here, so they cannot collide with the including file's. */
