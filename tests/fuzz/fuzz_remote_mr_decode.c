@@ -30,6 +30,12 @@ static void fz_check_refused(sfv_result res, sfv_remote_mr part) {
     FZ_CHECK(fz_remote_mr_is_zero(part));
 }
 
+/* length, cut to what fits below 2^64 from addr. */
+static uint64_t fz_cut(uint64_t addr, uint64_t length) {
+    uint64_t room = addr ? UINT64_MAX - addr + 1 : UINT64_MAX;
+    return length < room ? length : room;
+}
+
 static void fz_regions(sfv_remote_mr r, fz_bytes *b) {
     const uint64_t off = fz_take(b, 8), len = fz_take(b, 8), elem = fz_take(b, 2), index = fz_take(b, 8);
     const uint64_t foff = fz_take(b, 2), fsize = fz_take(b, 2);
@@ -75,13 +81,15 @@ static void fz_regions(sfv_remote_mr r, fz_bytes *b) {
         fz_check_refused(res, part);
     }
 
-    /* No check against the length, but never a wrap: the address saturates. */
+    /* No check against the length, but never a wrap: the address saturates at 2^64-1 and the
+       length is cut to what fits below 2^64. */
     part = sfv_remote_mr_sub_unchecked(r, off);
     FZ_CHECK(part.addr >= r.addr && part.length <= r.length && part.rkey == r.rkey);
+    FZ_CHECK(fz_no_wrap(part.addr, part.length));
     part = sfv_remote_mr_slice_unchecked(r, off, len);
-    FZ_CHECK(part.addr >= r.addr && part.length == len);
+    FZ_CHECK(part.addr >= r.addr && part.length == fz_cut(part.addr, len) && fz_no_wrap(part.addr, part.length));
     part = sfv_remote_mr_array_field_unchecked(r, elem, index, foff, fsize);
-    FZ_CHECK(part.addr >= r.addr && part.length == fsize);
+    FZ_CHECK(part.addr >= r.addr && part.length == fz_cut(part.addr, fsize) && fz_no_wrap(part.addr, part.length));
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
