@@ -16,6 +16,13 @@
                     >>impl multi-channel >>impl exchange >>impl node
    Licence          >>licence
 
+   LAYERS
+   ======
+   devices -> PD -> MR and elements -> channel -> multi-channel -> node; the exchange stands
+   beside them (the node uses it). Each layer is built on the public calls of the layers below,
+   plus the few named helpers in >>impl channel internals (scopes and many-peer calls over
+   several channels, a channel's room and state); none reads another layer's struct fields.
+
    DO THIS
    =======
    In exactly one C or C++ file, define SAFEVERBS_IMPLEMENTATION before including:
@@ -192,7 +199,7 @@ typedef struct sfv_error {
                             request), "pending", "scope", "multi-channel", "exchange",
                             "network config", "node", "node endpoint", "barrier", "numa",
                             "sfv_channel_desc", "sfv_node_desc" (a desc field out of range) */
-    char message[160];   /* a sentence for humans */
+    char message[256];   /* a sentence for humans */
 } sfv_error;
 /* Never NULL. Valid until the next failing safeverbs call on the same thread. */
 SAFEVERBS_API const sfv_error *sfv_last_error(void);
@@ -1269,7 +1276,8 @@ SAFEVERBS_API int sfv_gid_preference(const sfv_gid_entry *e) {
     }
 }
 
-SAFEVERBS_API sfv_result sfv_choose_gid(sfv_context *ctx, uint8_t port, uint32_t *index_out) {
+/* sfv_choose_gid, also giving the chosen entry. */
+static sfv_result sfv__choose_gid(sfv_context *ctx, uint8_t port, uint32_t *index_out, sfv_gid_entry *chosen_out) {
     sfv_port_attr pa;
     sfv_gid_entry e;
     sfv_result r;
@@ -1278,6 +1286,7 @@ SAFEVERBS_API sfv_result sfv_choose_gid(sfv_context *ctx, uint8_t port, uint32_t
     int best = 0;
     SFV__CHECK_ARG(index_out, "index_out");
     *index_out = 0;
+    memset(chosen_out, 0, sizeof *chosen_out);
     saved = sfv__last; /* an empty entry skipped is no failure of this call */
     r = sfv_query_port(ctx, port, &pa);
     if (r) return r;
@@ -1290,12 +1299,20 @@ SAFEVERBS_API sfv_result sfv_choose_gid(sfv_context *ctx, uint8_t port, uint32_t
         if (pref > best) {
             best = pref;
             chosen = i;
+            *chosen_out = e;
         }
     }
-    if (!best) return sfv__fail(SFV_ERR_NOT_FOUND, ENODATA, __func__, "%s port %u has no usable GID", ctx->name, (unsigned)port);
+    if (!best) {
+        memset(chosen_out, 0, sizeof *chosen_out);
+        return sfv__fail(SFV_ERR_NOT_FOUND, ENODATA, "sfv_choose_gid", "%s port %u has no usable GID", ctx->name, (unsigned)port);
+    }
     sfv__last = saved;
     *index_out = chosen;
     return SFV_OK;
+}
+SAFEVERBS_API sfv_result sfv_choose_gid(sfv_context *ctx, uint8_t port, uint32_t *index_out) {
+    sfv_gid_entry e;
+    return sfv__choose_gid(ctx, port, index_out, &e);
 }
 
 /* >>impl pd and cq --------------------------------------------------------------------------- */
@@ -1915,7 +1932,14 @@ static sfv_result sfv__bad_field(const char *field, unsigned long long v, const 
                      field, v, allowed);
 }
 
-static sfv_result sfv__desc_resolve(sfv_pd *pd, const sfv_channel_desc *in, sfv_channel_desc *o) {
+/* What resolving a desc learnt of its port, for the channels made from it. */
+typedef struct sfv__port_facts {
+    uint16_t lid;
+    sfv_link_layer link_layer;
+    sfv_gid gid;                  /* the GID at desc.gid_index, when gid_index_set */
+} sfv__port_facts;
+
+static sfv_result sfv__desc_resolve(sfv_pd *pd, const sfv_channel_desc *in, sfv_channel_desc *o, sfv__port_facts *facts) {
     const struct ibv_device_attr *a;
     sfv_port_attr pa;
     sfv_gid_entry ge;
@@ -1923,6 +1947,7 @@ static sfv_result sfv__desc_resolve(sfv_pd *pd, const sfv_channel_desc *in, sfv_
     uint32_t rd_max;
     SFV__CHECK_ARG(o, "out");
     memset(o, 0, sizeof *o);
+    memset(facts, 0, sizeof *facts);
     SFV__CHECK_ARG(pd, "pd");
     if (in) *o = *in; /* else the zeroes are every default (SFV_WAIT_DEFAULT is 0) */
     a = &pd->ctx->attr;
@@ -1933,6 +1958,8 @@ static sfv_result sfv__desc_resolve(sfv_pd *pd, const sfv_channel_desc *in, sfv_
     if (pa.state != SFV_PORT_ACTIVE) /* ARMED opens a device, but carries no data yet */
         return sfv__fail(SFV_ERR_RESOURCE, ENETDOWN, "sfv_channel_desc", "%s port %u is in state %s (a channel needs it ACTIVE)",
                          pd->ctx->name, (unsigned)o->port, sfv_port_state_str(pa.state));
+    facts->lid = pa.lid;
+    facts->link_layer = pa.link_layer;
     if (!o->max_send_wr) o->max_send_wr = 128;
     if (!o->max_recv_wr) o->max_recv_wr = 128;
     if (o->max_send_wr > (uint32_t)a->max_qp_wr) return sfv__bad_field("max_send_wr", o->max_send_wr, "1 .. device max_qp_wr");
@@ -1952,10 +1979,12 @@ static sfv_result sfv__desc_resolve(sfv_pd *pd, const sfv_channel_desc *in, sfv_
         if (o->gid_index >= pa.gid_tbl_len) return sfv__bad_field("gid_index", o->gid_index, "below the port's GID table length");
         r = sfv_query_gid(pd->ctx, o->port, o->gid_index, &ge);
         if (r) return r;
+        facts->gid = ge.gid;
     } else {
         uint32_t gi = 0;
         const sfv_error saved = sfv__last;
-        r = sfv_choose_gid(pd->ctx, o->port, &gi);
+        r = sfv__choose_gid(pd->ctx, o->port, &gi, &ge);
+        facts->gid = ge.gid;
         /* RoCE cannot connect without one; InfiniBand can (by LID), but not past a failed verb */
         if (r && (pa.link_layer == SFV_LINK_LAYER_ETHERNET || r != SFV_ERR_NOT_FOUND)) return r;
         if (r) sfv__last = saved;
@@ -1989,9 +2018,10 @@ static sfv_result sfv__desc_resolve(sfv_pd *pd, const sfv_channel_desc *in, sfv_
 }
 SAFEVERBS_API sfv_result sfv_channel_desc_resolve(sfv_pd *pd, const sfv_channel_desc *desc, sfv_channel_desc *out) {
     sfv_channel_desc in;
+    sfv__port_facts facts;
     sfv_result r;
     if (desc) in = *desc; /* desc and out may be the same struct */
-    r = sfv__desc_resolve(pd, desc ? &in : NULL, out);
+    r = sfv__desc_resolve(pd, desc ? &in : NULL, out, &facts);
     if (r && out) memset(out, 0, sizeof *out); /* nothing half-resolved is left behind */
     return r;
 }
@@ -2029,30 +2059,21 @@ static uint32_t sfv__random_psn(const void *salt) {
     return (uint32_t)(x ^ (x >> 31)) & 0xFFFFFFu;
 }
 
-SAFEVERBS_API sfv_result sfv_create_channel(sfv_pd *pd, const sfv_channel_desc *desc, sfv_channel **out) {
+/* A channel from a desc sfv__desc_resolve filled in, and what it learnt of the port. */
+static sfv_result sfv__channel_new(sfv_pd *pd, const sfv_channel_desc *resolved, const sfv__port_facts *facts, sfv_channel **out) {
     sfv_channel *ch;
     struct ibv_qp_init_attr qi;
     struct ibv_qp_attr qa;
-    sfv_port_attr pa;
     sfv_result r;
-    SFV__CHECK_ARG(out, "out");
     *out = NULL;
     ch = (sfv_channel *)SFV_CALLOC(1, sizeof *ch);
     if (!ch) return sfv__fail_verb("calloc", ENOMEM);
-    r = sfv_channel_desc_resolve(pd, desc, &ch->desc);
-    if (r) goto free_ch;
+    ch->desc = *resolved;
     if (!ch->desc.send_psn) ch->desc.send_psn = sfv__random_psn(ch);
     if (!ch->desc.send_psn) ch->desc.send_psn = 1; /* 0 came out (1 in 2^24): any other will do */
-    r = sfv_query_port(pd->ctx, ch->desc.port, &pa);
-    if (r) goto free_ch;
-    ch->lid = pa.lid;
-    ch->link_layer = pa.link_layer;
-    if (ch->desc.gid_index_set) {
-        sfv_gid_entry ge;
-        r = sfv_query_gid(pd->ctx, ch->desc.port, ch->desc.gid_index, &ge);
-        if (r) goto free_ch;
-        ch->gid = ge.gid;
-    }
+    ch->lid = facts->lid;
+    ch->link_layer = facts->link_layer;
+    ch->gid = facts->gid;
     r = sfv__ring_init(&ch->sq, ch, ch->desc.max_send_wr);
     if (r) goto free_ch;
     r = sfv__ring_init(&ch->rq, ch, ch->desc.max_recv_wr);
@@ -2127,6 +2148,16 @@ free_sq:
 free_ch:
     SFV_FREE(ch);
     return r;
+}
+
+SAFEVERBS_API sfv_result sfv_create_channel(sfv_pd *pd, const sfv_channel_desc *desc, sfv_channel **out) {
+    sfv_channel_desc resolved;
+    sfv__port_facts facts;
+    sfv_result r;
+    SFV__CHECK_ARG(out, "out");
+    *out = NULL;
+    r = sfv__desc_resolve(pd, desc, &resolved, &facts);
+    return r ? r : sfv__channel_new(pd, &resolved, &facts, out);
 }
 
 SAFEVERBS_API sfv_result sfv_channel_endpoint(const sfv_channel *ch, sfv_endpoint *out) {
@@ -2458,7 +2489,10 @@ static sfv_result sfv__wait(sfv_channel *ch, sfv__ring *q, uint64_t seq, uint64_
     return sfv__fail(SFV_ERR_TIMEOUT, ETIMEDOUT, "wait", "work request not complete within the deadline");
 }
 
+/* The deadline `ms` from now (monotonic ns). */
 static uint64_t sfv__deadline(uint32_t ms) { return sfv__now_ns() + sfv__timeout_ns(ms); }
+/* A caller's timeout_ms: < 0 means `otherwise` ms. */
+static uint32_t sfv__ms_or(int timeout_ms, uint32_t otherwise) { return timeout_ms < 0 ? otherwise : (uint32_t)timeout_ms; }
 
 static sfv_result sfv__slot_result(const sfv__slot *s) { return s->status == IBV_WC_SUCCESS ? SFV_OK : SFV_ERR_WORK; }
 
@@ -2504,7 +2538,7 @@ static const char *sfv__failure_hint(const sfv_channel *ch, const sfv__slot *s) 
     if (first && ch->first_cause == SFV__CAUSE_RECV_TOO_SMALL)
         return "most likely a receive smaller than the message that arrived (rxe reports it as LOC_QP_OP_ERR, not LOC_LEN_ERR); else a work request this QP cannot take";
     if (first && ch->first_cause == SFV__CAUSE_UNEXPLAINED_FLUSH)
-        return "the QP went to the error state and no completion said why: rxe on Linux 6.12 reports a send or write whose element lies outside its MR (or lacks its access) this way; check the elements";
+        return "an element outside its MR (or without its access)? rxe on Linux 6.12 flushes such a send or write with no error of its own";
     if (first && ch->first_cause == SFV__CAUSE_RECV_FLUSH)
         return "the QP went to the error state with no failed completion on this side: most likely the peer sent something it refused (an RDMA write or read outside the region or without its access moves the responder's QP to the error state)";
     if (ch && ch->first_status && !first && s->status == IBV_WC_WR_FLUSH_ERR)
@@ -2884,7 +2918,7 @@ SFV__SLOW sfv_result sfv__pending_poll_cq(sfv_pending *pending, sfv__ring *q, sf
 SFV__SLOW sfv_result sfv__pending_block(sfv_pending *pending, sfv__ring *q, sfv__slot *s, int timeout_ms, sfv_work_completion *wc) {
     sfv_result r = sfv__poll_once(pending, q, s, wc);
     if (r != SFV_NOT_DONE) return r;
-    r = sfv__wait(q->ch, q, pending->seq_, 0, timeout_ms < 0 ? q->ch->desc.timeout_ms : (uint32_t)timeout_ms);
+    r = sfv__wait(q->ch, q, pending->seq_, 0, sfv__ms_or(timeout_ms, q->ch->desc.timeout_ms));
     if (r) {
         if (wc) memset(wc, 0, sizeof *wc);
         if (wc) wc->result = r;
@@ -3008,26 +3042,92 @@ static void sfv__settle(sfv_channel *ch, sfv__ring *q, uint64_t from, uint64_t d
     }
 }
 
+/* >>impl channel internals ---------------------------------------------------------------- */
+/* What the layers above a channel (multi-channel, node) use of it, besides its public calls:
+   these helpers. Those layers read no field of a channel. */
+
+/* Where the next work of a channel's two queues will go. */
+typedef struct sfv__mark { uint64_t sq, rq; } sfv__mark;
+
+/* A channel as a scope or a many-peer call sees it. */
+typedef struct sfv__peer {
+    sfv_channel *ch;
+    sfv__mark scope_from;   /* an open scope: where its work starts in the two queues */
+    uint64_t next;          /* a many-peer call: the place of this channel's next request */
+    bool expired;           /* a many-peer call: its deadline passed, the rest was flushed */
+} sfv__peer;
+
+/* A scope opens on every channel it covers: marks where its work starts, and lets posts leave
+   their pending handle NULL. */
+static void sfv__scope_open(sfv__peer *peers, size_t n) {
+    size_t i;
+    for (i = 0; i < n; i++) {
+        peers[i].scope_from.sq = peers[i].ch->sq.head;
+        peers[i].scope_from.rq = peers[i].ch->rq.head;
+        peers[i].ch->scope_depth++;
+    }
+}
+static void sfv__scope_close(sfv__peer *peers, size_t n) {
+    size_t i;
+    for (i = 0; i < n; i++) peers[i].ch->scope_depth--;
+}
+/* Waits for and consumes what fn left on each channel, each within its own deadline; fn's error
+   detail survives the drain. */
+static void sfv__scope_settle(sfv__peer *peers, size_t n, sfv_scope_report *rep) {
+    const sfv_error kept = sfv__last;
+    const uint64_t t0 = sfv__now_ns();
+    size_t i;
+    for (i = 0; i < n; i++) {
+        sfv_channel *ch = peers[i].ch;
+        const uint64_t deadline = t0 + sfv__timeout_ns(ch->desc.timeout_ms);
+        sfv__settle(ch, &ch->sq, peers[i].scope_from.sq, deadline, rep);
+        sfv__settle(ch, &ch->rq, peers[i].scope_from.rq, deadline, rep);
+    }
+    sfv__last = kept;
+}
+
+/* A many-peer call begins: each channel's requests start at its queue's next place, and posts
+   may leave their pending handle NULL (the call waits for each by its place). */
+static void sfv__many_open(sfv__peer *peers, size_t n, bool recv) {
+    size_t i;
+    for (i = 0; i < n; i++) {
+        peers[i].next = recv ? peers[i].ch->rq.head : peers[i].ch->sq.head;
+        peers[i].expired = false;
+        peers[i].ch->scope_depth++;
+    }
+}
+/* Waits for and consumes this channel's next request of a many-peer call (its deadline counted
+   from t0). Once one expired, the channel was flushed, and the failures after it are timeouts. */
+static sfv_result sfv__many_take(sfv__peer *peer, bool recv, uint64_t t0, sfv_work_completion *wc) {
+    sfv_channel *ch = peer->ch;
+    const sfv_result w = sfv__take_by(ch, recv ? &ch->rq : &ch->sq, peer->next++, t0 + sfv__timeout_ns(ch->desc.timeout_ms), wc);
+    if (w == SFV_ERR_TIMEOUT) peer->expired = true;
+    if (peer->expired && wc->result != SFV_OK) wc->result = SFV_ERR_TIMEOUT; /* flushed by the expiry */
+    return w;
+}
+
+/* Whether ch can take `count` more send-queue work requests now: -1 not at all (not connected,
+   or broken), 0 not now (its queue is full), 1 yes. */
+static int sfv__channel_send_room(const sfv_channel *ch, size_t count) {
+    if (!ch->can_send) return -1;
+    return ch->sq.head - ch->sq.tail + count <= ch->sq.cap;
+}
+static bool sfv__channel_broken(const sfv_channel *ch) { return ch->broken; }
+
 static sfv_result sfv__scope_run(sfv_channel *ch, sfv_scope_fn fn, void *user, sfv_scope_report *rep) {
-    uint64_t s0, r0, deadline;
+    sfv__peer one;
     unsigned long f0;
     memset(rep, 0, sizeof *rep);
     SFV__CHECK_ARG(ch, "channel");
     SFV__CHECK_ARG(fn, "fn");
-    s0 = ch->sq.head;
-    r0 = ch->rq.head;
-    ch->scope_depth++;
+    memset(&one, 0, sizeof one);
+    one.ch = ch;
+    sfv__scope_open(&one, 1);
     f0 = sfv__failures;
     rep->fn_result = fn(ch, user);
     sfv__fn_failures = sfv__failures - f0;
-    ch->scope_depth--;
-    {
-        sfv_error saved = sfv__last; /* fn's error detail survives the drain */
-        deadline = sfv__deadline(ch->desc.timeout_ms);
-        sfv__settle(ch, &ch->sq, s0, deadline, rep);
-        sfv__settle(ch, &ch->rq, r0, deadline, rep);
-        sfv__last = saved;
-    }
+    sfv__scope_close(&one, 1);
+    sfv__scope_settle(&one, 1, rep);
     return SFV_OK;
 }
 
@@ -3101,30 +3201,29 @@ SAFEVERBS_API sfv_result sfv_destroy_channel(sfv_channel *ch) {
 
 struct sfv_multi_channel {
     size_t n;
-    sfv_channel **chs;
+    sfv__peer *peers;    /* peers[i].ch: the channel to peer i */
     bool in_scope;
-    uint64_t *marks;     /* 3 per channel: where the scope's work starts in the send and receive
-                            queues (2i, 2i + 1), and the next place of a many-peer call (2n + i) */
 };
 
 /* Destroys channels from the last; stops at one that refuses (the rest stay valid). */
 static sfv_result sfv__mc_destroy_channels(sfv_multi_channel *mc) {
     for (; mc->n > 0; mc->n--) {
-        sfv_result r = sfv_destroy_channel(mc->chs[mc->n - 1]);
+        sfv_result r = sfv_destroy_channel(mc->peers[mc->n - 1].ch);
         if (r) return r;
-        mc->chs[mc->n - 1] = NULL;
+        mc->peers[mc->n - 1].ch = NULL;
     }
     return SFV_OK;
 }
 
 static void sfv__mc_free(sfv_multi_channel *mc) {
-    SFV_FREE(mc->chs);
-    SFV_FREE(mc->marks);
+    SFV_FREE(mc->peers);
     SFV_FREE(mc);
 }
 
 SAFEVERBS_API sfv_result sfv_create_multi_channel(sfv_pd *pd, size_t n, const sfv_channel_desc *desc, sfv_multi_channel **out) {
     sfv_multi_channel *mc;
+    sfv_channel_desc resolved;
+    sfv__port_facts facts;
     sfv_result r;
     SFV__CHECK_ARG(out, "out");
     *out = NULL;
@@ -3133,14 +3232,15 @@ SAFEVERBS_API sfv_result sfv_create_multi_channel(sfv_pd *pd, size_t n, const sf
         return sfv__fail(SFV_ERR_INVALID, EINVAL, "sfv_create_multi_channel", "%zu channels (1 .. %d)", n, SFV__MAX_PEERS);
     mc = (sfv_multi_channel *)SFV_CALLOC(1, sizeof *mc);
     if (!mc) return sfv__fail_verb("calloc", ENOMEM);
-    mc->chs = (sfv_channel **)SFV_CALLOC(n, sizeof *mc->chs);
-    mc->marks = (uint64_t *)SFV_CALLOC(3 * n, sizeof *mc->marks);
-    if (!mc->chs || !mc->marks) {
+    mc->peers = (sfv__peer *)SFV_CALLOC(n, sizeof *mc->peers);
+    if (!mc->peers) {
         r = sfv__fail_verb("calloc", ENOMEM);
         goto free_mc;
     }
+    r = sfv__desc_resolve(pd, desc, &resolved, &facts); /* once, for every channel */
+    if (r) goto free_mc;
     for (; mc->n < n; mc->n++) {
-        r = sfv_create_channel(pd, desc, &mc->chs[mc->n]);
+        r = sfv__channel_new(pd, &resolved, &facts, &mc->peers[mc->n].ch);
         if (r) goto destroy_channels;
     }
     *out = mc;
@@ -3167,7 +3267,7 @@ SAFEVERBS_API sfv_result sfv_destroy_multi_channel(sfv_multi_channel *mc) {
 SAFEVERBS_API size_t sfv_multi_channel_len(const sfv_multi_channel *mc) { return mc ? mc->n : 0; }
 
 SAFEVERBS_API sfv_channel *sfv_multi_channel_peer(const sfv_multi_channel *mc, size_t peer) {
-    return mc && peer < mc->n ? mc->chs[peer] : NULL;
+    return mc && peer < mc->n ? mc->peers[peer].ch : NULL;
 }
 
 static sfv_result sfv__mc_count(const sfv_multi_channel *mc, size_t n) {
@@ -3183,7 +3283,7 @@ SAFEVERBS_API sfv_result sfv_multi_channel_endpoints(const sfv_multi_channel *mc
     SFV__CHECK_ARG(out || n == 0, "out");
     if (out && n) memset(out, 0, n * sizeof *out); /* the caller's n entries: zero unless filled */
     r = sfv__mc_count(mc, n);
-    for (i = 0; r == SFV_OK && i < n; i++) r = sfv_channel_endpoint(mc->chs[i], &out[i]);
+    for (i = 0; r == SFV_OK && i < n; i++) r = sfv_channel_endpoint(mc->peers[i].ch, &out[i]);
     if (r && out && n) memset(out, 0, n * sizeof *out);
     return r;
 }
@@ -3194,9 +3294,9 @@ SAFEVERBS_API sfv_result sfv_multi_channel_handshake(sfv_multi_channel *mc, cons
     if (r) return r;
     SFV__CHECK_ARG(peers, "peer endpoints");
     for (i = 0; i < n; i++) /* every refusal that needs no verb, before any channel connects */
-        if ((r = sfv__handshake_check(mc->chs[i], &peers[i])) != SFV_OK) return r;
+        if ((r = sfv__handshake_check(mc->peers[i].ch, &peers[i])) != SFV_OK) return r;
     for (i = 0; i < n; i++)
-        if ((r = sfv_channel_handshake(mc->chs[i], &peers[i])) != SFV_OK) {
+        if ((r = sfv_channel_handshake(mc->peers[i].ch, &peers[i])) != SFV_OK) {
             const sfv_error why = sfv__last;
             if (i == 0 && r != SFV_ERR_BROKEN) return r; /* nothing connected: it can be repeated */
             return sfv__fail(SFV_ERR_BROKEN, why.errnum, why.verb, "channel %zu failed to connect part-way, so the multi-channel is broken (destroy it): %s",
@@ -3205,21 +3305,53 @@ SAFEVERBS_API sfv_result sfv_multi_channel_handshake(sfv_multi_channel *mc, cons
     return SFV_OK;
 }
 
-/* Work for many peers: which peer request i is for, and how to post it (pending handle NULL:
-   the call runs as a scope on every channel, and waits for each request by its place). */
+/* Work for many peers: `count` requests of one kind. */
+typedef enum sfv__many_kind { SFV__MANY_SEND, SFV__MANY_WRITE, SFV__MANY_RECEIVE, SFV__MANY_READ, SFV__MANY_MULTICAST } sfv__many_kind;
 typedef struct sfv__many {
-    const void *reqs;
+    sfv__many_kind kind;
+    const void *reqs;                   /* sfv_peer_send, _write, _receive or _read; multicast: size_t peers */
     size_t count;
-    bool recv;                          /* receive-queue work */
     const sfv_gather_element *sges;     /* multicast: the one message */
     size_t n;
-    size_t (*peer)(const struct sfv__many *m, size_t i);
-    sfv_result (*post)(sfv_channel *ch, const struct sfv__many *m, size_t i);
 } sfv__many;
 
-/* In a many-peer call's next place of a channel: the deadline expired there, so the rest of its
-   requests were flushed by the expiry. */
-#define SFV__EXPIRED (1ull << 63)
+/* The peer request i is for. */
+static size_t sfv__many_peer(const sfv__many *m, size_t i) {
+    switch (m->kind) {
+    case SFV__MANY_SEND: return ((const sfv_peer_send *)m->reqs)[i].peer;
+    case SFV__MANY_WRITE: return ((const sfv_peer_write *)m->reqs)[i].peer;
+    case SFV__MANY_RECEIVE: return ((const sfv_peer_receive *)m->reqs)[i].peer;
+    case SFV__MANY_READ: return ((const sfv_peer_read *)m->reqs)[i].peer;
+    case SFV__MANY_MULTICAST: break;
+    }
+    return ((const size_t *)m->reqs)[i];
+}
+
+/* Posts request i on ch, with no pending handle (the call waits for it by its place). */
+static sfv_result sfv__many_post_one(sfv_channel *ch, const sfv__many *m, size_t i) {
+    switch (m->kind) {
+    case SFV__MANY_SEND: {
+        const sfv_peer_send *req = &((const sfv_peer_send *)m->reqs)[i];
+        return req->has_imm ? sfv_channel_post_send_imm(ch, req->sges, req->n, req->imm, NULL)
+                            : sfv_channel_post_send(ch, req->sges, req->n, NULL);
+    }
+    case SFV__MANY_WRITE: {
+        const sfv_peer_write *req = &((const sfv_peer_write *)m->reqs)[i];
+        return req->has_imm ? sfv_channel_post_write_imm(ch, req->sges, req->n, req->remote, req->imm, NULL)
+                            : sfv_channel_post_write(ch, req->sges, req->n, req->remote, NULL);
+    }
+    case SFV__MANY_RECEIVE: {
+        const sfv_peer_receive *req = &((const sfv_peer_receive *)m->reqs)[i];
+        return sfv_channel_post_receive(ch, req->sges, req->n, NULL);
+    }
+    case SFV__MANY_READ: {
+        const sfv_peer_read *req = &((const sfv_peer_read *)m->reqs)[i];
+        return sfv_channel_post_read(ch, req->sges, req->n, req->remote, NULL);
+    }
+    case SFV__MANY_MULTICAST: break;
+    }
+    return sfv_channel_post_send(ch, m->sges, m->n, NULL);
+}
 
 /* wcs[from .. count) of requests never posted: zero, with the result that kept them back. */
 static sfv_result sfv__wcs_unposted(sfv_work_completion *wcs, size_t from, size_t count, sfv_result r) {
@@ -3231,38 +3363,29 @@ static sfv_result sfv__wcs_unposted(sfv_work_completion *wcs, size_t from, size_
 }
 
 static sfv_result sfv__many_run(sfv_multi_channel *mc, const sfv__many *m, sfv_work_completion *wcs) {
+    const bool recv = m->kind == SFV__MANY_RECEIVE;
     size_t i, posted, failed = 0, first_at = 0;
     sfv_result post_r = SFV_OK, wait_r = SFV_OK;
     sfv_error post_err, wait_err;
     sfv_work_completion first;
-    uint64_t t0, *next;
+    uint64_t t0;
     if (!mc || (!m->reqs && m->count))
         return sfv__wcs_unposted(wcs, 0, m->count, sfv__fail(SFV_ERR_INVALID, EINVAL, "multi-channel", "%s (NULL)", mc ? "requests" : "multi-channel"));
     for (i = 0; i < m->count; i++)
-        if (m->peer(m, i) >= mc->n)
-            return sfv__wcs_unposted(wcs, 0, m->count, sfv__fail(SFV_ERR_INVALID, EINVAL, "multi-channel", "request %zu is for peer %zu, of %zu", i, m->peer(m, i), mc->n));
-    next = mc->marks + 2 * mc->n;
-    for (i = 0; i < mc->n; i++) {
-        next[i] = m->recv ? mc->chs[i]->rq.head : mc->chs[i]->sq.head;
-        mc->chs[i]->scope_depth++;
-    }
+        if (sfv__many_peer(m, i) >= mc->n)
+            return sfv__wcs_unposted(wcs, 0, m->count, sfv__fail(SFV_ERR_INVALID, EINVAL, "multi-channel", "request %zu is for peer %zu, of %zu", i, sfv__many_peer(m, i), mc->n));
+    sfv__many_open(mc->peers, mc->n, recv);
     for (posted = 0; posted < m->count; posted++) {
-        post_r = m->post(mc->chs[m->peer(m, posted)], m, posted);
+        post_r = sfv__many_post_one(mc->peers[sfv__many_peer(m, posted)].ch, m, posted);
         if (post_r) break;
     }
     post_err = wait_err = sfv__last;
-    for (i = 0; i < mc->n; i++) mc->chs[i]->scope_depth--;
+    sfv__scope_close(mc->peers, mc->n);
     memset(&first, 0, sizeof first);
     t0 = sfv__now_ns();
-    for (i = 0; i < posted; i++) { /* a queue's work is in request order from its mark on */
-        const size_t peer = m->peer(m, i);
-        sfv_channel *ch = mc->chs[peer];
-        sfv__ring *q = m->recv ? &ch->rq : &ch->sq;
-        const uint64_t seq = next[peer]++ & ~SFV__EXPIRED;
+    for (i = 0; i < posted; i++) { /* a queue's work is in request order from where the call began */
         sfv_work_completion wc;
-        const sfv_result w = sfv__take_by(ch, q, seq, t0 + sfv__timeout_ns(ch->desc.timeout_ms), &wc);
-        if (w == SFV_ERR_TIMEOUT) next[peer] |= SFV__EXPIRED;
-        if ((next[peer] & SFV__EXPIRED) && wc.result != SFV_OK) wc.result = SFV_ERR_TIMEOUT; /* flushed by the expiry */
+        const sfv_result w = sfv__many_take(&mc->peers[sfv__many_peer(m, i)], recv, t0, &wc);
         if (w != SFV_OK && w != SFV_ERR_TIMEOUT) { /* the wait failed (the CQ): the channel was aborted */
             wc.result = w;
             if (!wait_r) {
@@ -3286,84 +3409,46 @@ static sfv_result sfv__many_run(sfv_multi_channel *mc, const sfv__many *m, sfv_w
         return wait_r;
     }
     if (failed)
-        return sfv__fail(SFV_ERR_WORK, 0, "multi-channel", "%zu of %zu work requests failed; first: request %zu (peer %zu): %s",
-                         failed, m->count, first_at, m->peer(m, first_at),
-                         first.result == SFV_ERR_TIMEOUT ? "timed out (its channel was flushed)" : sfv_wc_status_str(first.status));
+        return sfv__fail(SFV_ERR_WORK, 0, "multi-channel", "%zu of %zu work requests failed; first: request %zu (peer %zu): %s (%s)",
+                         failed, m->count, first_at, sfv__many_peer(m, first_at),
+                         first.result == SFV_ERR_TIMEOUT ? "timed out (its channel was flushed)" : sfv_wc_status_str(first.status),
+                         sfv_work_error_class_str(first.error_class));
     return SFV_OK;
 }
 
-#define SFV__PEER_OF(type) \
-    static size_t sfv__peer_of_##type(const sfv__many *m, size_t i) { return ((const type *)m->reqs)[i].peer; }
-SFV__PEER_OF(sfv_peer_send)
-SFV__PEER_OF(sfv_peer_write)
-SFV__PEER_OF(sfv_peer_receive)
-SFV__PEER_OF(sfv_peer_read)
-#undef SFV__PEER_OF
-static size_t sfv__peer_of_index(const sfv__many *m, size_t i) { return ((const size_t *)m->reqs)[i]; }
-
-static sfv_result sfv__post_peer_send(sfv_channel *ch, const sfv__many *m, size_t i) {
-    const sfv_peer_send *req = &((const sfv_peer_send *)m->reqs)[i];
-    return req->has_imm ? sfv_channel_post_send_imm(ch, req->sges, req->n, req->imm, NULL) : sfv_channel_post_send(ch, req->sges, req->n, NULL);
-}
-static sfv_result sfv__post_peer_write(sfv_channel *ch, const sfv__many *m, size_t i) {
-    const sfv_peer_write *req = &((const sfv_peer_write *)m->reqs)[i];
-    return req->has_imm ? sfv_channel_post_write_imm(ch, req->sges, req->n, req->remote, req->imm, NULL)
-                      : sfv_channel_post_write(ch, req->sges, req->n, req->remote, NULL);
-}
-static sfv_result sfv__post_peer_receive(sfv_channel *ch, const sfv__many *m, size_t i) {
-    const sfv_peer_receive *req = &((const sfv_peer_receive *)m->reqs)[i];
-    return sfv_channel_post_receive(ch, req->sges, req->n, NULL);
-}
-static sfv_result sfv__post_peer_read(sfv_channel *ch, const sfv__many *m, size_t i) {
-    const sfv_peer_read *req = &((const sfv_peer_read *)m->reqs)[i];
-    return sfv_channel_post_read(ch, req->sges, req->n, req->remote, NULL);
-}
-static sfv_result sfv__post_multicast(sfv_channel *ch, const sfv__many *m, size_t i) {
-    (void)i;
-    return sfv_channel_post_send(ch, m->sges, m->n, NULL);
-}
-
-static sfv_result sfv__many_post(sfv_multi_channel *mc, const void *reqs, size_t count, bool recv,
-                            size_t (*peer)(const sfv__many *, size_t),
-                            sfv_result (*post)(sfv_channel *, const sfv__many *, size_t), sfv_work_completion *wcs) {
+static sfv_result sfv__many_call(sfv_multi_channel *mc, sfv__many_kind kind, const void *reqs, size_t count, sfv_work_completion *wcs) {
     sfv__many m;
     memset(&m, 0, sizeof m);
+    m.kind = kind;
     m.reqs = reqs;
     m.count = count;
-    m.recv = recv;
-    m.peer = peer;
-    m.post = post;
     return sfv__many_run(mc, &m, wcs);
 }
 
 SAFEVERBS_API sfv_result sfv_multi_channel_scatter_send(sfv_multi_channel *mc, const sfv_peer_send *reqs, size_t count, sfv_work_completion *wcs) {
-    return sfv__many_post(mc, reqs, count, false, sfv__peer_of_sfv_peer_send, sfv__post_peer_send, wcs);
+    return sfv__many_call(mc, SFV__MANY_SEND, reqs, count, wcs);
 }
 SAFEVERBS_API sfv_result sfv_multi_channel_scatter_write(sfv_multi_channel *mc, const sfv_peer_write *reqs, size_t count, sfv_work_completion *wcs) {
-    return sfv__many_post(mc, reqs, count, false, sfv__peer_of_sfv_peer_write, sfv__post_peer_write, wcs);
+    return sfv__many_call(mc, SFV__MANY_WRITE, reqs, count, wcs);
 }
 SAFEVERBS_API sfv_result sfv_multi_channel_gather_receive(sfv_multi_channel *mc, const sfv_peer_receive *reqs, size_t count, sfv_work_completion *wcs) {
-    return sfv__many_post(mc, reqs, count, true, sfv__peer_of_sfv_peer_receive, sfv__post_peer_receive, wcs);
+    return sfv__many_call(mc, SFV__MANY_RECEIVE, reqs, count, wcs);
 }
 SAFEVERBS_API sfv_result sfv_multi_channel_gather_read(sfv_multi_channel *mc, const sfv_peer_read *reqs, size_t count, sfv_work_completion *wcs) {
-    return sfv__many_post(mc, reqs, count, false, sfv__peer_of_sfv_peer_read, sfv__post_peer_read, wcs);
+    return sfv__many_call(mc, SFV__MANY_READ, reqs, count, wcs);
 }
 SAFEVERBS_API sfv_result sfv_multi_channel_multicast_send(sfv_multi_channel *mc, const size_t *peers, size_t npeers, const sfv_gather_element *sges, size_t n, sfv_work_completion *wcs) {
     sfv__many m;
     memset(&m, 0, sizeof m);
+    m.kind = SFV__MANY_MULTICAST;
     m.reqs = peers;
     m.count = npeers;
     m.sges = sges;
     m.n = n;
-    m.peer = sfv__peer_of_index;
-    m.post = sfv__post_multicast;
     return sfv__many_run(mc, &m, wcs);
 }
 
 static sfv_result sfv__mc_scope_run(sfv_multi_channel *mc, sfv_multi_scope_fn fn, void *user, sfv_scope_report *rep) {
-    size_t i;
-    uint64_t t0;
-    sfv_error saved;
     unsigned long f0;
     memset(rep, 0, sizeof *rep);
     SFV__CHECK_ARG(mc, "multi-channel");
@@ -3371,25 +3456,13 @@ static sfv_result sfv__mc_scope_run(sfv_multi_channel *mc, sfv_multi_scope_fn fn
     if (mc->in_scope) /* as in the crate, where the open scope holds the multi-channel */
         return sfv__fail(SFV_ERR_INVALID, EINVAL, "scope", "a scope of this multi-channel is already open");
     mc->in_scope = true;
-    for (i = 0; i < mc->n; i++) {
-        mc->marks[2 * i] = mc->chs[i]->sq.head;
-        mc->marks[2 * i + 1] = mc->chs[i]->rq.head;
-        mc->chs[i]->scope_depth++;
-    }
+    sfv__scope_open(mc->peers, mc->n);
     f0 = sfv__failures;
     rep->fn_result = fn(mc, user);
     sfv__fn_failures = sfv__failures - f0;
     mc->in_scope = false;
-    for (i = 0; i < mc->n; i++) mc->chs[i]->scope_depth--;
-    saved = sfv__last; /* fn's error detail survives the drain */
-    t0 = sfv__now_ns();
-    for (i = 0; i < mc->n; i++) {
-        sfv_channel *ch = mc->chs[i];
-        const uint64_t deadline = t0 + sfv__timeout_ns(ch->desc.timeout_ms);
-        sfv__settle(ch, &ch->sq, mc->marks[2 * i], deadline, rep);
-        sfv__settle(ch, &ch->rq, mc->marks[2 * i + 1], deadline, rep);
-    }
-    sfv__last = saved;
+    sfv__scope_close(mc->peers, mc->n);
+    sfv__scope_settle(mc->peers, mc->n, rep);
     return SFV_OK;
 }
 
@@ -4054,7 +4127,7 @@ static sfv_result sfv__ex_accept_lower(sfv__ex *x) {
             c = &conns[live];
             memset(c, 0, sizeof *c);
             c->fd = fd;
-            c->deadline = sfv__now_ns() + sfv__timeout_ns(x->key.proof_ms);
+            c->deadline = sfv__deadline(x->key.proof_ms);
             snprintf(c->addr, sizeof c->addr, "%s", addr);
             memset(&hello, 0, sizeof hello);
             hello.type = SFV__EX_HELLO;
@@ -4101,7 +4174,7 @@ static sfv_result sfv__ex_accept_lower(sfv__ex *x) {
             if (r == SFV_OK) r = sfv__ex_data(x, c.fd, true, hello.rank, c.in, c.out);
             close(c.fd);
             for (k = 0; k < live; k++) { /* the proof clock of those kept waiting starts again */
-                const uint64_t again = sfv__now_ns() + sfv__timeout_ns(x->key.proof_ms);
+                const uint64_t again = sfv__deadline(x->key.proof_ms);
                 if (conns[k].deadline < again) conns[k].deadline = again;
             }
         }
@@ -4174,7 +4247,7 @@ static sfv_result sfv__ex_meet(sfv__ex *x, size_t peer) {
 
 static sfv_result sfv__exchange(const sfv_net_node *nodes, size_t n, size_t rank, const void *mine, size_t size, void *all,
                                 const sfv_exchange_desc *desc, int timeout_ms) {
-    const uint64_t deadline = sfv__now_ns() + sfv__timeout_ns(timeout_ms < 0 ? 60000u : (uint32_t)timeout_ms);
+    const uint64_t deadline = sfv__deadline(sfv__ms_or(timeout_ms, 60000u));
     sfv_result r = sfv_net_config_check(nodes, n);
     sfv__ex x;
     size_t i;
@@ -4333,7 +4406,7 @@ static sfv_result sfv__node_endpoint(const sfv_node *node, uint8_t *out, size_t 
     for (d = 0; d < node->world; d++) {
         uint8_t *e = out + 16 + d * SFV__NODE_ENTRY;
         sfv_endpoint ep;
-        sfv_result r = sfv_channel_endpoint(node->mc->chs[d], &ep);
+        sfv_result r = sfv_channel_endpoint(sfv_multi_channel_peer(node->mc, d), &ep);
         if (r) return r;
         sfv_endpoint_encode(&ep, e);
         sfv_remote_mr_encode(barrier, e + SFV_ENDPOINT_ENCODED_SIZE);
@@ -4365,7 +4438,7 @@ static sfv_result sfv__node_entry(const sfv_node *node, const uint8_t *b, size_t
 }
 
 SAFEVERBS_API sfv_result sfv_node_handshake(sfv_node *node, const uint8_t *all, size_t size) {
-    size_t r, each;
+    size_t rank, each;
     int pass;
     SFV__CHECK_ARG(node, "node");
     SFV__CHECK_ARG(all, "endpoints (NULL)");
@@ -4376,26 +4449,27 @@ SAFEVERBS_API sfv_result sfv_node_handshake(sfv_node *node, const uint8_t *all, 
     if (size != node->world * each)
         return sfv__fail(SFV_ERR_INVALID, EINVAL, "sfv_node_handshake", "%zu bytes, not %zu endpoints of %zu", size, node->world, each);
     for (pass = 0; pass < 2; pass++) /* check every entry before connecting any channel */
-        for (r = 0; r < node->world; r++) {
+        for (rank = 0; rank < node->world; rank++) {
+            sfv_channel *ch = sfv_multi_channel_peer(node->mc, rank);
             sfv_endpoint ep;
             sfv_remote_mr barrier;
-            sfv_result res = sfv__node_entry(node, all + r * each, r, &ep, &barrier);
-            if (res == SFV_OK) res = pass == 0 ? sfv__handshake_check(node->mc->chs[r], &ep) : sfv_channel_handshake(node->mc->chs[r], &ep);
-            if (res && pass == 1 && (r > 0 || node->mc->chs[r]->broken)) { /* a verb refused part-way: no way back */
-                node->poisoned = true;
+            sfv_result r = sfv__node_entry(node, all + rank * each, rank, &ep, &barrier);
+            if (r == SFV_OK) r = pass == 0 ? sfv__handshake_check(ch, &ep) : sfv_channel_handshake(ch, &ep);
+            if (r && pass == 1 && (rank > 0 || sfv__channel_broken(ch))) { /* a verb refused part-way: no way back */
                 const sfv_error why = sfv__last;
+                node->poisoned = true;
                 return sfv__fail(SFV_ERR_BROKEN, why.errnum, why.verb, "rank %zu's channel failed to connect part-way, so the node is broken (destroy it): %s",
-                                 r, why.message);
+                                 rank, why.message);
             }
-            if (res) return res;
-            if (pass == 1) node->peer_in[r] = barrier;
+            if (r) return r;
+            if (pass == 1) node->peer_in[rank] = barrier;
         }
     node->connected = true;
     return SFV_OK;
 }
 
 SAFEVERBS_API sfv_result sfv_node_connect_keyed(sfv_node *node, const sfv_net_node *nodes, const sfv_exchange_desc *desc, int timeout_ms) {
-    const uint64_t deadline = sfv__now_ns() + sfv__timeout_ns(timeout_ms < 0 ? 60000u : (uint32_t)timeout_ms);
+    const uint64_t deadline = sfv__deadline(sfv__ms_or(timeout_ms, 60000u));
     size_t each;
     uint8_t *mine, *all;
     sfv_result r;
@@ -4426,7 +4500,7 @@ static sfv_result sfv__notify(sfv_node *node, size_t to) {
     node->out[to] = sfv__le64(sfv__le64(node->out[to]) + 1);
     g = sfv_mr_gather_element(node->out_mr, &node->out[to], sizeof node->out[to]);
     /* in bounds: the handshake checked the region's length */
-    return sfv_channel_write(node->mc->chs[to], &g, 1, sfv_remote_mr_slice_unchecked(node->peer_in[to], node->rank * sizeof *node->in, sizeof *node->in), NULL);
+    return sfv_channel_write(sfv_multi_channel_peer(node->mc, to), &g, 1, sfv_remote_mr_slice_unchecked(node->peer_in[to], node->rank * sizeof *node->in, sizeof *node->in), NULL);
 }
 
 /* Waits until rank `from` announced the next epoch (>=: it may be a barrier ahead). An aligned
@@ -4508,16 +4582,16 @@ static sfv_result sfv__barrier(sfv_node *node, const size_t *peers, size_t n, in
     /* Every algorithm writes at most once to each member: with room for one write on each
        channel, nothing can be refused once the barrier has begun (and left it half done). */
     for (k = 0; k < m; k++) {
-        const sfv_channel *ch = node->mc->chs[sfv__member(peers, k)];
+        const int room = sfv__channel_send_room(sfv_multi_channel_peer(node->mc, sfv__member(peers, k)), 1);
         if (sfv__member(peers, k) == node->rank) continue;
-        if (!ch->can_send)
+        if (room < 0)
             return sfv__fail(SFV_ERR_BROKEN, EIO, "barrier", "the channel to rank %zu is in the error state", sfv__member(peers, k));
-        if (ch->sq.head - ch->sq.tail + 1 > ch->sq.cap)
+        if (room == 0)
             return sfv__fail(SFV_ERR_RESOURCE, ENOMEM, "barrier", "the channel to rank %zu has no room for a write (its send queue is full)",
                              sfv__member(peers, k));
     }
-    ms = timeout_ms < 0 ? node->mc->chs[node->rank]->desc.timeout_ms : (uint32_t)timeout_ms;
-    return sfv__barrier_run(node, peers, m, me, sfv__now_ns() + sfv__timeout_ns(ms));
+    ms = sfv__ms_or(timeout_ms, sfv_channel_get_desc(sfv_multi_channel_peer(node->mc, node->rank))->timeout_ms);
+    return sfv__barrier_run(node, peers, m, me, sfv__deadline(ms));
 }
 
 SAFEVERBS_API sfv_result sfv_node_barrier(sfv_node *node, const size_t *peers, size_t n, int timeout_ms) {
@@ -4536,7 +4610,6 @@ SAFEVERBS_API sfv_result sfv_node_barrier_unchecked(sfv_node *node, const size_t
 #undef SFV__HOT_INLINE
 #undef SFV__SLOW
 #undef SFV__ACCESS_ALL
-#undef SFV__EXPIRED
 #undef SFV__EX_MAX_SIZE
 #undef SFV__NODE_ENTRY
 #undef SFV__MAX_PEERS
