@@ -954,6 +954,15 @@ SAFEVERBS_API sfv_result sfv_result_from_errno(int errnum) {
     }
 }
 
+/* Runs `cleanup` (which may record failures of its own) and keeps the error that made the caller
+   clean up as the last one. */
+#define SFV__KEEPING_ERROR(cleanup)          \
+    do {                                     \
+        const sfv_error sfv__kept_ = sfv__last; \
+        cleanup;                             \
+        sfv__last = sfv__kept_;              \
+    } while (0)
+
 /* Failures recorded on this thread so far: tells whether a call in between set a new one. */
 static SFV__THREAD_LOCAL unsigned long sfv__failures;
 /* Failures recorded while the last scope's fn ran (a scope in fn: the innermost's). */
@@ -990,6 +999,14 @@ static sfv_result sfv__fail_poll(int n) {
         if (SFV__UNLIKELY(!(cond)))                                                           \
             return sfv__fail(SFV_ERR_INVALID, EINVAL, __func__, "%s: invalid %s", __func__, name); \
     } while (0)
+
+/* Makes fd non-blocking, and close-on-exec when asked (for systems without SOCK_CLOEXEC or
+   accept4). False if fcntl refused (errno says why). */
+static bool sfv__fd_flags(int fd, bool cloexec) {
+    const int fl = fcntl(fd, F_GETFL);
+    if (cloexec && fcntl(fd, F_SETFD, FD_CLOEXEC) < 0) return false;
+    return fl >= 0 && fcntl(fd, F_SETFL, fl | O_NONBLOCK) == 0;
+}
 
 /* >>impl refcounts --------------------------------------------------------------------------- */
 static void sfv__ref(int *rc) { __atomic_fetch_add(rc, 1, __ATOMIC_RELAXED); }
@@ -1423,26 +1440,58 @@ static sfv_wc_opcode sfv__wc_opcode(enum ibv_wc_opcode op) {
     }
 }
 
-/* Fills the parts of a completion that need no knowledge of the posted work. */
-static void sfv__wc_fill(sfv_work_completion *o, const struct ibv_wc *w) {
-    o->wr_id = w->wr_id;
-    o->status = (sfv_wc_status)w->status;
-    o->vendor_err = w->vendor_err;
-    if (w->status == IBV_WC_SUCCESS) {
-        o->result = SFV_OK;
-        o->error_class = SFV_WORK_ERROR_NONE;
-        o->opcode = sfv__wc_opcode(w->opcode);
-        o->byte_len = (w->opcode & IBV_WC_RECV) ? w->byte_len : 0;
-        o->has_imm = (w->wc_flags & IBV_WC_WITH_IMM) != 0;
-        o->imm_data = o->has_imm ? ntohl(w->imm_data) : 0; /* the one byte-order conversion */
+/* 24 bytes: the raw facts of one completion; sfv_work_completion is built from them only when
+   the work is consumed. */
+typedef struct sfv__slot {
+    uint64_t seq;
+    uint8_t state;       /* state, op, status, has_imm: set by one 4-byte store at post */
+    uint8_t op;          /* sfv_wc_opcode posted; a receive becomes RECV_IMM by its completion */
+    uint8_t status;      /* enum ibv_wc_status */
+    uint8_t has_imm;     /* a success: whether imm_be holds an immediate; a failure: its class
+                            (sfv_work_error_class) where the channel knew better than the status */
+    uint32_t byte_len;   /* posted: what a read will scatter; completed: what a receive got */
+    uint32_t imm_be;     /* immediate data as it came off the wire */
+    uint32_t vendor_err;
+} sfv__slot;
+SFV__STATIC_ASSERT(offsetof(sfv__slot, has_imm) == offsetof(sfv__slot, state) + 3, slot_small_fields_adjacent);
+
+static sfv_result sfv__slot_result(const sfv__slot *s) { return s->status == IBV_WC_SUCCESS ? SFV_OK : SFV_ERR_WORK; }
+
+/* The user's view of a finished slot, built only when someone asks for it. */
+static void sfv__wc_make(sfv_work_completion *wc, const sfv__slot *s) {
+    const bool recv = s->op == SFV_WC_OP_RECV || s->op == SFV_WC_OP_RECV_IMM;
+    wc->wr_id = s->seq << 1 | recv;
+    wc->result = sfv__slot_result(s);
+    wc->status = (sfv_wc_status)s->status;
+    if (SFV__LIKELY(wc->result == SFV_OK)) {
+        wc->vendor_err = 0;
+        wc->error_class = SFV_WORK_ERROR_NONE;
+        wc->opcode = (sfv_wc_opcode)s->op;
+        wc->byte_len = (recv || s->op == SFV_WC_OP_READ) ? s->byte_len : 0;
+        wc->has_imm = s->has_imm != 0;
+        wc->imm_data = s->has_imm ? ntohl(s->imm_be) : 0; /* the one byte-order conversion */
     } else {
-        o->result = SFV_ERR_WORK;
-        o->error_class = sfv_wc_status_class(o->status);
-        o->opcode = SFV_WC_OP_UNKNOWN; /* not valid in an error completion */
-        o->byte_len = 0;
-        o->has_imm = false;
-        o->imm_data = 0;
+        wc->vendor_err = s->vendor_err;
+        wc->error_class = s->has_imm ? (sfv_work_error_class)s->has_imm : sfv_wc_status_class(wc->status);
+        wc->opcode = SFV_WC_OP_UNKNOWN; /* not valid in an error completion */
+        wc->byte_len = 0;
+        wc->has_imm = false;
+        wc->imm_data = 0;
     }
+}
+
+/* A completion of the public CQ, as the channel's completions are shown. */
+static void sfv__wc_fill(sfv_work_completion *o, const struct ibv_wc *w) {
+    sfv__slot s;
+    memset(&s, 0, sizeof s);
+    s.op = (uint8_t)sfv__wc_opcode(w->opcode);
+    s.status = (uint8_t)w->status;
+    s.has_imm = w->status == IBV_WC_SUCCESS && (w->wc_flags & IBV_WC_WITH_IMM) != 0;
+    s.byte_len = (w->opcode & IBV_WC_RECV) ? w->byte_len : 0;
+    s.imm_be = w->imm_data;
+    s.vendor_err = w->vendor_err;
+    sfv__wc_make(o, &s);
+    o->wr_id = w->wr_id; /* the caller's own, not a slot's place */
 }
 
 SAFEVERBS_API sfv_result sfv_create_cq(sfv_context *ctx, uint32_t min_entries, sfv_cq **out) {
@@ -1774,20 +1823,6 @@ SAFEVERBS_API sfv_result sfv_remote_mr_decode(const uint8_t *in, size_t size, sf
 enum { SFV__SLOT_FREE = 0, SFV__SLOT_INFLIGHT = 1, SFV__SLOT_DONE = 2 };
 enum { SFV__PENDING_WAITING = 1, SFV__PENDING_DONE = 2 };
 
-/* 24 bytes: the raw facts of one completion; sfv_work_completion is built from them only when
-   the work is consumed. */
-typedef struct sfv__slot {
-    uint64_t seq;
-    uint8_t state;       /* state, op, status, has_imm: set by one 4-byte store at post */
-    uint8_t op;          /* sfv_wc_opcode posted; a receive becomes RECV_IMM by its completion */
-    uint8_t status;      /* enum ibv_wc_status */
-    uint8_t has_imm;     /* a success: whether imm_be holds an immediate; a failure: its class
-                            (sfv_work_error_class) where the channel knew better than the status */
-    uint32_t byte_len;   /* posted: what a read will scatter; completed: what a receive got */
-    uint32_t imm_be;     /* immediate data as it came off the wire */
-    uint32_t vendor_err;
-} sfv__slot;
-SFV__STATIC_ASSERT(offsetof(sfv__slot, has_imm) == offsetof(sfv__slot, state) + 3, slot_small_fields_adjacent);
 
 typedef struct sfv__ring {
     sfv__slot *slots;
@@ -2079,15 +2114,13 @@ static sfv_result sfv__channel_new(sfv_pd *pd, const sfv_channel_desc *resolved,
     r = sfv__ring_init(&ch->rq, ch, ch->desc.max_recv_wr);
     if (r) goto free_sq;
     if (ch->desc.wait_mode == SFV_WAIT_EVENT) {
-        int fl;
         errno = 0;
         ch->cc = ibv_create_comp_channel(pd->ctx->ctx);
         if (!ch->cc) {
             r = sfv__fail_verb("ibv_create_comp_channel", errno);
             goto free_rq;
         }
-        fl = fcntl(ch->cc->fd, F_GETFL);
-        if (fl < 0 || fcntl(ch->cc->fd, F_SETFL, fl | O_NONBLOCK) < 0) {
+        if (!sfv__fd_flags(ch->cc->fd, false)) {
             r = sfv__fail_verb("fcntl", errno);
             goto destroy_cc;
         }
@@ -2494,30 +2527,7 @@ static uint64_t sfv__deadline(uint32_t ms) { return sfv__now_ns() + sfv__timeout
 /* A caller's timeout_ms: < 0 means `otherwise` ms. */
 static uint32_t sfv__ms_or(int timeout_ms, uint32_t otherwise) { return timeout_ms < 0 ? otherwise : (uint32_t)timeout_ms; }
 
-static sfv_result sfv__slot_result(const sfv__slot *s) { return s->status == IBV_WC_SUCCESS ? SFV_OK : SFV_ERR_WORK; }
 
-/* The user's view of a finished slot, built only when someone asks for it. */
-static void sfv__wc_make(sfv_work_completion *wc, const sfv__slot *s) {
-    const bool recv = s->op == SFV_WC_OP_RECV || s->op == SFV_WC_OP_RECV_IMM;
-    wc->wr_id = s->seq << 1 | recv;
-    wc->result = sfv__slot_result(s);
-    wc->status = (sfv_wc_status)s->status;
-    if (SFV__LIKELY(wc->result == SFV_OK)) {
-        wc->vendor_err = 0;
-        wc->error_class = SFV_WORK_ERROR_NONE;
-        wc->opcode = (sfv_wc_opcode)s->op;
-        wc->byte_len = (recv || s->op == SFV_WC_OP_READ) ? s->byte_len : 0;
-        wc->has_imm = s->has_imm != 0;
-        wc->imm_data = s->has_imm ? ntohl(s->imm_be) : 0; /* the one byte-order conversion */
-    } else {
-        wc->vendor_err = s->vendor_err;
-        wc->error_class = s->has_imm ? (sfv_work_error_class)s->has_imm : sfv_wc_status_class(wc->status);
-        wc->opcode = SFV_WC_OP_UNKNOWN; /* not valid in an error completion */
-        wc->byte_len = 0;
-        wc->has_imm = false;
-        wc->imm_data = 0;
-    }
-}
 
 static const char *sfv__op_name(uint8_t op) {
     switch (op) {
@@ -2976,11 +2986,8 @@ static sfv_result sfv__blocking(sfv_channel *ch, sfv_result posted, sfv_pending 
     }
     r = sfv_pending_wait(pending, -1, wc);
     if (r != SFV_OK && r != SFV_ERR_WORK) { /* timed out, or the wait failed (the CQ): flush all the same */
-        sfv_error saved = sfv__last;
-        sfv__abort(ch);
-        sfv_pending_wait(pending, -1, wc);
+        SFV__KEEPING_ERROR(sfv__abort(ch); (void)sfv_pending_wait(pending, -1, wc));
         if (wc) wc->result = r;
-        sfv__last = saved;
     }
     return r;
 }
@@ -3245,11 +3252,8 @@ SAFEVERBS_API sfv_result sfv_create_multi_channel(sfv_pd *pd, size_t n, const sf
     }
     *out = mc;
     return SFV_OK;
-destroy_channels: {
-        sfv_error saved = sfv__last;
-        (void)sfv__mc_destroy_channels(mc); /* fresh channels: no work, nothing refuses */
-        sfv__last = saved;
-    }
+destroy_channels:
+    SFV__KEEPING_ERROR((void)sfv__mc_destroy_channels(mc)); /* fresh channels: no work, nothing refuses */
 free_mc:
     sfv__mc_free(mc);
     return r;
@@ -3853,8 +3857,7 @@ static int sfv__socket_for(const struct addrinfo *a) {
 #else
     int fd = socket(a->ai_family, a->ai_socktype, a->ai_protocol);
     if (fd >= 0) {
-        (void)fcntl(fd, F_SETFD, FD_CLOEXEC);
-        (void)fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+        (void)sfv__fd_flags(fd, true);
     }
     return fd;
 #endif
@@ -3876,8 +3879,7 @@ static int sfv__accept(int lfd, char *addr, size_t addr_len) {
 #else
     int fd = accept(lfd, (struct sockaddr *)&ss, &len);
     if (fd >= 0) {
-        (void)fcntl(fd, F_SETFD, FD_CLOEXEC);
-        (void)fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+        (void)sfv__fd_flags(fd, true);
     }
 #endif
     if (fd >= 0) {
@@ -4363,11 +4365,8 @@ SAFEVERBS_API sfv_result sfv_create_node(sfv_pd *pd, const sfv_node_desc *desc, 
     return SFV_OK;
 dereg_in:
     sfv_dereg_mr(node->in_mr);
-destroy_mc: {
-        sfv_error saved = sfv__last;
-        (void)sfv_destroy_multi_channel(node->mc); /* fresh channels: nothing refuses */
-        sfv__last = saved;
-    }
+destroy_mc:
+    SFV__KEEPING_ERROR((void)sfv_destroy_multi_channel(node->mc)); /* fresh channels: nothing refuses */
 free_node:
     sfv__node_free(node);
     return r;
@@ -4616,6 +4615,7 @@ SAFEVERBS_API sfv_result sfv_node_barrier_unchecked(sfv_node *node, const size_t
 #undef SFV__CHECK_ARG
 #undef SFV__ELEMENT
 #undef SFV__WC_LIST
+#undef SFV__KEEPING_ERROR
 #undef SFV__PENDING_LIVE
 #endif /* SAFEVERBS_IMPLEMENTATION */
 
