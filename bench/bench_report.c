@@ -637,13 +637,25 @@ static bool perftest_line(const char *path, int kind, long size, char f[9][48]) 
     return found;
 }
 
+/* Says on stderr what is missing, then how the file at path ends (its last 3 lines). */
+static void missing(const char *what, const char *path) {
+    char lines[3][512] = {"", "", ""};
+    int n = 0;
+    FILE *in = fopen(path, "r");
+    fprintf(stderr, "bench_report: no %s in %s%s\n", what, path, in ? "; it ends:" : " (not there)");
+    if (!in) return;
+    while (fgets(lines[n % 3], sizeof lines[0], in)) n++;
+    fclose(in);
+    for (int i = n > 3 ? n - 3 : 0; i < n; i++) fputs(lines[i % 3], stderr);
+}
+
 /* perftest FILE ROW ITERS: a latency (ROW's test "lat") or bandwidth report's figures */
 static int cmd_perftest(const char *path, const char *row, const char *iters) {
     key k = parse_key(row);
     char f[9][48];
     bool lat = !strcmp(k.test, "lat");
     if (!perftest_line(path, lat ? PT_LAT : PT_BW, k.size, f)) {
-        fprintf(stderr, "bench_report: no %ld-byte figures in %s\n", k.size, path);
+        missing(lat ? "latency figures for this size" : "bandwidth figures for this size", path);
         return 1;
     }
     if (lat) printf("%s,median_us,%s\n%s,p99_us,%s\n%s,mean_us,%s\n", row, f[4], row, f[7], row, f[5]);
@@ -657,8 +669,12 @@ static int cmd_perftest(const char *path, const char *row, const char *iters) {
 static int cmd_rate(const char *before, const char *after, const char *row, const char *iters) {
     key k = parse_key(row);
     char fa[9][48], fb[9][48], a[48], b[48];
-    if (!perftest_line(before, PT_RATE, k.size, fa) || !perftest_line(after, PT_RATE, k.size, fb)) {
-        fprintf(stderr, "bench_report: no %ld-byte message rate in %s and %s\n", k.size, before, after);
+    if (!perftest_line(before, PT_RATE, k.size, fa)) {
+        missing("message rate for this size", before);
+        return 1;
+    }
+    if (!perftest_line(after, PT_RATE, k.size, fb)) {
+        missing("message rate for this size", after);
         return 1;
     }
     snprintf(a, sizeof a, "%s", awk_num(strtod(fa[4], NULL) * 1000));
@@ -820,7 +836,7 @@ static bool strace_total(const char *path, char *out) {
 static int cmd_syscalls(const char *row, const char *n, const char *f1, const char *f2) {
     char a[48], b[48];
     if (!strace_total(f1, a) || !strace_total(f2, b)) {
-        fprintf(stderr, "bench_report: no strace total in %s and %s\n", f1, f2);
+        missing("strace total", strace_total(f1, a) ? f2 : f1);
         return 1;
     }
     printf("%s,syscalls_per_op,%.3f\n", row, (strtod(b, NULL) - strtod(a, NULL)) / strtod(n, NULL));

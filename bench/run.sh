@@ -177,7 +177,7 @@ syscalls() { # VARIANT N ARGS...
             s=$!
             wait_listen "$PORT" "$s" && # no connection retries in the count
                 timeout 600 "${IDLE[@]}" strace -c -f -o "$f.$impl.$n" "$B" -d "$CDEV" -x "$GID" -p "$PORT" --impl "$impl" \
-                    -n "$n" --warmup 0 "${@:3}" 127.0.0.1 >/dev/null 2>&1
+                    -n "$n" --warmup 0 "${@:3}" 127.0.0.1 >/dev/null 2>&1 || kill "$s" 2>/dev/null
             wait "$s"
             PORT=$((PORT + 1))
         done

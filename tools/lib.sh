@@ -8,7 +8,8 @@
 #   wait_listen PORT PID [S]   waits up to S seconds (default 20) for PORT to listen instead of
 #                              a blind sleep; false if PID died first or the time ran out
 #   check NAME STATUS [TEXT]   counts one case: "ok   NAME" for STATUS 0 (not printed when
-#                              CHECK_QUIET is set), "FAIL NAME" otherwise, then TEXT indented
+#                              CHECK_QUIET is set), "FAIL NAME" otherwise, then TEXT indented;
+#                              true for STATUS 0
 #   tally                      prints "N passed, N failed"; false if any failed
 
 TMP= passed=0 failed=0
@@ -44,6 +45,7 @@ check() {
         echo "FAIL $1"
     fi
     [[ -z ${3:-} || ($2 == 0 && -n ${CHECK_QUIET:-}) ]] || sed 's/^/       /' <<<"$3"
+    (($2 == 0))
 }
 
 tally() {
