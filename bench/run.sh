@@ -22,7 +22,8 @@ SDEV=${SFV_BENCH_SERVER_DEV:-rxe0} CDEV=${SFV_BENCH_CLIENT_DEV:-rxe1} GID=${SFV_
 
 # ---- on a host without RDMA devices: run in the guest, then bring the results home ----------
 if [[ -z ${SAFEVERBS_IN_VM:-} && -z $(ls -A /sys/class/infiniband 2>/dev/null) ]]; then
-    export SFV_BENCH_HOST_UNAME="$(uname -a)" SFV_BENCH_HOST_NPROC="$(nproc)" SAFEVERBS_VM_SHARE=$PWD/build/vm-share
+    SFV_BENCH_HOST_UNAME=$(uname -a) SFV_BENCH_HOST_NPROC=$(nproc) SAFEVERBS_VM_SHARE=$PWD/build/vm-share
+    export SFV_BENCH_HOST_UNAME SFV_BENCH_HOST_NPROC SAFEVERBS_VM_SHARE
     share=$SAFEVERBS_VM_SHARE
     mkdir -p "$share" && rm -rf "$share/bench-results" && : >"$share/bench-hostload.txt" || exit
     # the host's load while the guest runs (other guests share these cores), for the report
@@ -131,11 +132,11 @@ for size in 8 64; do
     perftest ib_send_bw "$size" "$RATE_N"
     for v in post1 "batch$RATE_BATCH --batch $RATE_BATCH" "batch$RATE_BATCH-inline --batch $RATE_BATCH --inline $RATE_INLINE"; do
         before=$PT_FILE
-        set -- $v # VARIANT ARGS...
+        read -ra args <<<"$v" # VARIANT ARGS...
         ours --test bw --op send --impl both --sizes "$size" --time "$TBW" --warmup 512 --min-iters 512 --max-iters 200000 \
-            --block-ms 250 --variant "$@"
+            --block-ms 250 --variant "${args[@]}"
         perftest ib_send_bw "$size" "$RATE_N"
-        figures "ib_send_bw -s $size around $1" rate "$before" "$PT_FILE" "bw,send,$1,$size,perftest" "$RATE_N"
+        figures "ib_send_bw -s $size around ${args[0]}" rate "$before" "$PT_FILE" "bw,send,${args[0]},$size,perftest" "$RATE_N"
     done
 done
 
@@ -175,9 +176,11 @@ syscalls() { # VARIANT N ARGS...
         for n in "$2" $((2 * $2)); do
             timeout 600 "${IDLE[@]}" "$B" -d "$SDEV" -x "$GID" -p "$PORT" >/dev/null 2>&1 &
             s=$!
-            wait_listen "$PORT" "$s" && # no connection retries in the count
-                timeout 600 "${IDLE[@]}" strace -c -f -o "$f.$impl.$n" "$B" -d "$CDEV" -x "$GID" -p "$PORT" --impl "$impl" \
-                    -n "$n" --warmup 0 "${@:3}" 127.0.0.1 >/dev/null 2>&1 || kill "$s" 2>/dev/null
+            if ! wait_listen "$PORT" "$s" || # no connection retries in the count
+                ! timeout 600 "${IDLE[@]}" strace -c -f -o "$f.$impl.$n" "$B" -d "$CDEV" -x "$GID" -p "$PORT" --impl "$impl" \
+                    -n "$n" --warmup 0 "${@:3}" 127.0.0.1 >/dev/null 2>&1; then
+                kill "$s" 2>/dev/null
+            fi
             wait "$s"
             PORT=$((PORT + 1))
         done

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # tools/lib.sh - sourced (bash) by the scripts that run programs on the rxe devices:
 # tests/examples.test.sh, tests/bench_smoke.test.sh, examples/demo.sh, bench/run.sh.
 # Sourcing it sets an EXIT trap (INT and TERM exit through it): background jobs still running
@@ -12,7 +13,7 @@
 #                              true for STATUS 0
 #   tally                      prints "N passed, N failed"; false if any failed
 
-TMP= passed=0 failed=0
+TMP='' passed=0 failed=0
 trap 'kill $(jobs -p) 2>/dev/null; [[ -z $TMP ]] || rm -rf "$TMP"' EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
@@ -44,7 +45,7 @@ check() {
         failed=$((failed + 1))
         echo "FAIL $1"
     fi
-    [[ -z ${3:-} || ($2 == 0 && -n ${CHECK_QUIET:-}) ]] || sed 's/^/       /' <<<"$3"
+    [[ -z ${3:-} || ($2 == 0 && -n ${CHECK_QUIET:-}) ]] || printf '       %s\n' "${3//$'\n'/$'\n'       }"
     (($2 == 0))
 }
 
