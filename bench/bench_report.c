@@ -599,15 +599,14 @@ static bool same_size(const char *field, long size) {
     return !strcmp(field, buf);
 }
 
-/* A row key "test,op,variant,size,impl": its fields (copied into k). */
+/* A row key "test,op,variant,size,impl", in its fields. */
 typedef struct key {
-    char text[160], test[16], op[16], variant[40], impl[16];
+    char test[16], op[16], variant[40], impl[16];
     long size;
 } key;
 static key parse_key(const char *s) {
     key k;
     memset(&k, 0, sizeof k);
-    snprintf(k.text, sizeof k.text, "%s", s);
     if (sscanf(s, "%15[^,],%15[^,],%39[^,],%ld,%15[^,]", k.test, k.op, k.variant, &k.size, k.impl) != 5)
         die("a key is test,op,variant,size,impl, not ", s);
     return k;
@@ -618,14 +617,12 @@ static key parse_key(const char *s) {
    MsgRate); rate also wants MsgRate to be a number. Copies the line's fields into f. */
 enum { PT_LAT, PT_BW, PT_RATE };
 static bool perftest_line(const char *path, int kind, long size, char f[9][48]) {
-    char line[1024], copy[1024], *fl[16];
+    char line[1024], *fl[16];
     bool found = false;
     FILE *in = fopen(path, "r");
     if (!in) return false;
     while (fgets(line, sizeof line, in)) {
-        int nf;
-        snprintf(copy, sizeof copy, "%s", line);
-        nf = split_fields(copy, fl, 16);
+        int nf = split_fields(line, fl, 16);
         if (nf < 5 || !same_size(fl[0], size) || !all_of(fl[1], "0123456789")) continue;
         if (kind == PT_LAT ? nf < 9 || !all_of(fl[4], "0123456789.") || !all_of(fl[7], "0123456789.")
                            : nf != 5 || (kind == PT_RATE && !all_of(fl[4], "0123456789.")))
