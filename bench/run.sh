@@ -11,9 +11,9 @@
 #
 # Stages: latency (ping-pong, A-B-B-A, then perftest per size), throughput, message rate,
 # event vs busy waiting, callgrind instruction counts, strace system-call counts. This script
-# only runs programs: build/bench_report reads their output (perftest's, callgrind_annotate's,
-# strace's) into CSV lines (test,op,variant,size,impl,metric,value) and writes the report.
-# Ends with "N passed, N failed": the runs that gave their figures, and those that did not.
+# runs the programs; build/bench_report reads their output into CSV lines (test,op,variant,
+# size,impl,metric,value) and writes the report. Ends with "N passed, N failed" (runs that
+# gave their figures, runs that did not).
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit
 source tools/lib.sh || exit
@@ -22,9 +22,8 @@ SDEV=${SFV_BENCH_SERVER_DEV:-rxe0} CDEV=${SFV_BENCH_CLIENT_DEV:-rxe1} GID=${SFV_
 
 # ---- on a host without RDMA devices: run in the guest, then bring the results home ----------
 if [[ -z ${SAFEVERBS_IN_VM:-} && -z $(ls -A /sys/class/infiniband 2>/dev/null) ]]; then
-    SFV_BENCH_HOST_UNAME=$(uname -a) SFV_BENCH_HOST_NPROC=$(nproc) SAFEVERBS_VM_SHARE=$PWD/build/vm-share
+    SFV_BENCH_HOST_UNAME=$(uname -a) SFV_BENCH_HOST_NPROC=$(nproc) SAFEVERBS_VM_SHARE=$PWD/build/vm-share share=$PWD/build/vm-share
     export SFV_BENCH_HOST_UNAME SFV_BENCH_HOST_NPROC SAFEVERBS_VM_SHARE
-    share=$SAFEVERBS_VM_SHARE
     mkdir -p "$share" && rm -rf "$share/bench-results" && : >"$share/bench-hostload.txt" || exit
     # the host's load while the guest runs (other guests share these cores), for the report
     (while :; do echo "$(cut -d' ' -f1 /proc/loadavg) $(pgrep -c qemu-system)"; sleep 5; done >>"$share/bench-hostload.txt") &
@@ -164,10 +163,7 @@ callgrind() { # IMPL BATCH: both runs, each annotated per step (.incl) and per f
         --warmup 10 --settle-us 200 | sed -n 's/^result,//p' >>"$CSV"
 }
 log "callgrind: instructions per post and per poll"
-for batch in 1 $RATE_BATCH; do
-    callgrind sfv "$batch"
-    callgrind raw "$batch"
-done
+for batch in 1 $RATE_BATCH; do callgrind sfv "$batch"; callgrind raw "$batch"; done
 
 # ---- 6. system calls per operation (strace -c -f on the client), N and 2N iterations ------
 syscalls() { # VARIANT N ARGS...
