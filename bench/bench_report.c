@@ -8,7 +8,25 @@
    per measurement, ratios safeverbs/raw and safeverbs/perftest, every target marked met or
    NOT met, a summary of the targets first) and DATA_DIR/lat_<op>.dat, DATA_DIR/bw_<op>.dat
    (size, then safeverbs, raw, perftest; "?" where a figure is missing). Missing figures show
-   as "-" and their targets as "no data": the report never invents a number. */
+   as "-" and their targets as "no data": the report never invents a number.
+
+   Its other modes read the tools' output for bench/run.sh, which only runs programs and hands
+   over their files; ROW is a CSV line's first five fields (test,op,variant,size,impl), and
+   each prints ROW,metric,value lines (iters: a number), or exits 1 saying what is missing:
+
+       bench_report perftest FILE ROW ITERS       latency (ROW's test lat) or bandwidth figures
+                                                  of an ib_*_lat / ib_*_bw client's output
+       bench_report rate BEFORE AFTER ROW ITERS   ib_send_bw's message rate: the mean of two runs
+       bench_report iters CSV ROW SECONDS         iterations for a perftest run of about SECONDS,
+                                                  from ROW's figure (impl raw) already in CSV
+       bench_report callgrind ROW N1 N2 BATCH BASE1 BASE2
+                                                  instructions per work request from
+                                                  callgrind_annotate's BASE.incl and BASE.self
+                                                  (--inclusive=yes / no) of runs of N1 and N2
+       bench_report syscalls ROW N FILE1 FILE2    system calls per operation from strace -c of
+                                                  runs of N and 2N operations
+       bench_report hostload FILE                 the host_load= meta line from the host's
+                                                  samples ("load1 qemu_processes" lines) */
 #define _GNU_SOURCE
 #include <math.h>
 #include <stdarg.h>
@@ -547,12 +565,319 @@ static void syscall_section(FILE *o) {
     fprintf(o, "\n");
 }
 
+/* ---- reading the tools' output: the subcommands bench/run.sh calls between runs ------------- */
+/* Each prints CSV lines (ROW,metric,value, ROW being a line's first five fields) or one number
+   on stdout, and exits 1 with a line on stderr when the figures are not there. The figures are
+   written as bench/run.sh's awk programs wrote them before these moved here: the tools' own
+   text where a figure is copied, awk's number format (awk_num) where one is computed. */
+
+/* A computed number as awk prints it: an integer within int range as such, otherwise %.6g. */
+static const char *awk_num(double v) {
+    char *s = slot();
+    if (fabs(v) <= 2147483647.0 && v == (double)(long)v) snprintf(s, 48, "%.0f", v);
+    else snprintf(s, 48, "%.6g", v);
+    return s;
+}
+
+/* awk's int(): towards zero (v is finite) */
+static double whole(double v) { return fabs(v) < 9e18 ? (double)(long long)v : v; }
+
+/* Splits line at blanks (awk's fields); returns their number (NF), keeps the first max. */
+static int split_fields(char *line, char **f, int max) {
+    int n = 0;
+    for (char *p = strtok(line, " \t\r\n"); p; p = strtok(NULL, " \t\r\n"))
+        if (n++ < max) f[n - 1] = p;
+    return n;
+}
+static bool all_of(const char *s, const char *set) { return *s && s[strspn(s, set)] == 0; }
+/* awk's $1 == s: numerically when the field is a number, else as text */
+static bool same_size(const char *field, long size) {
+    char *end, buf[32];
+    double v = strtod(field, &end);
+    if (end != field && !*end) return v == (double)size;
+    snprintf(buf, sizeof buf, "%ld", size);
+    return !strcmp(field, buf);
+}
+
+/* A row key "test,op,variant,size,impl", in its fields. */
+typedef struct key {
+    char test[16], op[16], variant[40], impl[16];
+    long size;
+} key;
+static key parse_key(const char *s) {
+    key k;
+    memset(&k, 0, sizeof k);
+    if (sscanf(s, "%15[^,],%15[^,],%39[^,],%ld,%15[^,]", k.test, k.op, k.variant, &k.size, k.impl) != 5)
+        die("a key is test,op,variant,size,impl, not ", s);
+    return k;
+}
+
+/* The last line of a perftest report for this size: latency (#bytes #iterations t_min t_max
+   t_typical t_avg t_stdev 99% 99.9%) or bandwidth (#bytes #iterations BW_peak BW_average
+   MsgRate); rate also wants MsgRate to be a number. Copies the line's fields into f. */
+enum { PT_LAT, PT_BW, PT_RATE };
+static bool perftest_line(const char *path, int kind, long size, char f[9][48]) {
+    char line[1024], *fl[16];
+    bool found = false;
+    FILE *in = fopen(path, "r");
+    if (!in) return false;
+    while (fgets(line, sizeof line, in)) {
+        int nf = split_fields(line, fl, 16);
+        if (nf < 5 || !same_size(fl[0], size) || !all_of(fl[1], "0123456789")) continue;
+        if (kind == PT_LAT ? nf < 9 || !all_of(fl[4], "0123456789.") || !all_of(fl[7], "0123456789.")
+                           : nf != 5 || (kind == PT_RATE && !all_of(fl[4], "0123456789.")))
+            continue;
+        for (int i = 0; i < 9 && i < nf; i++) snprintf(f[i], 48, "%s", fl[i]);
+        found = true;
+    }
+    fclose(in);
+    return found;
+}
+
+/* Says on stderr what is missing, then how the file at path ends (its last 3 lines). */
+static void missing(const char *what, const char *path) {
+    char lines[3][512] = {"", "", ""};
+    int n = 0;
+    FILE *in = fopen(path, "r");
+    fprintf(stderr, "bench_report: no %s in %s%s\n", what, path, in ? "; it ends:" : " (not there)");
+    if (!in) return;
+    while (fgets(lines[n % 3], sizeof lines[0], in)) n++;
+    fclose(in);
+    for (int i = n > 3 ? n - 3 : 0; i < n; i++) fputs(lines[i % 3], stderr);
+}
+
+/* perftest FILE ROW ITERS: a latency (ROW's test "lat") or bandwidth report's figures */
+static int cmd_perftest(const char *path, const char *row, const char *iters) {
+    key k = parse_key(row);
+    char f[9][48];
+    bool lat = !strcmp(k.test, "lat");
+    if (!perftest_line(path, lat ? PT_LAT : PT_BW, k.size, f)) {
+        missing(lat ? "latency figures for this size" : "bandwidth figures for this size", path);
+        return 1;
+    }
+    if (lat) printf("%s,median_us,%s\n%s,p99_us,%s\n%s,mean_us,%s\n", row, f[4], row, f[7], row, f[5]);
+    else printf("%s,mib_s,%s\n%s,kmsg_s,%s\n", row, f[3], row, awk_num(strtod(f[4], NULL) * 1000));
+    printf("%s,iters,%s\n", row, iters);
+    return 0;
+}
+
+/* rate BEFORE AFTER ROW ITERS: ib_send_bw's message rate, thousands/s, the mean of the runs
+   before and after one of ours, and each */
+static int cmd_rate(const char *before, const char *after, const char *row, const char *iters) {
+    key k = parse_key(row);
+    char fa[9][48], fb[9][48], a[48], b[48];
+    if (!perftest_line(before, PT_RATE, k.size, fa)) {
+        missing("message rate for this size", before);
+        return 1;
+    }
+    if (!perftest_line(after, PT_RATE, k.size, fb)) {
+        missing("message rate for this size", after);
+        return 1;
+    }
+    snprintf(a, sizeof a, "%s", awk_num(strtod(fa[4], NULL) * 1000));
+    snprintf(b, sizeof b, "%s", awk_num(strtod(fb[4], NULL) * 1000));
+    printf("%s,kmsg_s,%s\n", row, awk_num((strtod(a, NULL) + strtod(b, NULL)) / 2));
+    printf("%s,kmsg_s_before,%s\n%s,kmsg_s_after,%s\n%s,iters,%s\n", row, a, row, b, row, iters);
+    return 0;
+}
+
+/* The value of the last line of the CSV at path that starts with prefix, "" if none. */
+static void csv_last(const char *path, const char *prefix, char *out, size_t cap) {
+    char line[512];
+    size_t n = strlen(prefix);
+    FILE *in = fopen(path, "r");
+    *out = 0;
+    if (!in) die("cannot read ", path);
+    while (fgets(line, sizeof line, in)) {
+        char *v = line + n;
+        if (strncmp(line, prefix, n)) continue;
+        v[strcspn(v, ",\r\n")] = 0;
+        snprintf(out, cap, "%s", v);
+    }
+    fclose(in);
+}
+
+/* iters CSV ROW SECONDS: how many iterations make a perftest run of about SECONDS, from our
+   raw figure already in the CSV (ROW names it: lat -> its median, bw -> its MiB/s). Latency:
+   between 200 and 4000 (a round trip for read, two half round trips otherwise); bandwidth: 16
+   at least, 100 when there is no figure. */
+static int cmd_iters(const char *csv, const char *row, const char *seconds) {
+    key k = parse_key(row);
+    char prefix[200], v[64];
+    bool lat = !strcmp(k.test, "lat");
+    double t = strtod(seconds, NULL), m, n;
+    snprintf(prefix, sizeof prefix, "%s,%s,", row, lat ? "median_us" : "mib_s");
+    csv_last(csv, prefix, v, sizeof v);
+    m = strtod(v, NULL);
+    if (lat) {
+        double e = strtod(awk_num((strcmp(k.op, "read") ? 2 * m : m) / 1e6), NULL); /* seconds per operation */
+        n = e > 0 ? whole(t / e) : 4000;
+        n = n < 200 ? 200 : n > 4000 ? 4000 : n;
+    } else {
+        n = m > 0 ? whole(t * m * 1048576 / (double)k.size) : 100;
+        n = n < 16 ? 16 : n;
+    }
+    printf("%s\n", awk_num(n));
+    return 0;
+}
+
+/* Instruction counts from callgrind_annotate: --inclusive=yes (FILE.incl) gives each cost_<impl>_<step>
+   function's, --inclusive=no (FILE.self) every function's own, summed by whose code it is. */
+static const char *const CG_STEPS[] = {"post_recv", "post_send", "poll_send", "poll_recv",
+                                       "part_lib", "part_harness", "part_verbs"};
+enum { CG_NSTEPS = 7, CG_NPARTS = 3 };
+static void strip_commas(char *s) {
+    char *d = s;
+    for (; *s; s++)
+        if (*s != ',') *d++ = *s;
+    *d = 0;
+}
+/* Reads one run's counts into v (text, "" where there is none). */
+static void callgrind_counts(const char *base, char v[CG_NSTEPS][48]) {
+    char path[1024], line[4096], copy[4096], *fl[64];
+    FILE *in;
+    for (int i = 0; i < CG_NSTEPS; i++) v[i][0] = 0;
+    /* "  12,345 (10.0%)  /x/sfv_bench.c:cost_sfv_post_send [/x/build/sfv_bench]" */
+    snprintf(path, sizeof path, "%s.incl", base);
+    if ((in = fopen(path, "r"))) {
+        while (fgets(line, sizeof line, in)) {
+            int nf;
+            char *c = strstr(line, ":cost_");
+            if (!c || !strstr(c, " [")) continue;
+            snprintf(copy, sizeof copy, "%s", line);
+            nf = split_fields(copy, fl, 64);
+            strip_commas(fl[0]);
+            for (int i = 1; i < nf && i < 64; i++) {
+                char *step = NULL;
+                for (char *p = strstr(fl[i], ":cost_"); p; p = strstr(p + 1, ":cost_")) {
+                    size_t letters = strspn(p + 6, "abcdefghijklmnopqrstuvwxyz");
+                    if (letters && p[6 + letters] == '_') step = p + 7 + letters;
+                }
+                for (int s = 0; step && s < CG_NSTEPS - CG_NPARTS; s++)
+                    if (!strcmp(step, CG_STEPS[s])) snprintf(v[s], 48, "%s", fl[0]);
+            }
+        }
+        fclose(in);
+    }
+    /* the table after the "file:function" header, between two lines of dashes:
+       "  1,234 (5.0%)  /x/safeverbs.h:sfv_channel_post_send [/x/build/sfv_bench]" */
+    snprintf(path, sizeof path, "%s.self", base);
+    if ((in = fopen(path, "r"))) {
+        double part[CG_NPARTS] = {0, 0, 0};
+        int on = 0;
+        while (fgets(line, sizeof line, in)) {
+            char *p = line, *file;
+            size_t len;
+            if (strstr(line, "file:function")) { on = 1; continue; }
+            if (on && !strncmp(line, "-----", 5)) {
+                if (on == 2) break;
+                on = 2;
+                continue;
+            }
+            if (on != 2) continue;
+            p += strspn(p, " ");
+            len = strspn(p, "0123456789,");
+            if (!len || p[len] != ' ' || p[len + strspn(p + len, " ")] != '(') continue;
+            snprintf(copy, sizeof copy, "%.*s", (int)len, p);
+            strip_commas(copy);
+            if (!(file = strchr(p, ')'))) continue;
+            file += 1 + strspn(file + 1, " ");
+            file[strcspn(file, ":\r\n")] = 0;
+            len = strlen(file);
+            part[len >= 11 && !strcmp(file + len - 11, "safeverbs.h")          ? 0
+                 : len >= 17 && !strcmp(file + len - 17, "bench/sfv_bench.c") ? 1
+                                                                                : 2] += strtod(copy, NULL);
+        }
+        fclose(in);
+        for (int i = 0; i < CG_NPARTS; i++) snprintf(v[CG_NSTEPS - CG_NPARTS + i], 48, "%s", awk_num(part[i]));
+    }
+}
+
+/* callgrind ROW N1 N2 BATCH BASE1 BASE2: instructions per work request of each step and in
+   total, from runs of N1 and N2 iterations of BATCH work requests (BASE1.incl, BASE1.self, ...) */
+static int cmd_callgrind(const char *row, const char *n1, const char *n2, const char *batch, const char *b1,
+                         const char *b2) {
+    char v1[CG_NSTEPS][48], v2[CG_NSTEPS][48], total[48] = "0";
+    double n = (double)(atol(n2) - atol(n1)), k = atof(batch);
+    int rc = 0;
+    callgrind_counts(b1, v1);
+    callgrind_counts(b2, v2);
+    for (int s = 0; s < CG_NSTEPS; s++) {
+        char per[48];
+        if (!v1[s][0] || !v2[s][0]) {
+            fprintf(stderr, "bench_report: callgrind gave no count for %s %s\n", row, CG_STEPS[s]);
+            rc = 1;
+            continue;
+        }
+        snprintf(per, sizeof per, "%.1f", (strtod(v2[s], NULL) - strtod(v1[s], NULL)) / n / k);
+        printf("%s,ir_%s,%s\n", row, CG_STEPS[s], per);
+        if (s < CG_NSTEPS - CG_NPARTS) snprintf(total, sizeof total, "%s", awk_num(strtod(total, NULL) + strtod(per, NULL)));
+    }
+    printf("%s,ir_per_op,%s\n", row, total);
+    return rc;
+}
+
+/* syscalls ROW N FILE1 FILE2: system calls per operation from `strace -c` of runs of N and 2N */
+static bool strace_total(const char *path, char *out) {
+    char line[1024], *fl[16];
+    FILE *in = fopen(path, "r");
+    *out = 0;
+    if (!in) return false;
+    while (!*out && fgets(line, sizeof line, in)) {
+        int nf = split_fields(line, fl, 16);
+        if (nf >= 4 && nf <= 16 && !strcmp(fl[nf - 1], "total")) snprintf(out, 48, "%s", fl[3]);
+    }
+    fclose(in);
+    return *out != 0;
+}
+static int cmd_syscalls(const char *row, const char *n, const char *f1, const char *f2) {
+    char a[48], b[48];
+    if (!strace_total(f1, a) || !strace_total(f2, b)) {
+        missing("strace total", strace_total(f1, a) ? f2 : f1);
+        return 1;
+    }
+    printf("%s,syscalls_per_op,%.3f\n", row, (strtod(b, NULL) - strtod(a, NULL)) / strtod(n, NULL));
+    return 0;
+}
+
+/* hostload FILE: the meta line summing the host's samples ("load1 qemu_processes" lines) */
+static int cmd_hostload(const char *path) {
+    char line[256], lo[48] = "", hi[48] = "", *fl[4];
+    int samples = 0, other = 0;
+    FILE *in = fopen(path, "r");
+    if (!in) die("cannot read ", path);
+    while (fgets(line, sizeof line, in)) {
+        int nf = split_fields(line, fl, 4);
+        const char *l = nf > 0 ? fl[0] : "";
+        if (samples++ == 0 || strtod(l, NULL) < strtod(lo, NULL)) snprintf(lo, sizeof lo, "%s", l);
+        if (samples == 1 || strtod(l, NULL) > strtod(hi, NULL)) snprintf(hi, sizeof hi, "%s", l);
+        if (nf > 1 && strtod(fl[1], NULL) > 1) other++;
+    }
+    fclose(in);
+    printf("host_load=%s .. %s (1-minute load average, %d samples); another QEMU guest running in %d of them\n", lo, hi,
+           samples, other);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     FILE *body, *o;
     char *text = NULL;
     size_t len = 0;
+    const char *cmd = argc > 1 ? argv[1] : "";
+    if (!strcmp(cmd, "perftest") && argc == 5) return cmd_perftest(argv[2], argv[3], argv[4]);
+    if (!strcmp(cmd, "rate") && argc == 6) return cmd_rate(argv[2], argv[3], argv[4], argv[5]);
+    if (!strcmp(cmd, "iters") && argc == 5) return cmd_iters(argv[2], argv[3], argv[4]);
+    if (!strcmp(cmd, "callgrind") && argc == 8) return cmd_callgrind(argv[2], argv[3], argv[4], argv[5], argv[6], argv[7]);
+    if (!strcmp(cmd, "syscalls") && argc == 6) return cmd_syscalls(argv[2], argv[3], argv[4], argv[5]);
+    if (!strcmp(cmd, "hostload") && argc == 3) return cmd_hostload(argv[2]);
     if (argc != 5) {
-        fprintf(stderr, "usage: bench_report RESULTS_CSV META_TXT OUT_MD DATA_DIR\n");
+        fprintf(stderr, "usage: bench_report RESULTS_CSV META_TXT OUT_MD DATA_DIR\n"
+                        "       bench_report perftest FILE ROW ITERS\n"
+                        "       bench_report rate BEFORE AFTER ROW ITERS\n"
+                        "       bench_report iters CSV ROW SECONDS\n"
+                        "       bench_report callgrind ROW N1 N2 BATCH BASE1 BASE2\n"
+                        "       bench_report syscalls ROW N FILE1 FILE2\n"
+                        "       bench_report hostload FILE\n");
         return 2;
     }
     load_csv(argv[1]);

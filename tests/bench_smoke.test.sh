@@ -6,21 +6,13 @@
 # heap inside a timed loop. tests/run.sh runs this where the devices are (the test guest).
 # Prints "ok   NAME" / "FAIL NAME" per case and ends with "N passed, N failed".
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit
+source tools/lib.sh || exit
 B=build/sfv_bench
 SDEV=${SFV_BENCH_SERVER_DEV:-rxe0} CDEV=${SFV_BENCH_CLIENT_DEV:-rxe1} GID=${SFV_BENCH_GID:-1}
-pass=0 fail=0 port=19500
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-
-source tools/listening.sh
-result() { # NAME OK [WHY]
-    if (($2)); then
-        echo "ok   $1"; pass=$((pass + 1))
-    else
-        echo "FAIL $1${3:+: $3}"; fail=$((fail + 1))
-    fi
-}
+port=19500
+TMP=$(mktemp -d) || exit
+tmp=$TMP
 # figures_ok FILE: some figures, and not one heap allocation inside a timed loop
 figures_ok() {
     grep -q '^result,' "$1" || { echo "no figures"; return 1; }
@@ -30,18 +22,18 @@ figures_ok() {
 }
 # pair NAME CLIENT_ARGS...: server on $SDEV, client on $CDEV, few iterations
 pair() {
-    local name=$1 p=$((port++)) s rc why i
+    local name=$1 p=$((port++)) s rc why
     shift
     timeout 60 "$B" -d "$SDEV" -x "$GID" -p "$p" >"$tmp/server" 2>&1 &
     s=$!
-    for ((i = 0; i < 100; i++)); do listening "$p" && break; kill -0 "$s" 2>/dev/null || break; sleep 0.1; done
+    wait_listen "$p" "$s"
     timeout 60 "$B" -d "$CDEV" -x "$GID" -p "$p" "$@" 127.0.0.1 >"$tmp/client" 2>&1
     rc=$?
     wait "$s" || rc=1
     cat "$tmp/client" >>"$tmp/all"
     why=$(figures_ok "$tmp/client") || rc=1
     ((rc == 0)) || { [[ -n $why ]] || why=$(tail -n 1 "$tmp/client" "$tmp/server" | grep -v '^==>\|^$' | head -n 2 | tr '\n' ' '); }
-    result "$name" $((rc == 0)) "$why"
+    check "$name" "$rc" "$why"
 }
 # alone NAME ARGS...: one process (the loopback cost test)
 alone() {
@@ -52,10 +44,10 @@ alone() {
     cat "$tmp/alone" >>"$tmp/all"
     why=$(figures_ok "$tmp/alone") || rc=1
     ((rc == 0)) || { [[ -n $why ]] || why=$(tail -n 1 "$tmp/alone"); }
-    result "$name" $((rc == 0)) "$why"
+    check "$name" "$rc" "$why"
 }
 
-[[ -x $B && -x build/bench_report ]] || { echo "FAIL build: $B or build/bench_report missing (make all)"; echo "0 passed, 1 failed"; exit 1; }
+[[ -x $B && -x build/bench_report ]] || { check build 1 "$B or build/bench_report missing (make all)"; tally; exit; }
 : >"$tmp/all"
 lat=(--test lat --impl both -n 8 --warmup 2)
 pair "lat send (sfv, raw)" "${lat[@]}" --op send --sizes 8,4096
@@ -79,10 +71,9 @@ alone "cost sfv, batch 16" --test cost --impl sfv --batch 16 -n 4 --warmup 1 --s
 printf 'date=smoke\nrate_batch=16\nrate_inline=64\nfailures=0\n' >"$tmp/meta.txt"
 if timeout 60 build/bench_report "$tmp/results.csv" "$tmp/meta.txt" "$tmp/RESULTS.md" "$tmp" >"$tmp/report.log" 2>&1 &&
     grep -q '^## Targets' "$tmp/RESULTS.md" && grep -q '^### send' "$tmp/RESULTS.md" && [[ -s $tmp/lat_send.dat ]]; then
-    result "bench_report" 1
+    check "bench_report" 0
 else
-    result "bench_report" 0 "$(tail -n 1 "$tmp/report.log")"
+    check "bench_report" 1 "$(tail -n 1 "$tmp/report.log")"
 fi
 
-echo "$pass passed, $fail failed"
-((fail == 0))
+tally

@@ -6,26 +6,14 @@
 # with the output of a failure), then "N passed, N failed".
 # Every process runs under `timeout 60`; each two-process scenario has its own TCP port.
 set -uo pipefail
-cd "$(dirname "$0")/.."
-pass=0 fail=0
-out=$(mktemp -d)
-trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$out"' EXIT
+cd "$(dirname "$0")/.." || exit
+source tools/lib.sh || exit
+TMP=$(mktemp -d) || exit
+out=$TMP
 
 result() { # NAME STATUS FILE...: count it; a failure shows the files, a success the last line
-    local name=$1 rc=$2
-    shift 2
-    if ((rc == 0)); then
-        echo "ok   $name"
-        tail -n 1 "$1" | sed 's/^/       /'
-        pass=$((pass + 1))
-    else
-        echo "FAIL $name"
-        cat "$@" | sed 's/^/       /'
-        fail=$((fail + 1))
-    fi
+    if (($2 == 0)); then check "$1" 0 "$(tail -n 1 "$3")"; else check "$1" "$2" "$(cat "${@:3}")"; fi
 }
-
-source tools/listening.sh
 
 solo() { # NAME COMMAND...
     timeout 60 "${@:2}" >"$out/solo" 2>&1
@@ -33,17 +21,13 @@ solo() { # NAME COMMAND...
 }
 
 pair() { # NAME PORT "SERVER COMMAND" "CLIENT COMMAND": the client connects to 127.0.0.1:PORT
-    local name=$1 port=$2 server client spid src crc=1 i
+    local name=$1 port=$2 server client spid src crc=1
     read -ra server <<<"$3"
     read -ra client <<<"$4"
     timeout 60 "${server[@]}" -p "$port" >"$out/server" 2>&1 &
     spid=$!
-    for ((i = 0; i < 100; i++)); do
-        if listening "$port" || ! kill -0 "$spid" 2>/dev/null; then break; fi
-        sleep 0.1
-    done
     : >"$out/client"
-    if listening "$port"; then
+    if wait_listen "$port" "$spid"; then
         timeout 60 "${client[@]}" -p "$port" 127.0.0.1 >"$out/client" 2>&1
         crc=$?
     else
@@ -93,5 +77,4 @@ ranks "allgather, 3 ranks, tree barrier" 3 tree 18640
 ranks "allgather, 4 ranks, dissemination barrier" 4 dissemination 18650
 ranks "allgather, 2 ranks, central barrier" 2 central 18660
 
-echo "$pass passed, $fail failed"
-((fail == 0))
+tally
