@@ -25,4 +25,6 @@ if ((client == 0 && server_rc == 0)); then
 else
     check "pingpong $sdev <-> $cdev" 1 "client exit $client, server exit $server_rc"
 fi
+echo "(the guest's NIC and kernel are emulated: only ratios within one run mean anything, and a"
+echo " tail many times the median is the emulation's scheduling noise, not the library's)"
 tally
