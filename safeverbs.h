@@ -1832,6 +1832,7 @@ typedef struct sfv__ring {
     uint64_t head;       /* next seq to post */
     uint64_t tail;       /* oldest seq not consumed */
     uint64_t completed;  /* next seq without a completion */
+    uint64_t base;       /* the seq of the ring's first work request */
 } sfv__ring;
 
 struct sfv_channel {
@@ -1952,6 +1953,12 @@ static int sfv__ms_left(uint64_t deadline) {
     uint64_t ms = now >= deadline ? 0 : (deadline - now + 999999) / 1000000;
     return ms > 60000 ? 60000 : (int)ms;
 }
+/* The same, uncapped (up to INT_MAX): a deadline handed on to a call that takes milliseconds. */
+static int sfv__ms_until(uint64_t deadline) {
+    uint64_t now = sfv__now_ns();
+    uint64_t ms = now >= deadline ? 0 : (deadline - now + 999999) / 1000000;
+    return ms > 0x7fffffff ? 0x7fffffff : (int)ms;
+}
 
 /* A timeout in ns plus the clock's resolution: a deadline never passes early. */
 static uint64_t sfv__timeout_ns(uint32_t ms) {
@@ -2061,6 +2068,11 @@ SAFEVERBS_API sfv_result sfv_channel_desc_resolve(sfv_pd *pd, const sfv_channel_
     return r;
 }
 
+/* Every ring of the process numbers its work from its own base, 2^40 apart (2^22 rings before
+   the bases come round again), so a stale pending handle never names a place of a newer ring
+   that reuses a dead one's memory: its slot check fails instead. */
+static uint64_t sfv__ring_bases;
+
 static sfv_result sfv__ring_init(sfv__ring *q, sfv_channel *ch, uint32_t cap) {
     uint64_t size = 1;
     while (size < cap) size <<= 1;
@@ -2069,7 +2081,8 @@ static sfv_result sfv__ring_init(sfv__ring *q, sfv_channel *ch, uint32_t cap) {
     q->ch = ch;
     q->mask = size - 1;
     q->cap = cap;
-    q->head = q->tail = q->completed = 0;
+    q->base = ((__atomic_fetch_add(&sfv__ring_bases, 1, __ATOMIC_RELAXED) & ((1u << 22) - 1)) + 1) << 40;
+    q->head = q->tail = q->completed = q->base;
     return SFV_OK;
 }
 
@@ -2515,7 +2528,7 @@ static sfv_result sfv__wait(sfv_channel *ch, sfv__ring *q, uint64_t seq, uint64_
             if (now >= deadline) break;
         }
     }
-    if (ch->sq.completed == 0 && ch->rq.completed == 0) /* a fresh channel: the classic first mistake */
+    if (ch->sq.completed == ch->sq.base && ch->rq.completed == ch->rq.base) /* a fresh channel: the classic first mistake */
         return sfv__fail(SFV_ERR_TIMEOUT, ETIMEDOUT, "wait",
                          "work request not complete within the deadline; nothing has completed on this channel yet: "
                          "has the peer connected (sfv_channel_handshake with this side's endpoint) and posted its side?");
@@ -3182,6 +3195,8 @@ SAFEVERBS_API sfv_result sfv_channel_manual_scope(sfv_channel *ch, sfv_scope_fn 
 
 SAFEVERBS_API sfv_result sfv_destroy_channel(sfv_channel *ch) {
     if (!ch) return SFV_OK;
+    if (ch->scope_depth > 0)
+        return sfv__fail(SFV_ERR_INVALID, EINVAL, "sfv_destroy_channel", "the channel is inside an open scope (or many-peer call): destroy it after the scope returns");
     if (sfv__inflight(ch)) sfv__abort(ch);
     if (!sfv__destroy_qp(ch)) return sfv__fail_verb("ibv_destroy_qp", EBUSY);
     if (ch->cc) sfv_channel_ack_events(ch);
@@ -3262,6 +3277,8 @@ free_mc:
 SAFEVERBS_API sfv_result sfv_destroy_multi_channel(sfv_multi_channel *mc) {
     sfv_result r;
     if (!mc) return SFV_OK;
+    if (mc->in_scope)
+        return sfv__fail(SFV_ERR_INVALID, EINVAL, "sfv_destroy_multi_channel", "a scope of this multi-channel is open: destroy it after the scope returns");
     r = sfv__mc_destroy_channels(mc);
     if (r) return r;
     sfv__mc_free(mc);
@@ -4481,9 +4498,9 @@ SAFEVERBS_API sfv_result sfv_node_connect_keyed(sfv_node *node, const sfv_net_no
     all = (uint8_t *)SFV_MALLOC(node->world * each);
     r = mine && all ? SFV_OK : sfv__fail_verb("malloc", ENOMEM);
     if (r == SFV_OK) r = sfv_node_endpoint(node, mine, each);
-    if (r == SFV_OK) r = sfv_exchange_all_keyed(nodes, node->world, node->rank, mine, each, all, desc, sfv__ms_left(deadline));
+    if (r == SFV_OK) r = sfv_exchange_all_keyed(nodes, node->world, node->rank, mine, each, all, desc, sfv__ms_until(deadline));
     if (r == SFV_OK) r = sfv_node_handshake(node, all, node->world * each);
-    if (r == SFV_OK) r = sfv_exchange_all_keyed(nodes, node->world, node->rank, NULL, 0, NULL, desc, sfv__ms_left(deadline));
+    if (r == SFV_OK) r = sfv_exchange_all_keyed(nodes, node->world, node->rank, NULL, 0, NULL, desc, sfv__ms_until(deadline));
     SFV_FREE(mine);
     SFV_FREE(all);
     return r;
