@@ -591,7 +591,10 @@ SAFEVERBS_API sfv_result sfv_channel_post_read(sfv_channel *ch, const sfv_scatte
    completion, on the last work request (selective signalling: RC completes a send queue in
    order), and one pending handle covers the whole batch: it is done when all are, and reports
    the first failure. Write and read batches take one remote region per work request. A receive
-   batch fills `count` pending handles, one per receive (every receive completes on its own). */
+   batch fills `count` pending handles, one per receive (every receive completes on its own); if
+   the verb takes only part of it, the call fails, its message says how many were taken, and
+   those handles wait as after a success (the rest are zeroed). A send-side batch the verb took
+   only part of: SFV_ERR_BROKEN (its unsignaled work can only end by a flush). */
 #define SFV_BATCH_MAX 64
 SAFEVERBS_API sfv_result sfv_channel_post_send_batch(sfv_channel *ch, const sfv_gather_element *sges, size_t per_wr, size_t count, sfv_pending *pending);
 SAFEVERBS_API sfv_result sfv_channel_post_write_batch(sfv_channel *ch, const sfv_gather_element *sges, size_t per_wr, size_t count, const sfv_remote_mr *remotes, sfv_pending *pending);
@@ -663,11 +666,14 @@ typedef struct sfv_peer_read { size_t peer; const sfv_scatter_element *sges; siz
    request is in flight. wcs: `count` completions in request order, or NULL.
    SFV_OK: all succeeded. SFV_ERR_WORK: some completed with an error (each in wcs; the first in
    sfv_last_error); a deadline that expired flushed that channel (its wcs say SFV_ERR_TIMEOUT).
-   A peer out of range or a NULL request array: SFV_ERR_INVALID before anything is posted. A
-   request its channel refuses (a NULL element array, a full queue, a broken channel) returns
-   that error after the requests already posted have completed; the wcs of the requests not
-   posted carry it. A wait that fails (a CQ error) returns that error the same way, after flushing
-   its channel. No allocation: as the channel's own calls. */
+   Every request is checked by every rule its channel's post would apply before any is posted
+   (a peer out of range, a NULL request or element array, too many elements, a remote region
+   too small or wrapping, a broken or unconnected channel, a queue without room for all of its
+   requests): a refusal posts nothing, and every wc carries its result. Only a verb that fails
+   after that (ibv_post_*) stops the call part-way; it returns that error after the requests
+   already posted have completed, and the wcs of the requests not posted carry it. A wait that
+   fails (a CQ error) returns that error the same way, after flushing its channel. No
+   allocation: as the channel's own calls. */
 SAFEVERBS_API sfv_result sfv_multi_channel_scatter_send(sfv_multi_channel *mc, const sfv_peer_send *reqs, size_t count, sfv_work_completion *wcs);
 SAFEVERBS_API sfv_result sfv_multi_channel_scatter_write(sfv_multi_channel *mc, const sfv_peer_write *reqs, size_t count, sfv_work_completion *wcs);
 SAFEVERBS_API sfv_result sfv_multi_channel_gather_receive(sfv_multi_channel *mc, const sfv_peer_receive *reqs, size_t count, sfv_work_completion *wcs);
@@ -2630,6 +2636,15 @@ SFV__SLOW sfv_result sfv__post_failed(sfv_pending *pending, size_t count, const 
     sfv__pending_clear(pending, count);
     return sfv__fail_verb(verb, rc);
 }
+/* A receive batch the verb took only part of: the first `posted` receives are the NIC's, and their
+   handles wait; the rest are zeroed. */
+SFV__SLOW sfv_result sfv__recv_batch_failed(sfv_pending *pendings, size_t posted, size_t count, int rc) {
+    sfv__pending_clear(pendings ? pendings + posted : NULL, count - posted);
+    if (!posted) return sfv__fail_verb("ibv_post_recv", rc);
+    return sfv__fail(sfv_result_from_errno(rc), rc, "ibv_post_recv", "ibv_post_recv took %zu of %zu receives, then failed: %s; wait on (or destroy the channel for) the first %zu handles",
+                     posted, count, strerror(rc), posted);
+}
+
 /* A send-queue batch the verb refused at work request `posted`: with some posted, their unsignaled
    work can only end by a flush, so the channel is broken (its work is flushed at destroy). */
 SFV__SLOW sfv_result sfv__batch_failed(sfv_channel *ch, sfv_pending *pending, size_t posted, int rc) {
@@ -2822,7 +2837,7 @@ SAFEVERBS_API sfv_result sfv_channel_post_receive_batch(sfv_channel *ch, const s
         sfv__track(&ch->rq, SFV_WC_OP_RECV, 0);
         sfv__cover(&ch->rq, &pendings[i], 1);
     }
-    if (SFV__UNLIKELY(rc)) return sfv__post_failed(pendings ? pendings + posted : NULL, count - posted, "ibv_post_recv", rc);
+    if (SFV__UNLIKELY(rc)) return sfv__recv_batch_failed(pendings, posted, count, rc);
     return SFV_OK;
 }
 SAFEVERBS_API sfv_result sfv_channel_post_send_batch(sfv_channel *ch, const sfv_gather_element *sges, size_t per_wr, size_t count, sfv_pending *pending) {
@@ -3134,6 +3149,34 @@ static int sfv__channel_send_room(const sfv_channel *ch, size_t count) {
 }
 static bool sfv__channel_broken(const sfv_channel *ch) { return ch->broken; }
 
+/* Free places in ch's send or receive queue. */
+static uint64_t sfv__channel_room(const sfv_channel *ch, bool recv) {
+    const sfv__ring *q = recv ? &ch->rq : &ch->sq;
+    return q->cap - (q->head - q->tail);
+}
+
+/* Whether ch would take one more request of a many-peer call (its elements, and the remote region
+   of a write or read), by every rule of posting but the room, which the caller checks for all of
+   its requests at once. SFV_OK, or the refusal with its last error. */
+static sfv_result sfv__channel_would_take(sfv_channel *ch, bool recv, bool read, const void *sges, size_t n, const sfv_remote_mr *remote) {
+    const sfv__post_kind kind = recv ? SFV__POST_RECV : read ? SFV__POST_READ : SFV__POST_SEND;
+    const struct ibv_sge *sg = (const struct ibv_sge *)sges;
+    sfv_pending stands_in; /* the call's own posts take none: it waits for them by place */
+    uint64_t total = 0;
+    size_t k;
+    memset(&stands_in, 0, sizeof stands_in);
+    if (!sfv__postable(ch, kind, sges, n, 1, &stands_in) && sfv__channel_room(ch, recv) > 0)
+        return sfv__post_refused(ch, kind, sges, n, 1, &stands_in);
+    if (!(recv ? ch->can_recv : ch->can_send)) return sfv__post_refused(ch, kind, sges, n, 1, &stands_in);
+    if (!remote) return SFV_OK;
+    for (k = 0; k < n; k++) total += sg[k].length;
+    if (total > remote->length)
+        return sfv__fail(SFV_ERR_SLICE_NOT_WITHIN_BOUNDS, ERANGE, "post", "%llu bytes do not fit the remote region's %llu",
+                         (unsigned long long)total, (unsigned long long)remote->length);
+    if (sfv__remote_wraps(*remote)) return sfv__remote_wrapping(*remote, "post");
+    return SFV_OK;
+}
+
 static sfv_result sfv__scope_run(sfv_channel *ch, sfv_scope_fn fn, void *user, sfv_scope_report *rep) {
     sfv__peer one;
     unsigned long f0;
@@ -3348,6 +3391,54 @@ static size_t sfv__many_peer(const sfv__many *m, size_t i) {
     return ((const size_t *)m->reqs)[i];
 }
 
+/* Request i's elements and remote region (NULL: none). */
+static void sfv__many_req(const sfv__many *m, size_t i, const void **sges, size_t *n, const sfv_remote_mr **remote) {
+    *remote = NULL;
+    switch (m->kind) {
+    case SFV__MANY_SEND: *sges = ((const sfv_peer_send *)m->reqs)[i].sges; *n = ((const sfv_peer_send *)m->reqs)[i].n; return;
+    case SFV__MANY_WRITE:
+        *sges = ((const sfv_peer_write *)m->reqs)[i].sges;
+        *n = ((const sfv_peer_write *)m->reqs)[i].n;
+        *remote = &((const sfv_peer_write *)m->reqs)[i].remote;
+        return;
+    case SFV__MANY_RECEIVE: *sges = ((const sfv_peer_receive *)m->reqs)[i].sges; *n = ((const sfv_peer_receive *)m->reqs)[i].n; return;
+    case SFV__MANY_READ:
+        *sges = ((const sfv_peer_read *)m->reqs)[i].sges;
+        *n = ((const sfv_peer_read *)m->reqs)[i].n;
+        *remote = &((const sfv_peer_read *)m->reqs)[i].remote;
+        return;
+    case SFV__MANY_MULTICAST: break;
+    }
+    *sges = m->sges;
+    *n = m->n;
+}
+
+/* Every refusal a channel's post would make, for every request, before any is posted: so a
+   refused call has posted nothing. Counts each channel's requests in peers[].next on the way. */
+static sfv_result sfv__many_check(sfv_multi_channel *mc, const sfv__many *m) {
+    const bool recv = m->kind == SFV__MANY_RECEIVE, read = m->kind == SFV__MANY_READ;
+    size_t i;
+    for (i = 0; i < mc->n; i++) mc->peers[i].next = 0;
+    for (i = 0; i < m->count; i++) {
+        const size_t peer = sfv__many_peer(m, i);
+        const void *sges;
+        size_t n;
+        const sfv_remote_mr *remote;
+        sfv_result r;
+        sfv__many_req(m, i, &sges, &n, &remote);
+        if ((r = sfv__channel_would_take(mc->peers[peer].ch, recv, read, sges, n, remote)) != SFV_OK) {
+            const sfv_error why = sfv__last;
+            return sfv__fail(r, why.errnum, why.verb, "request %zu (peer %zu), nothing posted: %s", i, peer, why.message);
+        }
+        mc->peers[peer].next++;
+    }
+    for (i = 0; i < mc->n; i++)
+        if (mc->peers[i].next > sfv__channel_room(mc->peers[i].ch, recv))
+            return sfv__fail(SFV_ERR_RESOURCE, ENOMEM, "multi-channel", "%llu requests for peer %zu, whose queue has room for %llu; nothing posted",
+                             (unsigned long long)mc->peers[i].next, i, (unsigned long long)sfv__channel_room(mc->peers[i].ch, recv));
+    return SFV_OK;
+}
+
 /* Posts request i on ch, with no pending handle (the call waits for it by its place). */
 static sfv_result sfv__many_post_one(sfv_channel *ch, const sfv__many *m, size_t i) {
     switch (m->kind) {
@@ -3395,6 +3486,7 @@ static sfv_result sfv__many_run(sfv_multi_channel *mc, const sfv__many *m, sfv_w
     for (i = 0; i < m->count; i++)
         if (sfv__many_peer(m, i) >= mc->n)
             return sfv__wcs_unposted(wcs, 0, m->count, sfv__fail(SFV_ERR_INVALID, EINVAL, "multi-channel", "request %zu is for peer %zu, of %zu", i, sfv__many_peer(m, i), mc->n));
+    if ((post_r = sfv__many_check(mc, m)) != SFV_OK) return sfv__wcs_unposted(wcs, 0, m->count, post_r);
     sfv__many_open(mc->peers, mc->n, recv);
     for (posted = 0; posted < m->count; posted++) {
         post_r = sfv__many_post_one(mc->peers[sfv__many_peer(m, posted)].ch, m, posted);

@@ -229,7 +229,7 @@ static void t_multi_channel_many_peer_calls(void) {
 }
 
 /* A peer out of range posts nothing; a failed completion spoils only its own request; a post
-   refused part-way returns after the posted work completed. */
+   its channel would refuse is refused before anything is posted. */
 static void t_multi_channel_failures(void) {
     side a, b;
     sfv_channel_desc d;
@@ -259,16 +259,33 @@ static void t_multi_channel_failures(void) {
     CHECK_RESULT(sfv_multi_channel_scatter_send(NULL, sends, 1, NULL), SFV_ERR_INVALID);
     CHECK_EQ(outstanding(&a), 0); /* nothing was posted */
     CHECK_OK(sfv_multi_channel_scatter_send(a.mc, sends, 0, NULL));
-    /* a request whose channel refuses it (no elements behind n = 1): the one before it was
-       posted and completed first */
+    /* a request its channel would refuse (no elements behind n = 1): every request is checked
+       before any is posted, so nothing is; then the same call, fixed, delivers */
     post_rx(&b, 1, 0, 32, &rx[1]);
     sends[1].peer = 2;
     sends[1].sges = NULL;
     CHECK_RESULT(sfv_multi_channel_scatter_send(a.mc, sends, 2, wc), SFV_ERR_INVALID);
-    CHECK_EQ(wc[0].result, SFV_OK);
+    CHECK(strstr(sfv_last_error()->message, "nothing posted") != NULL);
+    CHECK_EQ(wc[0].result, SFV_ERR_INVALID);
     CHECK_EQ(wc[1].result, SFV_ERR_INVALID);
-    CHECK_OK(sfv_pending_wait(&rx[1], -1, NULL));
+    CHECK_EQ(outstanding(&a), 0);
+    CHECK_RESULT(sfv_pending_wait(&rx[1], 200, NULL), SFV_ERR_TIMEOUT); /* nothing came */
+    {   /* a write into a region that wraps past 2^64, after a good one: nothing posted either */
+        sfv_peer_write w2[2];
+        memset(w2, 0, sizeof w2);
+        w2[0].peer = 1;
+        w2[0].sges = &g;
+        w2[0].n = 1;
+        w2[0].remote = sfv_mr_remote(b.mr);
+        w2[1] = w2[0];
+        w2[1].remote = sfv_remote_mr_make(UINT64_MAX - 7, 64, sfv_mr_rkey(b.mr));
+        CHECK_RESULT(sfv_multi_channel_scatter_write(a.mc, w2, 2, wc), SFV_ERR_INVALID);
+        CHECK_EQ(outstanding(&a), 0);
+    }
     sends[1].sges = &g;
+    sends[1].peer = 2;
+    CHECK_OK(sfv_multi_channel_scatter_send(a.mc, sends, 1, wc)); /* peer 1 only */
+    CHECK_OK(sfv_pending_wait(&rx[1], -1, NULL));
     /* a write with a wrong rkey to peer 0 fails there (remote access); peer 1's succeeds */
     memset(writes, 0, sizeof writes);
     writes[0].peer = 0;
@@ -283,12 +300,14 @@ static void t_multi_channel_failures(void) {
     CHECK_EQ(wc[0].result, SFV_ERR_WORK);
     CHECK_EQ(wc[0].error_class, SFV_WORK_ERROR_REMOTE);
     CHECK_EQ(wc[1].result, SFV_OK);
-    /* channel 0 is broken now: request 0 (peer 1) is posted, request 1 (peer 0) refused */
+    /* channel 0 is broken now: a call with a request for it posts nothing at all */
     post_rx(&b, 1, 0, 32, &rx[1]);
     sends[1].peer = 0;
     CHECK_RESULT(sfv_multi_channel_scatter_send(a.mc, sends, 2, wc), SFV_ERR_BROKEN);
-    CHECK_EQ(wc[0].result, SFV_OK);
+    CHECK_EQ(wc[0].result, SFV_ERR_BROKEN);
     CHECK_EQ(wc[1].result, SFV_ERR_BROKEN);
+    CHECK_EQ(outstanding(&a), 0);
+    CHECK_OK(sfv_multi_channel_scatter_send(a.mc, sends, 1, wc)); /* peer 1 alone still works */
     CHECK_OK(sfv_pending_wait(&rx[1], -1, NULL));
     CHECK_EQ(outstanding(&a), 0);
     side_close(&a);
