@@ -90,6 +90,10 @@
 
    LIFETIME
    ========
+   Every release returns sfv_result: one the verb refuses (a busy or failing destroy) keeps the
+   object, and the caller's reference, so the call can be repeated; an MR whose deregistration
+   failed is still registered. (A parent released by its last child's destroy is kept quietly if
+   its own verb refuses: nobody holds it to try again.)
    Handles are opaque and reference counted. A child holds a reference on its parent:
    MR -> PD -> context, CQ -> context, channel -> PD. Releasing a parent while children live is
    safe; the device is closed when the last reference goes. Releasing NULL does nothing.
@@ -233,7 +237,7 @@ SAFEVERBS_API bool sfv_guid_is_reserved(uint64_t guid);
 SAFEVERBS_API sfv_result sfv_open_device(const char *name, sfv_context **out);
 SAFEVERBS_API sfv_result sfv_open_device_at(const sfv_device_list *list, size_t i, sfv_context **out);
 /* Drops the caller's reference; the device closes when no PD, CQ, MR or channel uses it. */
-SAFEVERBS_API void sfv_close_device(sfv_context *ctx);
+SAFEVERBS_API sfv_result sfv_close_device(sfv_context *ctx);
 SAFEVERBS_API const char *sfv_context_name(const sfv_context *ctx);
 /* NUMA (the crate's numa feature). The node the device hangs off, from sysfs; -1 when the
    platform does not say (virtual devices such as rxe, single-node machines). */
@@ -288,7 +292,8 @@ SAFEVERBS_API sfv_result sfv_choose_gid(sfv_context *ctx, uint8_t port, uint32_t
 
 /* >>pd and cq -------------------------------------------------------------------------------- */
 SAFEVERBS_API sfv_result sfv_alloc_pd(sfv_context *ctx, sfv_pd **out);
-SAFEVERBS_API void sfv_dealloc_pd(sfv_pd *pd);   /* drops a reference; MRs and channels keep it */
+/* Drops a reference; MRs and channels keep it. NULL: SFV_OK. */
+SAFEVERBS_API sfv_result sfv_dealloc_pd(sfv_pd *pd);
 SAFEVERBS_API sfv_context *sfv_pd_context(const sfv_pd *pd);
 
 typedef enum sfv_wc_status { /* values equal enum ibv_wc_status */
@@ -336,7 +341,7 @@ SAFEVERBS_API const char *sfv_wc_status_hint(sfv_wc_status s);
 SAFEVERBS_API const char *sfv_work_error_class_str(sfv_work_error_class c);
 
 SAFEVERBS_API sfv_result sfv_create_cq(sfv_context *ctx, uint32_t min_entries, sfv_cq **out);
-SAFEVERBS_API void sfv_destroy_cq(sfv_cq *cq);
+SAFEVERBS_API sfv_result sfv_destroy_cq(sfv_cq *cq);
 SAFEVERBS_API uint32_t sfv_cq_capacity(const sfv_cq *cq);
 /* Non-blocking: takes up to max completions, *count says how many (0: none ready). */
 SAFEVERBS_API sfv_result sfv_poll_cq(sfv_cq *cq, sfv_work_completion *out, size_t max, size_t *count);
@@ -368,7 +373,9 @@ SAFEVERBS_API sfv_result sfv_reg_mr_access(sfv_pd *pd, void *addr, size_t length
 SAFEVERBS_API sfv_result sfv_reg_dmabuf_mr_local(sfv_pd *pd, int fd, uint64_t offset, size_t length, uint64_t iova, sfv_mr **out);
 SAFEVERBS_API sfv_result sfv_reg_dmabuf_mr_shared(sfv_pd *pd, int fd, uint64_t offset, size_t length, uint64_t iova, sfv_mr **out);
 SAFEVERBS_API sfv_result sfv_reg_dmabuf_mr_access(sfv_pd *pd, int fd, uint64_t offset, size_t length, uint64_t iova, unsigned access, sfv_mr **out);
-SAFEVERBS_API void sfv_dereg_mr(sfv_mr *mr);
+/* Deregisters and frees. If the verb refuses, the MR stays registered and valid (a remote one's
+   rkey still works: do not free its memory) and the call can be repeated. NULL: SFV_OK. */
+SAFEVERBS_API sfv_result sfv_dereg_mr(sfv_mr *mr);
 
 SAFEVERBS_API uint32_t sfv_mr_lkey(const sfv_mr *mr);
 SAFEVERBS_API uint32_t sfv_mr_rkey(const sfv_mr *mr);
@@ -1172,13 +1179,20 @@ SAFEVERBS_API sfv_result sfv_open_device_at(const sfv_device_list *list, size_t 
     return sfv__open(list->devs[i], out);
 }
 
-static void sfv__context_unref(sfv_context *ctx) {
+/* Drops a reference; the last one closes the device. A close the verb refuses keeps the context
+   and its reference (the caller may try again). */
+static sfv_result sfv__context_unref(sfv_context *ctx) {
     if (ctx && sfv__unref(&ctx->refs)) {
-        ibv_close_device(ctx->ctx);
+        int rc = ibv_close_device(ctx->ctx);
+        if (rc) {
+            sfv__ref(&ctx->refs);
+            return sfv__fail_verb("ibv_close_device", rc < 0 ? errno : rc);
+        }
         SFV_FREE(ctx);
     }
+    return SFV_OK;
 }
-SAFEVERBS_API void sfv_close_device(sfv_context *ctx) { sfv__context_unref(ctx); }
+SAFEVERBS_API sfv_result sfv_close_device(sfv_context *ctx) { return sfv__context_unref(ctx); }
 SAFEVERBS_API const char *sfv_context_name(const sfv_context *ctx) { return ctx ? ctx->name : NULL; }
 
 SAFEVERBS_API uint32_t sfv_guid_oui(uint64_t guid) { return (uint32_t)(guid >> 40); }
@@ -1360,14 +1374,21 @@ SAFEVERBS_API sfv_result sfv_alloc_pd(sfv_context *ctx, sfv_pd **out) {
     return SFV_OK;
 }
 
-static void sfv__pd_unref(sfv_pd *pd) {
+/* Drops a reference; the last one deallocates the PD (it cannot be busy: every MR and QP made
+   through safeverbs held a reference). A dealloc the verb refuses keeps the PD and its reference. */
+static sfv_result sfv__pd_unref(sfv_pd *pd) {
     if (pd && sfv__unref(&pd->refs)) {
-        ibv_dealloc_pd(pd->pd); /* cannot be busy: every MR and QP held a reference */
-        sfv__context_unref(pd->ctx);
+        int rc = ibv_dealloc_pd(pd->pd);
+        if (rc) {
+            sfv__ref(&pd->refs);
+            return sfv__fail_verb("ibv_dealloc_pd", rc);
+        }
+        (void)sfv__context_unref(pd->ctx); /* not the caller's handle: a refusal keeps it, unreported */
         SFV_FREE(pd);
     }
+    return SFV_OK;
 }
-SAFEVERBS_API void sfv_dealloc_pd(sfv_pd *pd) { sfv__pd_unref(pd); }
+SAFEVERBS_API sfv_result sfv_dealloc_pd(sfv_pd *pd) { return sfv__pd_unref(pd); }
 SAFEVERBS_API sfv_context *sfv_pd_context(const sfv_pd *pd) { return pd ? pd->ctx : NULL; }
 
 /* X(name, class, hint) for every ibv_wc_status, in order. */
@@ -1524,11 +1545,14 @@ SAFEVERBS_API sfv_result sfv_create_cq(sfv_context *ctx, uint32_t min_entries, s
     return SFV_OK;
 }
 
-SAFEVERBS_API void sfv_destroy_cq(sfv_cq *cq) {
-    if (!cq) return;
-    ibv_destroy_cq(cq->cq);
-    sfv__context_unref(cq->ctx);
+SAFEVERBS_API sfv_result sfv_destroy_cq(sfv_cq *cq) {
+    int rc;
+    if (!cq) return SFV_OK;
+    rc = ibv_destroy_cq(cq->cq);
+    if (rc) return sfv__fail_verb("ibv_destroy_cq", rc); /* the CQ stays: try again */
+    (void)sfv__context_unref(cq->ctx);
     SFV_FREE(cq);
+    return SFV_OK;
 }
 SAFEVERBS_API uint32_t sfv_cq_capacity(const sfv_cq *cq) { return cq ? cq->capacity : 0; }
 
@@ -1630,11 +1654,14 @@ SAFEVERBS_API sfv_result sfv_reg_dmabuf_mr_shared(sfv_pd *pd, int fd, uint64_t o
                                     SFV_ACCESS_LOCAL_WRITE | SFV_ACCESS_REMOTE_READ | SFV_ACCESS_REMOTE_WRITE, out);
 }
 
-SAFEVERBS_API void sfv_dereg_mr(sfv_mr *mr) {
-    if (!mr) return;
-    ibv_dereg_mr(mr->mr);
-    sfv__pd_unref(mr->pd);
+SAFEVERBS_API sfv_result sfv_dereg_mr(sfv_mr *mr) {
+    int rc;
+    if (!mr) return SFV_OK;
+    rc = ibv_dereg_mr(mr->mr);
+    if (rc) return sfv__fail_verb("ibv_dereg_mr", rc); /* still registered (its rkey still works): try again */
+    (void)sfv__pd_unref(mr->pd);
     SFV_FREE(mr);
+    return SFV_OK;
 }
 
 SAFEVERBS_API uint32_t sfv_mr_lkey(const sfv_mr *mr) { return mr ? mr->mr->lkey : 0; }
@@ -3256,7 +3283,7 @@ SAFEVERBS_API sfv_result sfv_destroy_channel(sfv_channel *ch) {
     sfv__live_remove(ch);
     SFV_FREE(ch->sq.slots);
     SFV_FREE(ch->rq.slots);
-    sfv__pd_unref(ch->pd);
+    (void)sfv__pd_unref(ch->pd);
     SFV_FREE(ch);
     return SFV_OK;
 }
@@ -4412,7 +4439,7 @@ struct sfv_node {
 
 /* After a destroy that a verb refused part-way, the node has lost channels: it can only be
    destroyed again. */
-static bool sfv__node_whole(const sfv_node *node) { return node->mc->n == node->world; }
+static bool sfv__node_whole(const sfv_node *node) { return sfv_multi_channel_len(node->mc) == node->world; }
 static sfv_result sfv__node_torn(void) {
     return sfv__fail(SFV_ERR_BROKEN, EIO, "node", "the node lost channels to a destroy that failed part-way: destroy it again");
 }
@@ -4484,10 +4511,15 @@ free_node:
 SAFEVERBS_API sfv_result sfv_destroy_node(sfv_node *node) {
     sfv_result r;
     if (!node) return SFV_OK;
-    r = sfv_destroy_multi_channel(node->mc); /* first: after it, no NIC touches in[] or out[] */
-    if (r) return r;
-    sfv_dereg_mr(node->in_mr);
-    sfv_dereg_mr(node->out_mr);
+    if (node->mc) { /* first: after it, no NIC touches in[] or out[] */
+        if ((r = sfv_destroy_multi_channel(node->mc)) != SFV_OK) return r;
+        node->mc = NULL;
+    }
+    /* a refused deregistration keeps the node, and its memory, for another try */
+    if (node->in_mr && (r = sfv_dereg_mr(node->in_mr)) != SFV_OK) return r;
+    node->in_mr = NULL;
+    if (node->out_mr && (r = sfv_dereg_mr(node->out_mr)) != SFV_OK) return r;
+    node->out_mr = NULL;
     sfv__node_free(node);
     return SFV_OK;
 }

@@ -276,6 +276,8 @@ struct ibv_context *ibv_open_device(struct ibv_device *device) {
 }
 int ibv_close_device(struct ibv_context *context) {
     fk_ctx *c = (fk_ctx *)context;
+    FK_SITE();
+    if (fk_inject("ibv_close_device")) return EIO;
     if (c->pds || c->cqs || c->ccs) return EBUSY; /* kept, so the live count shows the leak */
     fk_delete(c, FK_CONTEXT);
     return 0;
@@ -380,6 +382,8 @@ struct ibv_pd *ibv_alloc_pd(struct ibv_context *context) {
 }
 int ibv_dealloc_pd(struct ibv_pd *pd) {
     fk_pd *p = (fk_pd *)pd;
+    FK_SITE();
+    if (fk_inject("ibv_dealloc_pd")) return EIO;
     if (p->mrs || p->qps) return EBUSY;
     ((fk_ctx *)pd->context)->pds--;
     fk_delete(p, FK_PD);
@@ -433,6 +437,8 @@ struct ibv_mr *ibv_reg_dmabuf_mr(struct ibv_pd *pd, uint64_t offset, size_t leng
 }
 int ibv_dereg_mr(struct ibv_mr *mr) {
     fk_mr **pp;
+    FK_SITE();
+    if (fk_inject("ibv_dereg_mr")) return EIO;
     for (pp = &fk_mrs; *pp; pp = &(*pp)->next)
         if (&(*pp)->mr == mr) {
             fk_mr *m = *pp;
