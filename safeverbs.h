@@ -2267,30 +2267,30 @@ SAFEVERBS_API void sfv_endpoint_encode(const sfv_endpoint *ep, uint8_t out[SFV_E
 }
 
 SAFEVERBS_API sfv_result sfv_endpoint_decode(const uint8_t *in, size_t size, sfv_endpoint *out) {
-    sfv_endpoint errnum;
+    sfv_endpoint ep;
     SFV__CHECK_ARG(out, "out");
     memset(out, 0, sizeof *out);
-    memset(&errnum, 0, sizeof errnum);
+    memset(&ep, 0, sizeof ep);
     if (!in || size < SFV_ENDPOINT_ENCODED_SIZE) return sfv__bad_encoding("sfv_endpoint_decode", "input too short");
     if (in[0] != 'S' || in[1] != 'E') return sfv__bad_encoding("sfv_endpoint_decode", "bad magic");
     if (in[2] != 1 && in[2] != 2) return sfv__bad_encoding("sfv_endpoint_decode", "unknown version");
     if (in[3] & ~1u) return sfv__bad_encoding("sfv_endpoint_decode", "unknown flags");
-    errnum.has_gid = (in[3] & 1) != 0;
-    errnum.qpn = (uint32_t)sfv__get_be(in + 4, 4);
-    errnum.lid = (uint16_t)sfv__get_be(in + 8, 2);
-    errnum.mtu = (uint32_t)sfv__get_be(in + 10, 2);
-    errnum.psn = (uint32_t)sfv__get_be(in + 13, 3);
+    ep.has_gid = (in[3] & 1) != 0;
+    ep.qpn = (uint32_t)sfv__get_be(in + 4, 4);
+    ep.lid = (uint16_t)sfv__get_be(in + 8, 2);
+    ep.mtu = (uint32_t)sfv__get_be(in + 10, 2);
+    ep.psn = (uint32_t)sfv__get_be(in + 13, 3);
     if (in[2] == 1 && in[12] != 0) return sfv__bad_encoding("sfv_endpoint_decode", "PSN over 24 bits");
     if (in[2] == 2 && in[12] == 0) return sfv__bad_encoding("sfv_endpoint_decode", "read depth 0");
-    errnum.rd_atomic = in[2] == 2 ? in[12] : 0;
-    memcpy(errnum.gid.raw, in + 16, 16);
-    if (errnum.qpn > 0xFFFFFFu || errnum.qpn == 0) return sfv__bad_encoding("sfv_endpoint_decode", "QPN is not a 24-bit QP number");
-    if (!sfv__mtu_enum(errnum.mtu)) return sfv__bad_encoding("sfv_endpoint_decode", "MTU is not 256 .. 4096");
-    if (!errnum.has_gid) {
+    ep.rd_atomic = in[2] == 2 ? in[12] : 0;
+    memcpy(ep.gid.raw, in + 16, 16);
+    if (ep.qpn > 0xFFFFFFu || ep.qpn == 0) return sfv__bad_encoding("sfv_endpoint_decode", "QPN is not a 24-bit QP number");
+    if (!sfv__mtu_enum(ep.mtu)) return sfv__bad_encoding("sfv_endpoint_decode", "MTU is not 256 .. 4096");
+    if (!ep.has_gid) {
         static const sfv_gid zero = {{0}};
-        if (memcmp(&errnum.gid, &zero, sizeof zero) != 0) return sfv__bad_encoding("sfv_endpoint_decode", "GID bytes without the GID flag");
+        if (memcmp(&ep.gid, &zero, sizeof zero) != 0) return sfv__bad_encoding("sfv_endpoint_decode", "GID bytes without the GID flag");
     }
-    *out = errnum;
+    *out = ep;
     return SFV_OK;
 }
 
