@@ -2840,13 +2840,22 @@ static sfv_result sfv__atomic_refused(const sfv_channel *ch, const sfv_scatter_e
     return SFV_OK;
 }
 
+/* A refusal by the rules every post keeps, with the atomic's own words for a missing element. */
+SFV__SLOW sfv_result sfv__atomic_post_refused(sfv_channel *ch, const sfv_scatter_element *old, sfv_pending *pending) {
+    if (ch && !old) {
+        sfv__pending_clear(pending, 1);
+        return sfv__fail(SFV_ERR_INVALID, EINVAL, "post", "the old value's element is NULL (an atomic needs one 8-byte element)");
+    }
+    return sfv__post_refused(ch, SFV__POST_SEND, old, 1, 1, pending);
+}
+
 /* One signaled atomic on the send queue: the old value's one element, the word, the operands. */
 static sfv_result sfv__post_atomic(sfv_channel *ch, enum ibv_wr_opcode opcode, const sfv_scatter_element *old, const sfv_remote_mr *remote,
                                    uint64_t compare_add, uint64_t swap, sfv_pending *pending) {
     struct ibv_send_wr wr, *bad = NULL;
     sfv_result r;
     int rc;
-    if (SFV__UNLIKELY(!ch || !sfv__postable(ch, SFV__POST_SEND, old, 1, 1, pending))) return sfv__post_refused(ch, SFV__POST_SEND, old, 1, 1, pending);
+    if (SFV__UNLIKELY(!ch || !sfv__postable(ch, SFV__POST_SEND, old, 1, 1, pending))) return sfv__atomic_post_refused(ch, old, pending);
     if (SFV__UNLIKELY((r = sfv__atomic_refused(ch, old, remote)) != SFV_OK)) {
         sfv__pending_clear(pending, 1);
         return r;
