@@ -635,8 +635,9 @@ SAFEVERBS_API bool sfv_pending_done(const sfv_pending *pending);
      (sfv_reg_mr_access), and its channel created with SFV_ACCESS_REMOTE_ATOMIC in desc.access
      (the default access leaves it out). A refusal is a failed completion (SFV_ERR_WORK) of
      class SFV_WORK_ERROR_REMOTE: REM_ACCESS_ERR for the MR, and for the QP whatever the NIC
-     says (REM_INV_REQ_ERR on rxe); the hint names REMOTE_ATOMIC. As with every refused RDMA
-     operation, both channels are then broken.
+     says (REM_INV_REQ_ERR on rxe); the hint names REMOTE_ATOMIC. As after a refused RDMA read
+     or write, this channel is then broken, and the peer's NIC may put the peer's in the error
+     state too.
    - The device must support atomics (ibv_device_attr.atomic_cap not IBV_ATOMIC_NONE), else
      SFV_ERR_UNSUPPORTED before posting. Most NICs, rxe among them, say IBV_ATOMIC_HCA: atomic
      against other atomics through the NIC, NOT against the peer's CPU. While peers may use
