@@ -630,7 +630,8 @@ SAFEVERBS_API bool sfv_pending_done(const sfv_pending *pending);
      order (the NIC does the arithmetic on the value the peer's CPU sees), and `compare`, `swap`
      and `add` are plain numbers in this host's order; the old value arrives in `old` in THIS
      host's byte order: read it as a uint64_t (memcpy), never swap it. (Tested on rxe, where
-     both hosts are little-endian: tests/test_channel.c t_atomic_byte_order.)
+     both hosts are little-endian: tests/test_channel.c t_atomic_byte_order. On the wire the
+     operands and the old value travel big-endian; each NIC converts to its own host's order.)
    - What the peer must allow: its MR registered with SFV_ACCESS_REMOTE_ATOMIC
      (sfv_reg_mr_access), and its channel created with SFV_ACCESS_REMOTE_ATOMIC in desc.access
      (the default access leaves it out). A refusal is a failed completion (SFV_ERR_WORK) of
@@ -645,12 +646,19 @@ SAFEVERBS_API bool sfv_pending_done(const sfv_pending *pending);
    - An atomic takes a place in the send queue like a write, and counts against the read depth
      (max_rd_atomic) like an RDMA read: reads and atomics in flight on a channel share that
      limit, and the NIC holds back the ones over it (no error, they just wait).
-   Every refusal above happens before posting, leaves *pending zeroed and the channel usable,
-   and sets sfv_last_error() (verb "post"). The blocking forms wait as sfv_channel_read does
+   This side's refusals (device, element, region, and those of every post: channel state,
+   queue room, a NULL handle outside a scope) happen before posting, leave *pending zeroed and
+   the channel usable, and set sfv_last_error() (verb "post"). The blocking forms wait as sfv_channel_read does
    (deadline desc.timeout_ms). `pending` may be NULL inside a scope. Thread safety: as the
    channel's. */
+/* Blocking: SFV_OK once the peer's NIC did it (a compare that did not match is SFV_OK too: the
+   old value says whether the swap happened, old == compare); SFV_ERR_WORK when the peer
+   refused; a refusal before posting as above; SFV_ERR_TIMEOUT after desc.timeout_ms (the channel
+   flushed the work and is broken). wc may be NULL; opcode SFV_WC_OP_COMP_SWAP / _FETCH_ADD,
+   byte_len 8. */
 SAFEVERBS_API sfv_result sfv_channel_compare_swap(sfv_channel *ch, const sfv_scatter_element *old, sfv_remote_mr remote, uint64_t compare, uint64_t swap, sfv_work_completion *wc);
 SAFEVERBS_API sfv_result sfv_channel_fetch_add(sfv_channel *ch, const sfv_scatter_element *old, sfv_remote_mr remote, uint64_t add, sfv_work_completion *wc);
+/* Pending: the same work, unpolled; `old` is valid once sfv_pending_poll / _wait says SFV_OK. */
 SAFEVERBS_API sfv_result sfv_channel_post_compare_swap(sfv_channel *ch, const sfv_scatter_element *old, sfv_remote_mr remote, uint64_t compare, uint64_t swap, sfv_pending *pending);
 SAFEVERBS_API sfv_result sfv_channel_post_fetch_add(sfv_channel *ch, const sfv_scatter_element *old, sfv_remote_mr remote, uint64_t add, sfv_pending *pending);
 

@@ -39,10 +39,13 @@ struct shared {
     uint64_t guarded;   /* changed only by the lock's holder, with plain RDMA read and write */
 };
 
+/* A failed call says why: the last error names the work, its status and a hint (REMOTE_ATOMIC
+   when the server's MR or channel does not allow atomics). */
 static bool ok(sfv_result r, const char *what, const sfv_work_completion *wc) {
     if (r == SFV_OK) return true;
-    if (r == SFV_ERR_WORK && wc) fprintf(stderr, "atomics: %s: %s\n", what, sfv_last_error()->message);
-    else fprintf(stderr, "atomics: %s: %s\n", what, sfv_last_error()->message);
+    fprintf(stderr, "atomics: %s: %s", what, sfv_last_error()->message);
+    if (r == SFV_ERR_WORK && wc) fprintf(stderr, " (vendor error 0x%x)", (unsigned)wc->vendor_err);
+    fprintf(stderr, "\n");
     return false;
 }
 
@@ -167,7 +170,8 @@ int main(int argc, char **argv) {
         good = write_all(fd, blob, SFV_ENDPOINT_ENCODED_SIZE) && read_all(fd, blob, sizeof blob) &&
                ok(sfv_endpoint_decode(blob, SFV_ENDPOINT_ENCODED_SIZE, &peer), "sfv_endpoint_decode", NULL) &&
                ok(sfv_remote_mr_decode(blob + SFV_ENDPOINT_ENCODED_SIZE, SFV_REMOTE_MR_ENCODED_SIZE, &region), "sfv_remote_mr_decode", NULL) &&
-               ok(sfv_channel_handshake(ch, &peer), "sfv_channel_handshake", NULL) && work(ch, scratch_mr, scratch, region, 2);
+               ok(sfv_channel_handshake(ch, &peer), "sfv_channel_handshake", NULL) && write_all(fd, "G", 1) && /* go */
+               work(ch, scratch_mr, scratch, region, 2);
         verdict = good ? 'D' : 'F';
         good = write_all(fd, &verdict, 1) && good;
         goto out;
@@ -192,7 +196,8 @@ int main(int argc, char **argv) {
     sfv_endpoint_encode(&me, blob);
     sfv_remote_mr_encode(region, blob + SFV_ENDPOINT_ENCODED_SIZE);
     if (!write_all(fd, blob, sizeof blob)) goto out;
-    /* The client works now; so does this process, through its loopback channel. */
+    /* Once the client is connected, both work at once: this process through its loopback channel. */
+    if (!read_all(fd, &verdict, 1) || verdict != 'G') goto out;
     good = work(self, scratch_mr, scratch, region, 1);
     if (!read_all(fd, &verdict, 1) || verdict != 'D') {
         fprintf(stderr, "atomics: the client reported a failure\n");
