@@ -8,7 +8,7 @@
    CONTENTS (each part starts at a ">>name" line: search for it)
    ========
    Declarations     >>results >>handles >>devices >>pd and cq >>memory regions
-                    >>remote regions >>elements >>channel (>>pending >>batches >>scopes)
+                    >>remote regions >>elements >>channel (>>pending >>batches >>atomics >>scopes)
                     >>multi-channel >>exchange >>node
    Implementation   >>impl results >>impl refcounts >>impl devices >>impl pd and cq
                     >>impl memory regions >>impl elements >>impl remote regions >>impl channel
@@ -319,7 +319,7 @@ typedef enum sfv_work_error_class { /* the crate's WorkErrorClass */
 
 typedef enum sfv_wc_opcode {
     SFV_WC_OP_UNKNOWN = 0, SFV_WC_OP_SEND, SFV_WC_OP_RECV, SFV_WC_OP_WRITE, SFV_WC_OP_READ,
-    SFV_WC_OP_RECV_IMM
+    SFV_WC_OP_RECV_IMM, SFV_WC_OP_COMP_SWAP, SFV_WC_OP_FETCH_ADD
 } sfv_wc_opcode;
 
 /* One finished work request: the crate's WorkSuccess and WorkError in one value. */
@@ -330,7 +330,7 @@ typedef struct sfv_work_completion {
     sfv_work_error_class error_class;
     uint32_t vendor_err;
     sfv_wc_opcode opcode;
-    uint32_t byte_len;               /* bytes written locally: receive and read; 0 otherwise */
+    uint32_t byte_len;               /* bytes written locally: receive, read, atomic (8); 0 otherwise */
     uint32_t imm_data;               /* host byte order; valid when has_imm */
     bool has_imm;
 } sfv_work_completion;
@@ -468,7 +468,8 @@ typedef enum sfv_wait_mode {
 /* A zero-filled desc means every default:
      cq_entries       max_send_wr + max_recv_wr      max_send_wr, max_recv_wr   128
      max_send_sge     4        max_recv_sge  4       max_inline_data            0 (none)
-     access           LOCAL_WRITE | REMOTE_WRITE | REMOTE_READ (what the QP lets peers do)
+     access           LOCAL_WRITE | REMOTE_WRITE | REMOTE_READ (what the QP lets peers do; add
+                      REMOTE_ATOMIC on the side whose memory peers' atomics target: >>atomics)
      port             1
      gid_index        chosen by sfv_choose_gid (RoCE v2 with an IPv4 address first);
                       set gid_index_set to use gid_index as it is (0 is a valid index)
@@ -486,8 +487,9 @@ typedef enum sfv_wait_mode {
                       ack_retries_set / rnr_retries_set to use a value as it is (0 = none)
      service_level    0 (IB SL, 0 .. 15)          traffic_class  0 (the GRH's IPv6 traffic class
                       on RoCE: DSCP << 2, which lossless fabrics key their PFC priority on)
-     max_rd_atomic    the device's limit for reads in flight, as initiator and as responder; the
-                      handshake lowers the initiator side to what the peer answers (its endpoint)
+     max_rd_atomic    the device's limit for reads and atomics in flight (they share it), as
+                      initiator and as responder; the handshake lowers the initiator side to
+                      what the peer answers (its endpoint)
      timeout_ms       10000, the deadline of every blocking call and scope
      wait_mode        SFV_WAIT_BUSY
    Values out of range are refused by sfv_create_channel with SFV_ERR_INVALID naming the field. */
@@ -622,6 +624,53 @@ SAFEVERBS_API sfv_result sfv_pending_poll(sfv_pending *pending, sfv_work_complet
    tracked: wait again, or destroy the channel. */
 SAFEVERBS_API sfv_result sfv_pending_wait(sfv_pending *pending, int timeout_ms, sfv_work_completion *wc);
 SAFEVERBS_API bool sfv_pending_done(const sfv_pending *pending);
+
+/* >>atomics ---------------------------------------------------------------------------------- */
+/* RDMA atomics on one 8-byte word of a peer's memory, done by the peer's NIC with no help from
+   its CPU: compare-and-swap (if the word equals `compare`, it becomes `swap`) and fetch-and-add
+   (the word becomes word + `add`, modulo 2^64). Either way the word's value from before the
+   operation lands in `old`.
+   - The target is the first 8 bytes of `remote`: the region must hold at least 8 bytes
+     (else SFV_ERR_SLICE_NOT_WITHIN_BOUNDS) and start on an 8-byte boundary (else
+     SFV_ERR_INVALID); a wrapping region is SFV_ERR_INVALID. Narrow a region to its word with
+     SFV_REMOTE_STRUCT_FIELD or SFV_REMOTE_ARRAY_FIELD (a uint64_t field).
+   - `old` is a scatter element of exactly 8 bytes in an MR (local write); any other length, or
+     NULL, is SFV_ERR_INVALID. It belongs to the NIC until the work is done, like any element.
+   - Byte order: the peer's word is read and written as a uint64_t in the PEER's host byte
+     order (the NIC does the arithmetic on the value the peer's CPU sees), and `compare`, `swap`
+     and `add` are plain numbers in this host's order; the old value arrives in `old` in THIS
+     host's byte order: read it as a uint64_t (memcpy), never swap it. (Tested on rxe, where
+     both hosts are little-endian: tests/test_channel.c t_atomic_byte_order. On the wire the
+     operands and the old value travel big-endian; each NIC converts to its own host's order.)
+   - What the peer must allow: its MR registered with SFV_ACCESS_REMOTE_ATOMIC
+     (sfv_reg_mr_access), and its channel created with SFV_ACCESS_REMOTE_ATOMIC in desc.access
+     (the default access leaves it out). A refusal is a failed completion (SFV_ERR_WORK) of
+     class SFV_WORK_ERROR_REMOTE: REM_ACCESS_ERR for the MR, and for the QP whatever the NIC
+     says (REM_INV_REQ_ERR on rxe); the hint names REMOTE_ATOMIC. As after a refused RDMA read
+     or write, this channel is then broken, and the peer's NIC may put the peer's in the error
+     state too.
+   - The device must support atomics (ibv_device_attr.atomic_cap not IBV_ATOMIC_NONE), else
+     SFV_ERR_UNSUPPORTED before posting. Most NICs, rxe among them, say IBV_ATOMIC_HCA: atomic
+     against other atomics through the NIC, NOT against the peer's CPU. While peers may use
+     the word, the peer's own CPU should not write it (reading it is fine).
+   - An atomic takes a place in the send queue like a write, and counts against the read depth
+     (max_rd_atomic) like an RDMA read: reads and atomics in flight on a channel share that
+     limit, and the NIC holds back the ones over it (no error, they just wait).
+   This side's refusals (device, element, region, and those of every post: channel state,
+   queue room, a NULL handle outside a scope) happen before posting, leave *pending zeroed and
+   the channel usable, and set sfv_last_error() (verb "post"). The blocking forms wait as sfv_channel_read does
+   (deadline desc.timeout_ms). `pending` may be NULL inside a scope. Thread safety: as the
+   channel's. */
+/* Blocking: SFV_OK once the peer's NIC did it (a compare that did not match is SFV_OK too: the
+   old value says whether the swap happened, old == compare); SFV_ERR_WORK when the peer
+   refused; a refusal before posting as above; SFV_ERR_TIMEOUT after desc.timeout_ms (the channel
+   flushed the work and is broken). wc may be NULL; opcode SFV_WC_OP_COMP_SWAP / _FETCH_ADD,
+   byte_len 8. */
+SAFEVERBS_API sfv_result sfv_channel_compare_swap(sfv_channel *ch, const sfv_scatter_element *old, sfv_remote_mr remote, uint64_t compare, uint64_t swap, sfv_work_completion *wc);
+SAFEVERBS_API sfv_result sfv_channel_fetch_add(sfv_channel *ch, const sfv_scatter_element *old, sfv_remote_mr remote, uint64_t add, sfv_work_completion *wc);
+/* Pending: the same work, unpolled; `old` is valid once sfv_pending_poll / _wait says SFV_OK. */
+SAFEVERBS_API sfv_result sfv_channel_post_compare_swap(sfv_channel *ch, const sfv_scatter_element *old, sfv_remote_mr remote, uint64_t compare, uint64_t swap, sfv_pending *pending);
+SAFEVERBS_API sfv_result sfv_channel_post_fetch_add(sfv_channel *ch, const sfv_scatter_element *old, sfv_remote_mr remote, uint64_t add, sfv_pending *pending);
 
 /* >>scopes ----------------------------------------------------------------------------------- */
 /* Scopes: fn posts work through ch; when the scope returns, all of it has completed, whether fn
@@ -1463,6 +1512,8 @@ static sfv_wc_opcode sfv__wc_opcode(enum ibv_wc_opcode op) {
     case IBV_WC_RDMA_READ: return SFV_WC_OP_READ;
     case IBV_WC_RECV: return SFV_WC_OP_RECV;
     case IBV_WC_RECV_RDMA_WITH_IMM: return SFV_WC_OP_RECV_IMM;
+    case IBV_WC_COMP_SWAP: return SFV_WC_OP_COMP_SWAP;
+    case IBV_WC_FETCH_ADD: return SFV_WC_OP_FETCH_ADD;
     default: return SFV_WC_OP_UNKNOWN;
     }
 }
@@ -1482,6 +1533,8 @@ typedef struct sfv__slot {
 } sfv__slot;
 SFV__STATIC_ASSERT(offsetof(sfv__slot, has_imm) == offsetof(sfv__slot, state) + 3, slot_small_fields_adjacent);
 
+static bool sfv__op_is_atomic(uint8_t op) { return op == SFV_WC_OP_COMP_SWAP || op == SFV_WC_OP_FETCH_ADD; }
+
 static sfv_result sfv__slot_result(const sfv__slot *s) { return s->status == IBV_WC_SUCCESS ? SFV_OK : SFV_ERR_WORK; }
 
 /* The user's view of a finished slot, built only when someone asks for it. */
@@ -1494,7 +1547,7 @@ static void sfv__wc_make(sfv_work_completion *wc, const sfv__slot *s) {
         wc->vendor_err = 0;
         wc->error_class = SFV_WORK_ERROR_NONE;
         wc->opcode = (sfv_wc_opcode)s->op;
-        wc->byte_len = (recv || s->op == SFV_WC_OP_READ) ? s->byte_len : 0;
+        wc->byte_len = (recv || s->op == SFV_WC_OP_READ || sfv__op_is_atomic(s->op)) ? s->byte_len : 0;
         wc->has_imm = s->has_imm != 0;
         wc->imm_data = s->has_imm ? ntohl(s->imm_be) : 0; /* the one byte-order conversion */
     } else {
@@ -1514,7 +1567,7 @@ static void sfv__wc_fill(sfv_work_completion *o, const struct ibv_wc *w) {
     s.op = (uint8_t)sfv__wc_opcode(w->opcode);
     s.status = (uint8_t)w->status;
     s.has_imm = w->status == IBV_WC_SUCCESS && (w->wc_flags & IBV_WC_WITH_IMM) != 0;
-    s.byte_len = (w->opcode & IBV_WC_RECV) ? w->byte_len : 0;
+    s.byte_len = (w->opcode & IBV_WC_RECV) ? w->byte_len : sfv__op_is_atomic(s.op) ? 8 : 0;
     s.imm_be = w->imm_data;
     s.vendor_err = w->vendor_err;
     sfv__wc_make(o, &s);
@@ -2581,6 +2634,8 @@ static const char *sfv__op_name(uint8_t op) {
     case SFV_WC_OP_RECV: case SFV_WC_OP_RECV_IMM: return "receive";
     case SFV_WC_OP_WRITE: return "RDMA write";
     case SFV_WC_OP_READ: return "RDMA read";
+    case SFV_WC_OP_COMP_SWAP: return "atomic compare-and-swap";
+    case SFV_WC_OP_FETCH_ADD: return "atomic fetch-and-add";
     default: return "work request";
     }
 }
@@ -2591,12 +2646,14 @@ static const char *sfv__failure_hint(const sfv_channel *ch, const sfv__slot *s) 
     const bool first = ch && ch->first_status == s->status;
     if (ch && ch->first_cause == SFV__CAUSE_PORT_DOWN)
         return "the local port is not ACTIVE: the link or port went down (rxe reports that as LOC_QP_OP_ERR and flushes the rest)";
+    if (sfv__op_is_atomic(s->op) && (s->status == IBV_WC_REM_ACCESS_ERR || s->status == IBV_WC_REM_INV_REQ_ERR))
+        return "the peer refused the atomic: it needs SFV_ACCESS_REMOTE_ATOMIC both on the MR (sfv_reg_mr_access) and in its channel's desc.access, and the 8-byte target inside that MR with the rkey given";
     if (first && ch->first_cause == SFV__CAUSE_RECV_TOO_SMALL)
         return "most likely a receive smaller than the message that arrived (rxe reports it as LOC_QP_OP_ERR, not LOC_LEN_ERR); else a work request this QP cannot take";
     if (first && ch->first_cause == SFV__CAUSE_UNEXPLAINED_FLUSH)
         return "an element outside its MR (or without its access)? rxe on Linux 6.12 flushes such a send or write with no error of its own";
     if (first && ch->first_cause == SFV__CAUSE_RECV_FLUSH)
-        return "the QP went to the error state with no failed completion on this side: most likely the peer sent something it refused (an RDMA write or read outside the region or without its access moves the responder's QP to the error state)";
+        return "the QP went to the error state with no failed completion on this side: most likely the peer sent something it refused (an RDMA write, read or atomic outside the region or without its access moves the responder's QP to the error state)";
     if (ch && ch->first_status && !first && s->status == IBV_WC_WR_FLUSH_ERR)
         return "flushed: an earlier work request of this channel failed and put its QP in the error state";
     return sfv_wc_status_hint((sfv_wc_status)s->status);
@@ -2737,6 +2794,8 @@ SFV__HOT_INLINE void sfv__cover(sfv__ring *q, sfv_pending *pending, uint32_t bat
 
 SFV__HOT_INLINE sfv_wc_opcode sfv__op_of(enum ibv_wr_opcode opcode) {
     if (opcode == IBV_WR_RDMA_READ) return SFV_WC_OP_READ;
+    if (opcode == IBV_WR_ATOMIC_CMP_AND_SWP) return SFV_WC_OP_COMP_SWAP;
+    if (opcode == IBV_WR_ATOMIC_FETCH_AND_ADD) return SFV_WC_OP_FETCH_ADD;
     if (opcode == IBV_WR_SEND || opcode == IBV_WR_SEND_WITH_IMM) return SFV_WC_OP_SEND;
     return SFV_WC_OP_WRITE;
 }
@@ -2827,6 +2886,65 @@ static sfv_result sfv__post_batch(sfv_channel *ch, enum ibv_wr_opcode opcode, co
     if (SFV__LIKELY(!rc)) sfv__cover(&ch->sq, pending, (uint32_t)count);
     if (SFV__UNLIKELY(rc)) return sfv__batch_failed(ch, pending, posted, rc);
     return SFV_OK;
+}
+
+/* Which rule of >>atomics an atomic breaks, SFV_OK if none: the device, the old value's element,
+   the target word. Each test is O(1); the common path runs them all and pays for no message. */
+static sfv_result sfv__atomic_refused(const sfv_channel *ch, const sfv_scatter_element *old, const sfv_remote_mr *remote) {
+    if (SFV__UNLIKELY(ch->pd->ctx->attr.atomic_cap == IBV_ATOMIC_NONE))
+        return sfv__fail(SFV_ERR_UNSUPPORTED, EOPNOTSUPP, "post", "%s does not support atomics (atomic_cap IBV_ATOMIC_NONE)", ch->pd->ctx->name);
+    if (SFV__UNLIKELY(old->length != 8))
+        return sfv__fail(SFV_ERR_INVALID, EINVAL, "post", "the old value's element holds %u bytes; an atomic returns exactly 8", (unsigned)old->length);
+    if (SFV__UNLIKELY(sfv__remote_wraps(*remote))) return sfv__remote_wrapping(*remote, "post");
+    if (SFV__UNLIKELY(remote->length < 8))
+        return sfv__fail(SFV_ERR_SLICE_NOT_WITHIN_BOUNDS, ERANGE, "post", "the remote region's %llu bytes cannot hold the atomic's 8-byte word",
+                         (unsigned long long)remote->length);
+    if (SFV__UNLIKELY(remote->addr & 7))
+        return sfv__fail(SFV_ERR_INVALID, EINVAL, "post", "the atomic's target 0x%llx is not 8-byte aligned", (unsigned long long)remote->addr);
+    return SFV_OK;
+}
+
+/* A refusal by the rules every post keeps, with the atomic's own words for a missing element. */
+SFV__SLOW sfv_result sfv__atomic_post_refused(sfv_channel *ch, const sfv_scatter_element *old, sfv_pending *pending) {
+    if (ch && !old) {
+        sfv__pending_clear(pending, 1);
+        return sfv__fail(SFV_ERR_INVALID, EINVAL, "post", "the old value's element is NULL (an atomic needs one 8-byte element)");
+    }
+    return sfv__post_refused(ch, SFV__POST_SEND, old, 1, 1, pending);
+}
+
+/* One signaled atomic on the send queue: the old value's one element, the word, the operands. */
+static sfv_result sfv__post_atomic(sfv_channel *ch, enum ibv_wr_opcode opcode, const sfv_scatter_element *old, const sfv_remote_mr *remote,
+                                   uint64_t compare_add, uint64_t swap, sfv_pending *pending) {
+    struct ibv_send_wr wr, *bad = NULL;
+    sfv_result r;
+    int rc;
+    if (SFV__UNLIKELY(!ch || !sfv__postable(ch, SFV__POST_SEND, old, 1, 1, pending))) return sfv__atomic_post_refused(ch, old, pending);
+    if (SFV__UNLIKELY((r = sfv__atomic_refused(ch, old, remote)) != SFV_OK)) {
+        sfv__pending_clear(pending, 1);
+        return r;
+    }
+    memset(&wr, 0, sizeof wr);
+    wr.wr_id = ch->sq.head << 1;
+    wr.sg_list = (struct ibv_sge *)(uintptr_t)old;
+    wr.num_sge = 1;
+    wr.opcode = opcode;
+    wr.send_flags = IBV_SEND_SIGNALED;
+    wr.wr.atomic.remote_addr = remote->addr;
+    wr.wr.atomic.rkey = remote->rkey;
+    wr.wr.atomic.compare_add = compare_add;
+    wr.wr.atomic.swap = swap;
+    rc = ibv_post_send(ch->qp, &wr, &bad);
+    if (SFV__UNLIKELY(rc)) return sfv__post_failed(pending, 1, "ibv_post_send", rc);
+    sfv__track(&ch->sq, sfv__op_of(opcode), 8);
+    sfv__cover(&ch->sq, pending, 1);
+    return SFV_OK;
+}
+SAFEVERBS_API sfv_result sfv_channel_post_compare_swap(sfv_channel *ch, const sfv_scatter_element *old, sfv_remote_mr remote, uint64_t compare, uint64_t swap, sfv_pending *pending) {
+    return sfv__post_atomic(ch, IBV_WR_ATOMIC_CMP_AND_SWP, old, &remote, compare, swap, pending);
+}
+SAFEVERBS_API sfv_result sfv_channel_post_fetch_add(sfv_channel *ch, const sfv_scatter_element *old, sfv_remote_mr remote, uint64_t add, sfv_pending *pending) {
+    return sfv__post_atomic(ch, IBV_WR_ATOMIC_FETCH_AND_ADD, old, &remote, add, 0, pending);
 }
 
 SAFEVERBS_API sfv_result sfv_channel_post_receive(sfv_channel *ch, const sfv_scatter_element *sges, size_t n, sfv_pending *pending) {
@@ -3070,6 +3188,14 @@ SAFEVERBS_API sfv_result sfv_channel_write_imm(sfv_channel *ch, const sfv_gather
 SAFEVERBS_API sfv_result sfv_channel_read(sfv_channel *ch, const sfv_scatter_element *sges, size_t n, sfv_remote_mr remote, sfv_work_completion *wc) {
     sfv_pending p;
     return sfv__blocking(ch, sfv_channel_post_read(ch, sges, n, remote, &p), &p, wc);
+}
+SAFEVERBS_API sfv_result sfv_channel_compare_swap(sfv_channel *ch, const sfv_scatter_element *old, sfv_remote_mr remote, uint64_t compare, uint64_t swap, sfv_work_completion *wc) {
+    sfv_pending p;
+    return sfv__blocking(ch, sfv_channel_post_compare_swap(ch, old, remote, compare, swap, &p), &p, wc);
+}
+SAFEVERBS_API sfv_result sfv_channel_fetch_add(sfv_channel *ch, const sfv_scatter_element *old, sfv_remote_mr remote, uint64_t add, sfv_work_completion *wc) {
+    sfv_pending p;
+    return sfv__blocking(ch, sfv_channel_post_fetch_add(ch, old, remote, add, &p), &p, wc);
 }
 
 /* >>impl scopes ----------------------------------------------------------------------------- */

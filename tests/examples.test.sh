@@ -61,6 +61,8 @@ pair "rc_pingpong vs itself" 18620 "build/rc_pingpong -d rxe0 -g 1" "build/rc_pi
 
 pair "write_read rxe0 <-> rxe1" 18630 "build/write_read -d rxe0" "build/write_read -d rxe1"
 solo "write_read --loopback" build/write_read -d rxe0 --loopback
+pair "atomics rxe0 <-> rxe1: a shared counter and a spinlock" 18635 "build/atomics -d rxe0" "build/atomics -d rxe1"
+solo "atomics --loopback" build/atomics -d rxe0 --loopback
 
 ranks() { # NAME N ALGORITHM PORT: allgather with N ranks on rxe0 and rxe1 by turns, all must exit 0
     local name=$1 n=$2 algo=$3 port=$4 r ok=0 pids=()

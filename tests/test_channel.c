@@ -1,6 +1,7 @@
 /* test_channel.c - the channel on real rxe devices: connecting (loopback, rxe0 <-> rxe1, two
    processes), every operation, pending work, scopes, batches, completion errors of each class,
-   deadlines, the event wait mode, teardown with work in flight and the endpoint codec. */
+   deadlines, the event wait mode, teardown with work in flight, the endpoint codec, and atomics
+   (byte order, a shared counter, a spinlock, every refusal). */
 #define _GNU_SOURCE
 #define SAFEVERBS_IMPLEMENTATION
 #include "../safeverbs.h"
@@ -8,6 +9,8 @@
 
 #include <errno.h>
 #include <poll.h>
+#include <pthread.h>
+#include <sched.h>
 #include <stdint.h>
 #include <sys/socket.h>
 #include <sys/utsname.h>
@@ -1451,6 +1454,344 @@ static void t_responder_flush_class(void) {
     pair_close(&a, &b);
 }
 
+/* --- atomics --------------------------------------------------------------------------------- */
+/* The owner of the words: its MR and its channels let peers use atomics. */
+static const unsigned ATOMIC = SFV_ACCESS_LOCAL_WRITE | SFV_ACCESS_REMOTE_READ | SFV_ACCESS_REMOTE_WRITE | SFV_ACCESS_REMOTE_ATOMIC;
+static sfv_channel_desc desc_atomic(void) {
+    sfv_channel_desc d = desc_default();
+    d.access = ATOMIC;
+    return d;
+}
+static uint64_t u64_at(const char *p) {
+    uint64_t v;
+    memcpy(&v, p, 8);
+    return v;
+}
+static void u64_put(char *p, uint64_t v) { memcpy(p, &v, 8); }
+
+/* The byte order of both ends, read from raw memory: the owner's word is a uint64_t in the
+   owner's byte order, the old value arrives in the requester's. */
+static void t_atomic_byte_order(void) {
+    side a, b;
+    sfv_channel_desc d = desc_default(), db = desc_atomic();
+    sfv_remote_mr word;
+    sfv_scatter_element old;
+    sfv_work_completion wc;
+    const uint16_t one = 1;
+    const bool little = *(const uint8_t *)&one == 1;
+    static const unsigned char after_add_le[8] = {0x18, 0x07, 0x06, 0x05, 0x04, 0x03, 0x02, 0x01};
+    static const unsigned char before_le[8] = {0x08, 0x07, 0x06, 0x05, 0x04, 0x03, 0x02, 0x01};
+    a = side_open(test_device(0), &d, SHARED);
+    b = side_open(test_device(1), &db, ATOMIC);
+    connect_pair(&a, &b);
+    CHECK_OK(sfv_remote_mr_slice(sfv_mr_remote(b.mr), 64, 8, &word));
+    old = S(&a, 0, 8);
+    u64_put(b.buf + 64, 0x0102030405060708ull);
+    CHECK_OK(sfv_channel_fetch_add(a.ch, &old, word, 0x10, &wc));
+    CHECK_EQ(wc.opcode, SFV_WC_OP_FETCH_ADD);
+    CHECK_EQ(wc.byte_len, 8);
+    CHECK(u64_at(b.buf + 64) == 0x0102030405060718ull); /* the owner's own order */
+    CHECK(u64_at(a.buf) == 0x0102030405060708ull);      /* the requester's own order */
+    if (little) { /* and the raw bytes, least significant first */
+        CHECK(memcmp(b.buf + 64, after_add_le, 8) == 0);
+        CHECK(memcmp(a.buf, before_le, 8) == 0);
+    }
+    /* a carry across bytes: arithmetic on the number, not on bytes in wire order */
+    CHECK_OK(sfv_channel_fetch_add(a.ch, &old, word, 0xF8, &wc));
+    CHECK(u64_at(b.buf + 64) == 0x0102030405060810ull);
+    /* compare-and-swap: compare and swap are numbers in this host's order */
+    CHECK_OK(sfv_channel_compare_swap(a.ch, &old, word, 0x0102030405060810ull, 0xA1A2A3A4A5A6A7A8ull, &wc));
+    CHECK_EQ(wc.opcode, SFV_WC_OP_COMP_SWAP);
+    CHECK(u64_at(a.buf) == 0x0102030405060810ull);
+    CHECK(u64_at(b.buf + 64) == 0xA1A2A3A4A5A6A7A8ull);
+    CHECK_OK(sfv_channel_compare_swap(a.ch, &old, word, 0x0102030405060810ull, 0, &wc)); /* no match */
+    CHECK(u64_at(a.buf) == 0xA1A2A3A4A5A6A7A8ull && u64_at(b.buf + 64) == 0xA1A2A3A4A5A6A7A8ull);
+    CHECK_EQ(b.buf[63], 0);
+    CHECK_EQ(b.buf[72], 0);
+    printf("    %s-endian hosts: the word in the owner's order, the old value in the requester's\n", little ? "little" : "big");
+    pair_close(&a, &b);
+}
+
+/* Four requester channels (on threads) add 1 to one counter 1000 times each, with up to WINDOW
+   atomics in flight per channel, over a read depth of 4: the NIC holds back what is over it. */
+enum { COUNTER_PEERS = 4, COUNTER_ADDS = 1000, WINDOW = 32 };
+typedef struct adder {
+    sfv_channel *ch;
+    sfv_mr *mr;
+    char *olds;          /* COUNTER_ADDS 8-byte old values */
+    sfv_remote_mr word;
+    int failed;
+} adder;
+static void *adder_run(void *arg) {
+    adder *ad = (adder *)arg;
+    sfv_pending p[WINDOW];
+    int i;
+    for (i = 0; i < COUNTER_ADDS; i++) {
+        sfv_scatter_element old = sfv_mr_scatter_element(ad->mr, ad->olds + 8 * i, 8);
+        if (i >= WINDOW && sfv_pending_wait(&p[i % WINDOW], -1, NULL) != SFV_OK) ad->failed++;
+        if (sfv_channel_post_fetch_add(ad->ch, &old, ad->word, 1, &p[i % WINDOW]) != SFV_OK) {
+            ad->failed++;
+            fprintf(stderr, "    post: %s\n", sfv_last_error()->message);
+            return NULL;
+        }
+    }
+    for (i = COUNTER_ADDS - WINDOW; i < COUNTER_ADDS; i++)
+        if (sfv_pending_wait(&p[i % WINDOW], -1, NULL) != SFV_OK) ad->failed++;
+    return NULL;
+}
+static void t_atomic_counter_four_channels(void) {
+    side a, b;
+    sfv_channel_desc da = desc_default(), db = desc_atomic();
+    sfv_channel *ach[COUNTER_PEERS], *bch[COUNTER_PEERS];
+    adder ad[COUNTER_PEERS];
+    pthread_t th[COUNTER_PEERS];
+    static unsigned char seen[COUNTER_PEERS * COUNTER_ADDS];
+    sfv_remote_mr word;
+    double t0;
+    int i, j;
+    da.max_rd_atomic = 4;
+    a = side_open(test_device(0), &da, SHARED);
+    b = side_open(test_device(1), &db, ATOMIC);
+    CHECK_OK(SFV_REMOTE_ARRAY_FIELD(sfv_mr_remote(b.mr), uint64_t, 3, &word)); /* bytes 24 .. 32 */
+    for (i = 0; i < COUNTER_PEERS; i++) {
+        sfv_endpoint ea, eb;
+        ach[i] = a.ch;
+        bch[i] = b.ch;
+        if (i) {
+            CHECK_OK(sfv_create_channel(a.pd, &da, &ach[i]));
+            CHECK_OK(sfv_create_channel(b.pd, &db, &bch[i]));
+        }
+        CHECK_OK(sfv_channel_endpoint(ach[i], &ea));
+        CHECK_OK(sfv_channel_endpoint(bch[i], &eb));
+        CHECK_OK(sfv_channel_handshake(ach[i], &eb));
+        CHECK_OK(sfv_channel_handshake(bch[i], &ea));
+        ad[i].ch = ach[i];
+        ad[i].mr = a.mr;
+        ad[i].olds = a.buf + 65536 + (size_t)i * 8 * COUNTER_ADDS;
+        ad[i].word = word;
+        ad[i].failed = 0;
+    }
+    t0 = test_seconds();
+    for (i = 0; i < COUNTER_PEERS; i++) CHECK(pthread_create(&th[i], NULL, adder_run, &ad[i]) == 0);
+    for (i = 0; i < COUNTER_PEERS; i++) CHECK(pthread_join(th[i], NULL) == 0);
+    for (i = 0; i < COUNTER_PEERS; i++) CHECK_EQ(ad[i].failed, 0);
+    CHECK_EQ(u64_at(b.buf + 24), COUNTER_PEERS * COUNTER_ADDS);
+    CHECK_EQ(u64_at(b.buf + 16), 0);
+    CHECK_EQ(u64_at(b.buf + 32), 0);
+    /* every old value 0 .. 3999 came back exactly once: each add saw the one before it */
+    for (i = 0; i < COUNTER_PEERS; i++)
+        for (j = 0; j < COUNTER_ADDS; j++) {
+            uint64_t v = u64_at(ad[i].olds + 8 * j);
+            CHECK(v < COUNTER_PEERS * COUNTER_ADDS);
+            CHECK_EQ(seen[v], 0);
+            seen[v] = 1;
+        }
+    printf("    %d fetch-and-adds in %.2f s\n", COUNTER_PEERS * COUNTER_ADDS, test_seconds() - t0);
+    for (i = 1; i < COUNTER_PEERS; i++) {
+        CHECK_EQ(sfv_channel_outstanding(ach[i]), 0);
+        CHECK_OK(sfv_destroy_channel(ach[i]));
+        CHECK_OK(sfv_destroy_channel(bch[i]));
+    }
+    pair_close(&a, &b);
+}
+
+/* A spinlock in the owner's memory, taken with compare-and-swap by three peers, each of which
+   increments a plain counter next to it (RDMA read, add, RDMA write) 200 times while it holds
+   the lock: no update is lost, and each release finds the lock still its own. */
+enum { LOCK_PEERS = 3, LOCK_ROUNDS = 200 };
+typedef struct locker {
+    sfv_channel *ch;
+    sfv_mr *mr;
+    char *mine;          /* 16 bytes of this peer's: the old value, the counter */
+    sfv_remote_mr lock, counter;
+    uint64_t id;
+    long spins;
+    int failed;
+} locker;
+static void *locker_run(void *arg) {
+    locker *lk = (locker *)arg;
+    sfv_scatter_element old = sfv_mr_scatter_element(lk->mr, lk->mine, 8);
+    sfv_scatter_element in = sfv_mr_scatter_element(lk->mr, lk->mine + 8, 8);
+    sfv_gather_element out = sfv_mr_gather_element(lk->mr, lk->mine + 8, 8);
+    int i;
+    for (i = 0; i < LOCK_ROUNDS && !lk->failed; i++) {
+        for (;;) { /* take the lock: 0 -> id */
+            if (sfv_channel_compare_swap(lk->ch, &old, lk->lock, 0, lk->id, NULL) != SFV_OK) { lk->failed = 1; break; }
+            if (u64_at(lk->mine) == 0) break;
+            lk->spins++;
+            sched_yield();
+        }
+        if (lk->failed) break;
+        if (sfv_channel_read(lk->ch, &in, 1, lk->counter, NULL) != SFV_OK) lk->failed = 2;
+        u64_put(lk->mine + 8, u64_at(lk->mine + 8) + 1);
+        if (!lk->failed && sfv_channel_write(lk->ch, &out, 1, lk->counter, NULL) != SFV_OK) lk->failed = 3;
+        /* release: id -> 0, and the lock must still have been ours */
+        if (!lk->failed && sfv_channel_compare_swap(lk->ch, &old, lk->lock, lk->id, 0, NULL) != SFV_OK) lk->failed = 4;
+        if (!lk->failed && u64_at(lk->mine) != lk->id) lk->failed = 5;
+    }
+    if (lk->failed) fprintf(stderr, "    peer %llu failed at step %d: %s\n", (unsigned long long)lk->id, lk->failed, sfv_last_error()->message);
+    return NULL;
+}
+static void t_atomic_spinlock_three_peers(void) {
+    side a, b;
+    sfv_channel_desc da = desc_default(), db = desc_atomic();
+    sfv_channel *ach[LOCK_PEERS], *bch[LOCK_PEERS];
+    locker lk[LOCK_PEERS];
+    pthread_t th[LOCK_PEERS];
+    sfv_remote_mr lock, counter;
+    struct shared_page { uint64_t lock; uint64_t pad[7]; uint64_t counter; } *page;
+    long spins = 0;
+    int i;
+    a = side_open(test_device(0), &da, SHARED);
+    b = side_open(test_device(1), &db, ATOMIC);
+    page = (struct shared_page *)b.buf;
+    CHECK_OK(SFV_REMOTE_STRUCT_FIELD(sfv_mr_remote(b.mr), struct shared_page, lock, &lock));
+    CHECK_OK(SFV_REMOTE_STRUCT_FIELD(sfv_mr_remote(b.mr), struct shared_page, counter, &counter));
+    for (i = 0; i < LOCK_PEERS; i++) {
+        sfv_endpoint ea, eb;
+        ach[i] = a.ch;
+        bch[i] = b.ch;
+        if (i) {
+            CHECK_OK(sfv_create_channel(a.pd, &da, &ach[i]));
+            CHECK_OK(sfv_create_channel(b.pd, &db, &bch[i]));
+        }
+        CHECK_OK(sfv_channel_endpoint(ach[i], &ea));
+        CHECK_OK(sfv_channel_endpoint(bch[i], &eb));
+        CHECK_OK(sfv_channel_handshake(ach[i], &eb));
+        CHECK_OK(sfv_channel_handshake(bch[i], &ea));
+        lk[i].ch = ach[i];
+        lk[i].mr = a.mr;
+        lk[i].mine = a.buf + 4096 * (i + 1);
+        lk[i].lock = lock;
+        lk[i].counter = counter;
+        lk[i].id = (uint64_t)i + 1;
+        lk[i].spins = 0;
+        lk[i].failed = 0;
+    }
+    for (i = 0; i < LOCK_PEERS; i++) CHECK(pthread_create(&th[i], NULL, locker_run, &lk[i]) == 0);
+    for (i = 0; i < LOCK_PEERS; i++) CHECK(pthread_join(th[i], NULL) == 0);
+    for (i = 0; i < LOCK_PEERS; i++) {
+        CHECK_EQ(lk[i].failed, 0);
+        spins += lk[i].spins;
+    }
+    CHECK_EQ(page->counter, LOCK_PEERS * LOCK_ROUNDS);
+    CHECK_EQ(page->lock, 0);
+    printf("    %d increments under the lock, %ld failed attempts to take it\n", LOCK_PEERS * LOCK_ROUNDS, spins);
+    for (i = 1; i < LOCK_PEERS; i++) {
+        CHECK_OK(sfv_destroy_channel(ach[i]));
+        CHECK_OK(sfv_destroy_channel(bch[i]));
+    }
+    pair_close(&a, &b);
+}
+
+/* Every rule of an atomic that can be checked before posting is: refused with its result, the
+   last error set, the pending handle zeroed, nothing posted, the channel still usable. */
+#define CHECK_REFUSED(call, want)                                                  \
+    do {                                                                           \
+        CHECK_RESULT(call, want);                                                  \
+        CHECK_EQ(sfv_last_error()->result, want);                                  \
+        if (strcmp(sfv_last_error()->verb, "post") != 0) FAIL("verb %s", sfv_last_error()->verb); \
+    } while (0)
+static sfv_result scope_two_adds(sfv_channel *ch, void *user) {
+    const sfv_scatter_element *olds = (const sfv_scatter_element *)user;
+    sfv_remote_mr word = sfv_remote_mr_make(0, 0, 0);
+    memcpy(&word, olds + 2, sizeof word); /* the word travels after the two elements */
+    if (sfv_channel_post_fetch_add(ch, &olds[0], word, 5, NULL) != SFV_OK) return SFV_ERR_INVALID;
+    return sfv_channel_post_compare_swap(ch, &olds[1], word, 0, 99, NULL); /* no match: left as is */
+}
+static void t_atomic_refusals(void) {
+    side a, b;
+    sfv_channel_desc d = desc_default(), db = desc_atomic();
+    sfv_remote_mr word, r;
+    sfv_scatter_element old, user[4];
+    sfv_work_completion wc;
+    sfv_pending p;
+    struct rec { uint32_t small; uint32_t pad; uint64_t count; };
+    a = side_open(test_device(0), &d, SHARED);
+    b = side_open(test_device(1), &db, ATOMIC);
+    connect_pair(&a, &b);
+    CHECK_OK(SFV_REMOTE_STRUCT_FIELD(sfv_mr_remote(b.mr), struct rec, count, &word));
+    old = S(&a, 0, 8);
+    /* misaligned */
+    CHECK_REFUSED(sfv_channel_fetch_add(a.ch, &old, sfv_remote_mr_make(word.addr + 4, 8, word.rkey), 1, &wc), SFV_ERR_INVALID);
+    CHECK_EQ(wc.result, SFV_ERR_INVALID);
+    CHECK(strstr(sfv_last_error()->message, "aligned") != NULL);
+    /* too short: a 4-byte field, the last 4 bytes of the word */
+    CHECK_OK(SFV_REMOTE_STRUCT_FIELD(sfv_mr_remote(b.mr), struct rec, small, &r));
+    CHECK_REFUSED(sfv_channel_compare_swap(a.ch, &old, r, 0, 1, &wc), SFV_ERR_SLICE_NOT_WITHIN_BOUNDS);
+    CHECK_EQ(wc.result, SFV_ERR_SLICE_NOT_WITHIN_BOUNDS);
+    CHECK_OK(sfv_remote_mr_sub(word, 4, &r));
+    CHECK_REFUSED(sfv_channel_post_fetch_add(a.ch, &old, r, 1, &p), SFV_ERR_SLICE_NOT_WITHIN_BOUNDS);
+    CHECK_RESULT(sfv_pending_wait(&p, -1, NULL), SFV_ERR_INVALID); /* the refused post's handle */
+    /* a wrapping region */
+    CHECK_REFUSED(sfv_channel_fetch_add(a.ch, &old, sfv_remote_mr_make(UINT64_MAX - 7, 64, word.rkey), 1, &wc), SFV_ERR_INVALID);
+    /* the old value's element: short, long, NULL */
+    old.length = 4;
+    CHECK_REFUSED(sfv_channel_fetch_add(a.ch, &old, word, 1, &wc), SFV_ERR_INVALID);
+    CHECK(strstr(sfv_last_error()->message, "exactly 8") != NULL);
+    old.length = 16;
+    CHECK_REFUSED(sfv_channel_post_compare_swap(a.ch, &old, word, 0, 1, &p), SFV_ERR_INVALID);
+    old.length = 8;
+    CHECK_REFUSED(sfv_channel_fetch_add(a.ch, NULL, word, 1, &wc), SFV_ERR_INVALID);
+    CHECK(strstr(sfv_last_error()->message, "NULL") != NULL);
+    /* NULL pending outside a scope */
+    CHECK_REFUSED(sfv_channel_post_fetch_add(a.ch, &old, word, 1, NULL), SFV_ERR_INVALID);
+    CHECK_EQ(sfv_channel_outstanding(a.ch), 0);
+    CHECK_EQ(u64_at(b.buf + 8), 0);
+    /* the channel is fine: a good one, and two inside a scope with NULL handles */
+    CHECK_OK(sfv_channel_fetch_add(a.ch, &old, word, 1, &wc));
+    user[0] = S(&a, 8, 8);
+    user[1] = S(&a, 16, 8);
+    memcpy(&user[2], &word, sizeof word);
+    CHECK_OK(sfv_channel_scope(a.ch, scope_two_adds, user, NULL));
+    CHECK_EQ(u64_at(a.buf + 8), 1);
+    CHECK_EQ(u64_at(a.buf + 16), 6);
+    CHECK_EQ(u64_at(b.buf + 8), 6);
+    CHECK_EQ(sfv_channel_outstanding(a.ch), 0);
+    pair_close(&a, &b);
+}
+
+/* The peer's MR without REMOTE_ATOMIC: a remote access error, whose hint names REMOTE_ATOMIC. */
+static void t_atomic_peer_mr_without_remote_atomic(void) {
+    side a, b;
+    sfv_channel_desc d = desc_default(), db = desc_atomic();
+    sfv_scatter_element old;
+    sfv_work_completion wc;
+    a = side_open(test_device(0), &d, SHARED);
+    b = side_open(test_device(1), &db, SHARED); /* the QP allows atomics, the MR does not */
+    connect_pair(&a, &b);
+    old = S(&a, 0, 8);
+    CHECK_RESULT(sfv_channel_fetch_add(a.ch, &old, sfv_mr_remote(b.mr), 1, &wc), SFV_ERR_WORK);
+    CHECK_EQ(wc.result, SFV_ERR_WORK);
+    CHECK_EQ(wc.status, SFV_WC_REM_ACCESS_ERR);
+    CHECK_EQ(wc.error_class, SFV_WORK_ERROR_REMOTE);
+    CHECK_EQ(sfv_last_error()->result, SFV_ERR_WORK);
+    if (!strstr(sfv_last_error()->message, "REMOTE_ATOMIC") || !strstr(sfv_last_error()->message, "fetch-and-add"))
+        FAIL("last error: %s", sfv_last_error()->message);
+    printf("    %s\n", sfv_last_error()->message);
+    CHECK_EQ(u64_at(b.buf), 0);
+    CHECK_REFUSED(sfv_channel_fetch_add(a.ch, &old, sfv_mr_remote(b.mr), 1, &wc), SFV_ERR_BROKEN);
+    pair_close(&a, &b);
+}
+
+/* The peer's channel without REMOTE_ATOMIC in desc.access (the default): refused by the peer. */
+static void t_atomic_peer_qp_without_remote_atomic(void) {
+    side a, b;
+    sfv_channel_desc d = desc_default();
+    sfv_scatter_element old;
+    sfv_work_completion wc;
+    pair_open(&a, &b, &d, &d, ATOMIC); /* the MR allows atomics, the QP does not */
+    old = S(&a, 0, 8);
+    CHECK_RESULT(sfv_channel_compare_swap(a.ch, &old, sfv_mr_remote(b.mr), 0, 1, &wc), SFV_ERR_WORK);
+    CHECK_EQ(wc.error_class, SFV_WORK_ERROR_REMOTE);
+    if (wc.status != SFV_WC_REM_INV_REQ_ERR && wc.status != SFV_WC_REM_ACCESS_ERR) FAIL("status %s", sfv_wc_status_str(wc.status));
+    CHECK_EQ(sfv_last_error()->result, SFV_ERR_WORK);
+    if (!strstr(sfv_last_error()->message, "REMOTE_ATOMIC")) FAIL("last error: %s", sfv_last_error()->message);
+    printf("    %s\n", sfv_last_error()->message);
+    CHECK_EQ(u64_at(b.buf), 0);
+    pair_close(&a, &b);
+}
+
 static const harness_test TESTS[] = {
     TEST(t_refused_post_keeps_a_live_handle, 60),
     TEST(t_responder_flush_class, 60),
@@ -1487,6 +1828,12 @@ static const harness_test TESTS[] = {
     TEST(t_wait_deadlines, 90),
     TEST(t_event_wait_mode, 90),
     TEST(t_destroy_with_work_outstanding, 60),
+    TEST(t_atomic_byte_order, 60),
+    TEST(t_atomic_counter_four_channels, 120),
+    TEST(t_atomic_spinlock_three_peers, 180),
+    TEST(t_atomic_refusals, 60),
+    TEST(t_atomic_peer_mr_without_remote_atomic, 60),
+    TEST(t_atomic_peer_qp_without_remote_atomic, 60),
     TEST(t_link_down_is_not_a_programming_error, 90), /* last: it takes the link down and up */
 };
 

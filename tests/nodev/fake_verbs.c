@@ -19,6 +19,9 @@
      LOC_LEN_ERR and the sender REM_INV_REQ_ERR; every error moves the QP to ERR;
    - completion channels: a pipe; an armed CQ writes one event into it on its next completion;
      destroying a CQ whose events were not all acknowledged aborts (real libibverbs hangs);
+   - atomics (compare-and-swap, fetch-and-add) on an aligned 8-byte word of a live MR with
+     REMOTE_ATOMIC (MR and peer QP; else REM_ACCESS_ERR), in host byte order, the old value
+     scattered into one 8-byte element; the device says IBV_ATOMIC_HCA (fk_set_atomic_cap);
    - a CQ that would overflow aborts (the library sizes its CQs for everything it posts).
    The data path (post, poll, arm) takes one lock, so ranks on threads can share the fake (the
    node barrier); the control verbs are for one thread. */
@@ -53,6 +56,7 @@ static void *fk_pc; /* where the library called the verb or allocator being coun
 static long fk_live_n[FK_KINDS];
 static int fk_link_layer = IBV_LINK_LAYER_ETHERNET;
 static int fk_port_state = IBV_PORT_ACTIVE;
+static enum ibv_atomic_cap fk_atomic_cap = IBV_ATOMIC_HCA;
 static int fk_partial; /* a failed post of a list first posts this many of its work requests */
 
 static bool fk_inject_detail(const char *name, const char *detail) {
@@ -77,12 +81,14 @@ void fk_reset(void) {
     fk_link_layer = IBV_LINK_LAYER_ETHERNET;
     fk_port_state = IBV_PORT_ACTIVE;
     fk_partial = 0;
+    fk_atomic_cap = IBV_ATOMIC_HCA;
 }
 void fk_set_partial_post(int n) { fk_partial = n; }
 /* How many work requests of a failing list of `len` to post first: fk_partial, if fewer. */
 static int fk_budget(int len) { return fk_partial < len ? fk_partial : 0; }
 void fk_set_link_layer(int link_layer) { fk_link_layer = link_layer; }
 void fk_set_port_state(int state) { fk_port_state = state; }
+void fk_set_atomic_cap(int cap) { fk_atomic_cap = (enum ibv_atomic_cap)cap; }
 void fk_fail_nth(long n) {
     fk_ncalls = 0;
     fk_fail_at = n;
@@ -157,6 +163,7 @@ typedef struct fk_swr {
     uint32_t imm_be;
     uint64_t raddr;
     uint32_t rkey;
+    uint64_t compare_add, swap; /* atomics */
     int n;
     struct ibv_sge sg[FK_MAX_SGE];
     unsigned char *inl; /* inline data, copied at post */
@@ -300,6 +307,7 @@ int ibv_query_device(struct ibv_context *context, struct ibv_device_attr *a) {
     a->max_pd = 1 << 16;
     a->max_qp_rd_atom = 16;
     a->max_qp_init_rd_atom = 16;
+    a->atomic_cap = fk_atomic_cap;
     a->phys_port_cnt = 1;
     return 0;
 }
@@ -617,6 +625,8 @@ static enum ibv_wc_opcode fk_send_wc_op(enum ibv_wr_opcode op) {
     switch (op) {
     case IBV_WR_RDMA_WRITE: case IBV_WR_RDMA_WRITE_WITH_IMM: return IBV_WC_RDMA_WRITE;
     case IBV_WR_RDMA_READ: return IBV_WC_RDMA_READ;
+    case IBV_WR_ATOMIC_CMP_AND_SWP: return IBV_WC_COMP_SWAP;
+    case IBV_WR_ATOMIC_FETCH_AND_ADD: return IBV_WC_FETCH_ADD;
     default: return IBV_WC_SEND;
     }
 }
@@ -777,7 +787,8 @@ static void fk_send_done(fk_qp *q, enum ibv_wc_status st, uint32_t byte_len) {
 static bool fk_exec(fk_qp *q) {
     fk_swr *w = &q->sq[q->sq_head];
     fk_qp *d = fk_find_qp(q->dest_qpn);
-    const bool is_read = w->opcode == IBV_WR_RDMA_READ;
+    const bool is_atomic = w->opcode == IBV_WR_ATOMIC_CMP_AND_SWP || w->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD;
+    const bool is_read = w->opcode == IBV_WR_RDMA_READ || is_atomic;
     const bool is_write = w->opcode == IBV_WR_RDMA_WRITE || w->opcode == IBV_WR_RDMA_WRITE_WITH_IMM;
     const bool has_imm = w->opcode == IBV_WR_SEND_WITH_IMM || w->opcode == IBV_WR_RDMA_WRITE_WITH_IMM;
     const bool uses_recv = w->opcode == IBV_WR_SEND || w->opcode == IBV_WR_SEND_WITH_IMM || w->opcode == IBV_WR_RDMA_WRITE_WITH_IMM;
@@ -795,11 +806,21 @@ static bool fk_exec(fk_qp *q) {
         return true;
     }
     if (is_write || is_read) {
-        const unsigned need = is_read ? IBV_ACCESS_REMOTE_READ : IBV_ACCESS_REMOTE_WRITE;
-        if (!(d->access & need) || !fk_mr_for(d->qp.pd, w->rkey, true, w->raddr, total, need)) {
+        const unsigned need = is_atomic ? IBV_ACCESS_REMOTE_ATOMIC : is_read ? IBV_ACCESS_REMOTE_READ : IBV_ACCESS_REMOTE_WRITE;
+        if (!(d->access & need) || !fk_mr_for(d->qp.pd, w->rkey, true, w->raddr, total, need) ||
+            (is_atomic && (total != 8 || (w->raddr & 7)))) {
             fk_send_done(q, IBV_WC_REM_ACCESS_ERR, 0);
             return true;
         }
+    }
+    if (is_atomic) { /* the word in host byte order; the old value to the requester in its own */
+        uint64_t word, old;
+        memcpy(&old, (const void *)(uintptr_t)w->raddr, 8);
+        word = w->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD ? old + w->compare_add : old == w->compare_add ? w->swap : old;
+        memcpy((void *)(uintptr_t)w->raddr, &word, 8);
+        fk_scatter(w->sg, w->n, (const unsigned char *)&old, 8);
+        fk_send_done(q, IBV_WC_SUCCESS, 8);
+        return true;
     }
     if (uses_recv && !d->rq_count) return false; /* receiver not ready: RNR, retried forever */
     buf = (unsigned char *)malloc(total ? total : 1);
@@ -868,7 +889,8 @@ static int fk_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_se
         if ((qp->state != IBV_QPS_RTS && qp->state != IBV_QPS_ERR) || wr->num_sge < 0 ||
             (uint32_t)wr->num_sge > q->cap.max_send_sge ||
             (wr->opcode != IBV_WR_SEND && wr->opcode != IBV_WR_SEND_WITH_IMM && wr->opcode != IBV_WR_RDMA_WRITE &&
-             wr->opcode != IBV_WR_RDMA_WRITE_WITH_IMM && wr->opcode != IBV_WR_RDMA_READ)) {
+             wr->opcode != IBV_WR_RDMA_WRITE_WITH_IMM && wr->opcode != IBV_WR_RDMA_READ &&
+             wr->opcode != IBV_WR_ATOMIC_CMP_AND_SWP && wr->opcode != IBV_WR_ATOMIC_FETCH_AND_ADD)) {
             *bad = wr;
             return EINVAL;
         }
@@ -882,8 +904,15 @@ static int fk_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_se
         w->opcode = wr->opcode;
         w->flags = wr->send_flags;
         w->imm_be = wr->imm_data;
-        w->raddr = wr->wr.rdma.remote_addr;
-        w->rkey = wr->wr.rdma.rkey;
+        if (wr->opcode == IBV_WR_ATOMIC_CMP_AND_SWP || wr->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD) {
+            w->raddr = wr->wr.atomic.remote_addr;
+            w->rkey = wr->wr.atomic.rkey;
+            w->compare_add = wr->wr.atomic.compare_add;
+            w->swap = wr->wr.atomic.swap;
+        } else {
+            w->raddr = wr->wr.rdma.remote_addr;
+            w->rkey = wr->wr.rdma.rkey;
+        }
         w->n = wr->num_sge;
         for (k = 0; k < wr->num_sge; k++) w->sg[k] = wr->sg_list[k];
         if (wr->send_flags & IBV_SEND_INLINE) {

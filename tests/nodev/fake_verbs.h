@@ -21,6 +21,8 @@ enum fk_kind { FK_DEVICE_LIST, FK_CONTEXT, FK_PD, FK_MR, FK_CQ, FK_QP, FK_COMP_C
 void fk_reset(void);
 /* Link layer of every port: 1 InfiniBand (LIDs, an IB GID), 2 Ethernet (RoCE, GIDs only). */
 void fk_set_link_layer(int link_layer);
+/* enum ibv_atomic_cap the devices report (default IBV_ATOMIC_HCA); read when a device opens. */
+void fk_set_atomic_cap(int cap);
 /* enum ibv_port_state of every port. */
 void fk_set_port_state(int state);
 

@@ -871,6 +871,90 @@ static void t_work_errors(void) {
     tf_close(&e);
 }
 
+/* Atomics on the fake: the word in host byte order, the old value returned, every refusal
+   before posting, a peer without REMOTE_ATOMIC, a device without atomics. */
+static void t_atomics(void) {
+    tf_env e;
+    sfv_channel *a, *b;
+    sfv_channel_desc d;
+    sfv_mr *amr;
+    sfv_work_completion wc;
+    sfv_scatter_element old;
+    sfv_pending p;
+    sfv_remote_mr word, r;
+    uint64_t v, got;
+    tf_open(&e, 256);
+    CHECK_OK(sfv_reg_mr_access(e.pd, e.buf + 128, 64, SFV_ACCESS_LOCAL_WRITE | SFV_ACCESS_REMOTE_ATOMIC, &amr));
+    memset(&d, 0, sizeof d);
+    d.access = SFV_ACCESS_LOCAL_WRITE | SFV_ACCESS_REMOTE_ATOMIC;
+    tf_pair(&e, &d, &a, &b);
+    CHECK_OK(sfv_remote_mr_slice(sfv_mr_remote(amr), 0, 8, &word));
+    old = sfv_mr_scatter_element(e.mr, e.buf, 8);
+    v = 41;
+    memcpy(e.buf + 128, &v, 8);
+    CHECK_OK(sfv_channel_fetch_add(a, &old, word, 1, &wc));
+    CHECK(wc.opcode == SFV_WC_OP_FETCH_ADD && wc.byte_len == 8);
+    memcpy(&got, e.buf, 8);
+    CHECK_EQ(got, 41);
+    memcpy(&v, e.buf + 128, 8);
+    CHECK_EQ(v, 42);
+    CHECK_OK(sfv_channel_compare_swap(a, &old, word, 41, 7, &wc)); /* no match: unchanged */
+    CHECK(wc.opcode == SFV_WC_OP_COMP_SWAP && wc.byte_len == 8);
+    memcpy(&v, e.buf + 128, 8);
+    CHECK_EQ(v, 42);
+    CHECK_OK(sfv_channel_post_compare_swap(a, &old, word, 42, 7, &p));
+    CHECK_OK(sfv_pending_wait(&p, -1, NULL));
+    memcpy(&v, e.buf + 128, 8);
+    memcpy(&got, e.buf, 8);
+    CHECK(v == 7 && got == 42);
+    /* refused before posting; the channel stays usable */
+    CHECK_OK(sfv_remote_mr_sub(word, 4, &r));
+    CHECK_RESULT(sfv_channel_fetch_add(a, &old, r, 1, &wc), SFV_ERR_SLICE_NOT_WITHIN_BOUNDS);
+    CHECK_EQ(wc.result, SFV_ERR_SLICE_NOT_WITHIN_BOUNDS);
+    CHECK_EQ(sfv_last_error()->result, SFV_ERR_SLICE_NOT_WITHIN_BOUNDS);
+    CHECK_RESULT(sfv_channel_fetch_add(a, &old, sfv_remote_mr_make(word.addr + 4, 8, word.rkey), 1, &wc), SFV_ERR_INVALID);
+    CHECK(strstr(sfv_last_error()->message, "aligned") != NULL);
+    CHECK_RESULT(sfv_channel_fetch_add(a, &old, sfv_remote_mr_make(UINT64_MAX - 7, 16, word.rkey), 1, &wc), SFV_ERR_INVALID);
+    old.length = 4;
+    CHECK_RESULT(sfv_channel_post_fetch_add(a, &old, word, 1, &p), SFV_ERR_INVALID);
+    CHECK_RESULT(sfv_pending_poll(&p, NULL), SFV_ERR_INVALID); /* zeroed by the refusal */
+    CHECK_RESULT(sfv_channel_fetch_add(a, NULL, word, 1, &wc), SFV_ERR_INVALID);
+    old.length = 8;
+    CHECK_RESULT(sfv_channel_post_fetch_add(a, &old, word, 1, NULL), SFV_ERR_INVALID); /* outside a scope */
+    CHECK_EQ(sfv_channel_outstanding(a), 0);
+    CHECK_OK(sfv_channel_fetch_add(a, &old, word, 1, &wc));
+    CHECK_OK(sfv_destroy_channel(a));
+    CHECK_OK(sfv_destroy_channel(b));
+    /* the peer's MR without REMOTE_ATOMIC: a remote access error whose hint says so */
+    tf_pair(&e, &d, &a, &b);
+    CHECK_RESULT(sfv_channel_fetch_add(a, &old, sfv_mr_remote(e.mr), 1, &wc), SFV_ERR_WORK);
+    CHECK(wc.status == SFV_WC_REM_ACCESS_ERR && wc.error_class == SFV_WORK_ERROR_REMOTE);
+    CHECK(strstr(sfv_last_error()->message, "REMOTE_ATOMIC") != NULL);
+    CHECK(strstr(sfv_last_error()->message, "atomic fetch-and-add") != NULL);
+    CHECK_OK(sfv_destroy_channel(a));
+    CHECK_OK(sfv_destroy_channel(b));
+    /* the peer's QP without REMOTE_ATOMIC (the default access) */
+    tf_pair(&e, NULL, &a, &b);
+    CHECK_RESULT(sfv_channel_compare_swap(a, &old, word, 0, 1, &wc), SFV_ERR_WORK);
+    CHECK(wc.error_class == SFV_WORK_ERROR_REMOTE);
+    CHECK(strstr(sfv_last_error()->message, "REMOTE_ATOMIC") != NULL);
+    CHECK_OK(sfv_destroy_channel(a));
+    CHECK_OK(sfv_destroy_channel(b));
+    sfv_dereg_mr(amr);
+    tf_close(&e);
+    /* a device without atomics */
+    fk_set_atomic_cap(IBV_ATOMIC_NONE);
+    tf_open(&e, 256);
+    tf_pair(&e, &d, &a, &b);
+    old = sfv_mr_scatter_element(e.mr, e.buf, 8);
+    CHECK_RESULT(sfv_channel_fetch_add(a, &old, sfv_mr_remote(e.mr), 1, &wc), SFV_ERR_UNSUPPORTED);
+    CHECK_EQ(sfv_last_error()->result, SFV_ERR_UNSUPPORTED);
+    CHECK_OK(sfv_destroy_channel(a));
+    CHECK_OK(sfv_destroy_channel(b));
+    tf_close(&e);
+    fk_reset();
+}
+
 static void t_not_connected(void) {
     tf_env e;
     sfv_channel *a, *b;
@@ -1107,6 +1191,7 @@ static const harness_test TESTS[] = {
     TEST(t_queue_full, 10),
     TEST(t_timeout, 10),
     TEST(t_work_errors, 10),
+    TEST(t_atomics, 10),
     TEST(t_not_connected, 10),
     TEST(t_destroy_in_flight, 10),
     TEST(t_event_mode, 10),
