@@ -1026,6 +1026,7 @@ SFV__STATIC_ASSERT((int)SFV_ACCESS_HUGETLB == (int)IBV_ACCESS_HUGETLB, acc_ht);
 SFV__STATIC_ASSERT((int)SFV_ACCESS_RELAXED_ORDERING == (int)IBV_ACCESS_RELAXED_ORDERING, acc_ro);
 SFV__STATIC_ASSERT((int)SFV_WC_TM_RNDV_INCOMPLETE == (int)IBV_WC_TM_RNDV_INCOMPLETE, wc_status);
 SFV__STATIC_ASSERT((int)SFV_PORT_ACTIVE_DEFER == (int)IBV_PORT_ACTIVE_DEFER, port_state);
+SFV__STATIC_ASSERT(sizeof(((sfv_device_attr *)0)->fw_ver) == sizeof(((struct ibv_device_attr *)0)->fw_ver), fw_ver_size);
 SFV__STATIC_ASSERT((int)SFV_ATOMIC_HCA == (int)IBV_ATOMIC_HCA && (int)SFV_ATOMIC_GLOBAL == (int)IBV_ATOMIC_GLOB, atomic_cap);
 
 #define SFV__ACCESS_ALL                                                                       \
@@ -1387,7 +1388,7 @@ SAFEVERBS_API sfv_result sfv_query_device(sfv_context *ctx, sfv_device_attr *out
     SFV__CHECK_ARG(ctx, "context");
     a = &ctx->attr;
 #define SFV__COUNT(n) ((n) > 0 ? (uint32_t)(n) : 0u) /* ibv_device_attr's counts are ints */
-    snprintf(out->fw_ver, sizeof out->fw_ver, "%.*s", (int)sizeof a->fw_ver, a->fw_ver);
+    memcpy(out->fw_ver, a->fw_ver, sizeof out->fw_ver - 1); /* the last byte stays 0 */
     out->node_guid = sfv__guid_host(a->node_guid);
     out->sys_image_guid = sfv__guid_host(a->sys_image_guid);
     out->max_mr_size = a->max_mr_size;
