@@ -1097,6 +1097,7 @@ static void t_raw_and_wrap(void) {
     sfv_pd *pd = (sfv_pd *)1;
     sfv_device_attr a;
     int n = 0;
+    long k;
     CHECK(sfv_context_raw(NULL) == NULL && sfv_pd_raw(NULL) == NULL && sfv_mr_raw(NULL) == NULL &&
           sfv_cq_raw(NULL) == NULL && sfv_channel_raw_qp(NULL) == NULL && sfv_channel_raw_cq(NULL) == NULL);
     CHECK_RESULT(sfv_query_device(NULL, &a), SFV_ERR_INVALID);
@@ -1131,8 +1132,25 @@ static void t_raw_and_wrap(void) {
     sfv_close_device(c);
     CHECK_EQ(fk_live(FK_CONTEXT), 1);
     CHECK_EQ(fk_live(FK_PD), 1);
+    /* Each call the wrappers make, failing in turn: an error naming it, and the raw objects
+       still the user's (even with take_ownership). */
+    for (k = 1;; k++) {
+        sfv_result r;
+        fk_fail_nth(k);
+        r = sfv_context_wrap(raw, true, &c);
+        if (r == SFV_OK) {
+            CHECK(fk_failed() == NULL);
+            break;
+        }
+        CHECK(c == NULL && fk_failed() != NULL && strcmp(sfv_last_error()->verb, fk_failed()) == 0);
+        CHECK_EQ(fk_live(FK_CONTEXT), 1);
+    }
+    CHECK(k == 4); /* calloc, ibv_query_device, ibv_query_port */
+    fk_fail_nth(1);
+    CHECK_RESULT(sfv_pd_wrap(c, raw_pd, true, &pd), SFV_ERR_RESOURCE);
+    CHECK(pd == NULL && strcmp(fk_failed(), "calloc") == 0);
+    fk_reset();
     /* With ownership: safeverbs frees both. */
-    CHECK_OK(sfv_context_wrap(raw, true, &c));
     CHECK_OK(sfv_pd_wrap(c, raw_pd, true, &pd));
     sfv_close_device(c);
     CHECK_EQ(fk_live(FK_CONTEXT), 1); /* the PD holds it */
