@@ -93,6 +93,8 @@
    Handles are opaque and reference counted. A child holds a reference on its parent:
    MR -> PD -> context, CQ -> context, channel -> PD. Releasing a parent while children live is
    safe; the device is closed when the last reference goes. Releasing NULL does nothing.
+   A context or PD wrapped without ownership (sfv_context_wrap, sfv_pd_wrap) is never closed by
+   safeverbs: its owner frees it after the last safeverbs object made from it (RAW VERBS).
    A memory region never owns its buffer: the buffer must outlive the MR and any work that uses it.
    A multi-channel owns its channels (never destroy one of them yourself); a node owns its
    multi-channel and the memory of its barrier, which peers write into until it is destroyed.

@@ -795,6 +795,11 @@ static void t_null_everywhere(void) {
     CHECK_RESULT(sfv_node_connect(NULL, NULL, 10), SFV_ERR_INVALID);
     CHECK_RESULT(sfv_node_barrier(NULL, NULL, 0, 10), SFV_ERR_INVALID);
     CHECK_RESULT(sfv_node_barrier_unchecked(NULL, NULL, 0, 10), SFV_ERR_INVALID);
+    CHECK_RESULT(sfv_query_device(NULL, NULL), SFV_ERR_INVALID);
+    CHECK_RESULT(sfv_context_wrap(NULL, true, NULL), SFV_ERR_INVALID);
+    CHECK_RESULT(sfv_pd_wrap(NULL, NULL, true, NULL), SFV_ERR_INVALID);
+    CHECK(sfv_context_raw(NULL) == NULL && sfv_pd_raw(NULL) == NULL && sfv_mr_raw(NULL) == NULL &&
+          sfv_cq_raw(NULL) == NULL && sfv_channel_raw_qp(NULL) == NULL && sfv_channel_raw_cq(NULL) == NULL);
     CHECK(sfv_result_str((sfv_result)12345) != NULL && sfv_port_state_str((sfv_port_state)99) != NULL);
     CHECK(sfv_wc_status_str((sfv_wc_status)999) != NULL && sfv_wc_status_hint((sfv_wc_status)999) != NULL);
     CHECK(sfv_work_error_class_str((sfv_work_error_class)99) != NULL);
