@@ -144,7 +144,8 @@
      MRs, SRQs, address handles, memory windows. They are yours: destroy them before the last
      reference of the safeverbs handle they were made on goes (its context closes then, and a PD
      or CQ that still has them cannot be freed: it leaks);
-   - post to and poll your own QPs, and an sfv_cq's CQ (through sfv_poll_cq or ibv_poll_cq).
+   - post to your own QPs (a safeverbs MR's keys in their elements are fine), and poll an
+     sfv_cq's CQ (through sfv_poll_cq or ibv_poll_cq).
    You may not, on a channel's QP and CQ (sfv_channel_raw_qp, sfv_channel_raw_cq):
    - post (ibv_post_send, ibv_post_recv): the channel's rings would never see those completions,
      and its polling would meet wr_ids that are not its own;
@@ -153,7 +154,9 @@
      (sfv_channel_arm, sfv_channel_ack_events) is the only one that may ack;
    - modify the QP (ibv_modify_qp): the channel keeps its own state (connected, broken);
    nor, on any raw object: destroy, deregister, dealloc or close it (ibv_destroy_qp,
-   ibv_destroy_cq, ibv_dereg_mr, ibv_dealloc_pd, ibv_close_device): safeverbs frees it again.
+   ibv_destroy_cq, ibv_dereg_mr, ibv_dealloc_pd, ibv_close_device): safeverbs frees it again;
+   nor change it under safeverbs (ibv_rereg_mr, ibv_resize_cq): the range, access and capacity
+   it recorded would be stale.
    The other way round, sfv_context_wrap and sfv_pd_wrap put safeverbs on a device context and
    a PD you opened: without take_ownership, close them yourself only after every safeverbs
    object made from them is gone, in the usual order (ibv_dealloc_pd, then ibv_close_device).
@@ -303,11 +306,12 @@ typedef enum sfv_atomic_cap { /* values equal enum ibv_atomic_cap */
     SFV_ATOMIC_GLOBAL = 2     /* atomic with respect to every NIC and the CPUs */
 } sfv_atomic_cap;
 /* The limits of a device, to size queues, element lists and read depths (ibv_device_attr).
-   Counts are per device unless named per QP (max_qp_wr, max_sge, max_sge_rd, max_qp_rd_atom,
-   max_qp_init_rd_atom) or per SRQ (max_srq_wr, max_srq_sge); a negative value from the driver
-   reads 0. max_sge_rd: elements of one RDMA read (some iWARP NICs: 1); max_qp_rd_atom: reads and
-   atomics one QP answers at once (the responder depth); max_qp_init_rd_atom: those one QP may
-   have outstanding as the requester; max_res_rd_atom: answered at once by the whole device. */
+   Counts are per device except: max_qp_wr per queue of a QP (send or receive), max_sge per work
+   request and max_sge_rd per RDMA read (some iWARP NICs: 1), max_srq_wr per SRQ and max_srq_sge
+   per SRQ work request; max_qp_rd_atom: reads and atomics one QP answers at once (its responder
+   depth), max_qp_init_rd_atom: those one QP may have outstanding as the requester,
+   max_res_rd_atom: those the whole device answers at once. A negative value from the driver
+   reads 0. */
 typedef struct sfv_device_attr {
     char fw_ver[64];             /* firmware version, NUL-terminated ("" when the driver has none) */
     uint64_t node_guid;          /* host byte order, as sfv_device_list_guid */
