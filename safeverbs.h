@@ -486,7 +486,8 @@ SAFEVERBS_API sfv_result sfv_context_wrap(struct ibv_context *raw, bool take_own
    The PD holds a reference on ctx as sfv_alloc_pd's does. With take_ownership, safeverbs calls
    ibv_dealloc_pd when its last reference goes; without it, never: dealloc it yourself after
    sfv_dealloc_pd and after every MR, channel, multi-channel and node made on it is destroyed,
-   and before you close its context. On failure *out is NULL and `raw` is still yours. */
+   and before you close its context. On failure *out is NULL and `raw` is still yours. NULL
+   ctx, raw or out: SFV_ERR_INVALID. */
 SAFEVERBS_API sfv_result sfv_pd_wrap(sfv_context *ctx, struct ibv_pd *raw, bool take_ownership, sfv_pd **out);
 
 /* >>remote regions --------------------------------------------------------------------------- */
