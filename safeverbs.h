@@ -7,13 +7,13 @@
 
    CONTENTS (each part starts at a ">>name" line: search for it)
    ========
-   Declarations     >>results >>handles >>devices >>pd and cq >>memory regions
+   Declarations     >>results >>handles >>devices >>pd and cq >>memory regions >>raw verbs
                     >>remote regions >>elements >>channel (>>pending >>batches >>atomics >>scopes)
                     >>multi-channel >>exchange >>node
    Implementation   >>impl results >>impl refcounts >>impl devices >>impl pd and cq
                     >>impl memory regions >>impl elements >>impl remote regions >>impl channel
                     >>impl completions >>impl posting >>impl pending work >>impl scopes
-                    >>impl multi-channel >>impl exchange >>impl node
+                    >>impl multi-channel >>impl exchange >>impl node >>impl raw verbs
    Licence          >>licence
 
    LAYERS
@@ -97,6 +97,8 @@
    Handles are opaque and reference counted. A child holds a reference on its parent:
    MR -> PD -> context, CQ -> context, channel -> PD. Releasing a parent while children live is
    safe; the device is closed when the last reference goes. Releasing NULL does nothing.
+   A context or PD wrapped without ownership (sfv_context_wrap, sfv_pd_wrap) is never closed by
+   safeverbs: its owner frees it after the last safeverbs object made from it (RAW VERBS).
    A memory region never owns its buffer: the buffer must outlive the MR and any work that uses it.
    A multi-channel owns its channels (never destroy one of them yourself); a node owns its
    multi-channel and the memory of its barrier, which peers write into until it is destroyed.
@@ -133,6 +135,35 @@
    thread-safe; reference counts are atomic). A channel, and every pending handle of it, is for
    one thread at a time: its completion bookkeeping takes no lock. So are a multi-channel and a
    node, with all of their channels. sfv_exchange_all keeps no state and may run anywhere.
+
+   RAW VERBS
+   =========
+   For what safeverbs does not do, sfv_context_raw, sfv_pd_raw, sfv_mr_raw, sfv_cq_raw,
+   sfv_channel_raw_qp and sfv_channel_raw_cq give the libibverbs objects behind the handles
+   (include <infiniband/verbs.h> to use them; the declarations here do not need it). They stay
+   safeverbs' objects, valid while their handle is. With them you may:
+   - query: ibv_query_device(_ex), ibv_query_port, ibv_query_gid, ibv_query_qp, the fields of
+     the structs (an MR's keys, a QP's qp_num);
+   - create objects of your own on a raw context or PD: your own QPs (on the CQ of an sfv_cq),
+     MRs, SRQs, address handles, memory windows. They are yours: destroy them before the last
+     reference of the safeverbs handle they were made on goes (its context closes then, and a PD
+     or CQ that still has them cannot be freed: it leaks);
+   - post to your own QPs (a safeverbs MR's keys in their elements are fine), and poll an
+     sfv_cq's CQ (through sfv_poll_cq or ibv_poll_cq).
+   You may not, on a channel's QP and CQ (sfv_channel_raw_qp, sfv_channel_raw_cq):
+   - post (ibv_post_send, ibv_post_recv): the channel's rings would never see those completions,
+     and its polling would meet wr_ids that are not its own;
+   - poll its CQ, or ibv_req_notify_cq / ibv_get_cq_event / ibv_ack_cq_events on it: the
+     completions you take are lost to the channel's pending handles, and its event bookkeeping
+     (sfv_channel_arm, sfv_channel_ack_events) is the only one that may ack;
+   - modify the QP (ibv_modify_qp): the channel keeps its own state (connected, broken);
+   nor, on any raw object: destroy, deregister, dealloc or close it (ibv_destroy_qp,
+   ibv_destroy_cq, ibv_dereg_mr, ibv_dealloc_pd, ibv_close_device): safeverbs frees it again;
+   nor change it under safeverbs (ibv_rereg_mr, ibv_resize_cq): the range, access and capacity
+   it recorded would be stale.
+   The other way round, sfv_context_wrap and sfv_pd_wrap put safeverbs on a device context and
+   a PD you opened: without take_ownership, close them yourself only after every safeverbs
+   object made from them is gone, in the usual order (ibv_dealloc_pd, then ibv_close_device).
 */
 /* The implementation uses POSIX (clock_gettime, poll, sockets) and Linux's CPU affinity. Under a
    strict -std=c99/c11 it asks for them here, which works only before the first system header:
@@ -219,6 +250,13 @@ typedef struct sfv_pd sfv_pd;
 typedef struct sfv_cq sfv_cq;
 typedef struct sfv_mr sfv_mr;
 typedef struct sfv_channel sfv_channel;
+/* The libibverbs objects behind them, for the raw accessors (>>raw verbs). Declared, not
+   defined: a file that never includes <infiniband/verbs.h> can still pass them around. */
+struct ibv_context;
+struct ibv_pd;
+struct ibv_mr;
+struct ibv_cq;
+struct ibv_qp;
 
 /* >>devices ---------------------------------------------------------------------------------- */
 SAFEVERBS_API sfv_result sfv_get_device_list(sfv_device_list **out);
@@ -265,6 +303,42 @@ typedef struct sfv_port_attr {
     uint32_t gid_tbl_len;
 } sfv_port_attr;
 SAFEVERBS_API sfv_result sfv_query_port(sfv_context *ctx, uint8_t port, sfv_port_attr *out);
+
+typedef enum sfv_atomic_cap { /* values equal enum ibv_atomic_cap */
+    SFV_ATOMIC_NONE = 0,      /* no RDMA atomics */
+    SFV_ATOMIC_HCA = 1,       /* atomic with respect to other atomics through this NIC only */
+    SFV_ATOMIC_GLOBAL = 2     /* atomic with respect to every NIC and the CPUs */
+} sfv_atomic_cap;
+/* The limits of a device, to size queues, element lists and read depths (ibv_device_attr).
+   Counts are per device except: max_qp_wr per queue of a QP (send or receive), max_sge per work
+   request and max_sge_rd per RDMA read (some iWARP NICs: 1), max_srq_wr per SRQ and max_srq_sge
+   per SRQ work request; max_qp_rd_atom: reads and atomics one QP answers at once (its responder
+   depth), max_qp_init_rd_atom: those one QP may have outstanding as the requester,
+   max_res_rd_atom: those the whole device answers at once. A negative value from the driver
+   reads 0. */
+typedef struct sfv_device_attr {
+    char fw_ver[64];             /* firmware version, NUL-terminated ("" when the driver has none) */
+    uint64_t node_guid;          /* host byte order, as sfv_device_list_guid */
+    uint64_t sys_image_guid;     /* host byte order */
+    uint64_t max_mr_size;        /* bytes, one MR */
+    uint64_t page_size_cap;      /* the page sizes the NIC supports, one bit per size */
+    uint32_t vendor_id;          /* IEEE OUI of the vendor */
+    uint32_t vendor_part_id;
+    uint32_t hw_ver;
+    uint32_t max_qp, max_qp_wr, max_sge, max_sge_rd;
+    uint32_t max_cq, max_cqe;
+    uint32_t max_mr, max_pd, max_mw, max_ah;
+    uint32_t max_qp_rd_atom, max_qp_init_rd_atom, max_res_rd_atom;
+    uint32_t max_srq, max_srq_wr, max_srq_sge;
+    uint32_t max_pkeys;
+    sfv_atomic_cap atomic_cap;
+    uint8_t local_ca_ack_delay;  /* the NIC's ACK delay, as the exponent t of 4.096 us * 2^t */
+    uint8_t phys_port_cnt;
+} sfv_device_attr;
+/* The device's limits, as queried when the context was opened or wrapped (they do not change
+   while it is open: no verb is called). NULL out or context: SFV_ERR_INVALID; *out is zeroed
+   on failure. Thread safety: any thread. */
+SAFEVERBS_API sfv_result sfv_query_device(sfv_context *ctx, sfv_device_attr *out);
 SAFEVERBS_API const char *sfv_port_state_str(sfv_port_state s);
 
 typedef struct sfv_gid { uint8_t raw[16]; } sfv_gid;
@@ -340,10 +414,17 @@ SAFEVERBS_API sfv_work_error_class sfv_wc_status_class(sfv_wc_status s);
 SAFEVERBS_API const char *sfv_wc_status_hint(sfv_wc_status s);
 SAFEVERBS_API const char *sfv_work_error_class_str(sfv_work_error_class c);
 
+/* A CQ for queue pairs of your own. Nothing in safeverbs posts to it (a channel makes its own
+   CQ): it is the CQ you give to a QP you create with raw verbs (ibv_create_qp on sfv_pd_raw,
+   with sfv_cq_raw as its send and receive CQ; see RAW VERBS at the top), and its completions
+   come back through sfv_poll_cq with your wr_ids, as sfv_work_completion. min_entries: 1 ..
+   the device's max_cqe (sfv_query_device). Destroy your QPs before sfv_destroy_cq (a CQ that a
+   QP still uses cannot be destroyed, and would leak). No completion channel: poll it. */
 SAFEVERBS_API sfv_result sfv_create_cq(sfv_context *ctx, uint32_t min_entries, sfv_cq **out);
 SAFEVERBS_API sfv_result sfv_destroy_cq(sfv_cq *cq);
 SAFEVERBS_API uint32_t sfv_cq_capacity(const sfv_cq *cq);
-/* Non-blocking: takes up to max completions, *count says how many (0: none ready). */
+/* Non-blocking: takes up to max completions, *count says how many (0: none ready). wr_id is
+   your QP's own; byte_len is set for receives only. */
 SAFEVERBS_API sfv_result sfv_poll_cq(sfv_cq *cq, sfv_work_completion *out, size_t max, size_t *count);
 
 /* >>memory regions --------------------------------------------------------------------------- */
@@ -385,6 +466,36 @@ SAFEVERBS_API unsigned sfv_mr_access(const sfv_mr *mr);
 SAFEVERBS_API sfv_pd *sfv_mr_pd(const sfv_mr *mr);
 /* True when [ptr, ptr+len) lies inside the MR (an empty range at either end included). */
 SAFEVERBS_API bool sfv_mr_encloses(const sfv_mr *mr, const void *ptr, size_t len);
+
+/* >>raw verbs -------------------------------------------------------------------------------- */
+/* The libibverbs objects behind safeverbs' handles, for what safeverbs does not do; the RAW
+   VERBS rules at the top say what you may do with them. Each returns NULL for NULL and is valid
+   as long as its handle is (a reference of yours, or a child's). Declaring them needs no
+   <infiniband/verbs.h>; using the result does. Thread safety: any thread. */
+SAFEVERBS_API struct ibv_context *sfv_context_raw(const sfv_context *ctx);
+SAFEVERBS_API struct ibv_pd *sfv_pd_raw(const sfv_pd *pd);
+SAFEVERBS_API struct ibv_mr *sfv_mr_raw(const sfv_mr *mr);
+SAFEVERBS_API struct ibv_cq *sfv_cq_raw(const sfv_cq *cq);
+/* A channel's RC queue pair and the one CQ both of its queues complete to. */
+SAFEVERBS_API struct ibv_qp *sfv_channel_raw_qp(const sfv_channel *ch);
+SAFEVERBS_API struct ibv_cq *sfv_channel_raw_cq(const sfv_channel *ch);
+/* A context over a device you opened yourself (ibv_open_device). It is checked like
+   sfv_open_device's: ibv_query_device (sfv_query_device's values), and port 1 must be ACTIVE or
+   ARMED (otherwise SFV_ERR_RESOURCE naming the state). With take_ownership, safeverbs calls
+   ibv_close_device when the context's last reference goes; without it, never: then close it
+   yourself, after every safeverbs object made from it is gone (sfv_close_device and every
+   child's destroy or release; a multi-channel's or node's channels go with it). On failure
+   *out is NULL and `raw` is still yours, whatever take_ownership said. NULL raw or out:
+   SFV_ERR_INVALID. */
+SAFEVERBS_API sfv_result sfv_context_wrap(struct ibv_context *raw, bool take_ownership, sfv_context **out);
+/* A PD over one you allocated yourself (ibv_alloc_pd) on ctx's device context, which must be
+   the very one (sfv_context_raw(ctx); another context, even of the same device: SFV_ERR_INVALID).
+   The PD holds a reference on ctx as sfv_alloc_pd's does. With take_ownership, safeverbs calls
+   ibv_dealloc_pd when its last reference goes; without it, never: dealloc it yourself after
+   sfv_dealloc_pd and after every MR, channel, multi-channel and node made on it is destroyed,
+   and before you close its context. On failure *out is NULL and `raw` is still yours. NULL
+   ctx, raw or out: SFV_ERR_INVALID. */
+SAFEVERBS_API sfv_result sfv_pd_wrap(sfv_context *ctx, struct ibv_pd *raw, bool take_ownership, sfv_pd **out);
 
 /* >>remote regions --------------------------------------------------------------------------- */
 /* [addr, addr + length) of a peer's memory, with its rkey. No region may pass 2^64: one that
@@ -984,6 +1095,8 @@ SFV__STATIC_ASSERT((int)SFV_ACCESS_HUGETLB == (int)IBV_ACCESS_HUGETLB, acc_ht);
 SFV__STATIC_ASSERT((int)SFV_ACCESS_RELAXED_ORDERING == (int)IBV_ACCESS_RELAXED_ORDERING, acc_ro);
 SFV__STATIC_ASSERT((int)SFV_WC_TM_RNDV_INCOMPLETE == (int)IBV_WC_TM_RNDV_INCOMPLETE, wc_status);
 SFV__STATIC_ASSERT((int)SFV_PORT_ACTIVE_DEFER == (int)IBV_PORT_ACTIVE_DEFER, port_state);
+SFV__STATIC_ASSERT(sizeof(((sfv_device_attr *)0)->fw_ver) == sizeof(((struct ibv_device_attr *)0)->fw_ver), fw_ver_size);
+SFV__STATIC_ASSERT((int)SFV_ATOMIC_HCA == (int)IBV_ATOMIC_HCA && (int)SFV_ATOMIC_GLOBAL == (int)IBV_ATOMIC_GLOB, atomic_cap);
 
 #define SFV__ACCESS_ALL                                                                       \
     (SFV_ACCESS_LOCAL_WRITE | SFV_ACCESS_REMOTE_WRITE | SFV_ACCESS_REMOTE_READ |               \
@@ -1078,11 +1191,12 @@ static bool sfv__unref(int *rc) { return __atomic_sub_fetch(rc, 1, __ATOMIC_ACQ_
 struct sfv_device_list { struct ibv_device **devs; int n; };
 struct sfv_context {
     int refs;
+    bool owned;                   /* safeverbs closes ctx (false: wrapped without ownership) */
     struct ibv_context *ctx;
     struct ibv_device_attr attr;
     char name[IBV_SYSFS_NAME_MAX];
 };
-struct sfv_pd { int refs; struct ibv_pd *pd; sfv_context *ctx; };
+struct sfv_pd { int refs; bool owned; struct ibv_pd *pd; sfv_context *ctx; };
 struct sfv_cq { struct ibv_cq *cq; sfv_context *ctx; uint32_t capacity; };
 struct sfv_mr { struct ibv_mr *mr; sfv_pd *pd; uint64_t addr; size_t length; unsigned access; };
 
@@ -1112,20 +1226,22 @@ SAFEVERBS_API const char *sfv_device_list_name(const sfv_device_list *list, size
     return (list && i < (size_t)list->n) ? ibv_get_device_name(list->devs[i]) : NULL;
 }
 
+/* A GUID as verbs keeps it (network byte order) in host order: its bytes as printed. */
+static uint64_t sfv__guid_host(__be64 g) {
+    const uint8_t *b = (const uint8_t *)&g;
+    uint64_t v = 0;
+    int k;
+    for (k = 0; k < 8; k++) v = (v << 8) | b[k];
+    return v;
+}
+
 SAFEVERBS_API sfv_result sfv_device_list_guid(const sfv_device_list *list, size_t i, uint64_t *out) {
     SFV__CHECK_ARG(out, "out");
     *out = 0;
     SFV__CHECK_ARG(list, "list");
     if (i >= (size_t)list->n)
         return sfv__fail(SFV_ERR_NOT_FOUND, ENOENT, __func__, "device index %zu out of range (%d devices)", i, list->n);
-    {
-        __be64 g = ibv_get_device_guid(list->devs[i]);
-        const uint8_t *b = (const uint8_t *)&g;
-        uint64_t v = 0;
-        int k;
-        for (k = 0; k < 8; k++) v = (v << 8) | b[k];
-        *out = v;
-    }
+    *out = sfv__guid_host(ibv_get_device_guid(list->devs[i]));
     return SFV_OK;
 }
 
@@ -1161,35 +1277,36 @@ static enum ibv_mtu sfv__mtu_enum(uint32_t bytes) {
     }
 }
 
+/* What an opened and a wrapped context both go through: the device's limits cached, port 1
+   ACTIVE or ARMED. */
+static sfv_result sfv__context_check(sfv_context *ctx) {
+    struct ibv_port_attr pa;
+    int rc = ibv_query_device(ctx->ctx, &ctx->attr);
+    if (rc) return sfv__fail_verb("ibv_query_device", rc);
+    rc = ibv_query_port(ctx->ctx, 1, &pa);
+    if (rc) return sfv__fail_verb("ibv_query_port", rc);
+    if (pa.state != IBV_PORT_ACTIVE && pa.state != IBV_PORT_ARMED)
+        return sfv__fail(SFV_ERR_RESOURCE, ENETDOWN, "ibv_query_port",
+                         "%s port 1 is in state %s (expected ACTIVE or ARMED)", ctx->name,
+                         sfv_port_state_str((sfv_port_state)pa.state));
+    return SFV_OK;
+}
+
 static sfv_result sfv__open(struct ibv_device *dev, sfv_context **out) {
     sfv_context *ctx;
-    struct ibv_port_attr pa;
-    int rc;
+    sfv_result r;
     ctx = (sfv_context *)SFV_CALLOC(1, sizeof *ctx);
     if (!ctx) return sfv__fail_verb("calloc", ENOMEM);
     snprintf(ctx->name, sizeof ctx->name, "%s", ibv_get_device_name(dev));
     errno = 0;
     ctx->ctx = ibv_open_device(dev);
     if (!ctx->ctx) {
-        rc = sfv__fail_verb("ibv_open_device", errno);
+        r = sfv__fail_verb("ibv_open_device", errno);
         goto free_ctx;
     }
-    rc = ibv_query_device(ctx->ctx, &ctx->attr);
-    if (rc) {
-        rc = sfv__fail_verb("ibv_query_device", rc);
-        goto close_dev;
-    }
-    rc = ibv_query_port(ctx->ctx, 1, &pa);
-    if (rc) {
-        rc = sfv__fail_verb("ibv_query_port", rc);
-        goto close_dev;
-    }
-    if (pa.state != IBV_PORT_ACTIVE && pa.state != IBV_PORT_ARMED) {
-        rc = sfv__fail(SFV_ERR_RESOURCE, ENETDOWN, "ibv_query_port",
-                       "%s port 1 is in state %s (expected ACTIVE or ARMED)", ctx->name,
-                       sfv_port_state_str((sfv_port_state)pa.state));
-        goto close_dev;
-    }
+    r = sfv__context_check(ctx);
+    if (r) goto close_dev;
+    ctx->owned = true;
     ctx->refs = 1;
     *out = ctx;
     return SFV_OK;
@@ -1197,7 +1314,28 @@ close_dev:
     ibv_close_device(ctx->ctx);
 free_ctx:
     SFV_FREE(ctx);
-    return (sfv_result)rc;
+    return r;
+}
+
+SAFEVERBS_API sfv_result sfv_context_wrap(struct ibv_context *raw, bool take_ownership, sfv_context **out) {
+    sfv_context *ctx;
+    sfv_result r;
+    SFV__CHECK_ARG(out, "out");
+    *out = NULL;
+    SFV__CHECK_ARG(raw, "raw context (NULL)");
+    ctx = (sfv_context *)SFV_CALLOC(1, sizeof *ctx);
+    if (!ctx) return sfv__fail_verb("calloc", ENOMEM);
+    snprintf(ctx->name, sizeof ctx->name, "%s", raw->device ? ibv_get_device_name(raw->device) : "?");
+    ctx->ctx = raw;
+    r = sfv__context_check(ctx);
+    if (r) {
+        SFV_FREE(ctx); /* raw stays the caller's */
+        return r;
+    }
+    ctx->owned = take_ownership;
+    ctx->refs = 1;
+    *out = ctx;
+    return SFV_OK;
 }
 
 SAFEVERBS_API sfv_result sfv_open_device(const char *name, sfv_context **out) {
@@ -1232,7 +1370,7 @@ SAFEVERBS_API sfv_result sfv_open_device_at(const sfv_device_list *list, size_t 
    and its reference (the caller may try again). */
 static sfv_result sfv__context_unref(sfv_context *ctx) {
     if (ctx && sfv__unref(&ctx->refs)) {
-        int rc = ibv_close_device(ctx->ctx);
+        int rc = ctx->owned ? ibv_close_device(ctx->ctx) : 0;
         if (rc) {
             sfv__ref(&ctx->refs);
             return sfv__fail_verb("ibv_close_device", rc < 0 ? errno : rc);
@@ -1316,6 +1454,49 @@ SAFEVERBS_API sfv_result sfv_query_port(sfv_context *ctx, uint8_t port, sfv_port
     out->link_layer = (sfv_link_layer)pa.link_layer;
     out->lid = pa.lid;
     out->gid_tbl_len = (uint32_t)pa.gid_tbl_len;
+    return SFV_OK;
+}
+
+SAFEVERBS_API sfv_result sfv_query_device(sfv_context *ctx, sfv_device_attr *out) {
+    const struct ibv_device_attr *a;
+    SFV__CHECK_ARG(out, "out");
+    memset(out, 0, sizeof *out);
+    SFV__CHECK_ARG(ctx, "context");
+    a = &ctx->attr;
+#define SFV__COUNT(n) ((n) > 0 ? (uint32_t)(n) : 0u) /* ibv_device_attr's counts are ints */
+    memcpy(out->fw_ver, a->fw_ver, sizeof out->fw_ver - 1); /* the last byte stays 0 */
+    out->node_guid = sfv__guid_host(a->node_guid);
+    out->sys_image_guid = sfv__guid_host(a->sys_image_guid);
+    out->max_mr_size = a->max_mr_size;
+    out->page_size_cap = a->page_size_cap;
+    out->vendor_id = a->vendor_id;
+    out->vendor_part_id = a->vendor_part_id;
+    out->hw_ver = a->hw_ver;
+    out->max_qp = SFV__COUNT(a->max_qp);
+    out->max_qp_wr = SFV__COUNT(a->max_qp_wr);
+    out->max_sge = SFV__COUNT(a->max_sge);
+    out->max_sge_rd = SFV__COUNT(a->max_sge_rd);
+    out->max_cq = SFV__COUNT(a->max_cq);
+    out->max_cqe = SFV__COUNT(a->max_cqe);
+    out->max_mr = SFV__COUNT(a->max_mr);
+    out->max_pd = SFV__COUNT(a->max_pd);
+    out->max_mw = SFV__COUNT(a->max_mw);
+    out->max_ah = SFV__COUNT(a->max_ah);
+    out->max_qp_rd_atom = SFV__COUNT(a->max_qp_rd_atom);
+    out->max_qp_init_rd_atom = SFV__COUNT(a->max_qp_init_rd_atom);
+    out->max_res_rd_atom = SFV__COUNT(a->max_res_rd_atom);
+    out->max_srq = SFV__COUNT(a->max_srq);
+    out->max_srq_wr = SFV__COUNT(a->max_srq_wr);
+    out->max_srq_sge = SFV__COUNT(a->max_srq_sge);
+    out->max_pkeys = a->max_pkeys;
+#undef SFV__COUNT
+    switch (a->atomic_cap) {
+    case IBV_ATOMIC_HCA: out->atomic_cap = SFV_ATOMIC_HCA; break;
+    case IBV_ATOMIC_GLOB: out->atomic_cap = SFV_ATOMIC_GLOBAL; break;
+    default: out->atomic_cap = SFV_ATOMIC_NONE; break;
+    }
+    out->local_ca_ack_delay = a->local_ca_ack_delay;
+    out->phys_port_cnt = a->phys_port_cnt;
     return SFV_OK;
 }
 
@@ -1418,6 +1599,27 @@ SAFEVERBS_API sfv_result sfv_alloc_pd(sfv_context *ctx, sfv_pd **out) {
     }
     sfv__ref(&ctx->refs);
     pd->ctx = ctx;
+    pd->owned = true;
+    pd->refs = 1;
+    *out = pd;
+    return SFV_OK;
+}
+
+SAFEVERBS_API sfv_result sfv_pd_wrap(sfv_context *ctx, struct ibv_pd *raw, bool take_ownership, sfv_pd **out) {
+    sfv_pd *pd;
+    SFV__CHECK_ARG(out, "out");
+    *out = NULL;
+    SFV__CHECK_ARG(ctx, "context");
+    SFV__CHECK_ARG(raw, "raw PD (NULL)");
+    if (raw->context != ctx->ctx)
+        return sfv__fail(SFV_ERR_INVALID, EINVAL, __func__,
+                         "%s: the raw PD was allocated on another device context than %s's", __func__, ctx->name);
+    pd = (sfv_pd *)SFV_CALLOC(1, sizeof *pd);
+    if (!pd) return sfv__fail_verb("calloc", ENOMEM);
+    sfv__ref(&ctx->refs);
+    pd->pd = raw;
+    pd->ctx = ctx;
+    pd->owned = take_ownership;
     pd->refs = 1;
     *out = pd;
     return SFV_OK;
@@ -1427,7 +1629,7 @@ SAFEVERBS_API sfv_result sfv_alloc_pd(sfv_context *ctx, sfv_pd **out) {
    through safeverbs held a reference). A dealloc the verb refuses keeps the PD and its reference. */
 static sfv_result sfv__pd_unref(sfv_pd *pd) {
     if (pd && sfv__unref(&pd->refs)) {
-        int rc = ibv_dealloc_pd(pd->pd);
+        int rc = pd->owned ? ibv_dealloc_pd(pd->pd) : 0;
         if (rc) {
             sfv__ref(&pd->refs);
             return sfv__fail_verb("ibv_dealloc_pd", rc);
@@ -4866,6 +5068,15 @@ SAFEVERBS_API sfv_result sfv_node_barrier(sfv_node *node, const size_t *peers, s
 SAFEVERBS_API sfv_result sfv_node_barrier_unchecked(sfv_node *node, const size_t *peers, size_t n, int timeout_ms) {
     return sfv__barrier(node, peers, n, timeout_ms, false);
 }
+
+/* >>impl raw verbs --------------------------------------------------------------------------- */
+SAFEVERBS_API struct ibv_context *sfv_context_raw(const sfv_context *ctx) { return ctx ? ctx->ctx : NULL; }
+SAFEVERBS_API struct ibv_pd *sfv_pd_raw(const sfv_pd *pd) { return pd ? pd->pd : NULL; }
+SAFEVERBS_API struct ibv_mr *sfv_mr_raw(const sfv_mr *mr) { return mr ? mr->mr : NULL; }
+SAFEVERBS_API struct ibv_cq *sfv_cq_raw(const sfv_cq *cq) { return cq ? cq->cq : NULL; }
+SAFEVERBS_API struct ibv_qp *sfv_channel_raw_qp(const sfv_channel *ch) { return ch ? ch->qp : NULL; }
+SAFEVERBS_API struct ibv_cq *sfv_channel_raw_cq(const sfv_channel *ch) { return ch ? ch->cq : NULL; }
+/* (sfv_context_wrap is in >>impl devices, sfv_pd_wrap in >>impl pd and cq.) */
 
 /* Helper macros end here, so they cannot collide with the including file's. */
 #undef SFV__THREAD_LOCAL

@@ -1,6 +1,7 @@
 /* devices.c - what the RDMA devices on this machine look like to safeverbs.
 
-   Lists every device: its GUID, then port 1's state, active MTU, link layer and LID, then each
+   Lists every device: its GUID, its firmware and the limits a program sizes its queues by
+   (sfv_query_device), then port 1's state, active MTU, link layer and LID, then each
    valid GID with its type (IB, RoCE v1, RoCE v2) and whether it holds an IPv4 address. Then it
    registers a buffer on the first device for remote access and prints the keys and the 24-byte
    remote descriptor a peer would receive (sfv_remote_mr_encode).
@@ -31,6 +32,24 @@ static const char *link_layer_str(sfv_link_layer l) {
 static int fail(const char *what) {
     fprintf(stderr, "devices: %s: %s\n", what, sfv_last_error()->message);
     return 1;
+}
+
+static const char *atomic_cap_str(sfv_atomic_cap c) {
+    return c == SFV_ATOMIC_GLOBAL ? "global" : c == SFV_ATOMIC_HCA ? "HCA" : "none";
+}
+
+/* The device's limits. */
+static int show_limits(sfv_context *ctx) {
+    sfv_device_attr a;
+    if (sfv_query_device(ctx, &a) != SFV_OK) return fail("sfv_query_device");
+    printf("  firmware %s, vendor 0x%06x part %u, %u port(s)\n", a.fw_ver[0] ? a.fw_ver : "(none)",
+           (unsigned)a.vendor_id, (unsigned)a.vendor_part_id, (unsigned)a.phys_port_cnt);
+    printf("  limits: max_qp_wr %u, max_sge %u (reads %u), max_cqe %u, max_mr_size %llu, "
+           "reads in flight per QP %u out / %u in, atomics %s\n",
+           (unsigned)a.max_qp_wr, (unsigned)a.max_sge, (unsigned)a.max_sge_rd, (unsigned)a.max_cqe,
+           (unsigned long long)a.max_mr_size, (unsigned)a.max_qp_init_rd_atom, (unsigned)a.max_qp_rd_atom,
+           atomic_cap_str(a.atomic_cap));
+    return 0;
 }
 
 /* Port 1 and its GID table. */
@@ -98,7 +117,8 @@ int main(void) {
             rc = fail(sfv_device_list_name(list, i));
             break;
         }
-        rc = show_port(ctx);
+        rc = show_limits(ctx);
+        if (rc == 0) rc = show_port(ctx);
         if (!first) first = ctx; /* kept open for the registration below */
         else sfv_close_device(ctx);
     }

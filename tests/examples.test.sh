@@ -43,7 +43,8 @@ pair() { # NAME PORT "SERVER COMMAND" "CLIENT COMMAND": the client connects to 1
 # devices: both rxe devices, each with its IPv4 GID, and a remote descriptor.
 timeout 60 build/devices >"$out/devices" 2>&1 &&
     grep -q '^rxe0: GUID' "$out/devices" && grep -q '^rxe1: GUID' "$out/devices" &&
-    grep -q 'IPv4 192.0.2.1' "$out/devices" && grep -q 'remote descriptor 5352' "$out/devices"
+    grep -q 'IPv4 192.0.2.1' "$out/devices" && grep -q 'remote descriptor 5352' "$out/devices" &&
+    grep -q 'limits: max_qp_wr [1-9]' "$out/devices"
 result "devices lists rxe0 and rxe1" $? "$out/devices"
 
 solo "pingpong --loopback" build/pingpong -d rxe0 --loopback

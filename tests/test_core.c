@@ -795,6 +795,11 @@ static void t_null_everywhere(void) {
     CHECK_RESULT(sfv_node_connect(NULL, NULL, 10), SFV_ERR_INVALID);
     CHECK_RESULT(sfv_node_barrier(NULL, NULL, 0, 10), SFV_ERR_INVALID);
     CHECK_RESULT(sfv_node_barrier_unchecked(NULL, NULL, 0, 10), SFV_ERR_INVALID);
+    CHECK_RESULT(sfv_query_device(NULL, NULL), SFV_ERR_INVALID);
+    CHECK_RESULT(sfv_context_wrap(NULL, true, NULL), SFV_ERR_INVALID);
+    CHECK_RESULT(sfv_pd_wrap(NULL, NULL, true, NULL), SFV_ERR_INVALID);
+    CHECK(sfv_context_raw(NULL) == NULL && sfv_pd_raw(NULL) == NULL && sfv_mr_raw(NULL) == NULL &&
+          sfv_cq_raw(NULL) == NULL && sfv_channel_raw_qp(NULL) == NULL && sfv_channel_raw_cq(NULL) == NULL);
     CHECK(sfv_result_str((sfv_result)12345) != NULL && sfv_port_state_str((sfv_port_state)99) != NULL);
     CHECK(sfv_wc_status_str((sfv_wc_status)999) != NULL && sfv_wc_status_hint((sfv_wc_status)999) != NULL);
     CHECK(sfv_work_error_class_str((sfv_work_error_class)99) != NULL);
@@ -831,6 +836,338 @@ static void t_reg_mr_memlock_hint(void) {
     free(buf);
 }
 
+/* --- device limits and raw verbs ---------------------------------------------------------- */
+/* sfv_query_device gives what ibv_query_device says, field by field, and sane values. */
+static void t_query_device(void) {
+    fixture f = setup();
+    sfv_device_attr a;
+    struct ibv_device_attr raw;
+    uint64_t guid = 0;
+    sfv_device_list *l;
+    size_t i;
+    memset(&a, 0xab, sizeof a);
+    CHECK_RESULT(sfv_query_device(NULL, &a), SFV_ERR_INVALID);
+    CHECK(a.max_qp == 0 && a.fw_ver[0] == 0 && a.node_guid == 0 && a.atomic_cap == SFV_ATOMIC_NONE);
+    CHECK(strstr(sfv_last_error()->message, "context") != NULL);
+    CHECK_RESULT(sfv_query_device(f.ctx, NULL), SFV_ERR_INVALID);
+    CHECK_OK(sfv_query_device(f.ctx, &a));
+    CHECK(ibv_query_device(sfv_context_raw(f.ctx), &raw) == 0);
+    CHECK_EQ(a.max_qp_wr, raw.max_qp_wr);
+    CHECK_EQ(a.max_sge, raw.max_sge);
+    CHECK_EQ(a.max_sge_rd, raw.max_sge_rd);
+    CHECK_EQ(a.max_cqe, raw.max_cqe);
+    CHECK_EQ(a.max_mr_size, raw.max_mr_size);
+    CHECK_EQ(a.page_size_cap, raw.page_size_cap);
+    CHECK_EQ(a.max_qp_rd_atom, raw.max_qp_rd_atom);
+    CHECK_EQ(a.max_qp_init_rd_atom, raw.max_qp_init_rd_atom);
+    CHECK_EQ(a.max_res_rd_atom, raw.max_res_rd_atom);
+    CHECK_EQ(a.atomic_cap, raw.atomic_cap);
+    CHECK_EQ(a.max_srq, raw.max_srq);
+    CHECK_EQ(a.max_srq_wr, raw.max_srq_wr);
+    CHECK_EQ(a.max_srq_sge, raw.max_srq_sge);
+    CHECK_EQ(a.max_qp, raw.max_qp);
+    CHECK_EQ(a.max_cq, raw.max_cq);
+    CHECK_EQ(a.max_mr, raw.max_mr);
+    CHECK_EQ(a.max_pd, raw.max_pd);
+    CHECK_EQ(a.max_mw, raw.max_mw);
+    CHECK_EQ(a.max_ah, raw.max_ah);
+    CHECK_EQ(a.max_pkeys, raw.max_pkeys);
+    CHECK_EQ(a.phys_port_cnt, raw.phys_port_cnt);
+    CHECK_EQ(a.vendor_id, raw.vendor_id);
+    CHECK_EQ(a.vendor_part_id, raw.vendor_part_id);
+    CHECK_EQ(a.hw_ver, raw.hw_ver);
+    CHECK_EQ(a.local_ca_ack_delay, raw.local_ca_ack_delay);
+    CHECK(strncmp(a.fw_ver, raw.fw_ver, sizeof a.fw_ver) == 0);
+    CHECK(memchr(a.fw_ver, 0, sizeof a.fw_ver) != NULL);
+    /* The node GUID in host order is the device list's. */
+    CHECK_OK(sfv_get_device_list(&l));
+    for (i = 0; i < sfv_device_list_len(l); i++)
+        if (strcmp(sfv_device_list_name(l, i), test_device(0)) == 0) CHECK_OK(sfv_device_list_guid(l, i, &guid));
+    sfv_free_device_list(l);
+    CHECK(guid != 0);
+    CHECK_EQ(a.node_guid, guid);
+    /* Sane: what a channel needs is there (rxe: RC, atomics, reads of several elements). */
+    CHECK(a.max_qp_wr >= 64 && a.max_sge >= 1 && a.max_sge_rd >= 1 && a.max_cqe >= 64);
+    CHECK(a.max_qp >= 1 && a.max_cq >= 1 && a.max_mr >= 1 && a.max_pd >= 1);
+    CHECK(a.max_mr_size >= BUF_LEN && a.phys_port_cnt >= 1);
+    CHECK(a.max_qp_rd_atom >= 1 && a.max_qp_init_rd_atom >= 1);
+    CHECK(a.atomic_cap == SFV_ATOMIC_NONE || a.atomic_cap == SFV_ATOMIC_HCA || a.atomic_cap == SFV_ATOMIC_GLOBAL);
+    CHECK(a.page_size_cap & 4096);
+    /* sfv_create_cq's limit is this max_cqe. */
+    {
+        sfv_cq *cq;
+        CHECK_RESULT(sfv_create_cq(f.ctx, a.max_cqe + 1, &cq), SFV_ERR_INVALID);
+        CHECK_OK(sfv_create_cq(f.ctx, a.max_cqe < 4096 ? a.max_cqe : 4096, &cq));
+        sfv_destroy_cq(cq);
+    }
+    teardown(&f);
+}
+
+/* Connects ch to itself and moves "hello" through it: send, receive. */
+static void loopback_hello(sfv_channel *ch, sfv_mr *mr, char *buf) {
+    sfv_endpoint me;
+    sfv_pending rx;
+    sfv_work_completion wc;
+    sfv_scatter_element in;
+    sfv_gather_element out;
+    CHECK_OK(sfv_channel_endpoint(ch, &me));
+    CHECK_OK(sfv_channel_handshake(ch, &me));
+    memset(buf, 0, 64);
+    memcpy(buf, "hello", 6);
+    in = sfv_mr_scatter_element(mr, buf + 32, 32);
+    out = sfv_mr_gather_element(mr, buf, 6);
+    CHECK_OK(sfv_channel_post_receive(ch, &in, 1, &rx));
+    CHECK_OK(sfv_channel_send(ch, &out, 1, NULL));
+    CHECK_OK(sfv_pending_wait(&rx, 5000, &wc));
+    CHECK_EQ(wc.byte_len, 6);
+    CHECK(strcmp(buf + 32, "hello") == 0);
+}
+
+/* Every accessor: NULL for NULL, the real object otherwise, usable with ibv_query_*. */
+static void t_raw_accessors(void) {
+    fixture f = setup();
+    sfv_cq *cq;
+    sfv_channel *ch;
+    struct ibv_port_attr pa;
+    struct ibv_qp_attr qa;
+    struct ibv_qp_init_attr qi;
+    sfv_endpoint me;
+    CHECK(sfv_context_raw(NULL) == NULL && sfv_pd_raw(NULL) == NULL && sfv_mr_raw(NULL) == NULL);
+    CHECK(sfv_cq_raw(NULL) == NULL && sfv_channel_raw_qp(NULL) == NULL && sfv_channel_raw_cq(NULL) == NULL);
+    CHECK_OK(sfv_create_cq(f.ctx, 16, &cq));
+    CHECK_OK(sfv_create_channel(f.pd, NULL, &ch));
+    CHECK(sfv_context_raw(f.ctx) != NULL && sfv_pd_raw(f.pd) != NULL && sfv_mr_raw(f.mr) != NULL);
+    CHECK(sfv_cq_raw(cq) != NULL && sfv_channel_raw_qp(ch) != NULL && sfv_channel_raw_cq(ch) != NULL);
+    /* The objects hang together as libibverbs says. */
+    CHECK(sfv_pd_raw(f.pd)->context == sfv_context_raw(f.ctx));
+    CHECK(sfv_mr_raw(f.mr)->pd == sfv_pd_raw(f.pd) && sfv_mr_raw(f.mr)->context == sfv_context_raw(f.ctx));
+    CHECK_EQ(sfv_mr_raw(f.mr)->lkey, sfv_mr_lkey(f.mr));
+    CHECK_EQ(sfv_mr_raw(f.mr)->rkey, sfv_mr_rkey(f.mr));
+    CHECK(sfv_mr_raw(f.mr)->addr == (void *)g_buf && sfv_mr_raw(f.mr)->length == BUF_LEN);
+    CHECK(sfv_cq_raw(cq)->context == sfv_context_raw(f.ctx));
+    CHECK_EQ(sfv_cq_raw(cq)->cqe, sfv_cq_capacity(cq));
+    CHECK(sfv_channel_raw_cq(ch) != sfv_cq_raw(cq)); /* a channel has a CQ of its own */
+    CHECK(sfv_channel_raw_qp(ch)->pd == sfv_pd_raw(f.pd));
+    CHECK(sfv_channel_raw_qp(ch)->send_cq == sfv_channel_raw_cq(ch) && sfv_channel_raw_qp(ch)->recv_cq == sfv_channel_raw_cq(ch));
+    CHECK_OK(sfv_channel_endpoint(ch, &me));
+    CHECK_EQ(sfv_channel_raw_qp(ch)->qp_num, me.qpn);
+    /* ibv_query_port on the raw context: port 1 as sfv_query_port sees it. */
+    memset(&pa, 0, sizeof pa);
+    CHECK(ibv_query_port(sfv_context_raw(f.ctx), 1, &pa) == 0);
+    CHECK(pa.state == IBV_PORT_ACTIVE);
+    /* ibv_query_qp: INIT before the handshake, RTS after it. */
+    memset(&qa, 0, sizeof qa);
+    CHECK(ibv_query_qp(sfv_channel_raw_qp(ch), &qa, IBV_QP_STATE, &qi) == 0);
+    CHECK_EQ(qa.qp_state, IBV_QPS_INIT);
+    loopback_hello(ch, f.mr, g_buf);
+    memset(&qa, 0, sizeof qa);
+    CHECK(ibv_query_qp(sfv_channel_raw_qp(ch), &qa, IBV_QP_STATE | IBV_QP_DEST_QPN, &qi) == 0);
+    CHECK_EQ(qa.qp_state, IBV_QPS_RTS);
+    CHECK_EQ(qa.dest_qp_num, me.qpn); /* loopback: connected to itself */
+    CHECK_OK(sfv_destroy_channel(ch));
+    sfv_destroy_cq(cq);
+    teardown(&f);
+}
+
+/* The public CQ for a QP of the user's own: a raw RC QP on sfv_pd_raw with sfv_cq_raw as both
+   CQs, connected to itself by raw verbs; a raw send and receive complete on the sfv_cq, and
+   sfv_poll_cq returns them with the user's wr_ids. */
+static void t_sfv_cq_serves_raw_qp(void) {
+    fixture f = setup();
+    sfv_cq *cq;
+    struct ibv_qp *qp;
+    struct ibv_qp_init_attr qi;
+    struct ibv_qp_attr qa;
+    struct ibv_sge ss, rs;
+    struct ibv_send_wr swr, *bad_s = NULL;
+    struct ibv_recv_wr rwr, *bad_r = NULL;
+    sfv_work_completion wc[4];
+    sfv_gid_entry ge;
+    uint32_t gid_index;
+    size_t n, got = 0, k;
+    bool saw_send = false, saw_recv = false;
+    double end;
+    CHECK_OK(sfv_create_cq(f.ctx, 8, &cq));
+    memset(&qi, 0, sizeof qi);
+    qi.send_cq = qi.recv_cq = sfv_cq_raw(cq);
+    qi.qp_type = IBV_QPT_RC;
+    qi.cap.max_send_wr = qi.cap.max_recv_wr = 2;
+    qi.cap.max_send_sge = qi.cap.max_recv_sge = 1;
+    qi.sq_sig_all = 1;
+    qp = ibv_create_qp(sfv_pd_raw(f.pd), &qi);
+    CHECK(qp != NULL);
+    CHECK_OK(sfv_choose_gid(f.ctx, 1, &gid_index));
+    CHECK_OK(sfv_query_gid(f.ctx, 1, gid_index, &ge));
+    memset(&qa, 0, sizeof qa);
+    qa.qp_state = IBV_QPS_INIT;
+    qa.port_num = 1;
+    qa.qp_access_flags = IBV_ACCESS_LOCAL_WRITE;
+    CHECK(ibv_modify_qp(qp, &qa, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS) == 0);
+    memset(&qa, 0, sizeof qa);
+    qa.qp_state = IBV_QPS_RTR;
+    qa.path_mtu = IBV_MTU_1024;
+    qa.dest_qp_num = qp->qp_num;
+    qa.rq_psn = 1;
+    qa.max_dest_rd_atomic = 1;
+    qa.min_rnr_timer = 12;
+    qa.ah_attr.is_global = 1;
+    memcpy(qa.ah_attr.grh.dgid.raw, ge.gid.raw, 16);
+    qa.ah_attr.grh.sgid_index = (uint8_t)gid_index;
+    qa.ah_attr.grh.hop_limit = 1;
+    qa.ah_attr.port_num = 1;
+    CHECK(ibv_modify_qp(qp, &qa, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+                                     IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER) == 0);
+    memset(&qa, 0, sizeof qa);
+    qa.qp_state = IBV_QPS_RTS;
+    qa.timeout = 14;
+    qa.retry_cnt = 7;
+    qa.rnr_retry = 7;
+    qa.sq_psn = 1;
+    qa.max_rd_atomic = 1;
+    CHECK(ibv_modify_qp(qp, &qa, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
+                                     IBV_QP_MAX_QP_RD_ATOMIC) == 0);
+    memset(g_buf, 0, 64);
+    memcpy(g_buf, "island", 7);
+    rs.addr = (uintptr_t)(g_buf + 32);
+    rs.length = 32;
+    rs.lkey = sfv_mr_lkey(f.mr);
+    memset(&rwr, 0, sizeof rwr);
+    rwr.wr_id = 0x1234;
+    rwr.sg_list = &rs;
+    rwr.num_sge = 1;
+    CHECK(ibv_post_recv(qp, &rwr, &bad_r) == 0);
+    ss.addr = (uintptr_t)g_buf;
+    ss.length = 7;
+    ss.lkey = sfv_mr_lkey(f.mr);
+    memset(&swr, 0, sizeof swr);
+    swr.wr_id = 0xabcd;
+    swr.sg_list = &ss;
+    swr.num_sge = 1;
+    swr.opcode = IBV_WR_SEND;
+    CHECK(ibv_post_send(qp, &swr, &bad_s) == 0);
+    end = test_seconds() + 5;
+    while (got < 2 && test_seconds() < end) {
+        CHECK_OK(sfv_poll_cq(cq, wc + got, 4 - got, &n));
+        got += n;
+    }
+    CHECK_EQ(got, 2);
+    for (k = 0; k < got; k++) {
+        if (wc[k].result != SFV_OK) FAIL("completion %zu: %s", k, sfv_wc_status_str(wc[k].status));
+        if (wc[k].wr_id == 0xabcd) {
+            CHECK_EQ(wc[k].opcode, SFV_WC_OP_SEND);
+            saw_send = true;
+        } else {
+            CHECK_EQ(wc[k].wr_id, 0x1234);
+            CHECK_EQ(wc[k].opcode, SFV_WC_OP_RECV);
+            CHECK_EQ(wc[k].byte_len, 7);
+            saw_recv = true;
+        }
+    }
+    CHECK(saw_send && saw_recv);
+    CHECK(strcmp(g_buf + 32, "island") == 0);
+    CHECK_OK(sfv_poll_cq(cq, wc, 4, &n));
+    CHECK_EQ(n, 0);
+    CHECK(ibv_destroy_qp(qp) == 0); /* the user's QP goes before the CQ and PD it was made on */
+    sfv_destroy_cq(cq);
+    teardown(&f);
+}
+
+static struct ibv_context *open_raw(const char *name) {
+    int n = 0, i;
+    struct ibv_device **devs = ibv_get_device_list(&n);
+    struct ibv_context *raw = NULL;
+    CHECK(devs != NULL);
+    for (i = 0; i < n; i++)
+        if (strcmp(ibv_get_device_name(devs[i]), name) == 0) raw = ibv_open_device(devs[i]);
+    ibv_free_device_list(devs);
+    CHECK(raw != NULL);
+    return raw;
+}
+static bool fd_open(int fd) { return fcntl(fd, F_GETFD) != -1; }
+
+/* A context and PD the user opened, wrapped without ownership: safeverbs runs a channel on
+   them, then frees only its own objects; the user closes the raw ones after. With ownership:
+   safeverbs closes them (the context's command fd goes). */
+static void t_wrap_context_and_pd(void) {
+    struct ibv_context *raw = open_raw(test_device(0));
+    struct ibv_pd *raw_pd = ibv_alloc_pd(raw);
+    sfv_context *ctx;
+    sfv_pd *pd;
+    sfv_mr *mr;
+    sfv_channel *ch;
+    sfv_device_attr a;
+    sfv_port_attr pa;
+    const int fd = raw->cmd_fd;
+    CHECK(raw_pd != NULL);
+    CHECK_OK(sfv_context_wrap(raw, false, &ctx));
+    CHECK(sfv_context_raw(ctx) == raw);
+    CHECK(strcmp(sfv_context_name(ctx), test_device(0)) == 0);
+    CHECK_OK(sfv_query_device(ctx, &a)); /* queried like an opened one */
+    CHECK(a.max_qp_wr > 0 && a.phys_port_cnt >= 1);
+    CHECK_OK(sfv_query_port(ctx, 1, &pa));
+    CHECK_EQ(pa.state, SFV_PORT_ACTIVE);
+    CHECK_OK(sfv_pd_wrap(ctx, raw_pd, false, &pd));
+    CHECK(sfv_pd_raw(pd) == raw_pd && sfv_pd_context(pd) == ctx);
+    CHECK_OK(sfv_reg_mr_local(pd, g_buf, BUF_LEN, &mr));
+    CHECK(sfv_mr_raw(mr)->pd == raw_pd);
+    CHECK_OK(sfv_create_channel(pd, NULL, &ch));
+    sfv_close_device(ctx); /* the children keep it */
+    sfv_dealloc_pd(pd);
+    loopback_hello(ch, mr, g_buf);
+    CHECK_OK(sfv_destroy_channel(ch));
+    sfv_dereg_mr(mr); /* the last reference: nothing of the user's is freed */
+    CHECK(fd_open(fd));
+    CHECK(ibv_dealloc_pd(raw_pd) == 0);
+    CHECK(ibv_close_device(raw) == 0);
+    CHECK(!fd_open(fd));
+
+    /* With ownership: safeverbs deallocs and closes. */
+    raw = open_raw(test_device(0));
+    raw_pd = ibv_alloc_pd(raw);
+    CHECK(raw_pd != NULL);
+    {
+        const int fd2 = raw->cmd_fd;
+        CHECK_OK(sfv_context_wrap(raw, true, &ctx));
+        CHECK_OK(sfv_pd_wrap(ctx, raw_pd, true, &pd));
+        CHECK_OK(sfv_reg_mr_local(pd, g_buf, BUF_LEN, &mr));
+        CHECK_OK(sfv_create_channel(pd, NULL, &ch));
+        loopback_hello(ch, mr, g_buf);
+        CHECK_OK(sfv_destroy_channel(ch));
+        sfv_dereg_mr(mr);
+        sfv_dealloc_pd(pd);
+        CHECK(fd_open(fd2));
+        sfv_close_device(ctx);
+        CHECK(!fd_open(fd2)); /* closed by safeverbs */
+    }
+}
+
+/* NULL and bad arguments of the wrappers: nothing taken, nothing freed. */
+static void t_wrap_bad_arguments(void) {
+    struct ibv_context *raw = open_raw(test_device(0)), *other = open_raw(test_device(0));
+    struct ibv_pd *raw_pd = ibv_alloc_pd(raw), *other_pd = ibv_alloc_pd(other);
+    sfv_context *ctx = (sfv_context *)1;
+    sfv_pd *pd = (sfv_pd *)1;
+    CHECK(raw_pd != NULL && other_pd != NULL);
+    CHECK_RESULT(sfv_context_wrap(NULL, false, &ctx), SFV_ERR_INVALID);
+    CHECK(ctx == NULL);
+    CHECK(strstr(sfv_last_error()->message, "raw context") != NULL);
+    CHECK_RESULT(sfv_context_wrap(raw, true, NULL), SFV_ERR_INVALID);
+    CHECK_OK(sfv_context_wrap(raw, false, &ctx));
+    CHECK_RESULT(sfv_pd_wrap(NULL, raw_pd, false, &pd), SFV_ERR_INVALID);
+    CHECK(pd == NULL);
+    CHECK_RESULT(sfv_pd_wrap(ctx, NULL, false, &pd), SFV_ERR_INVALID);
+    CHECK_RESULT(sfv_pd_wrap(ctx, raw_pd, false, NULL), SFV_ERR_INVALID);
+    pd = (sfv_pd *)1;
+    CHECK_RESULT(sfv_pd_wrap(ctx, other_pd, true, &pd), SFV_ERR_INVALID); /* same device, another context */
+    CHECK(pd == NULL);
+    CHECK(strstr(sfv_last_error()->message, "another device context") != NULL);
+    sfv_close_device(ctx);
+    CHECK(ibv_dealloc_pd(other_pd) == 0); /* still the user's: the refusal took nothing */
+    CHECK(ibv_dealloc_pd(raw_pd) == 0);
+    CHECK(ibv_close_device(other) == 0);
+    CHECK(ibv_close_device(raw) == 0);
+}
+
 static const harness_test TESTS[] = {
     TEST(t_reg_mr_memlock_hint, 30),
     TEST(t_null_everywhere, 10),
@@ -854,6 +1191,11 @@ static const harness_test TESTS[] = {
     TEST(t_remote_region_arithmetic, 10),
     TEST(t_remote_region_fields, 10),
     TEST(t_remote_region_codec, 10),
+    TEST(t_query_device, 30),
+    TEST(t_raw_accessors, 30),
+    TEST(t_sfv_cq_serves_raw_qp, 30),
+    TEST(t_wrap_context_and_pd, 30),
+    TEST(t_wrap_bad_arguments, 30),
 };
 
 int main(int argc, char **argv) { return harness_main(argc, argv, TESTS, COUNT_OF(TESTS)); }

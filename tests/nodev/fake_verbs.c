@@ -292,7 +292,6 @@ int ibv_close_device(struct ibv_context *context) {
 
 int ibv_query_device(struct ibv_context *context, struct ibv_device_attr *a) {
     FK_SITE();
-    (void)context;
     if (fk_inject("ibv_query_device")) return EIO;
     memset(a, 0, sizeof *a);
     snprintf(a->fw_ver, sizeof a->fw_ver, "fake");
@@ -307,7 +306,11 @@ int ibv_query_device(struct ibv_context *context, struct ibv_device_attr *a) {
     a->max_pd = 1 << 16;
     a->max_qp_rd_atom = 16;
     a->max_qp_init_rd_atom = 16;
+    a->max_res_rd_atom = 1 << 20;
     a->atomic_cap = fk_atomic_cap;
+    a->node_guid = ibv_get_device_guid(context->device);
+    a->vendor_id = 0x02c9;
+    a->vendor_part_id = 4119;
     a->phys_port_cnt = 1;
     return 0;
 }

@@ -1171,8 +1171,80 @@ static void t_node(void) {
     tf_close(&e);
 }
 
+/* Device limits, the raw accessors and the wrappers on the fake: what was wrapped without
+   ownership is left to the user, with ownership it is freed; a refused wrap takes nothing. */
+static void t_raw_and_wrap(void) {
+    struct ibv_device **devs;
+    struct ibv_context *raw;
+    struct ibv_pd *raw_pd;
+    sfv_context *c = (sfv_context *)1;
+    sfv_pd *pd = (sfv_pd *)1;
+    sfv_device_attr a;
+    int n = 0;
+    long k;
+    CHECK(sfv_context_raw(NULL) == NULL && sfv_pd_raw(NULL) == NULL && sfv_mr_raw(NULL) == NULL &&
+          sfv_cq_raw(NULL) == NULL && sfv_channel_raw_qp(NULL) == NULL && sfv_channel_raw_cq(NULL) == NULL);
+    CHECK_RESULT(sfv_query_device(NULL, &a), SFV_ERR_INVALID);
+    CHECK_RESULT(sfv_context_wrap(NULL, true, &c), SFV_ERR_INVALID);
+    CHECK(c == NULL);
+    CHECK_RESULT(sfv_pd_wrap(NULL, NULL, true, &pd), SFV_ERR_INVALID);
+    CHECK(pd == NULL);
+    devs = ibv_get_device_list(&n);
+    CHECK(devs && n == 2);
+    raw = ibv_open_device(devs[1]);
+    ibv_free_device_list(devs);
+    CHECK(raw != NULL);
+    raw_pd = ibv_alloc_pd(raw);
+    CHECK(raw_pd != NULL);
+    /* A port that is down: refused as sfv_open_device refuses it; the context stays the user's. */
+    fk_set_port_state(1);
+    CHECK_RESULT(sfv_context_wrap(raw, true, &c), SFV_ERR_RESOURCE);
+    CHECK(c == NULL && strstr(sfv_last_error()->message, "DOWN") != NULL);
+    CHECK_EQ(fk_live(FK_CONTEXT), 1);
+    fk_set_port_state(4);
+    /* Without ownership. */
+    CHECK_OK(sfv_context_wrap(raw, false, &c));
+    CHECK(sfv_context_raw(c) == raw && strcmp(sfv_context_name(c), "fake1") == 0);
+    CHECK_OK(sfv_query_device(c, &a));
+    CHECK(strcmp(a.fw_ver, "fake") == 0 && a.node_guid == 0x0002c90300a0b001ull && a.atomic_cap == SFV_ATOMIC_HCA);
+    CHECK(a.max_qp_wr == 4096 && a.max_sge == 16 && a.max_res_rd_atom == (1u << 20) && a.phys_port_cnt == 1);
+    CHECK(a.vendor_id == 0x02c9 && a.vendor_part_id == 4119 && a.max_mr_size == UINT64_MAX);
+    CHECK_RESULT(sfv_pd_wrap(c, NULL, false, &pd), SFV_ERR_INVALID);
+    CHECK_OK(sfv_pd_wrap(c, raw_pd, false, &pd));
+    CHECK(sfv_pd_raw(pd) == raw_pd);
+    sfv_dealloc_pd(pd);
+    sfv_close_device(c);
+    CHECK_EQ(fk_live(FK_CONTEXT), 1);
+    CHECK_EQ(fk_live(FK_PD), 1);
+    /* Each call the wrappers make, failing in turn: an error naming it, and the raw objects
+       still the user's (even with take_ownership). */
+    for (k = 1;; k++) {
+        sfv_result r;
+        fk_fail_nth(k);
+        r = sfv_context_wrap(raw, true, &c);
+        if (r == SFV_OK) {
+            CHECK(fk_failed() == NULL);
+            break;
+        }
+        CHECK(c == NULL && fk_failed() != NULL && strcmp(sfv_last_error()->verb, fk_failed()) == 0);
+        CHECK_EQ(fk_live(FK_CONTEXT), 1);
+    }
+    CHECK(k == 4); /* calloc, ibv_query_device, ibv_query_port */
+    fk_fail_nth(1);
+    CHECK_RESULT(sfv_pd_wrap(c, raw_pd, true, &pd), SFV_ERR_RESOURCE);
+    CHECK(pd == NULL && strcmp(fk_failed(), "calloc") == 0);
+    fk_reset();
+    /* With ownership: safeverbs frees both. */
+    CHECK_OK(sfv_pd_wrap(c, raw_pd, true, &pd));
+    sfv_close_device(c);
+    CHECK_EQ(fk_live(FK_CONTEXT), 1); /* the PD holds it */
+    sfv_dealloc_pd(pd);
+    CHECK_EQ(fk_live_total(), 0);
+}
+
 static const harness_test TESTS[] = {
     TEST(t_result_strings, 10),
+    TEST(t_raw_and_wrap, 10),
     TEST(t_endpoint_codec, 10),
     TEST(t_remote_mr_codec, 10),
     TEST(t_remote_arith, 10),
