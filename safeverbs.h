@@ -643,7 +643,8 @@ typedef struct sfv_endpoint {
 #define SFV_ENDPOINT_ENCODED_SIZE 32
 /* "SE", version 2, flags, qpn, lid, mtu, read depth, psn (3 bytes), gid; big-endian. Version 1
    (no read depth: that byte is 0) still decodes. Encoding into NULL does nothing; a NULL ep
-   encodes 32 zero bytes (which decode refuses). */
+   encodes 32 zero bytes (which decode refuses). Decode takes at least SFV_ENDPOINT_ENCODED_SIZE
+   bytes and reads the first that many; anything else is SFV_ERR_INVALID with *out zeroed. */
 SAFEVERBS_API void sfv_endpoint_encode(const sfv_endpoint *ep, uint8_t out[SFV_ENDPOINT_ENCODED_SIZE]);
 SAFEVERBS_API sfv_result sfv_endpoint_decode(const uint8_t *in, size_t size, sfv_endpoint *out);
 
@@ -672,7 +673,8 @@ SAFEVERBS_API sfv_result sfv_channel_ack_events(sfv_channel *ch);
    the older work is consumed). A post that finds its queue's places all taken is refused. */
 SAFEVERBS_API size_t sfv_channel_outstanding(const sfv_channel *ch);
 
-/* Blocking: post, then wait (deadline: desc.timeout_ms). On SFV_ERR_TIMEOUT (or a wait that fails:
+/* Blocking: post, then wait (deadline: desc.timeout_ms; the flush after an expiry may add up to
+   5 s on a NIC slow to flush, after which the QP is destroyed). On SFV_ERR_TIMEOUT (or a wait that fails:
    a CQ error) the channel has flushed the work (and is broken), so the buffers are free again.
    wc may be NULL. */
 SAFEVERBS_API sfv_result sfv_channel_send(sfv_channel *ch, const sfv_gather_element *sges, size_t n, sfv_work_completion *wc);
@@ -727,7 +729,8 @@ SAFEVERBS_API sfv_result sfv_channel_post_receive_batch(sfv_channel *ch, const s
    is zeroed, and polling or waiting on it is SFV_ERR_INVALID.
    wc, when given, is filled on every return but SFV_NOT_DONE (which leaves it as it was): the
    completion, or zeros with wc->result holding the result when there is no completion (a
-   timeout, a refused call), never a zero that reads as SFV_OK. Every non-OK result leaves a matching sfv_last_error(): for SFV_ERR_WORK it names
+   pending wait's timeout, a refused call), never a zero that reads as SFV_OK. (A blocking call
+   whose deadline passed gives the flushed completion, with wc->result SFV_ERR_TIMEOUT.) Every non-OK result leaves a matching sfv_last_error(): for SFV_ERR_WORK it names
    the operation, the status, its class and a hint.
    Checks once: SFV_OK (done), SFV_NOT_DONE, or SFV_ERR_WORK (done, failed; detail in wc). */
 SAFEVERBS_API sfv_result sfv_pending_poll(sfv_pending *pending, sfv_work_completion *wc);
@@ -904,7 +907,8 @@ SAFEVERBS_API sfv_result sfv_net_config_check(const sfv_net_node *nodes, size_t 
    that did not come (and the last stranger dropped while waiting for it, as "a connection from
    ADDR:PORT that did not prove the job key"). A listener that does not prove the key to a
    connecting rank (a wrong key on either side, or something else on that port):
-   SFV_ERR_PERMISSION at once on the connecting side; the listening side cannot tell that rank
+   SFV_ERR_PERMISSION at once on the connecting side (one that takes the connection and says
+   nothing: SFV_ERR_TIMEOUT at the deadline, naming its address); the listening side cannot tell that rank
    from a stranger, so it waits for the real one and times out. A rank that proved the key but
    has another world size or message size, or a listener that proves another rank:
    SFV_ERR_INVALID. Bytes that fail their tag: SFV_ERR_PERMISSION. A host that does not resolve:
@@ -968,7 +972,9 @@ SAFEVERBS_API sfv_result sfv_node_handshake(sfv_node *node, const uint8_t *all, 
 /* Connects the node to the job in one call: its endpoint to every rank and theirs back
    (sfv_exchange_all over nodes, world_size of them), the handshake, then an empty exchange, so
    that when it returns every rank's channels are connected. One deadline for all of it
-   (timeout_ms < 0: 60 s). Errors: those of the three calls; a node already connected is refused
+   (timeout_ms < 0: 60 s; no cap). It allocates world_size * SFV_NODE_ENDPOINT_SIZE(world_size)
+   bytes for the exchange while it runs (0.9 MB at 128 ranks, about 940 MB at 4096). Errors:
+   those of the three calls; a node already connected is refused
    at once (SFV_ERR_INVALID), a broken one with SFV_ERR_BROKEN, before any exchange. Both
    exchanges prove the job key as sfv_exchange_all_keyed says: sfv_node_connect takes it from
    SAFEVERBS_JOB_KEY (without one, loopback addresses only), sfv_node_connect_keyed from desc
@@ -4582,7 +4588,12 @@ static sfv_result sfv__ex_accept_lower(sfv__ex *x) {
             sfv__ex_frame hello;
             int fd = sfv__accept(lfd, addr, sizeof addr);
             if (fd < 0) {
-                if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR || errno == ECONNABORTED) break;
+                /* a connection that died before we took it (accept(2) passes on its network error):
+                   a stranger's problem, not the exchange's */
+                if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR || errno == ECONNABORTED || errno == EPROTO ||
+                    errno == ENETDOWN || errno == ENOPROTOOPT || errno == EHOSTDOWN || errno == EHOSTUNREACH ||
+                    errno == EOPNOTSUPP || errno == ENETUNREACH)
+                    break;
                 r = sfv__fail_verb("accept", errno);
                 break;
             }
@@ -4676,7 +4687,10 @@ static sfv_result sfv__ex_meet(sfv__ex *x, size_t peer) {
         if (r != SFV_OK) {
             const int err = sfv__last.errnum;
             close(fd);
-            if (r == SFV_ERR_TIMEOUT || (err != ECONNRESET && err != EPIPE)) return r;
+            if (r == SFV_ERR_TIMEOUT)
+                return sfv__fail(SFV_ERR_TIMEOUT, ETIMEDOUT, "exchange", "rank %zu's address %s:%u took the connection but proved no job key before the deadline (rank %zu is not there yet, or something else holds the port)",
+                                 peer, pn->host, (unsigned)pn->port, peer);
+            if (err != ECONNRESET && err != EPIPE) return r;
             if (sfv__now_ns() >= x->deadline)
                 return sfv__fail(SFV_ERR_TIMEOUT, ETIMEDOUT, "exchange", "rank %zu did not complete the exchange in time (it hung up before its proof)", peer);
             sfv__last = saved;
@@ -4694,14 +4708,17 @@ static sfv_result sfv__ex_meet(sfv__ex *x, size_t peer) {
             return sfv__fail(SFV_ERR_PERMISSION, EACCES, "exchange", "the listener at %s:%u, rank %zu's address, did not prove the job key: it sent %s",
                              pn->host, (unsigned)pn->port, peer, bad);
         }
-        memset(&f, 0, sizeof f);
-        f.type = SFV__EX_PROOF;
-        sfv__ex_mac(&x->key, 'C', hello_c, in, NULL, 0, f.body);
-        sfv__ex_encode(&f, proof);
-        r = sfv__fd_io(fd, proof, sizeof proof, true, x->deadline, peer);
-        if (r == SFV_OK && hello_l.rank != peer)
+        /* the listener proved the key: is it the rank and the job we expect? (before our proof) */
+        if (hello_l.rank != peer)
             r = sfv__fail(SFV_ERR_INVALID, EINVAL, "exchange", "the listener at rank %zu's address says it is rank %u", peer, (unsigned)hello_l.rank);
         if (r == SFV_OK) r = sfv__ex_same_job(x, &hello_l, peer);
+        if (r == SFV_OK) {
+            memset(&f, 0, sizeof f);
+            f.type = SFV__EX_PROOF;
+            sfv__ex_mac(&x->key, 'C', hello_c, in, NULL, 0, f.body);
+            sfv__ex_encode(&f, proof);
+            r = sfv__fd_io(fd, proof, sizeof proof, true, x->deadline, peer);
+        }
         if (r == SFV_OK) {
             x->seen[peer] = true;
             r = sfv__ex_data(x, fd, false, peer, hello_c, in);
@@ -4722,6 +4739,7 @@ static sfv_result sfv__exchange(const sfv_net_node *nodes, size_t n, size_t rank
     SFV__CHECK_ARG(mine || size == 0, "mine (NULL)");
     SFV__CHECK_ARG(all || size == 0, "all (NULL)");
     if (size > SFV__EX_MAX_SIZE) return sfv__fail(SFV_ERR_INVALID, EINVAL, "exchange", "%zu bytes (at most 64 MiB)", size);
+    if (size && n > SIZE_MAX / size) return sfv__fail(SFV_ERR_INVALID, EINVAL, "exchange", "%zu ranks of %zu bytes do not fit in memory", n, size);
     memset(&x, 0, sizeof x);
     if ((r = sfv__ex_key_pick(desc, &x.key)) != SFV_OK) return r;
     x.nodes = nodes;
