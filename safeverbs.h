@@ -4708,17 +4708,17 @@ static sfv_result sfv__ex_meet(sfv__ex *x, size_t peer) {
             return sfv__fail(SFV_ERR_PERMISSION, EACCES, "exchange", "the listener at %s:%u, rank %zu's address, did not prove the job key: it sent %s",
                              pn->host, (unsigned)pn->port, peer, bad);
         }
-        /* the listener proved the key: is it the rank and the job we expect? (before our proof) */
-        if (hello_l.rank != peer)
+        /* Our proof goes first even to a proven listener of another rank or job: it can only be
+           one of this job's ranks (it holds the key), and with the proof it learns the mismatch
+           too, so both sides report it instead of one waiting for its deadline. */
+        memset(&f, 0, sizeof f);
+        f.type = SFV__EX_PROOF;
+        sfv__ex_mac(&x->key, 'C', hello_c, in, NULL, 0, f.body);
+        sfv__ex_encode(&f, proof);
+        r = sfv__fd_io(fd, proof, sizeof proof, true, x->deadline, peer);
+        if (r == SFV_OK && hello_l.rank != peer)
             r = sfv__fail(SFV_ERR_INVALID, EINVAL, "exchange", "the listener at rank %zu's address says it is rank %u", peer, (unsigned)hello_l.rank);
         if (r == SFV_OK) r = sfv__ex_same_job(x, &hello_l, peer);
-        if (r == SFV_OK) {
-            memset(&f, 0, sizeof f);
-            f.type = SFV__EX_PROOF;
-            sfv__ex_mac(&x->key, 'C', hello_c, in, NULL, 0, f.body);
-            sfv__ex_encode(&f, proof);
-            r = sfv__fd_io(fd, proof, sizeof proof, true, x->deadline, peer);
-        }
         if (r == SFV_OK) {
             x->seen[peer] = true;
             r = sfv__ex_data(x, fd, false, peer, hello_c, in);
