@@ -404,7 +404,10 @@ typedef struct sfv_work_completion {
     sfv_work_error_class error_class;
     uint32_t vendor_err;
     sfv_wc_opcode opcode;
-    uint32_t byte_len;               /* bytes written locally: receive, read, atomic (8); 0 otherwise */
+    uint32_t byte_len;               /* bytes written locally: receive, read, atomic (8); 0 otherwise.
+                                        The receive of a write with immediate (RECV_IMM) says how
+                                        many bytes that write placed in the region; it uses none
+                                        of the receive's own elements (measured on rxe). */
     uint32_t imm_data;               /* host byte order; valid when has_imm */
     bool has_imm;
 } sfv_work_completion;
@@ -664,7 +667,12 @@ SAFEVERBS_API sfv_result sfv_channel_handshake(sfv_channel *ch, const sfv_endpoi
 SAFEVERBS_API sfv_pd *sfv_channel_pd(const sfv_channel *ch);
 SAFEVERBS_API const sfv_channel_desc *sfv_channel_get_desc(const sfv_channel *ch);
 /* The completion channel's fd (SFV_WAIT_EVENT), else -1. Readable after sfv_channel_arm once
-   a completion arrives; then call sfv_channel_ack_events and poll your pending work. */
+   a completion arrives; then call sfv_channel_ack_events and poll your pending work.
+   In your own event loop, keep this order, or a completion that lands between a poll and the
+   sleep is missed until the next one: (1) sfv_channel_arm, (2) poll every pending handle you
+   wait for (sfv_pending_poll) and handle what is done, (3) only if none was done, sleep in
+   poll/epoll on the fd, (4) when it is readable, sfv_channel_ack_events, and go to (1). The
+   channel's own waits do exactly this. */
 SAFEVERBS_API int sfv_channel_fd(const sfv_channel *ch);
 SAFEVERBS_API sfv_result sfv_channel_arm(sfv_channel *ch);
 SAFEVERBS_API sfv_result sfv_channel_ack_events(sfv_channel *ch);
@@ -788,7 +796,9 @@ SAFEVERBS_API sfv_result sfv_channel_post_fetch_add(sfv_channel *ch, const sfv_s
 
 /* >>scopes ----------------------------------------------------------------------------------- */
 /* Scopes: fn posts work through ch; when the scope returns, all of it has completed, whether fn
-   succeeded or not, so every buffer it used is free again. */
+   succeeded or not, so every buffer it used is free again. Work posted before the scope opened
+   is not the scope's: it stays with its own pending handles (a scope waits only for what was
+   posted from the moment it opened, and leaves older work in flight as it was). */
 typedef sfv_result (*sfv_scope_fn)(sfv_channel *ch, void *user);
 typedef struct sfv_scope_report {
     sfv_result fn_result;          /* what fn returned */

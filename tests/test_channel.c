@@ -407,6 +407,7 @@ static void t_immediates(void) {
     CHECK(wc.has_imm);
     CHECK_EQ(wc.imm_data, 0x01020304);
     CHECK_EQ(wc.opcode, SFV_WC_OP_RECV_IMM);
+    CHECK_EQ(wc.byte_len, 128); /* what the write placed in the region; no receive element was used */
     CHECK(memcmp(b.buf, a.buf, 128) == 0);
     /* a zero-length send with immediate */
     CHECK_OK(sfv_channel_post_receive(b.ch, NULL, 0, &rx));
