@@ -1085,6 +1085,25 @@ static void t_endpoint_codec(void) {
     CHECK_RESULT(sfv_endpoint_decode(bad, sizeof bad, &o), SFV_ERR_INVALID);
 }
 
+/* n connected channel pairs between a's and b's devices: pair 0 is a.ch <-> b.ch, the others new. */
+static void channel_pairs(side *a, side *b, const sfv_channel_desc *da, const sfv_channel_desc *db, size_t n,
+                          sfv_channel **ach, sfv_channel **bch) {
+    size_t i;
+    for (i = 0; i < n; i++) {
+        sfv_endpoint ea, eb;
+        ach[i] = a->ch;
+        bch[i] = b->ch;
+        if (i) {
+            CHECK_OK(sfv_create_channel(a->pd, da, &ach[i]));
+            CHECK_OK(sfv_create_channel(b->pd, db, &bch[i]));
+        }
+        CHECK_OK(sfv_channel_endpoint(ach[i], &ea));
+        CHECK_OK(sfv_channel_endpoint(bch[i], &eb));
+        CHECK_OK(sfv_channel_handshake(ach[i], &eb));
+        CHECK_OK(sfv_channel_handshake(bch[i], &ea));
+    }
+}
+
 /* --- promises at the edges --------------------------------------------------------------------- */
 static sfv_result scope_fails_quietly(sfv_channel *ch, void *user) {
     (void)ch;
@@ -1554,18 +1573,8 @@ static void t_atomic_counter_four_channels(void) {
     a = side_open(test_device(0), &da, SHARED);
     b = side_open(test_device(1), &db, ATOMIC);
     CHECK_OK(SFV_REMOTE_ARRAY_FIELD(sfv_mr_remote(b.mr), uint64_t, 3, &word)); /* bytes 24 .. 32 */
+    channel_pairs(&a, &b, &da, &db, COUNTER_PEERS, ach, bch);
     for (i = 0; i < COUNTER_PEERS; i++) {
-        sfv_endpoint ea, eb;
-        ach[i] = a.ch;
-        bch[i] = b.ch;
-        if (i) {
-            CHECK_OK(sfv_create_channel(a.pd, &da, &ach[i]));
-            CHECK_OK(sfv_create_channel(b.pd, &db, &bch[i]));
-        }
-        CHECK_OK(sfv_channel_endpoint(ach[i], &ea));
-        CHECK_OK(sfv_channel_endpoint(bch[i], &eb));
-        CHECK_OK(sfv_channel_handshake(ach[i], &eb));
-        CHECK_OK(sfv_channel_handshake(bch[i], &ea));
         ad[i].ch = ach[i];
         ad[i].mr = a.mr;
         ad[i].olds = a.buf + 65536 + (size_t)i * 8 * COUNTER_ADDS;
@@ -1648,18 +1657,8 @@ static void t_atomic_spinlock_three_peers(void) {
     page = (struct shared_page *)b.buf;
     CHECK_OK(SFV_REMOTE_STRUCT_FIELD(sfv_mr_remote(b.mr), struct shared_page, lock, &lock));
     CHECK_OK(SFV_REMOTE_STRUCT_FIELD(sfv_mr_remote(b.mr), struct shared_page, counter, &counter));
+    channel_pairs(&a, &b, &da, &db, LOCK_PEERS, ach, bch);
     for (i = 0; i < LOCK_PEERS; i++) {
-        sfv_endpoint ea, eb;
-        ach[i] = a.ch;
-        bch[i] = b.ch;
-        if (i) {
-            CHECK_OK(sfv_create_channel(a.pd, &da, &ach[i]));
-            CHECK_OK(sfv_create_channel(b.pd, &db, &bch[i]));
-        }
-        CHECK_OK(sfv_channel_endpoint(ach[i], &ea));
-        CHECK_OK(sfv_channel_endpoint(bch[i], &eb));
-        CHECK_OK(sfv_channel_handshake(ach[i], &eb));
-        CHECK_OK(sfv_channel_handshake(bch[i], &ea));
         lk[i].ch = ach[i];
         lk[i].mr = a.mr;
         lk[i].mine = a.buf + 4096 * (i + 1);
