@@ -738,8 +738,9 @@ SAFEVERBS_API sfv_result sfv_channel_post_receive_batch(sfv_channel *ch, const s
    wc, when given, is filled on every return but SFV_NOT_DONE (which leaves it as it was): the
    completion, or zeros with wc->result holding the result when there is no completion (a
    pending wait's timeout, a refused call), never a zero that reads as SFV_OK. (A blocking call
-   whose deadline passed gives the flushed completion, with wc->result SFV_ERR_TIMEOUT.) Every non-OK result leaves a matching sfv_last_error(): for SFV_ERR_WORK it names
-   the operation, the status, its class and a hint.
+   whose deadline passed gives the flushed completion, with wc->result SFV_ERR_TIMEOUT.) Every
+   non-OK result leaves a matching sfv_last_error(): for SFV_ERR_WORK it names the operation,
+   the status, its class and a hint.
    Checks once: SFV_OK (done), SFV_NOT_DONE, or SFV_ERR_WORK (done, failed; detail in wc). */
 SAFEVERBS_API sfv_result sfv_pending_poll(sfv_pending *pending, sfv_work_completion *wc);
 /* Waits up to timeout_ms (< 0: the channel's timeout_ms). SFV_ERR_TIMEOUT leaves the work
@@ -2696,37 +2697,64 @@ SFV__SLOW sfv_work_error_class sfv__failure_class(sfv_channel *ch, uint8_t op, e
 /* A queue completes in order, so the unsignaled work before a completion is finished too:
    successfully, unless the completion is a flush (then it was flushed). False: not ours. */
 SFV__SLOW bool sfv__catch_up(sfv_channel *ch, sfv__ring *q, uint64_t seq, enum ibv_wc_status status) {
-    const bool flush = status == IBV_WC_WR_FLUSH_ERR;
     if (seq < q->completed || seq >= q->head) return false; /* cannot happen: the CQ is ours */
+    if (status != IBV_WC_WR_FLUSH_ERR) { /* the common case: the work before it succeeded */
+        for (; q->completed < seq; q->completed++) {
+            sfv__slot *s = &q->slots[q->completed & q->mask];
+            if (s->state == SFV__SLOT_INFLIGHT) sfv__finish_quiet(s, false);
+        }
+        return true;
+    }
     for (; q->completed < seq; q->completed++) {
         sfv__slot *s = &q->slots[q->completed & q->mask];
         if (s->state != SFV__SLOT_INFLIGHT) continue;
-        sfv__finish_quiet(s, flush);
-        if (flush) s->has_imm = (uint8_t)sfv__failure_class(ch, s->op, status);
+        sfv__finish_quiet(s, true);
+        s->has_imm = (uint8_t)sfv__failure_class(ch, s->op, status);
     }
     return true;
 }
 
-/* Records one completion in its slot (the next one due, unless unsignaled work came before). */
-SFV__HOT_INLINE void sfv__complete(sfv_channel *ch, const struct ibv_wc *w) {
-    sfv__ring *q = sfv__ring_of(ch, w->wr_id);
-    uint64_t seq = w->wr_id >> 1;
+/* A successful completion's facts, into its slot. */
+SFV__HOT_INLINE void sfv__complete_ok(sfv__slot *s, const struct ibv_wc *w) {
+    s->status = IBV_WC_SUCCESS;
+    if (s->op == SFV_WC_OP_RECV) {
+        s->byte_len = w->byte_len;
+        s->has_imm = (w->wc_flags & IBV_WC_WITH_IMM) != 0;
+        s->imm_be = w->imm_data;
+        if (w->opcode == IBV_WC_RECV_RDMA_WITH_IMM) s->op = SFV_WC_OP_RECV_IMM;
+    }
+}
+
+/* A completion out of order (unsignaled work came before it) or a failed one: out of line, so
+   the common path keeps one test and no call. */
+SFV__SLOW void sfv__complete_slow(sfv_channel *ch, sfv__ring *q, const struct ibv_wc *w) {
+    const uint64_t seq = w->wr_id >> 1;
     sfv__slot *s;
-    if (SFV__UNLIKELY(seq != q->completed) && !sfv__catch_up(ch, q, seq, w->status)) return;
+    if (seq != q->completed && !sfv__catch_up(ch, q, seq, w->status)) return;
     s = &q->slots[seq & q->mask];
-    s->status = (uint8_t)w->status;
-    if (SFV__LIKELY(w->status == IBV_WC_SUCCESS)) {
-        if (s->op == SFV_WC_OP_RECV) {
-            s->byte_len = w->byte_len;
-            s->has_imm = (w->wc_flags & IBV_WC_WITH_IMM) != 0;
-            s->imm_be = w->imm_data;
-            if (w->opcode == IBV_WC_RECV_RDMA_WITH_IMM) s->op = SFV_WC_OP_RECV_IMM;
-        }
+    if (w->status == IBV_WC_SUCCESS) {
+        sfv__complete_ok(s, w);
     } else {
+        s->status = (uint8_t)w->status;
         s->vendor_err = w->vendor_err; /* read only for an error */
         s->has_imm = (uint8_t)sfv__failure_class(ch, s->op, w->status);
         sfv__break(ch); /* an error completion leaves the QP in the error state */
     }
+    s->state = SFV__SLOT_DONE;
+    q->completed = seq + 1;
+}
+
+/* Records one completion in its slot: the next one due, and a success, on the common path. */
+SFV__HOT_INLINE void sfv__complete(sfv_channel *ch, const struct ibv_wc *w) {
+    sfv__ring *q = sfv__ring_of(ch, w->wr_id);
+    const uint64_t seq = w->wr_id >> 1;
+    sfv__slot *s;
+    if (SFV__UNLIKELY(seq != q->completed || w->status != IBV_WC_SUCCESS)) {
+        sfv__complete_slow(ch, q, w);
+        return;
+    }
+    s = &q->slots[seq & q->mask];
+    sfv__complete_ok(s, w);
     s->state = SFV__SLOT_DONE;
     q->completed = seq + 1;
 }
@@ -2906,6 +2934,10 @@ SFV__HOT_INLINE void sfv__release(sfv__ring *q, sfv__slot *s) {
     sfv__tail_past(q, seq, seq);
 }
 
+/* What a batch of empty work requests points its element list at (per_wr 0 and no elements
+   given), so that no pointer arithmetic is done on NULL; the NIC reads none of it. */
+static const struct ibv_sge sfv__no_sge = {0, 0, 0};
+
 /* >>impl posting ---------------------------------------------------------------------------- */
 /* What is posted, for the element limit: a receive, an RDMA read (which some devices scatter
    into fewer elements), or any other send-queue work. */
@@ -3075,7 +3107,7 @@ static sfv_result sfv__post_batch(sfv_channel *ch, enum ibv_wr_opcode opcode, co
                                   size_t count, const sfv_remote_mr *remotes, sfv_pending *pending) {
     struct ibv_send_wr wrs[SFV_BATCH_MAX], *bad = NULL;
     uint32_t totals[SFV_BATCH_MAX];
-    const struct ibv_sge *sg = (const struct ibv_sge *)sges;
+    const struct ibv_sge *sg = sges ? (const struct ibv_sge *)sges : &sfv__no_sge; /* never arithmetic on NULL */
     const bool rdma = opcode == IBV_WR_RDMA_WRITE || opcode == IBV_WR_RDMA_READ;
     const sfv_wc_opcode op = sfv__op_of(opcode);
     size_t i, posted;
@@ -3088,7 +3120,7 @@ static sfv_result sfv__post_batch(sfv_channel *ch, enum ibv_wr_opcode opcode, co
         return sfv__fail(SFV_ERR_INVALID, EINVAL, "post", "remote regions (NULL)");
     }
     for (i = 0; i < count; i++) {
-        sfv_result r = sfv__fill_send(ch, &wrs[i], ch->sq.head + i, opcode, per_wr ? sg + i * per_wr : NULL, per_wr,
+        sfv_result r = sfv__fill_send(ch, &wrs[i], ch->sq.head + i, opcode, sg + i * per_wr, per_wr,
                                       rdma ? &remotes[i] : NULL, 0, i + 1 == count ? IBV_SEND_SIGNALED : 0, &totals[i]);
         if (r) {
             sfv__pending_clear(pending, 1);
@@ -3183,6 +3215,7 @@ SAFEVERBS_API sfv_result sfv_channel_post_receive(sfv_channel *ch, const sfv_sca
 
 SAFEVERBS_API sfv_result sfv_channel_post_receive_batch(sfv_channel *ch, const sfv_scatter_element *sges, size_t per_wr, size_t count, sfv_pending *pendings) {
     struct ibv_recv_wr wrs[SFV_BATCH_MAX], *bad = NULL;
+    const struct ibv_sge *sg = sges ? (const struct ibv_sge *)sges : &sfv__no_sge; /* never arithmetic on NULL */
     size_t i, posted;
     int rc;
     if (SFV__UNLIKELY(!ch || !sfv__postable(ch, SFV__POST_RECV, sges, per_wr, count, pendings)))
@@ -3191,7 +3224,7 @@ SAFEVERBS_API sfv_result sfv_channel_post_receive_batch(sfv_channel *ch, const s
     for (i = 0; i < count; i++) {
         wrs[i].wr_id = (ch->rq.head + i) << 1 | 1;
         wrs[i].next = i + 1 < count ? &wrs[i + 1] : NULL;
-        wrs[i].sg_list = per_wr ? (struct ibv_sge *)(uintptr_t)(sges + i * per_wr) : NULL;
+        wrs[i].sg_list = (struct ibv_sge *)(uintptr_t)(sg + i * per_wr);
         wrs[i].num_sge = (int)per_wr;
     }
     rc = ibv_post_recv(ch->qp, wrs, &bad);
@@ -3245,6 +3278,16 @@ SFV__HOT_INLINE sfv__slot *sfv__pending_slot(sfv_pending *pending, sfv__ring **q
     return s;
 }
 
+/* A call that returns without a completion: wc (if any) zeroed, with the result in it, so it never
+   reads as SFV_OK. Out of line: only failures come here. */
+SFV__SLOW sfv_result sfv__wc_none(sfv_work_completion *wc, sfv_result r) {
+    if (wc) {
+        memset(wc, 0, sizeof *wc);
+        wc->result = r;
+    }
+    return r;
+}
+
 /* A consumed handle's result; ch (NULL once the channel may be gone) only sharpens the hint. */
 static sfv_result sfv__pending_result(const sfv_pending *pending, const sfv_channel *ch, sfv_work_completion *wc) {
     sfv__slot d;
@@ -3288,22 +3331,16 @@ SAFEVERBS_API bool sfv_pending_done(const sfv_pending *pending) { return pending
 
 /* A handle already consumed gives its result again; anything else is a broken contract. */
 SFV__SLOW sfv_result sfv__pending_again(const sfv_pending *pending, sfv_work_completion *wc) {
-    if (!pending || pending->state_ != SFV__PENDING_DONE) {
-        if (wc) memset(wc, 0, sizeof *wc);
-        if (wc) wc->result = SFV_ERR_INVALID;
-        return sfv__fail(SFV_ERR_INVALID, EINVAL, "pending", "pending handle: %s", pending ? "not posted (or its post was refused)" : "NULL");
-    }
+    if (!pending || pending->state_ != SFV__PENDING_DONE)
+        return sfv__wc_none(wc, sfv__fail(SFV_ERR_INVALID, EINVAL, "pending", "pending handle: %s",
+                                          pending ? "not posted (or its post was refused)" : "NULL"));
     return sfv__pending_result(pending, NULL, wc); /* its channel may be gone: the status's own hint */
 }
 
 /* Polls the CQ once for `p`: its result if that finished it, else SFV_NOT_DONE. */
 SFV__HOT_INLINE sfv_result sfv__poll_once(sfv_pending *pending, sfv__ring *q, sfv__slot *s, sfv_work_completion *wc) {
     int n = sfv__drain(q->ch);
-    if (n < 0) {
-        if (wc) memset(wc, 0, sizeof *wc);
-        if (wc) wc->result = SFV_ERR_DRIVER;
-        return sfv__fail_poll(n);
-    }
+    if (SFV__UNLIKELY(n < 0)) return sfv__wc_none(wc, sfv__fail_poll(n));
     if (s->state != SFV__SLOT_DONE) return SFV_NOT_DONE;
     return sfv__pending_take(pending, q, s, wc);
 }
@@ -3320,11 +3357,7 @@ SFV__SLOW sfv_result sfv__pending_block(sfv_pending *pending, sfv__ring *q, sfv_
     sfv_result r = sfv__poll_once(pending, q, s, wc);
     if (r != SFV_NOT_DONE) return r;
     r = sfv__wait(q->ch, q, pending->seq_, 0, sfv__ms_or(timeout_ms, q->ch->desc.timeout_ms));
-    if (r) {
-        if (wc) memset(wc, 0, sizeof *wc);
-        if (wc) wc->result = r;
-        return r;
-    }
+    if (SFV__UNLIKELY(r)) return sfv__wc_none(wc, r);
     return sfv__pending_take(pending, q, s, wc);
 }
 
@@ -3333,9 +3366,7 @@ SFV__SLOW sfv_result sfv__pending_block(sfv_pending *pending, sfv__ring *q, sfv_
 #if SFV_DEBUG
 SFV__SLOW sfv_result sfv__pending_dead(sfv_work_completion *wc) {
     SFV_ASSERT(!"pending handle used after its channel was destroyed");
-    if (wc) memset(wc, 0, sizeof *wc);
-    if (wc) wc->result = SFV_ERR_INVALID;
-    return sfv__fail(SFV_ERR_INVALID, EINVAL, "pending", "pending handle used after its channel was destroyed");
+    return sfv__wc_none(wc, sfv__fail(SFV_ERR_INVALID, EINVAL, "pending", "pending handle used after its channel was destroyed"));
 }
 #define SFV__PENDING_LIVE(p, wc) \
     if (SFV__UNLIKELY(!sfv__live_ring((p)->q_))) return sfv__pending_dead(wc)
@@ -3370,11 +3401,7 @@ SAFEVERBS_API sfv_result sfv_pending_wait(sfv_pending *pending, int timeout_ms, 
 /* Blocking calls: post, wait with the channel's deadline; on expiry flush, so buffers are free. */
 static sfv_result sfv__blocking(sfv_channel *ch, sfv_result posted, sfv_pending *pending, sfv_work_completion *wc) {
     sfv_result r;
-    if (posted) {
-        if (wc) memset(wc, 0, sizeof *wc);
-        if (wc) wc->result = posted; /* never a zero (SFV_OK) completion for a refused post */
-        return posted;
-    }
+    if (SFV__UNLIKELY(posted)) return sfv__wc_none(wc, posted); /* never a zero (SFV_OK) completion for a refused post */
     r = sfv_pending_wait(pending, -1, wc);
     if (r != SFV_OK && r != SFV_ERR_WORK) { /* timed out, or the wait failed (the CQ): flush all the same */
         SFV__KEEPING_ERROR(sfv__abort(ch); (void)sfv_pending_wait(pending, -1, wc));
