@@ -1,4 +1,4 @@
-/* safeverbs.h - v0.3.0 - safe RDMA verbs for C, on top of libibverbs (rdma-core).
+/* safeverbs.h - v0.4.0 - safe RDMA verbs for C, on top of libibverbs (rdma-core).
    MIT licence at the end of this file.
 
    Its design follows the Rust crate ibverbs-rs ("the crate" below): the same objects, the same
@@ -182,9 +182,9 @@
 #include <stdbool.h>
 
 #define SAFEVERBS_VERSION_MAJOR 0
-#define SAFEVERBS_VERSION_MINOR 3
+#define SAFEVERBS_VERSION_MINOR 4
 #define SAFEVERBS_VERSION_PATCH 0
-#define SAFEVERBS_VERSION_STRING "0.3.0"
+#define SAFEVERBS_VERSION_STRING "0.4.0"
 
 #ifndef SAFEVERBS_API
 #define SAFEVERBS_API extern
