@@ -4464,13 +4464,20 @@ static bool sfv__not_up_yet(int err) {
     return err == ECONNREFUSED || err == ECONNRESET || err == ETIMEDOUT || err == EHOSTUNREACH || err == ENETUNREACH;
 }
 
-/* Connects to `peer`, trying again every 50 ms while it is not up yet. */
+/* Connects to a rank's address, retrying while it does not listen yet. The name is resolved
+   once (a slow resolver then costs one lookup, which is checked against the deadline), the
+   connection attempts are retried every 50 ms until the deadline. */
 static sfv_result sfv__ex_connect(const sfv_net_node *peer, bool loopback_only, uint64_t deadline, int *out) {
+    struct addrinfo *ai, *a;
     int last = 0;
+    sfv_result r = sfv__resolve(peer, false, loopback_only, &ai);
+    if (r) return r;
     for (;;) {
-        struct addrinfo *ai, *a;
-        sfv_result r = sfv__resolve(peer, false, loopback_only, &ai);
-        if (r) return r;
+        if (sfv__now_ns() >= deadline) {
+            freeaddrinfo(ai);
+            return sfv__fail(SFV_ERR_TIMEOUT, ETIMEDOUT, "exchange", "rank %u did not complete the exchange in time (connect: %s)",
+                             (unsigned)peer->rank, strerror(last ? last : ETIMEDOUT));
+        }
         for (a = ai; a; a = a->ai_next) {
             int fd = sfv__socket_for(a), err = 0;
             socklen_t len = sizeof err;
@@ -4499,10 +4506,6 @@ static sfv_result sfv__ex_connect(const sfv_net_node *peer, bool loopback_only, 
             }
             last = err;
         }
-        freeaddrinfo(ai);
-        if (sfv__now_ns() >= deadline)
-            return sfv__fail(SFV_ERR_TIMEOUT, ETIMEDOUT, "exchange", "rank %u did not complete the exchange in time (connect: %s)",
-                             (unsigned)peer->rank, strerror(last ? last : ETIMEDOUT));
         (void)poll(NULL, 0, sfv__ms_left(deadline) < 50 ? sfv__ms_left(deadline) : 50);
     }
 }
