@@ -3050,6 +3050,14 @@ SFV__HOT_INLINE sfv_wc_opcode sfv__op_of(enum ibv_wr_opcode opcode) {
     return SFV_WC_OP_WRITE;
 }
 
+/* Why `total` bytes may not go to the start of remote: they do not fit, or the region wraps. */
+SFV__SLOW sfv_result sfv__remote_refused(const sfv_remote_mr *remote, uint64_t total) {
+    if (total > remote->length)
+        return sfv__fail(SFV_ERR_SLICE_NOT_WITHIN_BOUNDS, ERANGE, "post", "%llu bytes do not fit the remote region's %llu",
+                         (unsigned long long)total, (unsigned long long)remote->length);
+    return sfv__remote_wrapping(*remote, "post");
+}
+
 /* Fills one send-queue work request. The byte total is summed only where it is needed: to keep
    a write or read inside its remote region, and to decide on inline data. */
 SFV__HOT_INLINE sfv_result sfv__fill_send(const sfv_channel *ch, struct ibv_send_wr *w, uint64_t seq, enum ibv_wr_opcode opcode,
@@ -3059,10 +3067,7 @@ SFV__HOT_INLINE sfv_result sfv__fill_send(const sfv_channel *ch, struct ibv_send
     size_t k;
     if (remote || ch->desc.max_inline_data) {
         for (k = 0; k < n; k++) total += sg[k].length;
-        if (remote && SFV__UNLIKELY(total > remote->length))
-            return sfv__fail(SFV_ERR_SLICE_NOT_WITHIN_BOUNDS, ERANGE, "post", "%llu bytes do not fit the remote region's %llu",
-                             (unsigned long long)total, (unsigned long long)remote->length);
-        if (remote && SFV__UNLIKELY(sfv__remote_wraps(*remote))) return sfv__remote_wrapping(*remote, "post");
+        if (remote && SFV__UNLIKELY(total > remote->length || sfv__remote_wraps(*remote))) return sfv__remote_refused(remote, total);
     }
     w->wr_id = seq << 1;
     w->next = NULL;
@@ -3568,10 +3573,7 @@ static sfv_result sfv__channel_would_take(sfv_channel *ch, bool recv, bool read,
     if (!(recv ? ch->can_recv : ch->can_send)) return sfv__post_refused(ch, kind, sges, n, 1, &stands_in);
     if (!remote) return SFV_OK;
     for (k = 0; k < n; k++) total += sg[k].length;
-    if (total > remote->length)
-        return sfv__fail(SFV_ERR_SLICE_NOT_WITHIN_BOUNDS, ERANGE, "post", "%llu bytes do not fit the remote region's %llu",
-                         (unsigned long long)total, (unsigned long long)remote->length);
-    if (sfv__remote_wraps(*remote)) return sfv__remote_wrapping(*remote, "post");
+    if (total > remote->length || sfv__remote_wraps(*remote)) return sfv__remote_refused(remote, total);
     return SFV_OK;
 }
 
@@ -3865,10 +3867,7 @@ static sfv_result sfv__many_post_one(sfv_channel *ch, const sfv__many *m, size_t
 
 /* wcs[from .. count) of requests never posted: zero, with the result that kept them back. */
 static sfv_result sfv__wcs_unposted(sfv_work_completion *wcs, size_t from, size_t count, sfv_result r) {
-    for (; wcs && from < count; from++) {
-        memset(&wcs[from], 0, sizeof wcs[from]);
-        wcs[from].result = r;
-    }
+    for (; wcs && from < count; from++) (void)sfv__wc_none(&wcs[from], r);
     return r;
 }
 
