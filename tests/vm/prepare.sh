@@ -130,7 +130,9 @@ if [ ! -s "$INITRD" ] || [ "$(cat "$KDIR/initramfs.key" 2>/dev/null)" != "$KEY" 
 /bin/busybox --install -s /bin
 export PATH=/bin
 mount -t proc proc /proc; mount -t sysfs sys /sys; mount -t devtmpfs dev /dev
-exec </dev/console >/dev/console 2>&1
+# ttyS0 carries the job's output; the kernel's own console is ttyS1, which run.sh keeps in a
+# file so that a panic or an oops can be shown when the guest stops early.
+exec </dev/ttyS0 >/dev/ttyS0 2>&1
 echo "@@SFV-INIT@@"
 fail() { echo "guest setup failed: $*"; poweroff -f; sleep 10; }
 [ -f /modules.order ] && for m in $(cat /modules.order); do insmod "/lib/$m" || fail "insmod $m"; done

@@ -162,9 +162,9 @@ KERNEL=$KDIR/vmlinux; [[ -s $KERNEL ]] || KERNEL=$KDIR/boot/vmlinuz-$KVER
 BIOS=/usr/share/qemu/qboot.rom; [[ -f $BIOS ]] && BIOS=(-bios "$BIOS") || BIOS=()
 exec 3< <(exec timeout -k 5 "$TIMEOUT" qemu-system-x86_64 "${BIOS[@]}" \
     -accel "${SAFEVERBS_VM_ACCEL:-tcg,thread=multi}" -cpu max -m 2048 -smp 2 \
-    -nographic -no-reboot -nic none \
+    -nographic -no-reboot -nic none -serial mon:stdio -serial "file:$JOB/kernel.log" \
     -kernel "$KERNEL" -initrd "$KDIR/initramfs.cpio.gz" \
-    -append "console=ttyS0 quiet loglevel=0 panic=-1 sfv.job=$(basename "$JOB")" \
+    -append "console=ttyS1 loglevel=7 panic=-1 sfv.job=$(basename "$JOB")" \
     -fsdev "$(fsdev r / ,readonly=on)" -device virtio-9p-pci,fsdev=r,mount_tag=hostroot \
     -fsdev "$(fsdev s "$SHARE" "")" -device virtio-9p-pci,fsdev=s,mount_tag=sfvshare "${XDEV[@]}" \
     </dev/null 2>&1)
@@ -195,4 +195,8 @@ fi
 [[ -n $booted ]] || printf 'run.sh: the guest never reached its init; console said:\n%s' "$pre" >&2
 ((qrc == 124 || qrc == 137)) && die "guest timed out after $TIMEOUT s; QEMU killed" 124
 [[ -f $JOB/setup-error ]] && die "guest setup failed at step: $(cat "$JOB/setup-error")"
+if [[ -s $JOB/kernel.log ]]; then
+    echo "run.sh: the guest kernel's last messages (console ttyS1):" >&2
+    tail -n 60 "$JOB/kernel.log" | tr -d '\r' >&2
+fi
 die "guest stopped before COMMAND finished (QEMU exit status $qrc; see the guest's message above)"
