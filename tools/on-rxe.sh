@@ -18,15 +18,30 @@ if [ "${SAFEVERBS_USE_VM:-0}" != 1 ] && [ -n "$(ls -A /sys/class/infiniband 2>/d
 fi
 echo "on-rxe: this host has no RDMA device; running in a QEMU guest with rxe0 and rxe1"
 read -ra kernels <<<"${SAFEVERBS_VM_KERNEL:-6.1}"
-vm() { SAFEVERBS_VM_KERNEL=$1 bash "$top/tests/vm/run.sh" --timeout "${SAFEVERBS_VM_TIMEOUT:-3000}" -- "${@:2}"; }
+# A guest that stops by itself mid-run (tests/vm/run.sh exits 123: a kernel panic or a reset, the
+# kernel's last messages printed above) runs COMMAND once more from the start, saying so; the
+# recap names the kernel that crashed. Failures of COMMAND itself are never run again.
+crashed=$(mktemp)
+trap 'rm -f "$crashed"' EXIT
+vm() {
+    local rc=0
+    SAFEVERBS_VM_KERNEL=$1 bash "$top/tests/vm/run.sh" --timeout "${SAFEVERBS_VM_TIMEOUT:-3000}" -- "${@:2}" || rc=$?
+    ((rc == 123)) || return "$rc"
+    echo "$1" >>"$crashed"  # a file: vm runs in a pipeline's subshell
+    echo "on-rxe: the guest's kernel ($1) stopped in the middle of the run (see its messages above);" \
+         "running the command once more on it from the start"
+    SAFEVERBS_VM_KERNEL=$1 bash "$top/tests/vm/run.sh" --timeout "${SAFEVERBS_VM_TIMEOUT:-3000}" -- "${@:2}"
+}
 if ((${#kernels[@]} == 1)); then
     echo "======== kernel ${kernels[0]} ========"
-    vm "${kernels[0]}" "$@"
-    exit
+    rc=0
+    vm "${kernels[0]}" "$@" || rc=$?
+    [[ -s $crashed ]] && echo "on-rxe: kernel ${kernels[0]}: its guest crashed once and the command ran again"
+    exit "$rc"
 fi
 
 out=$(mktemp)
-trap 'rm -f "$out"' EXIT
+trap 'rm -f "$out" "$crashed"' EXIT
 rc=0 sums=0 pass=0 fail=0 skip=0 recap=()
 for k in "${kernels[@]}"; do
     echo "======== kernel $k ========"
@@ -41,7 +56,8 @@ for k in "${kernels[@]}"; do
     else
         fail=$((fail + 1)) line="printed no result line"
     fi
-    recap+=("on-rxe: kernel $k: ${line}, exit $krc, $((SECONDS - t0)) s")
+    again=''; grep -qx -- "$k" "$crashed" && again=' (its guest crashed once: run again)'
+    recap+=("on-rxe: kernel $k: ${line}, exit $krc, $((SECONDS - t0)) s$again")
 done
 printf '%s\n' "${recap[@]}"
 if ((sums)); then

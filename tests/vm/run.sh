@@ -197,6 +197,10 @@ fi
 [[ -f $JOB/setup-error ]] && die "guest setup failed at step: $(cat "$JOB/setup-error")"
 if [[ -s $JOB/kernel.log ]]; then
     echo "run.sh: the guest kernel's last messages (console ttyS1):" >&2
-    tail -n 60 "$JOB/kernel.log" | tr -d '\r' >&2
+    # from the first sign of trouble when there is one (an oops's head comes before its trace)
+    first=$(grep -n -m1 -E 'BUG:|Oops|general protection|Kernel panic|WARNING:|Out of memory' "$JOB/kernel.log" | cut -d: -f1)
+    if [[ -n $first ]]; then sed -n "$((first > 5 ? first - 5 : 1)),$((first + 120))p" "$JOB/kernel.log"; else tail -n 60 "$JOB/kernel.log"; fi | tr -d '\r' >&2
 fi
-die "guest stopped before COMMAND finished (QEMU exit status $qrc; see the guest's message above)"
+# 123: the guest itself stopped (a kernel panic or a reset) while COMMAND ran; on-rxe.sh tells it
+# apart from COMMAND's own failures.
+die "guest stopped before COMMAND finished (QEMU exit status $qrc; see the guest's message above)" 123
