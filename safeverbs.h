@@ -30,7 +30,8 @@
        #define SAFEVERBS_IMPLEMENTATION
        #include "safeverbs.h"
 
-   Every other file includes "safeverbs.h" without the macro. Link with -libverbs.
+   Every other file includes "safeverbs.h" without the macro. Link with -libverbs (and, with a
+   C library older than glibc 2.34, -lpthread: the exchange looks names up on a thread).
    The declarations need only <stddef.h>, <stdint.h> and <stdbool.h>; the implementation
    includes <infiniband/verbs.h> (Debian: libibverbs-dev).
 
@@ -923,7 +924,10 @@ SAFEVERBS_API sfv_result sfv_net_config_check(const sfv_net_node *nodes, size_t 
    from a stranger, so it waits for the real one and times out. A rank that proved the key but
    has another world size or message size, or a listener that proves another rank:
    SFV_ERR_INVALID. Bytes that fail their tag: SFV_ERR_PERMISSION. A host that does not resolve:
-   SFV_ERR_NOT_FOUND. A socket call that fails (bind, accept, a proven peer that hangs up): the
+   SFV_ERR_NOT_FOUND. A numeric address is parsed at once; a name is looked up on a short-lived
+   thread of its own, so a resolver that does not answer costs the deadline, not its own
+   timeouts: SFV_ERR_TIMEOUT ("looking up NAME took past the deadline"; the thread, left behind,
+   frees what it finds when it ends). A socket call that fails (bind, accept, a proven peer that hangs up): the
    class of its errno, mostly SFV_ERR_DRIVER, with the errno in sfv_last_error. On failure `all`
    is zeroed (n * size bytes), so no rank's bytes are half taken. sfv_exchange_all is sfv_exchange_all_keyed with desc NULL.
    Thread safety: no shared state, but it reads SAFEVERBS_JOB_KEY (getenv): no setenv meanwhile. */
@@ -3987,6 +3991,7 @@ SAFEVERBS_API sfv_result sfv_multi_channel_manual_scope(sfv_multi_channel *mc, s
 
 /* >>impl exchange ---------------------------------------------------------------------------- */
 #include <netinet/tcp.h>
+#include <pthread.h>
 #include <sys/random.h>
 
 SAFEVERBS_API sfv_result sfv_net_config_check(const sfv_net_node *nodes, size_t n) {
@@ -4413,17 +4418,122 @@ static bool sfv__is_loopback(const struct sockaddr *sa) {
     return false;
 }
 
-/* Resolves a rank's address; without a job key, only to loopback addresses (SFV_ERR_PERMISSION). */
-static sfv_result sfv__resolve(const sfv_net_node *node, bool passive, bool loopback_only, struct addrinfo **out) {
+/* A name lookup that keeps the deadline. getaddrinfo has none of its own (a resolver that does
+   not answer costs its timeout times its attempts, seconds), so a name (not a numeric address,
+   which is parsed at once) is looked up on a short-lived thread; when the deadline passes first
+   the caller goes and the thread, on its own, frees what it finds. Shared by both: a count. */
+typedef struct sfv__lookup {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int refs, done, rc;
+    struct addrinfo hints, *res;
+    char port[8];
+    char host[1]; /* grows: the name and its NUL */
+} sfv__lookup;
+
+static void sfv__lookup_unref(sfv__lookup *l) {
+    int left;
+    pthread_mutex_lock(&l->mu);
+    left = --l->refs;
+    pthread_mutex_unlock(&l->mu);
+    if (left) return;
+    if (l->res) freeaddrinfo(l->res);
+    pthread_cond_destroy(&l->cv);
+    pthread_mutex_destroy(&l->mu);
+    SFV_FREE(l);
+}
+
+static void *sfv__lookup_run(void *arg) {
+    sfv__lookup *l = (sfv__lookup *)arg;
+    struct addrinfo *res = NULL;
+    const int rc = getaddrinfo(l->host, l->port, &l->hints, &res);
+    pthread_mutex_lock(&l->mu);
+    l->rc = rc;
+    l->res = res;
+    l->done = 1;
+    pthread_cond_signal(&l->cv);
+    pthread_mutex_unlock(&l->mu);
+    sfv__lookup_unref(l);
+    return NULL;
+}
+
+/* getaddrinfo(host, port, hints) by the deadline: its result, or EAI_AGAIN with *timed_out set
+   when the deadline came first (or a thread could not be had: EAI_SYSTEM with errno). */
+static int sfv__getaddrinfo_by(const char *host, const char *port, const struct addrinfo *hints, uint64_t deadline,
+                               struct addrinfo **out, bool *timed_out) {
+    struct addrinfo numeric = *hints;
+    pthread_condattr_t ca;
+    pthread_attr_t ta;
+    pthread_t t;
+    sfv__lookup *l;
+    size_t len;
+    int rc;
+    *timed_out = false;
+    numeric.ai_flags |= AI_NUMERICHOST;
+    rc = getaddrinfo(host, port, &numeric, out);
+    if (rc != EAI_NONAME || !host) return rc; /* numeric (or no host: the wildcard), done at once */
+    len = strlen(host);
+    l = (sfv__lookup *)SFV_CALLOC(1, sizeof *l + len);
+    if (!l) { errno = ENOMEM; return EAI_SYSTEM; }
+    memcpy(l->host, host, len + 1);
+    snprintf(l->port, sizeof l->port, "%s", port);
+    l->hints = *hints;
+    l->refs = 2; /* this caller and the thread */
+    pthread_mutex_init(&l->mu, NULL);
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&l->cv, &ca);
+    pthread_condattr_destroy(&ca);
+    pthread_attr_init(&ta);
+    pthread_attr_setdetachstate(&ta, PTHREAD_CREATE_DETACHED);
+    rc = pthread_create(&t, &ta, sfv__lookup_run, l);
+    pthread_attr_destroy(&ta);
+    if (rc) {
+        l->refs = 1;
+        sfv__lookup_unref(l);
+        errno = rc;
+        return EAI_SYSTEM;
+    }
+    {   /* CLOCK_MONOTONIC_COARSE (the deadline's clock) is CLOCK_MONOTONIC read at tick resolution */
+        struct timespec ts;
+        ts.tv_sec = (time_t)(deadline / 1000000000ull);
+        ts.tv_nsec = (long)(deadline % 1000000000ull);
+        pthread_mutex_lock(&l->mu);
+        while (!l->done && pthread_cond_timedwait(&l->cv, &l->mu, &ts) != ETIMEDOUT) {}
+    }
+    if (l->done) {
+        rc = l->rc;
+        *out = l->res;
+        l->res = NULL;
+    } else {
+        rc = EAI_AGAIN;
+        *timed_out = true;
+    }
+    pthread_mutex_unlock(&l->mu);
+    sfv__lookup_unref(l);
+    return rc;
+}
+
+/* Resolves a rank's address by the deadline; without a job key, only to loopback addresses
+   (SFV_ERR_PERMISSION). */
+static sfv_result sfv__resolve(const sfv_net_node *node, bool passive, bool loopback_only, uint64_t deadline,
+                               struct addrinfo **out) {
     struct addrinfo hints, *a;
     char port[8];
+    bool late;
     int rc;
     memset(&hints, 0, sizeof hints);
     hints.ai_family = AF_UNSPEC;
     hints.ai_socktype = SOCK_STREAM;
     hints.ai_flags = passive ? AI_PASSIVE : 0;
     snprintf(port, sizeof port, "%u", (unsigned)node->port);
-    rc = getaddrinfo(node->host, port, &hints, out);
+    *out = NULL;
+    rc = sfv__getaddrinfo_by(node->host, port, &hints, deadline, out, &late);
+    if (late)
+        return sfv__fail(SFV_ERR_TIMEOUT, ETIMEDOUT, "getaddrinfo", "rank %u: looking up %s took past the deadline",
+                         (unsigned)node->rank, node->host);
+    if (rc == EAI_SYSTEM) return sfv__fail(sfv_result_from_errno(errno), errno, "getaddrinfo", "rank %u: %s: %s",
+                                           (unsigned)node->rank, node->host, strerror(errno));
     if (rc)
         return sfv__fail(SFV_ERR_NOT_FOUND, ENOENT, "getaddrinfo", "rank %u: %s:%s: %s", (unsigned)node->rank, node->host, port, gai_strerror(rc));
     for (a = *out; loopback_only && a; a = a->ai_next)
@@ -4437,10 +4547,10 @@ static sfv_result sfv__resolve(const sfv_net_node *node, bool passive, bool loop
     return SFV_OK;
 }
 
-static sfv_result sfv__ex_listen(const sfv_net_node *me, bool loopback_only, int *out) {
+static sfv_result sfv__ex_listen(const sfv_net_node *me, bool loopback_only, uint64_t deadline, int *out) {
     struct addrinfo *ai, *a;
     int fd = -1, err = EADDRNOTAVAIL, one = 1;
-    sfv_result r = sfv__resolve(me, true, loopback_only, &ai);
+    sfv_result r = sfv__resolve(me, true, loopback_only, deadline, &ai);
     if (r) return r;
     for (a = ai; a && fd < 0; a = a->ai_next) {
         fd = sfv__socket_for(a);
@@ -4469,7 +4579,7 @@ static bool sfv__not_up_yet(int err) {
 static sfv_result sfv__ex_connect(const sfv_net_node *peer, bool loopback_only, uint64_t deadline, int *out) {
     struct addrinfo *ai, *a;
     int last = 0;
-    sfv_result r = sfv__resolve(peer, false, loopback_only, &ai);
+    sfv_result r = sfv__resolve(peer, false, loopback_only, deadline, &ai);
     if (r) return r;
     for (;;) {
         if (sfv__now_ns() >= deadline) {
@@ -4598,7 +4708,7 @@ static sfv_result sfv__ex_accept_lower(sfv__ex *x) {
     int lfd = -1;
     sfv_result r;
     if (!conns) return sfv__fail_verb("calloc", ENOMEM);
-    r = sfv__ex_listen(&x->nodes[x->rank], x->key.loopback_only, &lfd);
+    r = sfv__ex_listen(&x->nodes[x->rank], x->key.loopback_only, x->deadline, &lfd);
     while (r == SFV_OK && x->heard < x->rank) {
         struct pollfd pfd[1 + SFV__EX_PENDING];
         uint64_t wake = x->deadline, now = sfv__now_ns();

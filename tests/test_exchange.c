@@ -9,14 +9,17 @@
 
        make build/test_exchange && build/test_exchange [name]
 
-   Ports 25100 .. 25299 on 127.0.0.1 (test_multi uses 24100 .. 24499). */
+   Name lookups of NAME.slow.test and NAME.gone.test are this file's own (a slow resolver, no
+   such name). Ports 25100 .. 25299 on 127.0.0.1 (test_multi uses 24100 .. 24499). */
 #define _GNU_SOURCE
 #define SAFEVERBS_IMPLEMENTATION
 #include "../safeverbs.h"
 #include "harness.h"
 
 #include <arpa/inet.h>
+#include <dlfcn.h>
 #include <errno.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <stdint.h>
@@ -589,6 +592,65 @@ static void t_bytes_changed_on_the_way(void) {
     wait_ok(relay, "the relay");
 }
 
+/* ---- name lookups ------------------------------------------------------------------------------ */
+/* The resolver, interposed for names under .test: NAME.slow.test answers 127.0.0.1 after 3 s (a
+   resolver that does not answer in time), NAME.gone.test does not exist; other names go to the
+   real one. Numeric lookups (AI_NUMERICHOST) of these names fail as the real resolver's would. */
+int getaddrinfo(const char *node, const char *service, const struct addrinfo *hints, struct addrinfo **res) {
+    typedef int (*gai_fn)(const char *, const char *, const struct addrinfo *, struct addrinfo **);
+    static gai_fn real;
+    const size_t n = node ? strlen(node) : 0;
+    if (!real) *(void **)&real = dlsym(RTLD_NEXT, "getaddrinfo");
+    if (n > 5 && !strcmp(node + n - 5, ".test")) {
+        if ((hints && (hints->ai_flags & AI_NUMERICHOST)) || strstr(node, ".gone.test")) return EAI_NONAME;
+        if (strstr(node, ".slow.test")) sleep(3);
+        node = LOCALHOST;
+    }
+    return real(node, service, hints, res);
+}
+
+/* A name is looked up by the exchange's deadline: "localhost" (a name, not a number) works; a
+   resolver that answers after 3 s gives SFV_ERR_TIMEOUT at a 500 ms deadline, in time; a name
+   nobody knows gives SFV_ERR_NOT_FOUND. The abandoned lookup frees what it found once it ends
+   (LeakSanitizer, in the sanitizer build, checks at the exit after it). */
+static void t_name_lookup_by_deadline(void) {
+    sfv_net_node nodes[2];
+    char mine[MSG] = "rank 0", all[2 * MSG];
+    double t0;
+    pid_t other;
+    size_t i;
+    unsetenv("SAFEVERBS_JOB_KEY");
+    for (i = 0; i < 2; i++) {
+        nodes[i].host = "localhost";
+        nodes[i].port = (uint16_t)(25220 + i);
+        nodes[i].rank = (uint32_t)i;
+        nodes[i].device = NULL;
+    }
+    other = fork();
+    CHECK(other >= 0);
+    if (other == 0) {
+        char m1[MSG] = "rank 1", a1[2 * MSG];
+        CHECK_OK(sfv_exchange_all(nodes, 2, 1, m1, MSG, a1, 10000));
+        CHECK(strcmp(a1, "rank 0") == 0);
+        exit(0);
+    }
+    CHECK_OK(sfv_exchange_all(nodes, 2, 0, mine, MSG, all, 10000));
+    CHECK(strcmp(all + MSG, "rank 1") == 0);
+    wait_ok(other, "rank 1");
+
+    nodes[1].host = "rank1.slow.test";
+    t0 = test_seconds();
+    CHECK_RESULT(sfv_exchange_all(nodes, 2, 0, mine, MSG, all, 500), SFV_ERR_TIMEOUT);
+    if (test_seconds() - t0 > 2.5) FAIL("the exchange returned after %.2f s, its deadline was 0.5 s", test_seconds() - t0);
+    if (!strstr(sfv_last_error()->message, "looking up rank1.slow.test took past the deadline"))
+        FAIL("message: %s", sfv_last_error()->message);
+
+    nodes[1].host = "rank1.gone.test";
+    CHECK_RESULT(sfv_exchange_all(nodes, 2, 0, mine, MSG, all, 2000), SFV_ERR_NOT_FOUND);
+    CHECK(strstr(sfv_last_error()->message, "rank1.gone.test") != NULL);
+    sleep(3); /* the slow lookup ends and frees its answer before this process exits */
+}
+
 static const harness_test TESTS[] = {
     TEST(t_sha256_vectors, 30),
     TEST(t_hmac_rfc4231, 10),
@@ -604,6 +666,7 @@ static const harness_test TESTS[] = {
     TEST(t_stranger_flood, 30),
     TEST(t_stranger_alone, 20),
     TEST(t_bytes_changed_on_the_way, 20),
+    TEST(t_name_lookup_by_deadline, 30),
 };
 
 int main(int argc, char **argv) { return harness_main(argc, argv, TESTS, COUNT_OF(TESTS)); }
