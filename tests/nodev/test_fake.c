@@ -776,6 +776,7 @@ static void t_queue_full(void) {
     tf_pair(&e, &d, &a, &b);
     s = sfv_mr_scatter_element(e.mr, e.buf, 8);
     CHECK_OK(sfv_channel_post_receive(a, &s, 1, &p[0]));
+    s = sfv_mr_scatter_element(e.mr, e.buf + 8, 8); /* two receives never share memory (SFV_TRACK_INFLIGHT) */
     CHECK_OK(sfv_channel_post_receive(a, &s, 1, &p[1]));
     CHECK_RESULT(sfv_channel_post_receive(a, &s, 1, &p[2]), SFV_ERR_RESOURCE);
     CHECK_RESULT(sfv_channel_post_receive(a, &s, 5, &p[2]), SFV_ERR_INVALID); /* over max_recv_sge */
@@ -994,7 +995,9 @@ static void t_destroy_in_flight(void) {
     s = sfv_mr_scatter_element(e.mr, e.buf, 8);
     g = sfv_mr_gather_element(e.mr, e.buf + 8, 8);
     CHECK_OK(sfv_channel_post_receive(a, &s, 1, &rx[0]));
+    s = sfv_mr_scatter_element(e.mr, e.buf + 16, 8); /* two receives never share memory (SFV_TRACK_INFLIGHT) */
     CHECK_OK(sfv_channel_post_receive(a, &s, 1, &rx[1]));
+    s = sfv_mr_scatter_element(e.mr, e.buf + 24, 8);
     CHECK_OK(sfv_channel_post_send(b, &g, 1, &tx));
     CHECK_OK(sfv_channel_post_send(b, &g, 1, &tx));
     CHECK_OK(sfv_channel_post_send(b, &g, 1, &tx)); /* waits for a receive (RNR) */
