@@ -9,11 +9,11 @@
    ========
    Declarations     >>results >>handles >>devices >>pd and cq >>memory regions >>raw verbs
                     >>remote regions >>elements >>channel (>>pending >>batches >>atomics >>scopes)
-                    >>multi-channel >>exchange >>node
-   Implementation   >>impl results >>impl refcounts >>impl devices >>impl pd and cq
+                    >>leases >>multi-channel >>exchange >>node
+   Implementation   >>inflight hooks >>impl results >>impl refcounts >>impl devices >>impl pd and cq
                     >>impl memory regions >>impl elements >>impl remote regions >>impl channel
-                    >>impl completions >>impl posting >>impl pending work >>impl scopes
-                    >>impl multi-channel >>impl exchange >>impl node >>impl raw verbs
+                    >>impl inflight >>impl completions >>impl posting >>impl pending work
+                    >>impl scopes >>impl leases >>impl multi-channel >>impl exchange >>impl node >>impl raw verbs
    Licence          >>licence
 
    LAYERS
@@ -815,6 +815,45 @@ SAFEVERBS_API sfv_result sfv_channel_scope(sfv_channel *ch, sfv_scope_fn fn, voi
    that is a broken contract (SFV_ASSERT); if fn failed, remaining work is drained quietly. */
 SAFEVERBS_API sfv_result sfv_channel_manual_scope(sfv_channel *ch, sfv_scope_fn fn, void *user);
 
+/* >>leases ----------------------------------------------------------------------------------- */
+/* Remote access that can be revoked: a lease gives one channel's peer access to a slice of a
+   registered region through a type 2 memory window bound to the channel's queue pair. Send the
+   peer sfv_lease_remote(lease) (any byte stream, like an MR's region); its writes, reads or
+   atomics there work until sfv_lease_revoke, and fail after it with a remote access error (the
+   peer's work completes with SFV_WC_REM_ACCESS_ERR, class SFV_WORK_ERROR_REMOTE, and the
+   responder's side breaks as for any access outside a region). The rkey works only on the queue
+   pair it was bound to: the same peer on another channel, or another peer, is refused alike.
+   Rules:
+   - the MR must be registered with SFV_ACCESS_MW_BIND (sfv_reg_mr_access), on the channel's
+     PD, and hold the access asked for (REMOTE_WRITE, REMOTE_READ, REMOTE_ATOMIC; LOCAL_WRITE
+     for write and atomic); the slice [offset, offset + length) must lie inside it: else
+     SFV_ERR_INVALID or SFV_ERR_SLICE_NOT_WITHIN_BOUNDS, before any verb;
+   - the channel must be connected (the bind is a work request on its send queue; granting
+     waits for its completion, with the channel's deadline);
+   - sfv_dereg_mr refuses an MR with live leases (SFV_ERR_INVALID, errno EBUSY, retryable):
+     revoke them first. A lease holds a reference on the PD;
+   - a lease outlives its channel: sfv_destroy_channel ends the windows of its leases (their
+     rkeys are dead from then on) and leaves the leases, which sfv_lease_revoke frees;
+   - where the device has no type 2 memory windows (device_cap_flags without
+     MEM_WINDOW_TYPE_2A/2B, or max_mw 0), sfv_lease_grant says SFV_ERR_UNSUPPORTED: then give a
+     separate MR per peer and slice (sfv_reg_mr_shared) and deregister it to revoke, which
+     costs a registration each time and ends every peer's access to that MR at once.
+   - the slice's bounds are the NIC's to enforce, and rxe (Linux 6.1 and 6.12, measured) does
+     not: it checks a window's key, queue pair, access and validity, then only the MR's range,
+     so a peer that forges a longer region from the lease's rkey reaches the whole MR (within the
+     lease's access). A peer using safeverbs never does (its posts keep inside the region it was
+     given); where bounds matter against a hostile peer on rxe, lease an MR that holds just the
+     slice. Revocation, the queue pair binding and the access rights are enforced on both.
+   A revoked lease is freed: the handle is gone. Thread safety: a lease is its channel's (grant
+   and revoke on the thread that uses the channel). */
+typedef struct sfv_lease sfv_lease;
+SAFEVERBS_API sfv_result sfv_lease_grant(sfv_channel *ch, sfv_mr *mr, size_t offset, size_t length, unsigned access, sfv_lease **out);
+/* What to send the peer: the slice's address, length and the window's rkey (zeros for NULL). */
+SAFEVERBS_API sfv_remote_mr sfv_lease_remote(const sfv_lease *lease);
+/* Invalidates the rkey (the peer's next access fails) and frees the lease. NULL: SFV_OK. If the
+   verb refuses, the lease stays live and the call can be repeated. */
+SAFEVERBS_API sfv_result sfv_lease_revoke(sfv_lease *lease);
+
 /* >>multi-channel ---------------------------------------------------------------------------- */
 /* The crate's MultiChannel: n channels under one PD, channel i for peer i, each with its own
    queue pair and CQ, so waiting on one peer never takes another peer's completions. Every
@@ -1272,7 +1311,8 @@ struct sfv_context {
 };
 struct sfv_pd { int refs; bool owned; struct ibv_pd *pd; sfv_context *ctx; };
 struct sfv_cq { struct ibv_cq *cq; sfv_context *ctx; uint32_t capacity; };
-struct sfv_mr { struct ibv_mr *mr; sfv_pd *pd; uint64_t addr; size_t length; unsigned access; };
+struct sfv_mr { struct ibv_mr *mr; sfv_pd *pd; uint64_t addr; size_t length; unsigned access; int leases; /* >>impl leases */ };
+static sfv_result sfv__leases_live(const sfv_mr *mr);
 
 /* >>impl devices ----------------------------------------------------------------------------- */
 SAFEVERBS_API sfv_result sfv_get_device_list(sfv_device_list **out) {
@@ -1987,6 +2027,7 @@ SAFEVERBS_API sfv_result sfv_dereg_mr(sfv_mr *mr) {
     int rc;
     if (!mr) return SFV_OK;
     SFV__INFLIGHT_DEREG(mr);
+    if (SFV__UNLIKELY(__atomic_load_n(&mr->leases, __ATOMIC_RELAXED) > 0)) return sfv__leases_live(mr); /* >>impl leases */
     rc = ibv_dereg_mr(mr->mr);
     if (rc) return sfv__fail_verb("ibv_dereg_mr", rc); /* still registered (its rkey still works): try again */
     (void)sfv__pd_unref(mr->pd);
@@ -2218,6 +2259,7 @@ struct sfv_channel {
                                      reads into fewer (max_sge_rd; 1 on some iWARP NICs) */
     int scope_depth;
     sfv__ring sq, rq;
+    struct sfv_lease *leases;     /* >>impl leases: the live leases bound to this queue pair */
 };
 
 /* Debug builds keep the address of every live channel, so that a pending handle whose channel
@@ -3833,6 +3875,154 @@ static void sfv__settle(sfv_channel *ch, sfv__ring *q, uint64_t from, uint64_t d
     }
 }
 
+/* >>impl leases ------------------------------------------------------------------------------ */
+struct sfv_lease {
+    struct ibv_mw *mw;            /* NULL once its channel was destroyed (the window went with it) */
+    sfv_channel *ch;              /* the channel it is bound to, NULL once destroyed */
+    struct sfv_lease *prev, *next; /* the channel's list */
+    sfv_mr *mr;                   /* its live-lease count keeps it registered */
+    sfv_pd *pd;                   /* a reference: the window is the PD's */
+    sfv_remote_mr remote;
+};
+
+static bool sfv__device_has_mw2(const sfv_context *ctx) {
+    return ctx->attr.max_mw > 0 && (ctx->attr.device_cap_flags & (IBV_DEVICE_MEM_WINDOW_TYPE_2A | IBV_DEVICE_MEM_WINDOW_TYPE_2B)) != 0;
+}
+
+/* Everything sfv_lease_grant refuses before a verb. */
+static sfv_result sfv__lease_refused(const sfv_channel *ch, const sfv_mr *mr, size_t offset, size_t length, unsigned access) {
+    static const char fn[] = "sfv_lease_grant";
+    const unsigned remote = SFV_ACCESS_REMOTE_WRITE | SFV_ACCESS_REMOTE_READ | SFV_ACCESS_REMOTE_ATOMIC;
+    if (!sfv__device_has_mw2(ch->pd->ctx))
+        return sfv__fail(SFV_ERR_UNSUPPORTED, EOPNOTSUPP, fn, "%s has no type 2 memory windows (device_cap_flags, max_mw): register a separate MR per peer and slice instead, and deregister it to revoke",
+                         ch->pd->ctx->name);
+    if (mr->pd != ch->pd) return sfv__fail(SFV_ERR_INVALID, EINVAL, fn, "the MR and the channel belong to different PDs");
+    if (!(mr->access & SFV_ACCESS_MW_BIND))
+        return sfv__fail(SFV_ERR_INVALID, EINVAL, fn, "the MR was registered without SFV_ACCESS_MW_BIND (sfv_reg_mr_access)");
+    if (!access || (access & ~remote))
+        return sfv__fail(SFV_ERR_INVALID, EINVAL, fn, "access 0x%x: give one or more of REMOTE_WRITE, REMOTE_READ, REMOTE_ATOMIC", access);
+    if ((access & (SFV_ACCESS_REMOTE_WRITE | SFV_ACCESS_REMOTE_ATOMIC)) && !(mr->access & SFV_ACCESS_LOCAL_WRITE))
+        return sfv__fail(SFV_ERR_INVALID, EINVAL, fn, "remote write or atomic through a lease needs an MR with SFV_ACCESS_LOCAL_WRITE");
+    if (!length) return sfv__fail(SFV_ERR_INVALID, EINVAL, fn, "a lease of 0 bytes");
+    if (offset > mr->length || length > mr->length - offset)
+        return sfv__fail(SFV_ERR_SLICE_NOT_WITHIN_BOUNDS, ERANGE, fn, "[%zu, %zu + %zu) is not inside the MR's %zu bytes", offset, offset, length,
+                         mr->length);
+    if (!ch->connected || ch->broken)
+        return sfv__fail(ch->broken ? SFV_ERR_BROKEN : SFV_ERR_INVALID, EINVAL, fn, "the channel is %s (the bind is work on its queue pair)",
+                         ch->broken ? "in the error state" : "not connected");
+    return SFV_OK;
+}
+
+/* Posts one bind work request on ch's send queue and waits for it, as any signaled post. */
+static sfv_result sfv__lease_bind(sfv_channel *ch, struct ibv_send_wr *wr) {
+    struct ibv_send_wr *bad = NULL;
+    sfv_pending p;
+    sfv_work_completion wc;
+    sfv_result r;
+    int rc;
+    memset(&p, 0, sizeof p);
+    if (!sfv__postable(ch, SFV__POST_SEND, NULL, 0, 1, &p)) return sfv__post_refused(ch, SFV__POST_SEND, NULL, 0, 1, &p);
+    wr->wr_id = ch->sq.head << 1;
+    wr->send_flags = IBV_SEND_SIGNALED;
+    rc = ibv_post_send(ch->qp, wr, &bad);
+    if (rc) return sfv__post_failed(&p, 1, "ibv_post_send", rc);
+    sfv__track(&ch->sq, SFV_WC_OP_UNKNOWN, 0);
+    sfv__cover(&ch->sq, &p, 1);
+    r = sfv_pending_wait(&p, -1, &wc);
+    if (r == SFV_ERR_TIMEOUT) { /* never leave the bind in flight */
+        SFV__KEEPING_ERROR(sfv__abort(ch); (void)sfv_pending_wait(&p, -1, NULL));
+    }
+    return r;
+}
+
+SAFEVERBS_API sfv_result sfv_lease_grant(sfv_channel *ch, sfv_mr *mr, size_t offset, size_t length, unsigned access, sfv_lease **out) {
+    struct ibv_send_wr wr;
+    sfv_lease *l;
+    sfv_result r;
+    SFV__CHECK_ARG(out, "out");
+    *out = NULL;
+    SFV__CHECK_ARG(ch, "channel");
+    SFV__CHECK_ARG(mr, "mr");
+    if ((r = sfv__lease_refused(ch, mr, offset, length, access)) != SFV_OK) return r;
+    l = (sfv_lease *)SFV_CALLOC(1, sizeof *l);
+    if (!l) return sfv__fail_verb("calloc", ENOMEM);
+    errno = 0;
+    l->mw = ibv_alloc_mw(ch->pd->pd, IBV_MW_TYPE_2);
+    if (!l->mw) {
+        r = errno == EOPNOTSUPP || errno == ENOSYS
+                ? sfv__fail(SFV_ERR_UNSUPPORTED, EOPNOTSUPP, "ibv_alloc_mw", "%s cannot allocate memory windows", ch->pd->ctx->name)
+                : sfv__fail_verb("ibv_alloc_mw", errno ? errno : ENOMEM);
+        SFV_FREE(l);
+        return r;
+    }
+    memset(&wr, 0, sizeof wr);
+    wr.opcode = IBV_WR_BIND_MW;
+    wr.bind_mw.mw = l->mw;
+    wr.bind_mw.rkey = ibv_inc_rkey(l->mw->rkey);
+    wr.bind_mw.bind_info.mr = mr->mr;
+    wr.bind_mw.bind_info.addr = mr->addr + offset;
+    wr.bind_mw.bind_info.length = length;
+    wr.bind_mw.bind_info.mw_access_flags = access;
+    r = sfv__lease_bind(ch, &wr);
+    if (r) {
+        (void)ibv_dealloc_mw(l->mw);
+        SFV_FREE(l);
+        return r;
+    }
+    l->remote.addr = mr->addr + offset;
+    l->remote.length = length;
+    l->remote.rkey = wr.bind_mw.rkey; /* a bind by work request leaves mw->rkey as it was */
+    l->mr = mr;
+    l->pd = ch->pd;
+    l->ch = ch;
+    l->next = ch->leases;
+    if (ch->leases) ch->leases->prev = l;
+    ch->leases = l;
+    __atomic_fetch_add(&mr->leases, 1, __ATOMIC_RELAXED);
+    sfv__ref(&ch->pd->refs);
+    *out = l;
+    return SFV_OK;
+}
+
+SAFEVERBS_API sfv_remote_mr sfv_lease_remote(const sfv_lease *lease) {
+    sfv_remote_mr none = {0, 0, 0};
+    return lease ? lease->remote : none;
+}
+
+SAFEVERBS_API sfv_result sfv_lease_revoke(sfv_lease *lease) {
+    int rc;
+    if (!lease) return SFV_OK;
+    if (lease->mw && (rc = ibv_dealloc_mw(lease->mw)) != 0)
+        return sfv__fail_verb("ibv_dealloc_mw", rc); /* still bound: the rkey still works */
+    if (lease->ch) { /* off its channel's list */
+        if (lease->prev) lease->prev->next = lease->next; else lease->ch->leases = lease->next;
+        if (lease->next) lease->next->prev = lease->prev;
+    }
+    __atomic_fetch_sub(&lease->mr->leases, 1, __ATOMIC_RELAXED);
+    (void)sfv__pd_unref(lease->pd);
+    SFV_FREE(lease);
+    return SFV_OK;
+}
+
+/* A channel's destroy ends its leases' windows first: a window bound to a queue pair holds it
+   (rxe on Linux 6.1 then waits ~50 s in ibv_destroy_qp and warns). The leases stay, dead, until
+   revoked. */
+static void sfv__leases_drop(sfv_channel *ch) {
+    sfv_lease *l;
+    for (l = ch->leases; l; l = l->next) {
+        if (l->mw) (void)ibv_dealloc_mw(l->mw);
+        l->mw = NULL;
+        l->ch = NULL;
+    }
+    ch->leases = NULL;
+}
+
+/* sfv_dereg_mr's refusal of an MR with live leases. */
+static sfv_result sfv__leases_live(const sfv_mr *mr) {
+    return sfv__fail(SFV_ERR_INVALID, EBUSY, "sfv_dereg_mr", "%d lease(s) on this MR are live: sfv_lease_revoke them first",
+                     __atomic_load_n(&mr->leases, __ATOMIC_RELAXED));
+}
+
 /* >>impl channel internals ---------------------------------------------------------------- */
 /* What the layers above a channel (multi-channel, node) use of it, besides its public calls:
    these helpers. Those layers read no field of a channel. */
@@ -3993,6 +4183,7 @@ SAFEVERBS_API sfv_result sfv_destroy_channel(sfv_channel *ch) {
     if (!ch) return SFV_OK;
     if (ch->scope_depth > 0)
         return sfv__fail(SFV_ERR_INVALID, EINVAL, "sfv_destroy_channel", "the channel is inside an open scope (or many-peer call): destroy it after the scope returns");
+    sfv__leases_drop(ch); /* >>impl leases */
     if (sfv__inflight(ch)) sfv__abort(ch);
     if (!sfv__destroy_qp(ch)) return sfv__fail_verb("ibv_destroy_qp", EBUSY);
     if (ch->cc) sfv_channel_ack_events(ch);
