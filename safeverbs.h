@@ -133,6 +133,12 @@
    Debug only (SFV_DEBUG): the plain element constructors check that the slice lies inside its MR
    and fits in 32 bits. The _checked constructors always check; the _unchecked ones never do
    (the NIC then fails the work with a local protection error).
+   Debug only (SFV_TRACK_INFLIGHT, on with SFV_DEBUG): the buffers the NIC owns. A scatter
+   element over memory in flight, a gather element over memory in flight as scatter, and
+   sfv_dereg_mr of an MR that work in flight uses are broken contracts (SFV_ASSERT, after a
+   message naming both); ASan and valgrind see the NIC's ownership (>>impl inflight). Not
+   caught: a CPU write to a buffer the NIC reads, code built without the sanitizer, a peer's
+   one-sided access (see >>leases), work on raw verbs objects.
 
    THREAD SAFETY
    =============
@@ -2961,6 +2967,8 @@ static void sfv__iv_drop_slot(sfv__ring *q, uint64_t seq, uint64_t written) {
 }
 
 static bool sfv__inflight_post(sfv__ring *q, const struct ibv_send_wr *s, const struct ibv_recv_wr *r) {
+    const struct ibv_send_wr *const s0 = s;
+    const struct ibv_recv_wr *const r0 = r;
     bool ok = true;
     sfv__iv_enter();
     for (; ok && s; s = s->next) {
@@ -2974,6 +2982,7 @@ static bool sfv__inflight_post(sfv__ring *q, const struct ibv_send_wr *s, const 
     }
     for (; ok && r; r = r->next) ok = sfv__iv_add_wr(q, r->wr_id, SFV_WC_OP_RECV, true, r->sg_list, r->num_sge);
     sfv__iv_leave();
+    if (!ok) sfv__inflight_unpost(q, s0, r0, 0); /* a race in a list: none of it was posted */
     return ok;
 }
 static void sfv__inflight_unpost(sfv__ring *q, const struct ibv_send_wr *s, const struct ibv_recv_wr *r, size_t posted) {
@@ -2988,7 +2997,9 @@ static void sfv__inflight_unpost(sfv__ring *q, const struct ibv_send_wr *s, cons
 /* What the completion of slot s says the NIC wrote into its scatter elements. */
 static uint64_t sfv__iv_written(const sfv__slot *s) {
     if (s->status != IBV_WC_SUCCESS) return 0;
-    if (s->op == SFV_WC_OP_RECV || s->op == SFV_WC_OP_RECV_IMM || s->op == SFV_WC_OP_READ) return s->byte_len;
+    /* (a RECV_IMM is the receive of a write with immediate: its byte_len is what the write put in
+       the region; it writes none of the receive's own elements) */
+    if (s->op == SFV_WC_OP_RECV || s->op == SFV_WC_OP_READ) return s->byte_len;
     if (s->op == SFV_WC_OP_COMP_SWAP || s->op == SFV_WC_OP_FETCH_ADD) return 8;
     return 0;
 }
