@@ -469,7 +469,10 @@ SAFEVERBS_API sfv_result sfv_reg_dmabuf_mr_local(sfv_pd *pd, int fd, uint64_t of
 SAFEVERBS_API sfv_result sfv_reg_dmabuf_mr_shared(sfv_pd *pd, int fd, uint64_t offset, size_t length, uint64_t iova, sfv_mr **out);
 SAFEVERBS_API sfv_result sfv_reg_dmabuf_mr_access(sfv_pd *pd, int fd, uint64_t offset, size_t length, uint64_t iova, unsigned access, sfv_mr **out);
 /* Deregisters and frees. If the verb refuses, the MR stays registered and valid (a remote one's
-   rkey still works: do not free its memory) and the call can be repeated. NULL: SFV_OK. */
+   rkey still works: do not free its memory) and the call can be repeated. NULL: SFV_OK.
+   Refused, the MR kept, with SFV_ERR_INVALID (errno EBUSY): while leases on it live (>>leases);
+   in a debug build (SFV_TRACK_INFLIGHT), while work in flight uses it, which is a broken
+   contract first (SFV_ASSERT, naming the work), the refusal only where SFV_ASSERT returns. */
 SAFEVERBS_API sfv_result sfv_dereg_mr(sfv_mr *mr);
 
 SAFEVERBS_API uint32_t sfv_mr_lkey(const sfv_mr *mr);
@@ -2779,8 +2782,14 @@ SAFEVERBS_API size_t sfv_channel_outstanding(const sfv_channel *ch) {
    only the granules it covers whole, so up to 7 bytes at each unaligned end go unreported. */
 #if SFV_TRACK_INFLIGHT
 #if SFV__ASAN
+#ifdef __cplusplus
+extern "C" {
+#endif
 void __asan_poison_memory_region(void const volatile *addr, size_t size);
 void __asan_unpoison_memory_region(void const volatile *addr, size_t size);
+#ifdef __cplusplus
+}
+#endif
 #endif
 
 typedef struct sfv__iv {
