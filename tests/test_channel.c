@@ -524,8 +524,11 @@ static void t_queue_full_and_null_pending(void) {
     int i;
     d.max_recv_wr = 4;
     pair_open(&a, &b, &d, &d, SHARED);
-    sc = S(&b, 0, 16);
-    for (i = 0; i < 4; i++) CHECK_OK(sfv_channel_post_receive(b.ch, &sc, 1, &rx[i]));
+    for (i = 0; i < 4; i++) { /* receives in flight never share memory (SFV_TRACK_INFLIGHT) */
+        sc = S(&b, 16 * i, 16);
+        CHECK_OK(sfv_channel_post_receive(b.ch, &sc, 1, &rx[i]));
+    }
+    sc = S(&b, 64, 16);
     CHECK_RESULT(sfv_channel_post_receive(b.ch, &sc, 1, &rx[4]), SFV_ERR_RESOURCE);
     CHECK(strstr(sfv_last_error()->message, "queue full") != NULL);
     CHECK_RESULT(sfv_channel_post_receive(a.ch, &sc, 1, NULL), SFV_ERR_INVALID); /* NULL outside a scope */
@@ -739,8 +742,10 @@ static void t_manual_scope_contract(void) {
     memset(&x, 0, sizeof x);
     x.a = &a;
     x.b = &b;
-    sc = S(&b, 0, 64);
-    for (i = 0; i < 3; i++) CHECK_OK(sfv_channel_post_receive(b.ch, &sc, 1, &rx[i]));
+    for (i = 0; i < 3; i++) { /* receives in flight never share memory (SFV_TRACK_INFLIGHT) */
+        sc = S(&b, 64 * i, 64);
+        CHECK_OK(sfv_channel_post_receive(b.ch, &sc, 1, &rx[i]));
+    }
     CHECK_OK(sfv_channel_manual_scope(a.ch, manual_ok, &x));
     /* fn fails with work left: drained quietly, fn's result returned as it is */
     CHECK_RESULT(sfv_channel_manual_scope(a.ch, manual_fails_with_work, &x), SFV_ERR_NOT_FOUND);
@@ -1006,9 +1011,11 @@ static void t_destroy_with_work_outstanding(void) {
     d.rnr_retries_set = true;
     d.rnr_retries = 7; /* a's send keeps retrying forever: only the flush ends it */
     pair_open(&a, &b, &d, &d, SHARED);
-    sc = S(&a, 0, 64);
-    for (i = 0; i < 8; i++) CHECK_OK(sfv_channel_post_receive(a.ch, &sc, 1, &rx[i]));
-    g = G(&a, 0, BUF);
+    for (i = 0; i < 8; i++) { /* receives in flight never share memory (SFV_TRACK_INFLIGHT) */
+        sc = S(&a, 64 * i, 64);
+        CHECK_OK(sfv_channel_post_receive(a.ch, &sc, 1, &rx[i]));
+    }
+    g = G(&a, 4096, BUF - 4096); /* nor does a send read what a receive writes */
     CHECK_OK(sfv_channel_post_send(a.ch, &g, 1, &tx)); /* b has no receive: RNR, forever */
     CHECK_EQ(sfv_channel_outstanding(a.ch), 9);
     t0 = test_seconds();

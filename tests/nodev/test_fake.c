@@ -776,6 +776,7 @@ static void t_queue_full(void) {
     tf_pair(&e, &d, &a, &b);
     s = sfv_mr_scatter_element(e.mr, e.buf, 8);
     CHECK_OK(sfv_channel_post_receive(a, &s, 1, &p[0]));
+    s = sfv_mr_scatter_element(e.mr, e.buf + 8, 8); /* two receives never share memory (SFV_TRACK_INFLIGHT) */
     CHECK_OK(sfv_channel_post_receive(a, &s, 1, &p[1]));
     CHECK_RESULT(sfv_channel_post_receive(a, &s, 1, &p[2]), SFV_ERR_RESOURCE);
     CHECK_RESULT(sfv_channel_post_receive(a, &s, 5, &p[2]), SFV_ERR_INVALID); /* over max_recv_sge */
@@ -994,7 +995,9 @@ static void t_destroy_in_flight(void) {
     s = sfv_mr_scatter_element(e.mr, e.buf, 8);
     g = sfv_mr_gather_element(e.mr, e.buf + 8, 8);
     CHECK_OK(sfv_channel_post_receive(a, &s, 1, &rx[0]));
+    s = sfv_mr_scatter_element(e.mr, e.buf + 16, 8); /* two receives never share memory (SFV_TRACK_INFLIGHT) */
     CHECK_OK(sfv_channel_post_receive(a, &s, 1, &rx[1]));
+    s = sfv_mr_scatter_element(e.mr, e.buf + 24, 8);
     CHECK_OK(sfv_channel_post_send(b, &g, 1, &tx));
     CHECK_OK(sfv_channel_post_send(b, &g, 1, &tx));
     CHECK_OK(sfv_channel_post_send(b, &g, 1, &tx)); /* waits for a receive (RNR) */
@@ -1242,7 +1245,29 @@ static void t_raw_and_wrap(void) {
     CHECK_EQ(fk_live_total(), 0);
 }
 
+/* A device without memory windows (the fake has none: max_mw 0): leases say UNSUPPORTED and
+   what to do instead, before any verb. */
+static void t_lease_unsupported(void) {
+    tf_env e;
+    sfv_channel *a, *b;
+    sfv_mr *mw_mr;
+    sfv_lease *l = (sfv_lease *)1;
+    tf_open(&e, 256);
+    tf_pair(&e, NULL, &a, &b);
+    CHECK_OK(sfv_reg_mr_access(e.pd, e.buf, 256, SFV_ACCESS_LOCAL_WRITE | SFV_ACCESS_REMOTE_WRITE | SFV_ACCESS_MW_BIND, &mw_mr));
+    CHECK_RESULT(sfv_lease_grant(a, mw_mr, 0, 64, SFV_ACCESS_REMOTE_WRITE, &l), SFV_ERR_UNSUPPORTED);
+    CHECK(l == NULL);
+    CHECK(strstr(sfv_last_error()->message, "separate MR") != NULL);
+    CHECK_OK(sfv_lease_revoke(NULL));
+    CHECK_EQ(sfv_lease_remote(NULL).rkey, 0);
+    CHECK_OK(sfv_dereg_mr(mw_mr));
+    CHECK_OK(sfv_destroy_channel(a));
+    CHECK_OK(sfv_destroy_channel(b));
+    tf_close(&e);
+}
+
 static const harness_test TESTS[] = {
+    TEST(t_lease_unsupported, 10),
     TEST(t_result_strings, 10),
     TEST(t_raw_and_wrap, 10),
     TEST(t_endpoint_codec, 10),
