@@ -9,11 +9,11 @@
    ========
    Declarations     >>results >>handles >>devices >>pd and cq >>memory regions >>raw verbs
                     >>remote regions >>elements >>channel (>>pending >>batches >>atomics >>scopes)
-                    >>multi-channel >>exchange >>node
+                    >>events >>multi-channel >>exchange >>node
    Implementation   >>impl results >>impl refcounts >>impl devices >>impl pd and cq
                     >>impl memory regions >>impl elements >>impl remote regions >>impl channel
                     >>impl completions >>impl posting >>impl pending work >>impl scopes
-                    >>impl multi-channel >>impl exchange >>impl node >>impl raw verbs
+                    >>impl events >>impl multi-channel >>impl exchange >>impl node >>impl raw verbs
    Licence          >>licence
 
    LAYERS
@@ -250,6 +250,7 @@ typedef struct sfv_pd sfv_pd;
 typedef struct sfv_cq sfv_cq;
 typedef struct sfv_mr sfv_mr;
 typedef struct sfv_channel sfv_channel;
+typedef struct sfv_srq sfv_srq;
 /* The libibverbs objects behind them, for the raw accessors (>>raw verbs). Declared, not
    defined: a file that never includes <infiniband/verbs.h> can still pass them around. */
 struct ibv_context;
@@ -815,6 +816,68 @@ SAFEVERBS_API sfv_result sfv_channel_scope(sfv_channel *ch, sfv_scope_fn fn, voi
    that is a broken contract (SFV_ASSERT); if fn failed, remaining work is drained quietly. */
 SAFEVERBS_API sfv_result sfv_channel_manual_scope(sfv_channel *ch, sfv_scope_fn fn, void *user);
 
+/* >>events ----------------------------------------------------------------------------------- */
+/* The device's asynchronous events (ibv_get_async_event): a port that went down or came up, a
+   QP or CQ that hit an error, an SRQ below its limit. safeverbs reads them itself and acts at
+   once: a port that goes down (PORT_ERR) breaks every channel on that port of the context, a
+   QP event that moves the QP to the error state (QP_FATAL, QP_REQ_ERR, QP_ACCESS_ERR) breaks
+   its channel, a CQ error (CQ_ERR) breaks the channel of that CQ (or every channel of an SRQ's
+   CQ), DEVICE_FATAL breaks every channel of the context. Every event is acknowledged as soon as
+   it is read (ibv_ack_async_event), so a destroy never waits for one.
+   WHO READS THEM, AND WHEN. Reading costs a system call, so no post and no completion that is
+   already there pays for it; only a wait that has to wait does:
+   - SFV_WAIT_EVENT: the wait's one poll(2) watches the device's event fd beside the completion
+     channel, so an event wakes it at once (no extra system call). A sleep lasts at most 50 ms at
+     a time, so an event that another thread read for this channel is seen within 50 ms.
+   - SFV_WAIT_BUSY: once per 16384 empty polls of its CQ (about 1 to 10 ms of spinning), the
+     wait reads the events (one non-blocking read). A ping-pong whose completions come sooner
+     never reads them.
+   - sfv_context_events (below) reads them too, and sfv_pending_wait(p, 0, wc) looks at the
+     channel's state: in your own event loop, watch sfv_context_event_fd beside sfv_channel_fd.
+   A channel broken by an event stops taking posts (SFV_ERR_BROKEN, the message names the event),
+   and the first wait that notices it moves its QP to the error state and flushes everything in
+   flight: every pending handle of the channel then completes with SFV_ERR_WORK (WR_FLUSH_ERR,
+   class LOCAL_RESOURCE for a port that went down, FATAL for a QP, CQ or device error) and a
+   hint naming the event; the buffers are free. On rxe (Linux 6.1 and 6.12) a link taken down
+   (`ip link set DEV down`) gives PORT_ERR and its return PORT_ACTIVE; rxe never reports QP_FATAL
+   (measured, tests/test_events.c). A wrapped context (sfv_context_wrap) has its event fd made
+   non-blocking and its events read by safeverbs: take them from sfv_context_events, not from
+   ibv_get_async_event. */
+typedef enum sfv_event_type {
+    SFV_EVENT_OTHER = 0,          /* one safeverbs does not name: raw_type says which */
+    SFV_EVENT_PORT_ACTIVE, SFV_EVENT_PORT_ERR, SFV_EVENT_LID_CHANGE, SFV_EVENT_PKEY_CHANGE,
+    SFV_EVENT_GID_CHANGE, SFV_EVENT_SM_CHANGE, SFV_EVENT_CLIENT_REREGISTER,
+    SFV_EVENT_QP_FATAL, SFV_EVENT_QP_REQ_ERR, SFV_EVENT_QP_ACCESS_ERR, SFV_EVENT_COMM_EST,
+    SFV_EVENT_SQ_DRAINED, SFV_EVENT_PATH_MIG, SFV_EVENT_PATH_MIG_ERR, SFV_EVENT_QP_LAST_WQE_REACHED,
+    SFV_EVENT_CQ_ERR, SFV_EVENT_SRQ_LIMIT_REACHED, SFV_EVENT_SRQ_ERR, SFV_EVENT_DEVICE_FATAL
+} sfv_event_type;
+typedef struct sfv_event {
+    sfv_event_type type;
+    int raw_type;                 /* enum ibv_event_type */
+    uint8_t port;                 /* port events: the port; else 0 */
+    uint32_t qp_num;              /* QP events: the QP's number; else 0 */
+    const sfv_channel *channel;   /* QP and CQ events of a safeverbs channel: which one, else NULL.
+                                     To compare with your handles only: it may be destroyed by now */
+    const sfv_srq *srq;           /* SRQ events of a safeverbs SRQ (the same caution), else NULL */
+    uint32_t channels_broken;     /* channels this event broke */
+    uint64_t lost_before;         /* events dropped before this one, the oldest left: the queue
+                                     holds the last 64 (take them sooner) */
+} sfv_event;
+SAFEVERBS_API const char *sfv_event_type_str(sfv_event_type t);
+/* An fd (an epoll set of the device's event fd and the queue's own eventfd) that is readable
+   while events wait, in the device or in the context's queue; made on the first call, kept
+   until the context closes (do not close it). Then call sfv_context_events until it gives 0.
+   Thread safety: any thread. */
+SAFEVERBS_API sfv_result sfv_context_event_fd(sfv_context *ctx, int *fd_out);
+/* Reads what the device has (non-blocking), acting on it as above, then takes up to max of the
+   queued events, oldest first, into out; *count says how many (0: none). The queue keeps the
+   last 64 events read by anyone (a wait included) until they are taken here. Thread safety:
+   any thread. */
+SAFEVERBS_API sfv_result sfv_context_events(sfv_context *ctx, sfv_event *out, size_t max, size_t *count);
+/* Whether the channel is broken (an error completion, a flush, an expired deadline, or an event
+   above), and the event that broke it, SFV_EVENT_OTHER if none did. NULL: true. */
+SAFEVERBS_API bool sfv_channel_broken(const sfv_channel *ch, sfv_event_type *by_event);
+
 /* >>multi-channel ---------------------------------------------------------------------------- */
 /* The crate's MultiChannel: n channels under one PD, channel i for peer i, each with its own
    queue pair and CQ, so waiting on one peer never takes another peer's completions. Every
@@ -1021,6 +1084,8 @@ SAFEVERBS_API sfv_result sfv_node_barrier_unchecked(sfv_node *node, const size_t
 #include <netdb.h>
 #include <netinet/in.h>
 #include <sched.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <errno.h>
@@ -1206,12 +1271,20 @@ static void sfv__ref(int *rc) { __atomic_fetch_add(rc, 1, __ATOMIC_RELAXED); }
 static bool sfv__unref(int *rc) { return __atomic_sub_fetch(rc, 1, __ATOMIC_ACQ_REL) == 0; }
 
 struct sfv_device_list { struct ibv_device **devs; int n; };
+#define SFV__EVENT_QUEUE 64
 struct sfv_context {
     int refs;
     bool owned;                   /* safeverbs closes ctx (false: wrapped without ownership) */
     struct ibv_context *ctx;
     struct ibv_device_attr attr;
     char name[IBV_SYSFS_NAME_MAX];
+    /* >>impl events: under ev_lock (any thread may read the device's events) */
+    bool ev_lock;
+    sfv_channel *channels;        /* every live channel of the context (ch->ctx_next) */
+    sfv_srq *srqs;                /* every live SRQ of the context (srq->ctx_next) */
+    sfv_event ev_queue[SFV__EVENT_QUEUE];
+    size_t ev_first, ev_n;        /* the queue: oldest, count */
+    int ev_efd, ev_epfd;          /* sfv_context_event_fd's eventfd and epoll set, -1 until made */
 };
 struct sfv_pd { int refs; bool owned; struct ibv_pd *pd; sfv_context *ctx; };
 struct sfv_cq { struct ibv_cq *cq; sfv_context *ctx; uint32_t capacity; };
@@ -1300,6 +1373,9 @@ static sfv_result sfv__context_check(sfv_context *ctx) {
     struct ibv_port_attr pa;
     int rc = ibv_query_device(ctx->ctx, &ctx->attr);
     if (rc) return sfv__fail_verb("ibv_query_device", rc);
+    ctx->ev_efd = ctx->ev_epfd = -1;
+    if (!sfv__fd_flags(ctx->ctx->async_fd, false)) /* safeverbs reads its events without blocking (>>events) */
+        return sfv__fail_verb("fcntl", errno);
     rc = ibv_query_port(ctx->ctx, 1, &pa);
     if (rc) return sfv__fail_verb("ibv_query_port", rc);
     if (pa.state != IBV_PORT_ACTIVE && pa.state != IBV_PORT_ARMED)
@@ -1392,6 +1468,8 @@ static sfv_result sfv__context_unref(sfv_context *ctx) {
             sfv__ref(&ctx->refs);
             return sfv__fail_verb("ibv_close_device", rc < 0 ? errno : rc);
         }
+        if (ctx->ev_epfd >= 0) close(ctx->ev_epfd);
+        if (ctx->ev_efd >= 0) close(ctx->ev_efd);
         SFV_FREE(ctx);
     }
     return SFV_OK;
@@ -2159,7 +2237,14 @@ struct sfv_channel {
                                      reads into fewer (max_sge_rd; 1 on some iWARP NICs) */
     int scope_depth;
     sfv__ring sq, rq;
+    sfv_channel *ctx_next;        /* the context's list of channels (>>impl events) */
+    uint8_t async_cause;          /* set by whichever thread read the event that broke it (sfv__cause), 0: none */
+    uint8_t async_event;          /* and that event (sfv_event_type) */
 };
+
+static void sfv__events_read(sfv_context *ctx);
+static void sfv__events_add_channel(sfv_context *ctx, sfv_channel *ch);
+static void sfv__events_remove_channel(sfv_context *ctx, sfv_channel *ch);
 
 /* Debug builds keep the address of every live channel, so that a pending handle whose channel
    was destroyed is caught by SFV_ASSERT before anything reads the freed ring (release builds
@@ -2484,6 +2569,7 @@ static sfv_result sfv__channel_new(sfv_pd *pd, const sfv_channel_desc *resolved,
     sfv__ref(&pd->refs);
     ch->pd = pd;
     ch->can_recv = true;
+    sfv__events_add_channel(pd->ctx, ch);
     *out = ch;
     return SFV_OK;
 destroy_qp:
@@ -2666,7 +2752,8 @@ static void sfv__finish_quiet(sfv__slot *s, bool flushed) {
    loosely: rxe reports a link that went down and a receive smaller than the message both as
    LOC_QP_OP_ERR, and rxe in Linux 6.12 flushes a send or write whose element lies outside its MR
    with no completion that says so. */
-enum { SFV__CAUSE_NONE = 0, SFV__CAUSE_PORT_DOWN, SFV__CAUSE_RECV_TOO_SMALL, SFV__CAUSE_UNEXPLAINED_FLUSH, SFV__CAUSE_RECV_FLUSH };
+enum { SFV__CAUSE_NONE = 0, SFV__CAUSE_PORT_DOWN, SFV__CAUSE_RECV_TOO_SMALL, SFV__CAUSE_UNEXPLAINED_FLUSH, SFV__CAUSE_RECV_FLUSH,
+       SFV__CAUSE_FATAL_EVENT /* a QP, CQ or device error the device reported as an event (>>events) */ };
 
 static bool sfv__port_active(const sfv_channel *ch) {
     struct ibv_port_attr pa;
@@ -2680,7 +2767,8 @@ SFV__SLOW sfv_work_error_class sfv__failure_class(sfv_channel *ch, uint8_t op, e
     if (!ch->first_status) {
         ch->first_status = (uint8_t)status;
         ch->first_op = op;
-        if ((status == IBV_WC_LOC_QP_OP_ERR || (flush && !ch->aborted)) && !sfv__port_active(ch))
+        if (ch->first_cause) { /* an event said it first (>>events) */
+        } else if ((status == IBV_WC_LOC_QP_OP_ERR || (flush && !ch->aborted)) && !sfv__port_active(ch))
             ch->first_cause = SFV__CAUSE_PORT_DOWN;
         else if (status == IBV_WC_LOC_QP_OP_ERR && op == SFV_WC_OP_RECV)
             ch->first_cause = SFV__CAUSE_RECV_TOO_SMALL;
@@ -2691,6 +2779,7 @@ SFV__SLOW sfv_work_error_class sfv__failure_class(sfv_channel *ch, uint8_t op, e
     }
     if (ch->first_cause == SFV__CAUSE_PORT_DOWN && (flush || status == IBV_WC_LOC_QP_OP_ERR)) return SFV_WORK_ERROR_LOCAL_RESOURCE;
     if (ch->first_cause == SFV__CAUSE_UNEXPLAINED_FLUSH && flush) return SFV_WORK_ERROR_LOCAL_PROGRAMMING;
+    if (ch->first_cause == SFV__CAUSE_FATAL_EVENT && flush) return SFV_WORK_ERROR_FATAL;
     return sfv_wc_status_class((sfv_wc_status)status);
 }
 
@@ -2828,10 +2917,73 @@ SAFEVERBS_API sfv_result sfv_channel_ack_events(sfv_channel *ch) {
 
 /* Waits until slot `seq` of q is done, or `deadline` (monotonic ns) passes. deadline 0: timeout_ms
    from the first time the clock is read, which a completion that comes quickly never needs. */
+/* A channel an event broke (>>events): the first wait that notices moves its QP to the error
+   state and flushes everything in flight, so every pending handle completes, with the event's
+   cause in its class and hint. */
+SFV__SLOW void sfv__async_abort(sfv_channel *ch) {
+    if (ch->aborted) return;
+    if (!ch->first_status && !ch->first_cause) ch->first_cause = ch->async_cause;
+    sfv__abort(ch);
+}
+
+/* A busy wait reads the device's events once per this many empty polls of its CQ (a power of
+   two): one read(2) per 16384 ibv_poll_cq, well under 1% of the spinning, and a few ms apart
+   (0.8 ms at 50 ns a poll, more on a slower one). An event-mode sleep lasts at most
+   SFV__SLEEP_MAX_MS (an event another thread read for this channel is seen then). */
+#define SFV__EVENTS_EVERY_SPINS 16384u
+#define SFV__SLEEP_MAX_MS 50
+
+/* Waits until slot `seq` of q is done, or `deadline` (monotonic ns) passes. deadline 0: timeout_ms
+   from the first time the clock is read, which a completion that comes quickly never needs.
+   The device's events are read only once the wait has to wait (>>events). */
+/* One sleep of an event-mode wait: arm, or look at the channel's state, or sleep on the
+   completion channel and the device's event fd. 0: go on polling; 1: the deadline passed; else
+   the failure. Out of line, as is the busy wait's tick: the loop stays small. */
+SFV__SLOW int sfv__wait_sleep(sfv_channel *ch, uint64_t *deadline, uint32_t timeout_ms) {
+    struct pollfd pfd[2];
+    uint64_t now;
+    int ms;
+    if (!ch->armed) {
+        sfv_result r = sfv_channel_arm(ch);
+        return r ? (int)r : 0; /* poll once more: a completion may have come before the arm */
+    }
+    if (SFV__UNLIKELY(ch->async_cause) && !ch->aborted) {
+        sfv__async_abort(ch);
+        return 0;
+    }
+    now = sfv__now_ns();
+    if (!*deadline) *deadline = now + sfv__timeout_ns(timeout_ms);
+    if (now >= *deadline) return 1;
+    pfd[0].fd = ch->cc->fd;
+    pfd[1].fd = ch->pd->ctx->ctx->async_fd;
+    pfd[0].events = pfd[1].events = POLLIN;
+    pfd[0].revents = pfd[1].revents = 0;
+    ms = sfv__ms_left(*deadline);
+    if (poll(pfd, 2, ms < SFV__SLEEP_MAX_MS ? ms : SFV__SLEEP_MAX_MS) < 0 && errno != EINTR) return (int)sfv__fail_verb("poll", errno);
+    if (pfd[1].revents) sfv__events_read(ch->pd->ctx);
+    if (pfd[0].revents) sfv_channel_ack_events(ch);
+    return 0;
+}
+/* Every 64 empty polls of a busy wait: the device's events now and then, the channel's state,
+   the clock. 0: go on; 1: the deadline passed. */
+SFV__SLOW int sfv__wait_tick(sfv_channel *ch, unsigned spins, uint64_t *deadline, uint32_t timeout_ms) {
+    uint64_t now;
+    if ((spins & (SFV__EVENTS_EVERY_SPINS - 1)) == 0) sfv__events_read(ch->pd->ctx);
+    if (SFV__UNLIKELY(ch->async_cause) && !ch->aborted) {
+        sfv__async_abort(ch);
+        return 0;
+    }
+    now = sfv__now_ns();
+    if (!*deadline) *deadline = now + sfv__timeout_ns(timeout_ms);
+    return now >= *deadline;
+}
+
+/* Waits until slot `seq` of q is done, or `deadline` (monotonic ns) passes. deadline 0: timeout_ms
+   from the first time the clock is read, which a completion that comes quickly never needs.
+   The device's events are read only once the wait has to wait (>>events). */
 static sfv_result sfv__wait(sfv_channel *ch, sfv__ring *q, uint64_t seq, uint64_t deadline, uint32_t timeout_ms) {
     const sfv__slot *s = &q->slots[seq & q->mask];
     unsigned spins = 0;
-    uint64_t now;
     for (;;) {
         int n;
         if (s->state == SFV__SLOT_DONE) return SFV_OK;
@@ -2839,25 +2991,11 @@ static sfv_result sfv__wait(sfv_channel *ch, sfv__ring *q, uint64_t seq, uint64_
         if (n < 0) return sfv__fail_poll(n);
         if (n > 0) continue;
         if (ch->cc) {
-            struct pollfd pfd;
-            if (!ch->armed) {
-                sfv_result r = sfv_channel_arm(ch);
-                if (r) return r;
-                continue; /* poll once more: a completion may have come before the arm */
-            }
-            now = sfv__now_ns();
-            if (!deadline) deadline = now + sfv__timeout_ns(timeout_ms);
-            if (now >= deadline) break;
-            pfd.fd = ch->cc->fd;
-            pfd.events = POLLIN;
-            pfd.revents = 0;
-            if (poll(&pfd, 1, sfv__ms_left(deadline)) < 0 && errno != EINTR)
-                return sfv__fail_verb("poll", errno);
-            sfv_channel_ack_events(ch);
-        } else if ((++spins & 63) == 0) {
-            now = sfv__now_ns();
-            if (!deadline) deadline = now + sfv__timeout_ns(timeout_ms);
-            if (now >= deadline) break;
+            n = sfv__wait_sleep(ch, &deadline, timeout_ms);
+            if (n < 0) return (sfv_result)n;
+            if (n) break;
+        } else if ((++spins & 63) == 0 && sfv__wait_tick(ch, spins, &deadline, timeout_ms)) {
+            break;
         }
     }
     if (ch->sq.completed == ch->sq.base && ch->rq.completed == ch->rq.base) /* a fresh channel: the classic first mistake */
@@ -2890,8 +3028,14 @@ static const char *sfv__op_name(uint8_t op) {
    status says (ch NULL: the status alone). */
 static const char *sfv__failure_hint(const sfv_channel *ch, const sfv__slot *s) {
     const bool first = ch && ch->first_status == s->status;
+    if (ch && ch->first_cause == SFV__CAUSE_PORT_DOWN && ch->async_cause)
+        return "the local port went down (the device's PORT_ERR event): the channel flushed its work and is broken";
     if (ch && ch->first_cause == SFV__CAUSE_PORT_DOWN)
         return "the local port is not ACTIVE: the link or port went down (rxe reports that as LOC_QP_OP_ERR and flushes the rest)";
+    if (ch && ch->first_cause == SFV__CAUSE_FATAL_EVENT)
+        return ch->async_event == SFV_EVENT_CQ_ERR ? "the channel's CQ failed (the device's CQ_ERR event: an overrun?): the channel flushed its work and is broken"
+             : ch->async_event == SFV_EVENT_DEVICE_FATAL ? "the device failed (DEVICE_FATAL event): the channel flushed its work and is broken"
+             : "the QP hit an error the device reported as an event (QP_FATAL, QP_REQ_ERR or QP_ACCESS_ERR): the channel flushed its work and is broken";
     if (sfv__op_is_atomic(s->op) && (s->status == IBV_WC_REM_ACCESS_ERR || s->status == IBV_WC_REM_INV_REQ_ERR))
         return "the peer refused the atomic: it needs SFV_ACCESS_REMOTE_ATOMIC both on the MR (sfv_reg_mr_access) and in its channel's desc.access, and the 8-byte target inside that MR with the rkey given";
     if (first && ch->first_cause == SFV__CAUSE_RECV_TOO_SMALL)
@@ -3005,6 +3149,9 @@ static sfv_result sfv__post_refused(sfv_channel *ch, sfv__post_kind kind, const 
                          kind == SFV__POST_READ ? " for an RDMA read (the device's max_sge_rd)" : "");
     if (SFV__UNLIKELY(!pending && ch->scope_depth == 0))
         return sfv__fail(SFV_ERR_INVALID, EINVAL, "post", "a NULL pending handle is allowed only inside a scope");
+    if (SFV__UNLIKELY(ch->async_cause))
+        return sfv__fail(SFV_ERR_BROKEN, EIO, "post", "the channel is broken: the device reported %s%s",
+                         sfv_event_type_str((sfv_event_type)ch->async_event), ch->async_cause == SFV__CAUSE_PORT_DOWN ? " (its port went down)" : "");
     if (SFV__UNLIKELY(ch->broken || !ch->qp))
         return sfv__fail(SFV_ERR_BROKEN, EIO, "post", "the channel is in the error state (an earlier work request failed)");
     if (SFV__UNLIKELY(!recv && !ch->connected))
@@ -3480,6 +3627,237 @@ static void sfv__settle(sfv_channel *ch, sfv__ring *q, uint64_t from, uint64_t d
     }
 }
 
+/* >>impl events ----------------------------------------------------------------------------- */
+/* Any thread may read a context's events (a wait, sfv_context_events), so the reading, the
+   context's lists of channels and SRQs and its queue of events are under ev_lock. Whoever reads
+   an event marks what it breaks (a flag and the channel's post tests: a byte each, written by
+   this thread, read by the channel's owner); the owner's next wait flushes the channel. A
+   channel on the list is alive: destroy takes it off under the lock before it frees it. */
+static void sfv__ev_enter(sfv_context *ctx) { while (__atomic_test_and_set(&ctx->ev_lock, __ATOMIC_ACQUIRE)) sched_yield(); }
+static void sfv__ev_leave(sfv_context *ctx) { __atomic_clear(&ctx->ev_lock, __ATOMIC_RELEASE); }
+
+static void sfv__events_add_channel(sfv_context *ctx, sfv_channel *ch) {
+    sfv__ev_enter(ctx);
+    ch->ctx_next = ctx->channels;
+    ctx->channels = ch;
+    sfv__ev_leave(ctx);
+}
+static void sfv__events_remove_channel(sfv_context *ctx, sfv_channel *ch) {
+    sfv_channel **at;
+    sfv__ev_enter(ctx);
+    for (at = &ctx->channels; *at; at = &(*at)->ctx_next)
+        if (*at == ch) {
+            *at = ch->ctx_next;
+            break;
+        }
+    sfv__ev_leave(ctx);
+}
+
+SAFEVERBS_API const char *sfv_event_type_str(sfv_event_type t) {
+    switch (t) {
+    case SFV_EVENT_OTHER: return "OTHER";
+    case SFV_EVENT_PORT_ACTIVE: return "PORT_ACTIVE";
+    case SFV_EVENT_PORT_ERR: return "PORT_ERR";
+    case SFV_EVENT_LID_CHANGE: return "LID_CHANGE";
+    case SFV_EVENT_PKEY_CHANGE: return "PKEY_CHANGE";
+    case SFV_EVENT_GID_CHANGE: return "GID_CHANGE";
+    case SFV_EVENT_SM_CHANGE: return "SM_CHANGE";
+    case SFV_EVENT_CLIENT_REREGISTER: return "CLIENT_REREGISTER";
+    case SFV_EVENT_QP_FATAL: return "QP_FATAL";
+    case SFV_EVENT_QP_REQ_ERR: return "QP_REQ_ERR";
+    case SFV_EVENT_QP_ACCESS_ERR: return "QP_ACCESS_ERR";
+    case SFV_EVENT_COMM_EST: return "COMM_EST";
+    case SFV_EVENT_SQ_DRAINED: return "SQ_DRAINED";
+    case SFV_EVENT_PATH_MIG: return "PATH_MIG";
+    case SFV_EVENT_PATH_MIG_ERR: return "PATH_MIG_ERR";
+    case SFV_EVENT_QP_LAST_WQE_REACHED: return "QP_LAST_WQE_REACHED";
+    case SFV_EVENT_CQ_ERR: return "CQ_ERR";
+    case SFV_EVENT_SRQ_LIMIT_REACHED: return "SRQ_LIMIT_REACHED";
+    case SFV_EVENT_SRQ_ERR: return "SRQ_ERR";
+    case SFV_EVENT_DEVICE_FATAL: return "DEVICE_FATAL";
+    }
+    return "UNKNOWN";
+}
+
+static sfv_event_type sfv__event_type(enum ibv_event_type t) {
+    switch (t) {
+    case IBV_EVENT_PORT_ACTIVE: return SFV_EVENT_PORT_ACTIVE;
+    case IBV_EVENT_PORT_ERR: return SFV_EVENT_PORT_ERR;
+    case IBV_EVENT_LID_CHANGE: return SFV_EVENT_LID_CHANGE;
+    case IBV_EVENT_PKEY_CHANGE: return SFV_EVENT_PKEY_CHANGE;
+    case IBV_EVENT_GID_CHANGE: return SFV_EVENT_GID_CHANGE;
+    case IBV_EVENT_SM_CHANGE: return SFV_EVENT_SM_CHANGE;
+    case IBV_EVENT_CLIENT_REREGISTER: return SFV_EVENT_CLIENT_REREGISTER;
+    case IBV_EVENT_QP_FATAL: return SFV_EVENT_QP_FATAL;
+    case IBV_EVENT_QP_REQ_ERR: return SFV_EVENT_QP_REQ_ERR;
+    case IBV_EVENT_QP_ACCESS_ERR: return SFV_EVENT_QP_ACCESS_ERR;
+    case IBV_EVENT_COMM_EST: return SFV_EVENT_COMM_EST;
+    case IBV_EVENT_SQ_DRAINED: return SFV_EVENT_SQ_DRAINED;
+    case IBV_EVENT_PATH_MIG: return SFV_EVENT_PATH_MIG;
+    case IBV_EVENT_PATH_MIG_ERR: return SFV_EVENT_PATH_MIG_ERR;
+    case IBV_EVENT_QP_LAST_WQE_REACHED: return SFV_EVENT_QP_LAST_WQE_REACHED;
+    case IBV_EVENT_CQ_ERR: return SFV_EVENT_CQ_ERR;
+    case IBV_EVENT_SRQ_LIMIT_REACHED: return SFV_EVENT_SRQ_LIMIT_REACHED;
+    case IBV_EVENT_SRQ_ERR: return SFV_EVENT_SRQ_ERR;
+    case IBV_EVENT_DEVICE_FATAL: return SFV_EVENT_DEVICE_FATAL;
+    default: return SFV_EVENT_OTHER;
+    }
+}
+
+/* Marks a channel broken by an event (under ev_lock, from any thread): its posts are refused at
+   once, and its owner's next wait flushes it (sfv__async_abort). */
+static uint32_t sfv__event_break(sfv_channel *ch, uint8_t cause, sfv_event_type type) {
+    if (ch->async_cause) return 0;
+    ch->async_event = (uint8_t)type;
+    __atomic_store_n(&ch->async_cause, cause, __ATOMIC_RELEASE);
+    sfv__break(ch);
+    return 1;
+}
+
+static void sfv__srq_event(sfv_context *ctx, const struct ibv_async_event *e, sfv_event *ev);
+
+/* What one event breaks, and its record for the queue. */
+static void sfv__event_handle(sfv_context *ctx, const struct ibv_async_event *e, sfv_event *ev) {
+    sfv_channel *ch;
+    memset(ev, 0, sizeof *ev);
+    ev->type = sfv__event_type(e->event_type);
+    ev->raw_type = (int)e->event_type;
+    switch (ev->type) {
+    case SFV_EVENT_PORT_ACTIVE: case SFV_EVENT_LID_CHANGE: case SFV_EVENT_PKEY_CHANGE: case SFV_EVENT_GID_CHANGE:
+    case SFV_EVENT_SM_CHANGE: case SFV_EVENT_CLIENT_REREGISTER:
+        ev->port = (uint8_t)e->element.port_num;
+        break;
+    case SFV_EVENT_PORT_ERR:
+        ev->port = (uint8_t)e->element.port_num;
+        for (ch = ctx->channels; ch; ch = ch->ctx_next)
+            if (ch->desc.port == ev->port) ev->channels_broken += sfv__event_break(ch, SFV__CAUSE_PORT_DOWN, ev->type);
+        break;
+    case SFV_EVENT_DEVICE_FATAL:
+        for (ch = ctx->channels; ch; ch = ch->ctx_next) ev->channels_broken += sfv__event_break(ch, SFV__CAUSE_FATAL_EVENT, ev->type);
+        break;
+    case SFV_EVENT_QP_FATAL: case SFV_EVENT_QP_REQ_ERR: case SFV_EVENT_QP_ACCESS_ERR: case SFV_EVENT_COMM_EST:
+    case SFV_EVENT_SQ_DRAINED: case SFV_EVENT_PATH_MIG: case SFV_EVENT_PATH_MIG_ERR: case SFV_EVENT_QP_LAST_WQE_REACHED:
+        ev->qp_num = e->element.qp ? e->element.qp->qp_num : 0;
+        for (ch = ctx->channels; ch; ch = ch->ctx_next)
+            if (ch->qp && ch->qp == e->element.qp) {
+                ev->channel = ch;
+                if (ev->type == SFV_EVENT_QP_FATAL || ev->type == SFV_EVENT_QP_REQ_ERR || ev->type == SFV_EVENT_QP_ACCESS_ERR)
+                    ev->channels_broken += sfv__event_break(ch, SFV__CAUSE_FATAL_EVENT, ev->type);
+                break;
+            }
+        break;
+    case SFV_EVENT_CQ_ERR:
+        for (ch = ctx->channels; ch; ch = ch->ctx_next)
+            if (ch->cq && ch->cq == e->element.cq) {
+                ev->channel = ch;
+                ev->channels_broken += sfv__event_break(ch, SFV__CAUSE_FATAL_EVENT, ev->type);
+            }
+        sfv__srq_event(ctx, e, ev);
+        break;
+    case SFV_EVENT_SRQ_LIMIT_REACHED: case SFV_EVENT_SRQ_ERR:
+        sfv__srq_event(ctx, e, ev);
+        break;
+    case SFV_EVENT_OTHER:
+        break;
+    }
+}
+
+/* Queues an event (the oldest goes when the queue is full) and wakes sfv_context_event_fd. */
+static void sfv__event_queue(sfv_context *ctx, const sfv_event *ev) {
+    if (ctx->ev_n == SFV__EVENT_QUEUE) { /* the oldest goes; the next oldest counts it */
+        const uint64_t lost = ctx->ev_queue[ctx->ev_first].lost_before + 1;
+        ctx->ev_first = (ctx->ev_first + 1) % SFV__EVENT_QUEUE;
+        ctx->ev_n--;
+        ctx->ev_queue[ctx->ev_first].lost_before += lost;
+    }
+    ctx->ev_queue[(ctx->ev_first + ctx->ev_n) % SFV__EVENT_QUEUE] = *ev;
+    ctx->ev_n++;
+    if (ctx->ev_efd >= 0) {
+        const uint64_t one = 1;
+        ssize_t w = write(ctx->ev_efd, &one, sizeof one); /* it cannot block: a counter far from its limit */
+        (void)w;
+    }
+}
+
+/* Reads every event the device has (its fd is non-blocking), acts on each, acks it at once. */
+static void sfv__events_read(sfv_context *ctx) {
+    struct ibv_async_event e;
+    sfv__ev_enter(ctx);
+    while (ibv_get_async_event(ctx->ctx, &e) == 0) {
+        sfv_event ev;
+        sfv__event_handle(ctx, &e, &ev);
+        ibv_ack_async_event(&e); /* at once: a destroy of its object waits for the ack */
+        sfv__event_queue(ctx, &ev);
+    }
+    sfv__ev_leave(ctx);
+}
+
+SAFEVERBS_API sfv_result sfv_context_event_fd(sfv_context *ctx, int *fd_out) {
+    struct epoll_event ee;
+    int efd = -1, epfd = -1;
+    SFV__CHECK_ARG(fd_out, "fd_out");
+    *fd_out = -1;
+    SFV__CHECK_ARG(ctx, "context");
+    sfv__ev_enter(ctx);
+    if (ctx->ev_epfd < 0) {
+        efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+        epfd = efd >= 0 ? epoll_create1(EPOLL_CLOEXEC) : -1;
+        memset(&ee, 0, sizeof ee);
+        ee.events = EPOLLIN;
+        if (epfd < 0 || epoll_ctl(epfd, EPOLL_CTL_ADD, ctx->ctx->async_fd, &ee) != 0 || epoll_ctl(epfd, EPOLL_CTL_ADD, efd, &ee) != 0) {
+            const int errnum = errno;
+            if (epfd >= 0) close(epfd);
+            if (efd >= 0) close(efd);
+            sfv__ev_leave(ctx);
+            return sfv__fail_verb(efd < 0 ? "eventfd" : epfd < 0 ? "epoll_create1" : "epoll_ctl", errnum);
+        }
+        ctx->ev_efd = efd;
+        ctx->ev_epfd = epfd;
+        if (ctx->ev_n) {
+            const uint64_t one = 1;
+            ssize_t w = write(efd, &one, sizeof one);
+            (void)w;
+        }
+    }
+    *fd_out = ctx->ev_epfd;
+    sfv__ev_leave(ctx);
+    return SFV_OK;
+}
+
+SAFEVERBS_API sfv_result sfv_context_events(sfv_context *ctx, sfv_event *out, size_t max, size_t *count) {
+    size_t k;
+    SFV__CHECK_ARG(count, "count");
+    *count = 0;
+    SFV__CHECK_ARG(ctx, "context");
+    SFV__CHECK_ARG(out || max == 0, "out");
+    sfv__events_read(ctx);
+    sfv__ev_enter(ctx);
+    for (k = 0; k < max && ctx->ev_n; k++) {
+        out[k] = ctx->ev_queue[ctx->ev_first];
+        ctx->ev_first = (ctx->ev_first + 1) % SFV__EVENT_QUEUE;
+        ctx->ev_n--;
+    }
+    if (!ctx->ev_n && ctx->ev_efd >= 0) {
+        uint64_t v;
+        ssize_t rd = read(ctx->ev_efd, &v, sizeof v); /* the queue is empty: the fd is quiet again */
+        (void)rd;
+    }
+    sfv__ev_leave(ctx);
+    *count = k;
+    return SFV_OK;
+}
+
+SAFEVERBS_API bool sfv_channel_broken(const sfv_channel *ch, sfv_event_type *by_event) {
+    if (by_event) *by_event = SFV_EVENT_OTHER;
+    if (!ch) return true;
+    if (by_event && __atomic_load_n(&ch->async_cause, __ATOMIC_ACQUIRE)) *by_event = (sfv_event_type)ch->async_event;
+    return ch->broken || ch->async_cause;
+}
+
+static void sfv__srq_event(sfv_context *ctx, const struct ibv_async_event *e, sfv_event *ev) {
+    (void)ctx; (void)e; (void)ev; /* >>impl srq fills this in */
+}
+
 /* >>impl channel internals ---------------------------------------------------------------- */
 /* What the layers above a channel (multi-channel, node) use of it, besides its public calls:
    these helpers. Those layers read no field of a channel. */
@@ -3653,6 +4031,7 @@ SAFEVERBS_API sfv_result sfv_destroy_channel(sfv_channel *ch) {
         if (rc) return sfv__fail_verb("ibv_destroy_comp_channel", rc);
         ch->cc = NULL;
     }
+    sfv__events_remove_channel(ch->pd->ctx, ch);
     sfv__live_remove(ch);
     SFV_FREE(ch->sq.slots);
     SFV_FREE(ch->rq.slots);
