@@ -9,11 +9,11 @@
    ========
    Declarations     >>results >>handles >>devices >>pd and cq >>memory regions >>raw verbs
                     >>remote regions >>elements >>channel (>>pending >>batches >>atomics >>scopes)
-                    >>events >>multi-channel >>exchange >>node
+                    >>events >>srq >>multi-channel >>exchange >>node
    Implementation   >>impl results >>impl refcounts >>impl devices >>impl pd and cq
                     >>impl memory regions >>impl elements >>impl remote regions >>impl channel
                     >>impl completions >>impl posting >>impl pending work >>impl scopes
-                    >>impl events >>impl multi-channel >>impl exchange >>impl node >>impl raw verbs
+                    >>impl events >>impl srq >>impl multi-channel >>impl exchange >>impl node >>impl raw verbs
    Licence          >>licence
 
    LAYERS
@@ -411,6 +411,8 @@ typedef struct sfv_work_completion {
                                         of the receive's own elements (measured on rxe). */
     uint32_t imm_data;               /* host byte order; valid when has_imm */
     bool has_imm;
+    const sfv_channel *channel;      /* a receive of an SRQ (>>srq): the channel it came in on (NULL
+                                        if that channel is destroyed by now); NULL for all else */
 } sfv_work_completion;
 
 SAFEVERBS_API const char *sfv_wc_status_str(sfv_wc_status s);
@@ -607,6 +609,7 @@ typedef enum sfv_wait_mode {
                       what the peer answers (its endpoint)
      timeout_ms       10000, the deadline of every blocking call and scope
      wait_mode        SFV_WAIT_BUSY
+     srq              NULL (a receive queue of its own; see >>srq)
    Values out of range are refused by sfv_create_channel with SFV_ERR_INVALID naming the field. */
 typedef struct sfv_channel_desc {
     uint32_t cq_entries;
@@ -632,6 +635,9 @@ typedef struct sfv_channel_desc {
     uint32_t max_rd_atomic;
     uint32_t timeout_ms;
     sfv_wait_mode wait_mode;
+    sfv_srq *srq;                 /* NULL: the channel's own receive queue. Else its receives come
+                                     from this SRQ (>>srq; same device context): it holds a
+                                     reference on it, and refuses receives of its own */
 } sfv_channel_desc;
 
 /* What the peer needs to connect. */
@@ -877,6 +883,49 @@ SAFEVERBS_API sfv_result sfv_context_events(sfv_context *ctx, sfv_event *out, si
 /* Whether the channel is broken (an error completion, a flush, an expired deadline, or an event
    above), and the event that broke it, SFV_EVENT_OTHER if none did. NULL: true. */
 SAFEVERBS_API bool sfv_channel_broken(const sfv_channel *ch, sfv_event_type *by_event);
+
+/* >>srq -------------------------------------------------------------------------------------- */
+/* A shared receive queue: receives posted once, taken by whichever channel on it a message comes
+   in on first (a server with many clients posts for all of them, not per client). A channel is
+   put on it at creation (sfv_channel_desc.srq); so are all the channels of a multi-channel or a
+   node, by the same field of their desc.
+   - Completions: every channel on the SRQ completes its receives to the SRQ's one CQ (its sends
+     stay on its own CQ), so a wait on an SRQ receive polls one CQ, whichever channel the message
+     came in on, and wc->channel says which channel that was. Waits are busy (the SRQ has no
+     completion channel) under the SRQ's timeout_ms; SRQ receives complete in any order (not in
+     posting order), each signaled.
+   - Receives are posted with sfv_srq_post_receive(_batch) and always need a pending handle (no
+     scope covers an SRQ); a channel on an SRQ refuses sfv_channel_post_receive and the blocking
+     and many-peer receives with SFV_ERR_INVALID ("its receives come from an SRQ").
+   - When a channel on it breaks, receives the SRQ holds stay posted for the other channels (the
+     channel's own message in progress, if any, completes flushed, with wc->channel naming it).
+   - The low-water limit (desc.limit, sfv_srq_set_limit): when fewer receives than that are
+     posted, the device raises SRQ_LIMIT_REACHED once (>>events: sfv_context_events, with
+     event.srq); set the limit again to re-arm it. 0: off.
+   - Lifetime: reference counted. sfv_destroy_srq drops the caller's reference; every channel on
+     it holds one, so the SRQ goes when its last channel does. Then the NIC takes none of its
+     receives any more, and their pending handles die with it (as a channel's do).
+   Thread safety: as a channel, for the SRQ and all of its channels together. */
+typedef struct sfv_srq_desc {     /* zero-filled: the defaults */
+    uint32_t max_wr;              /* receives posted and not consumed, at most; 0: 256 (1 .. max_srq_wr) */
+    uint32_t max_sge;             /* elements per receive; 0: 4 (1 .. max_srq_sge) */
+    uint32_t limit;               /* the low-water limit; 0: none (below max_wr) */
+    uint32_t timeout_ms;          /* waits on its receives (sfv_pending_wait with < 0); 0: 10000 */
+} sfv_srq_desc;
+/* SFV_ERR_INVALID for a desc field out of range (naming it), SFV_ERR_UNSUPPORTED for a device
+   without SRQs (max_srq 0). */
+SAFEVERBS_API sfv_result sfv_create_srq(sfv_pd *pd, const sfv_srq_desc *desc, sfv_srq **out);
+/* Drops the caller's reference (see Lifetime above). NULL: SFV_OK. */
+SAFEVERBS_API sfv_result sfv_destroy_srq(sfv_srq *srq);
+/* Posts one receive to the SRQ: the same rules as sfv_channel_post_receive (elements, room in
+   max_wr, a handle that is not NULL); the handle is done when some channel's message filled it. */
+SAFEVERBS_API sfv_result sfv_srq_post_receive(sfv_srq *srq, const sfv_scatter_element *sges, size_t n, sfv_pending *pending);
+/* count receives behind one call, as sfv_channel_post_receive_batch. */
+SAFEVERBS_API sfv_result sfv_srq_post_receive_batch(sfv_srq *srq, const sfv_scatter_element *sges, size_t per_wr, size_t count, sfv_pending *pendings);
+/* Arms the low-water limit (0 < limit < max_wr; 0 disarms where the device allows). */
+SAFEVERBS_API sfv_result sfv_srq_set_limit(sfv_srq *srq, uint32_t limit);
+/* Receives posted and not yet consumed by a pending handle. */
+SAFEVERBS_API size_t sfv_srq_outstanding(const sfv_srq *srq);
 
 /* >>multi-channel ---------------------------------------------------------------------------- */
 /* The crate's MultiChannel: n channels under one PD, channel i for peer i, each with its own
@@ -1838,6 +1887,7 @@ static sfv_result sfv__slot_result(const sfv__slot *s) { return s->status == IBV
 static void sfv__wc_make(sfv_work_completion *wc, const sfv__slot *s) {
     const bool recv = s->op == SFV_WC_OP_RECV || s->op == SFV_WC_OP_RECV_IMM;
     wc->wr_id = s->seq << 1 | recv;
+    wc->channel = NULL; /* an SRQ's receive: its taker fills it in (sfv__srq_fill) */
     wc->result = sfv__slot_result(s);
     wc->status = (sfv_wc_status)s->status;
     if (SFV__LIKELY(wc->result == SFV_OK)) {
@@ -2238,11 +2288,28 @@ struct sfv_channel {
     int scope_depth;
     sfv__ring sq, rq;
     sfv_channel *ctx_next;        /* the context's list of channels (>>impl events) */
+    sfv_srq *srq;                 /* the SRQ its receives come from (>>impl srq), or NULL */
+    sfv_channel *srq_next;        /* the SRQ's list of its channels */
+    sfv_srq *core_of;             /* non-NULL only in an SRQ's own inner channel (its CQ and ring) */
     uint8_t async_cause;          /* set by whichever thread read the event that broke it (sfv__cause), 0: none */
     uint8_t async_event;          /* and that event (sfv_event_type) */
 };
 
+/* A shared receive queue (>>impl srq). Its inner channel `core` has no QP: its CQ is the receive
+   CQ of every channel on the SRQ, its receive ring the SRQ's receives, so pending handles, waits
+   and deadlines are a channel's. */
+struct sfv_srq {
+    int refs;                     /* the creator's, and one per channel on it */
+    struct ibv_srq *srq;
+    sfv_srq_desc desc;            /* resolved */
+    sfv_channel core;
+    sfv_channel *channels;        /* the channels on it (ch->srq_next) */
+    sfv_srq *ctx_next;            /* the context's list of SRQs (>>impl events) */
+};
+
 static void sfv__events_read(sfv_context *ctx);
+static void sfv__srq_attach(sfv_srq *srq, sfv_channel *ch);
+static void sfv__srq_detach(sfv_srq *srq, sfv_channel *ch);
 static void sfv__events_add_channel(sfv_context *ctx, sfv_channel *ch);
 static void sfv__events_remove_channel(sfv_context *ctx, sfv_channel *ch);
 
@@ -2443,6 +2510,9 @@ static sfv_result sfv__desc_resolve(sfv_pd *pd, const sfv_channel_desc *in, sfv_
     if (o->max_rd_atomic > (rd_max ? rd_max : 1)) return sfv__bad_field("max_rd_atomic", o->max_rd_atomic, "1 .. the device's max_qp_rd_atom");
     if (!o->timeout_ms) o->timeout_ms = 10000;
     if (o->timeout_ms > 86400000u) return sfv__bad_field("timeout_ms", o->timeout_ms, "1 .. 86400000");
+    if (o->srq && o->srq->core.pd->ctx != pd->ctx)
+        return sfv__fail(SFV_ERR_INVALID, EINVAL, "sfv_channel_desc", "sfv_channel_desc.srq belongs to another device context (%s) than the PD's (%s)",
+                         o->srq->core.pd->ctx->name, pd->ctx->name);
     if (o->wait_mode == SFV_WAIT_DEFAULT) o->wait_mode = SFV_WAIT_BUSY;
     if (o->wait_mode != SFV_WAIT_BUSY && o->wait_mode != SFV_WAIT_EVENT)
         return sfv__bad_field("wait_mode", (unsigned long long)o->wait_mode, "SFV_WAIT_BUSY or SFV_WAIT_EVENT");
@@ -2543,6 +2613,11 @@ static sfv_result sfv__channel_new(sfv_pd *pd, const sfv_channel_desc *resolved,
     qi.cap.max_send_sge = ch->desc.max_send_sge;
     qi.cap.max_recv_sge = ch->desc.max_recv_sge;
     qi.cap.max_inline_data = ch->desc.max_inline_data;
+    if (ch->desc.srq) { /* receives from the SRQ, completing to its CQ (>>impl srq) */
+        qi.srq = ch->desc.srq->srq;
+        qi.recv_cq = ch->desc.srq->core.cq;
+        qi.cap.max_recv_wr = qi.cap.max_recv_sge = 0;
+    }
     errno = 0;
     ch->qp = ibv_create_qp(pd->pd, &qi);
     if (!ch->qp) {
@@ -2569,6 +2644,7 @@ static sfv_result sfv__channel_new(sfv_pd *pd, const sfv_channel_desc *resolved,
     sfv__ref(&pd->refs);
     ch->pd = pd;
     ch->can_recv = true;
+    if (ch->desc.srq) sfv__srq_attach(ch->desc.srq, ch);
     sfv__events_add_channel(pd->ctx, ch);
     *out = ch;
     return SFV_OK;
@@ -2814,12 +2890,17 @@ SFV__HOT_INLINE void sfv__complete_ok(sfv__slot *s, const struct ibv_wc *w) {
     }
 }
 
+static void sfv__srq_complete(sfv__ring *q, const struct ibv_wc *w);
+
 /* A completion out of order (unsignaled work came before it) or a failed one: out of line, so
    the common path keeps one test and no call. */
 SFV__SLOW void sfv__complete_slow(sfv_channel *ch, sfv__ring *q, const struct ibv_wc *w) {
     const uint64_t seq = w->wr_id >> 1;
     sfv__slot *s;
-    if (seq != q->completed && !sfv__catch_up(ch, q, seq, w->status)) return;
+    if (seq != q->completed && !sfv__catch_up(ch, q, seq, w->status)) {
+        if (ch->core_of) sfv__srq_complete(q, w); /* an SRQ's: every completion comes here (>>impl srq) */
+        return;
+    }
     s = &q->slots[seq & q->mask];
     if (w->status == IBV_WC_SUCCESS) {
         sfv__complete_ok(s, w);
@@ -3149,11 +3230,13 @@ static sfv_result sfv__post_refused(sfv_channel *ch, sfv__post_kind kind, const 
                          kind == SFV__POST_READ ? " for an RDMA read (the device's max_sge_rd)" : "");
     if (SFV__UNLIKELY(!pending && ch->scope_depth == 0))
         return sfv__fail(SFV_ERR_INVALID, EINVAL, "post", "a NULL pending handle is allowed only inside a scope");
+    if (SFV__UNLIKELY(recv && ch->srq))
+        return sfv__fail(SFV_ERR_INVALID, EINVAL, "post", "the channel's receives come from an SRQ: post them with sfv_srq_post_receive");
     if (SFV__UNLIKELY(ch->async_cause))
         return sfv__fail(SFV_ERR_BROKEN, EIO, "post", "the channel is broken: the device reported %s%s",
                          sfv_event_type_str((sfv_event_type)ch->async_event), ch->async_cause == SFV__CAUSE_PORT_DOWN ? " (its port went down)" : "");
-    if (SFV__UNLIKELY(ch->broken || !ch->qp))
-        return sfv__fail(SFV_ERR_BROKEN, EIO, "post", "the channel is in the error state (an earlier work request failed)");
+    if (SFV__UNLIKELY(ch->broken || (!ch->qp && !ch->core_of))) /* an SRQ's inner channel has no QP */
+        return sfv__fail(SFV_ERR_BROKEN, EIO, "post", "the %s is in the error state (an earlier work request failed)", ch->core_of ? "SRQ" : "channel");
     if (SFV__UNLIKELY(!recv && !ch->connected))
         return sfv__fail(SFV_ERR_INVALID, EINVAL, "post", "the channel is not connected (call sfv_channel_handshake)");
     if (SFV__UNLIKELY(q->head - q->tail + count > q->cap))
@@ -3441,10 +3524,14 @@ SFV__SLOW sfv_result sfv__wc_none(sfv_work_completion *wc, sfv_result r) {
 }
 
 /* A consumed handle's result; ch (NULL once the channel may be gone) only sharpens the hint. */
+static const sfv_channel *sfv__srq_channel(const sfv_srq *srq, const sfv__slot *s);
 static sfv_result sfv__pending_result(const sfv_pending *pending, const sfv_channel *ch, sfv_work_completion *wc) {
     sfv__slot d;
     memcpy(&d, pending->done_, sizeof d);
-    if (wc) sfv__wc_make(wc, &d);
+    if (wc) {
+        sfv__wc_make(wc, &d);
+        if (ch && ch->core_of) wc->channel = sfv__srq_channel(ch->core_of, &d);
+    }
     return d.status == IBV_WC_SUCCESS ? SFV_OK : sfv__fail_work(ch, &d);
 }
 
@@ -3854,9 +3941,243 @@ SAFEVERBS_API bool sfv_channel_broken(const sfv_channel *ch, sfv_event_type *by_
     return ch->broken || ch->async_cause;
 }
 
-static void sfv__srq_event(sfv_context *ctx, const struct ibv_async_event *e, sfv_event *ev) {
-    (void)ctx; (void)e; (void)ev; /* >>impl srq fills this in */
+/* >>impl srq -------------------------------------------------------------------------------- */
+/* The SRQ's receives live in its inner channel's receive ring; its `completed` is kept at a value
+   no place has, so that every completion takes the slow path (sfv__complete_slow -> here): an
+   SRQ's receives complete in any order, so nothing is caught up in order. A success keeps the
+   QP number of the channel it came in on in vendor_err (unused by a success), a failure in
+   byte_len (unused by a failure). */
+#define SFV__SRQ_UNORDERED UINT64_MAX
+
+static void sfv__srq_complete(sfv__ring *q, const struct ibv_wc *w) {
+    const uint64_t seq = w->wr_id >> 1;
+    sfv__slot *s;
+    if (!(w->wr_id & 1) || seq < q->tail || seq >= q->head) return; /* not one of its receives */
+    s = &q->slots[seq & q->mask];
+    if (s->seq != seq || s->state != SFV__SLOT_INFLIGHT) return;
+    if (w->status == IBV_WC_SUCCESS) {
+        sfv__complete_ok(s, w);
+        s->vendor_err = w->qp_num;
+    } else {
+        s->status = (uint8_t)w->status;
+        s->vendor_err = w->vendor_err;
+        s->has_imm = (uint8_t)sfv_wc_status_class((sfv_wc_status)w->status);
+        s->byte_len = w->qp_num;
+    }
+    s->state = SFV__SLOT_DONE;
 }
+
+/* The channel a finished SRQ receive came in on, if it still lives. */
+static const sfv_channel *sfv__srq_channel(const sfv_srq *srq, const sfv__slot *s) {
+    const uint32_t qpn = s->status == IBV_WC_SUCCESS ? s->vendor_err : s->byte_len;
+    const sfv_channel *ch;
+    for (ch = srq->channels; ch; ch = ch->srq_next)
+        if (ch->qp && ch->qp->qp_num == qpn) return ch;
+    return NULL;
+}
+
+static void sfv__srq_attach(sfv_srq *srq, sfv_channel *ch) {
+    sfv__ref(&srq->refs);
+    ch->srq = srq;
+    ch->srq_next = srq->channels;
+    srq->channels = ch;
+    ch->can_recv = false; /* its receives are the SRQ's */
+}
+
+static sfv_result sfv__srq_unref(sfv_srq *srq);
+static void sfv__srq_detach(sfv_srq *srq, sfv_channel *ch) {
+    sfv_channel **at;
+    for (at = &srq->channels; *at; at = &(*at)->srq_next)
+        if (*at == ch) {
+            *at = ch->srq_next;
+            break;
+        }
+    ch->srq = NULL;
+    (void)sfv__srq_unref(srq); /* not the caller's handle: a refusal keeps it, unreported */
+}
+
+static void sfv__srq_event(sfv_context *ctx, const struct ibv_async_event *e, sfv_event *ev) {
+    sfv_srq *srq;
+    for (srq = ctx->srqs; srq; srq = srq->ctx_next) {
+        if (ev->type == SFV_EVENT_CQ_ERR ? srq->core.cq != e->element.cq : srq->srq != e->element.srq) continue;
+        ev->srq = srq;
+        if (ev->type != SFV_EVENT_SRQ_LIMIT_REACHED) ev->channels_broken += sfv__event_break(&srq->core, SFV__CAUSE_FATAL_EVENT, ev->type);
+        return;
+    }
+}
+
+SAFEVERBS_API sfv_result sfv_create_srq(sfv_pd *pd, const sfv_srq_desc *desc, sfv_srq **out) {
+    static const char fn[] = "sfv_create_srq";
+    struct ibv_srq_init_attr si;
+    sfv_srq_desc d;
+    sfv_srq *srq;
+    sfv_channel *core;
+    sfv_result r;
+    const struct ibv_device_attr *a;
+    SFV__CHECK_ARG(out, "out");
+    *out = NULL;
+    SFV__CHECK_ARG(pd, "pd");
+    a = &pd->ctx->attr;
+    if (desc) d = *desc; else memset(&d, 0, sizeof d);
+    if (a->max_srq <= 0) return sfv__fail(SFV_ERR_UNSUPPORTED, EOPNOTSUPP, fn, "%s has no shared receive queues (max_srq 0)", pd->ctx->name);
+    if (!d.max_wr) d.max_wr = 256;
+    if (!d.max_sge) d.max_sge = 4;
+    if (!d.timeout_ms) d.timeout_ms = 10000;
+    if (d.max_wr > (uint32_t)a->max_srq_wr) return sfv__fail(SFV_ERR_INVALID, EINVAL, fn, "sfv_srq_desc.max_wr = %u is out of range (1 .. %d, the device's max_srq_wr)", (unsigned)d.max_wr, a->max_srq_wr);
+    if (d.max_sge > (uint32_t)a->max_srq_sge) return sfv__fail(SFV_ERR_INVALID, EINVAL, fn, "sfv_srq_desc.max_sge = %u is out of range (1 .. %d, the device's max_srq_sge)", (unsigned)d.max_sge, a->max_srq_sge);
+    if (d.limit >= d.max_wr) return sfv__fail(SFV_ERR_INVALID, EINVAL, fn, "sfv_srq_desc.limit = %u is out of range (0 .. max_wr - 1)", (unsigned)d.limit);
+    if (d.timeout_ms > 86400000u) return sfv__fail(SFV_ERR_INVALID, EINVAL, fn, "sfv_srq_desc.timeout_ms = %u is out of range (1 .. 86400000)", (unsigned)d.timeout_ms);
+    srq = (sfv_srq *)SFV_CALLOC(1, sizeof *srq);
+    if (!srq) return sfv__fail_verb("calloc", ENOMEM);
+    srq->desc = d;
+    core = &srq->core;
+    core->core_of = srq;
+    core->desc.max_recv_wr = d.max_wr;
+    core->desc.max_recv_sge = d.max_sge;
+    core->desc.timeout_ms = d.timeout_ms;
+    core->desc.wait_mode = SFV_WAIT_BUSY;
+    r = sfv__ring_init(&core->sq, core, 1);
+    if (r) goto free_srq;
+    r = sfv__ring_init(&core->rq, core, d.max_wr);
+    if (r) goto free_sq;
+    core->rq.completed = SFV__SRQ_UNORDERED;
+    errno = 0;
+    core->cq = ibv_create_cq(pd->ctx->ctx, (int)d.max_wr, core, NULL, 0);
+    if (!core->cq) {
+        r = sfv__fail_verb("ibv_create_cq", errno);
+        goto free_rq;
+    }
+    memset(&si, 0, sizeof si);
+    si.attr.max_wr = d.max_wr;
+    si.attr.max_sge = d.max_sge;
+    si.attr.srq_limit = d.limit;
+    errno = 0;
+    srq->srq = ibv_create_srq(pd->pd, &si);
+    if (!srq->srq) {
+        r = sfv__fail_verb("ibv_create_srq", errno);
+        goto destroy_cq;
+    }
+    if (!sfv__live_add(core)) {
+        r = sfv__fail_verb("malloc", ENOMEM);
+        goto destroy_srq;
+    }
+    sfv__ref(&pd->refs);
+    core->pd = pd;
+    core->can_recv = true;
+    srq->refs = 1;
+    sfv__ev_enter(pd->ctx);
+    srq->ctx_next = pd->ctx->srqs;
+    pd->ctx->srqs = srq;
+    sfv__ev_leave(pd->ctx);
+    *out = srq;
+    return SFV_OK;
+destroy_srq:
+    ibv_destroy_srq(srq->srq);
+destroy_cq:
+    ibv_destroy_cq(core->cq);
+free_rq:
+    SFV_FREE(core->rq.slots);
+free_sq:
+    SFV_FREE(core->sq.slots);
+free_srq:
+    SFV_FREE(srq);
+    return r;
+}
+
+/* Drops a reference; the last one destroys the SRQ (no channel uses it then). What it held is
+   never taken by the NIC after ibv_destroy_srq: its slots are marked flushed. */
+static sfv_result sfv__srq_unref(sfv_srq *srq) {
+    sfv_context *ctx;
+    sfv_srq **at;
+    uint64_t seq;
+    int rc;
+    if (!srq || !sfv__unref(&srq->refs)) return SFV_OK;
+    rc = ibv_destroy_srq(srq->srq);
+    if (rc) {
+        sfv__ref(&srq->refs);
+        return sfv__fail_verb("ibv_destroy_srq", rc);
+    }
+    rc = ibv_destroy_cq(srq->core.cq);
+    if (rc) { /* the SRQ is gone: only the CQ is left over, which nothing can use any more */
+        srq->core.cq = NULL;
+    }
+    for (seq = srq->core.rq.tail; seq < srq->core.rq.head; seq++) {
+        sfv__slot *s = &srq->core.rq.slots[seq & srq->core.rq.mask];
+        if (s->state == SFV__SLOT_INFLIGHT) sfv__finish_quiet(s, true);
+    }
+    ctx = srq->core.pd->ctx;
+    sfv__ev_enter(ctx);
+    for (at = &ctx->srqs; *at; at = &(*at)->ctx_next)
+        if (*at == srq) {
+            *at = srq->ctx_next;
+            break;
+        }
+    sfv__ev_leave(ctx);
+    sfv__live_remove(&srq->core);
+    SFV_FREE(srq->core.sq.slots);
+    SFV_FREE(srq->core.rq.slots);
+    (void)sfv__pd_unref(srq->core.pd);
+    SFV_FREE(srq);
+    return rc ? sfv__fail_verb("ibv_destroy_cq", rc) : SFV_OK;
+}
+SAFEVERBS_API sfv_result sfv_destroy_srq(sfv_srq *srq) { return sfv__srq_unref(srq); }
+
+SAFEVERBS_API sfv_result sfv_srq_post_receive(sfv_srq *srq, const sfv_scatter_element *sges, size_t n, sfv_pending *pending) {
+    struct ibv_recv_wr wr, *bad = NULL;
+    sfv_channel *core = srq ? &srq->core : NULL;
+    int rc;
+    if (SFV__UNLIKELY(!core || !sfv__postable(core, SFV__POST_RECV, sges, n, 1, pending)))
+        return sfv__post_refused(core, SFV__POST_RECV, sges, n, 1, pending);
+    wr.wr_id = core->rq.head << 1 | 1;
+    wr.next = NULL;
+    wr.sg_list = (struct ibv_sge *)(uintptr_t)sges;
+    wr.num_sge = (int)n;
+    rc = ibv_post_srq_recv(srq->srq, &wr, &bad);
+    if (SFV__UNLIKELY(rc)) return sfv__post_failed(pending, 1, "ibv_post_srq_recv", rc);
+    sfv__track(&core->rq, SFV_WC_OP_RECV, 0);
+    sfv__cover(&core->rq, pending, 1);
+    return SFV_OK;
+}
+
+SAFEVERBS_API sfv_result sfv_srq_post_receive_batch(sfv_srq *srq, const sfv_scatter_element *sges, size_t per_wr, size_t count, sfv_pending *pendings) {
+    struct ibv_recv_wr wrs[SFV_BATCH_MAX], *bad = NULL;
+    const struct ibv_sge *sg = sges ? (const struct ibv_sge *)sges : &sfv__no_sge;
+    sfv_channel *core = srq ? &srq->core : NULL;
+    size_t i, posted;
+    int rc;
+    if (SFV__UNLIKELY(!core || !sfv__postable(core, SFV__POST_RECV, sges, per_wr, count, pendings)))
+        return sfv__post_refused(core, SFV__POST_RECV, sges, per_wr, count, pendings);
+    for (i = 0; i < count; i++) {
+        wrs[i].wr_id = (core->rq.head + i) << 1 | 1;
+        wrs[i].next = i + 1 < count ? &wrs[i + 1] : NULL;
+        wrs[i].sg_list = (struct ibv_sge *)(uintptr_t)(sg + i * per_wr);
+        wrs[i].num_sge = (int)per_wr;
+    }
+    rc = ibv_post_srq_recv(srq->srq, wrs, &bad);
+    posted = rc ? (bad ? (size_t)(bad - wrs) : 0) : count;
+    for (i = 0; i < posted; i++) {
+        sfv__track(&core->rq, SFV_WC_OP_RECV, 0);
+        sfv__cover(&core->rq, &pendings[i], 1);
+    }
+    if (SFV__UNLIKELY(rc)) return sfv__recv_batch_failed(pendings, posted, count, rc);
+    return SFV_OK;
+}
+
+SAFEVERBS_API sfv_result sfv_srq_set_limit(sfv_srq *srq, uint32_t limit) {
+    struct ibv_srq_attr sa;
+    int rc;
+    SFV__CHECK_ARG(srq, "srq");
+    if (limit >= srq->desc.max_wr)
+        return sfv__fail(SFV_ERR_INVALID, EINVAL, __func__, "limit %u is out of range (0 .. max_wr - 1 = %u)", (unsigned)limit, (unsigned)srq->desc.max_wr - 1);
+    memset(&sa, 0, sizeof sa);
+    sa.srq_limit = limit;
+    rc = ibv_modify_srq(srq->srq, &sa, IBV_SRQ_LIMIT);
+    if (rc) return sfv__fail_verb("ibv_modify_srq", rc);
+    srq->desc.limit = limit;
+    return SFV_OK;
+}
+
+SAFEVERBS_API size_t sfv_srq_outstanding(const sfv_srq *srq) { return srq ? (size_t)(srq->core.rq.head - srq->core.rq.tail) : 0; }
 
 /* >>impl channel internals ---------------------------------------------------------------- */
 /* What the layers above a channel (multi-channel, node) use of it, besides its public calls:
@@ -4032,6 +4353,7 @@ SAFEVERBS_API sfv_result sfv_destroy_channel(sfv_channel *ch) {
         ch->cc = NULL;
     }
     sfv__events_remove_channel(ch->pd->ctx, ch);
+    if (ch->srq) sfv__srq_detach(ch->srq, ch);
     sfv__live_remove(ch);
     SFV_FREE(ch->sq.slots);
     SFV_FREE(ch->rq.slots);

@@ -1038,3 +1038,37 @@ void ibv_ack_async_event(struct ibv_async_event *event) {
     (void)event;
     fk_async_acked++;
 }
+
+/* ---- shared receive queues: created and destroyed only (the fake's QPs keep their own receive
+   queues; SRQ traffic is tested on rxe, tests/test_srq.c) ----------------------------------- */
+static int fk_post_srq_recv(struct ibv_srq *srq, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad) {
+    (void)srq;
+    *bad = wr;
+    return EOPNOTSUPP;
+}
+struct ibv_srq *ibv_create_srq(struct ibv_pd *pd, struct ibv_srq_init_attr *attr) {
+    struct ibv_srq *srq;
+    (void)attr;
+    FK_SITE();
+    if (fk_inject("ibv_create_srq")) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    srq = (struct ibv_srq *)calloc(1, sizeof *srq);
+    if (!srq) fk_bug("calloc");
+    srq->context = pd->context;
+    srq->pd = pd;
+    pd->context->ops.post_srq_recv = fk_post_srq_recv;
+    return srq;
+}
+int ibv_modify_srq(struct ibv_srq *srq, struct ibv_srq_attr *attr, int mask) {
+    (void)srq; (void)attr; (void)mask;
+    FK_SITE();
+    return fk_inject("ibv_modify_srq") ? EIO : 0;
+}
+int ibv_destroy_srq(struct ibv_srq *srq) {
+    FK_SITE();
+    if (fk_inject("ibv_destroy_srq")) return EIO;
+    free(srq);
+    return 0;
+}
