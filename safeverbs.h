@@ -671,6 +671,19 @@ SAFEVERBS_API sfv_result sfv_destroy_channel(sfv_channel *ch);
 SAFEVERBS_API sfv_result sfv_channel_endpoint(const sfv_channel *ch, sfv_endpoint *out);
 /* RESET -> INIT -> RTR -> RTS against the peer's endpoint; sets a GRH when the peer has a GID. */
 SAFEVERBS_API sfv_result sfv_channel_handshake(sfv_channel *ch, const sfv_endpoint *peer);
+/* Recovers a broken channel (or moves a working one to a new peer) without destroying it: the
+   work in flight is flushed first (the QP to the error state, drained; every pending handle of
+   it then reports WR_FLUSH_ERR, and its buffers are free), the QP is destroyed and a new one is
+   made in its place (INIT: receives may be posted again), with a new random first PSN. So the
+   channel has a NEW QP number and PSN, and its endpoint (sfv_channel_endpoint) must go to the
+   peer again before sfv_channel_handshake with the peer's new endpoint (the peer resets too, or
+   is a new channel: a peer that restarted). A late packet of the old connection names the old
+   QP number, which the new QP does not answer to, and the new PSNs start elsewhere: nothing of
+   the old connection is taken for the new one. The desc is kept (a send_psn set in it is not
+   reused). Refused inside a scope (SFV_ERR_INVALID); a verb that fails leaves the channel broken
+   with no QP, and the call can be repeated. Handles of the old work stay valid until consumed.
+   Thread safety: as the channel's. */
+SAFEVERBS_API sfv_result sfv_channel_reset(sfv_channel *ch);
 SAFEVERBS_API sfv_pd *sfv_channel_pd(const sfv_channel *ch);
 SAFEVERBS_API const sfv_channel_desc *sfv_channel_get_desc(const sfv_channel *ch);
 /* The completion channel's fd (SFV_WAIT_EVENT), else -1. Readable after sfv_channel_arm once
@@ -2567,11 +2580,55 @@ static uint32_t sfv__random_psn(const void *salt) {
     return (uint32_t)(x ^ (x >> 31)) & 0xFFFFFFu;
 }
 
+/* The channel's RC queue pair on its CQ (and SRQ), taken to INIT so receives can be posted
+   before the handshake. On failure ch->qp is NULL and nothing is left. Used at creation and by
+   sfv_channel_reset. */
+static sfv_result sfv__qp_make(sfv_channel *ch, sfv_pd *pd) {
+    struct ibv_qp_init_attr qi;
+    struct ibv_qp_attr qa;
+    sfv_result r;
+    memset(&qi, 0, sizeof qi);
+    qi.send_cq = qi.recv_cq = ch->cq;
+    qi.qp_type = IBV_QPT_RC;
+    qi.sq_sig_all = 0;
+    qi.cap.max_send_wr = ch->desc.max_send_wr;
+    qi.cap.max_recv_wr = ch->desc.max_recv_wr;
+    qi.cap.max_send_sge = ch->desc.max_send_sge;
+    qi.cap.max_recv_sge = ch->desc.max_recv_sge;
+    qi.cap.max_inline_data = ch->desc.max_inline_data;
+    if (ch->desc.srq) { /* receives from the SRQ, completing to its CQ (>>impl srq) */
+        qi.srq = ch->desc.srq->srq;
+        qi.recv_cq = ch->desc.srq->core.cq;
+        qi.cap.max_recv_wr = qi.cap.max_recv_sge = 0;
+    }
+    errno = 0;
+    ch->qp = ibv_create_qp(pd->pd, &qi);
+    if (!ch->qp) {
+        r = sfv__fail_verb("ibv_create_qp", errno);
+        return r;
+    }
+    /* The caps come back at least as asked; should a driver give less inline room, use what it gave. */
+    if (qi.cap.max_inline_data < ch->desc.max_inline_data) ch->desc.max_inline_data = qi.cap.max_inline_data;
+    ch->max_read_sge = ch->desc.max_send_sge;
+    if (pd->ctx->attr.max_sge_rd > 0 && (uint32_t)pd->ctx->attr.max_sge_rd < ch->max_read_sge)
+        ch->max_read_sge = (uint32_t)pd->ctx->attr.max_sge_rd;
+    /* To INIT now, so receives can be posted before the handshake (no RNR at start). */
+    memset(&qa, 0, sizeof qa);
+    qa.qp_state = IBV_QPS_INIT;
+    qa.pkey_index = 0;
+    qa.port_num = ch->desc.port;
+    qa.qp_access_flags = (unsigned)ch->desc.access;
+    r = sfv__modify(ch->qp, &qa, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS, "INIT");
+    if (r) {
+        ibv_destroy_qp(ch->qp);
+        ch->qp = NULL;
+    }
+    return r;
+}
+
 /* A channel from a desc sfv__desc_resolve filled in, and what it learnt of the port. */
 static sfv_result sfv__channel_new(sfv_pd *pd, const sfv_channel_desc *resolved, const sfv__port_facts *facts, sfv_channel **out) {
     sfv_channel *ch;
-    struct ibv_qp_init_attr qi;
-    struct ibv_qp_attr qa;
     sfv_result r;
     *out = NULL;
     ch = (sfv_channel *)SFV_CALLOC(1, sizeof *ch);
@@ -2604,39 +2661,8 @@ static sfv_result sfv__channel_new(sfv_pd *pd, const sfv_channel_desc *resolved,
         r = sfv__fail_verb("ibv_create_cq", errno);
         goto destroy_cc;
     }
-    memset(&qi, 0, sizeof qi);
-    qi.send_cq = qi.recv_cq = ch->cq;
-    qi.qp_type = IBV_QPT_RC;
-    qi.sq_sig_all = 0;
-    qi.cap.max_send_wr = ch->desc.max_send_wr;
-    qi.cap.max_recv_wr = ch->desc.max_recv_wr;
-    qi.cap.max_send_sge = ch->desc.max_send_sge;
-    qi.cap.max_recv_sge = ch->desc.max_recv_sge;
-    qi.cap.max_inline_data = ch->desc.max_inline_data;
-    if (ch->desc.srq) { /* receives from the SRQ, completing to its CQ (>>impl srq) */
-        qi.srq = ch->desc.srq->srq;
-        qi.recv_cq = ch->desc.srq->core.cq;
-        qi.cap.max_recv_wr = qi.cap.max_recv_sge = 0;
-    }
-    errno = 0;
-    ch->qp = ibv_create_qp(pd->pd, &qi);
-    if (!ch->qp) {
-        r = sfv__fail_verb("ibv_create_qp", errno);
-        goto destroy_cq;
-    }
-    /* The caps come back at least as asked; should a driver give less inline room, use what it gave. */
-    if (qi.cap.max_inline_data < ch->desc.max_inline_data) ch->desc.max_inline_data = qi.cap.max_inline_data;
-    ch->max_read_sge = ch->desc.max_send_sge;
-    if (pd->ctx->attr.max_sge_rd > 0 && (uint32_t)pd->ctx->attr.max_sge_rd < ch->max_read_sge)
-        ch->max_read_sge = (uint32_t)pd->ctx->attr.max_sge_rd;
-    /* To INIT now, so receives can be posted before the handshake (no RNR at start). */
-    memset(&qa, 0, sizeof qa);
-    qa.qp_state = IBV_QPS_INIT;
-    qa.pkey_index = 0;
-    qa.port_num = ch->desc.port;
-    qa.qp_access_flags = (unsigned)ch->desc.access;
-    r = sfv__modify(ch->qp, &qa, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS, "INIT");
-    if (r) goto destroy_qp;
+    r = sfv__qp_make(ch, pd);
+    if (r) goto destroy_cq;
     if (!sfv__live_add(ch)) {
         r = sfv__fail_verb("malloc", ENOMEM);
         goto destroy_qp;
@@ -4178,6 +4204,28 @@ SAFEVERBS_API sfv_result sfv_srq_set_limit(sfv_srq *srq, uint32_t limit) {
 }
 
 SAFEVERBS_API size_t sfv_srq_outstanding(const sfv_srq *srq) { return srq ? (size_t)(srq->core.rq.head - srq->core.rq.tail) : 0; }
+
+SAFEVERBS_API sfv_result sfv_channel_reset(sfv_channel *ch) {
+    sfv_result r;
+    SFV__CHECK_ARG(ch, "channel");
+    if (ch->scope_depth > 0)
+        return sfv__fail(SFV_ERR_INVALID, EINVAL, "sfv_channel_reset", "the channel is inside an open scope (or many-peer call): reset it after the scope returns");
+    if (sfv__inflight(ch) || (ch->qp && !ch->aborted)) sfv__abort(ch); /* everything in flight flushed */
+    if (!sfv__destroy_qp(ch)) return sfv__fail_verb("ibv_destroy_qp", EBUSY);
+    while (sfv__drain(ch) > 0) {} /* the old QP's last completions: their places are done already */
+    r = sfv__qp_make(ch, ch->pd);
+    if (r) return r; /* broken, without a QP: try again */
+    ch->desc.send_psn = sfv__random_psn(ch->qp);
+    if (!ch->desc.send_psn) ch->desc.send_psn = 1;
+    ch->connected = ch->broken = ch->aborted = false;
+    ch->first_status = ch->first_op = ch->first_cause = 0;
+    sfv__ev_enter(ch->pd->ctx);
+    ch->async_cause = ch->async_event = 0;
+    sfv__ev_leave(ch->pd->ctx);
+    ch->can_send = false;
+    ch->can_recv = ch->srq == NULL;
+    return SFV_OK;
+}
 
 /* >>impl channel internals ---------------------------------------------------------------- */
 /* What the layers above a channel (multi-channel, node) use of it, besides its public calls:

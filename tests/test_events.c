@@ -2,7 +2,8 @@
    receive that waits with nothing in flight wakes it within about 100 ms (busy and event wait
    modes), through PORT_ERR; the port's return (PORT_ACTIVE) is seen; the event fd is readable
    while events wait and quiet after they are taken; a channel broken so refuses posts and says
-   why; destroy does not hang on events. The link tests take the guest's sva link (rxe0) down and
+   why; destroy does not hang on events; sfv_channel_reset recovers a broken channel and
+   reconnects to a peer that restarted. The link tests take the guest's sva link (rxe0) down and
    bring it back (as test_channel.c's last test does); they run only in the test guest. */
 #define _GNU_SOURCE
 #define SAFEVERBS_IMPLEMENTATION
@@ -233,6 +234,72 @@ static void t_destroy_with_events_untaken(void) {
     side_close(&b);
 }
 
+static void exchange(sfv_channel *a, sfv_channel *b, uint32_t *qpn_a) {
+    sfv_endpoint ea, eb;
+    CHECK_OK(sfv_channel_endpoint(a, &ea));
+    CHECK_OK(sfv_channel_endpoint(b, &eb));
+    CHECK_OK(sfv_channel_handshake(a, &eb));
+    CHECK_OK(sfv_channel_handshake(b, &ea));
+    if (qpn_a) *qpn_a = ea.qpn;
+}
+static void traffic(side *from, side *to, const char *msg) {
+    sfv_scatter_element e = sfv_mr_scatter_element(to->mr, to->buf + 256, 16);
+    sfv_gather_element g = sfv_mr_gather_element(from->mr, from->buf + 512, 16);
+    sfv_pending rx;
+    snprintf(from->buf + 512, 16, "%s", msg);
+    CHECK_OK(sfv_channel_post_receive(to->ch, &e, 1, &rx));
+    CHECK_OK(sfv_channel_send(from->ch, &g, 1, NULL));
+    CHECK_OK(sfv_pending_wait(&rx, -1, NULL));
+    CHECK(strcmp(to->buf + 256, msg) == 0);
+}
+
+/* sfv_channel_reset: a channel broken by a remote access error (its receive in flight reports
+   the flush) is reset on both sides and connected again, with new QP numbers; then the peer
+   "restarts" (a new channel) and the surviving side resets and connects to it. */
+static void t_reset_recovers(void) {
+    side a, b;
+    sfv_channel_desc d;
+    sfv_scatter_element e;
+    sfv_gather_element g;
+    sfv_work_completion wc;
+    sfv_remote_mr bogus;
+    sfv_pending rx;
+    uint32_t qpn0, qpn1, qpn2;
+    memset(&d, 0, sizeof d);
+    a = side_open(test_device(0), &d);
+    b = side_open(test_device(1), &d);
+    exchange(a.ch, b.ch, &qpn0);
+    traffic(&a, &b, "before");
+    e = sfv_mr_scatter_element(a.mr, a.buf + 1024, 16);
+    CHECK_OK(sfv_channel_post_receive(a.ch, &e, 1, &rx));
+    bogus = sfv_mr_remote(b.mr);
+    bogus.rkey ^= 0x5a5a00;
+    g = sfv_mr_gather_element(a.mr, a.buf, 8);
+    CHECK_RESULT(sfv_channel_write(a.ch, &g, 1, bogus, &wc), SFV_ERR_WORK);
+    CHECK(sfv_channel_broken(a.ch, NULL));
+    CHECK_OK(sfv_channel_reset(a.ch));
+    CHECK(!sfv_channel_broken(a.ch, NULL));
+    CHECK_RESULT(sfv_pending_wait(&rx, -1, &wc), SFV_ERR_WORK); /* the receive in flight: flushed */
+    CHECK_EQ(wc.status, SFV_WC_WR_FLUSH_ERR);
+    CHECK_RESULT(sfv_channel_send(a.ch, &g, 1, NULL), SFV_ERR_INVALID); /* not connected yet */
+    CHECK_OK(sfv_channel_reset(b.ch)); /* the responder's QP went to the error state too */
+    exchange(a.ch, b.ch, &qpn1);
+    CHECK(qpn1 != qpn0);
+    traffic(&a, &b, "after reset");
+    traffic(&b, &a, "and back");
+    /* the peer restarts: a new channel on b's side; a resets and connects to it */
+    CHECK_OK(sfv_destroy_channel(b.ch));
+    CHECK_OK(sfv_create_channel(b.pd, &d, &b.ch));
+    CHECK_OK(sfv_channel_reset(a.ch));
+    exchange(a.ch, b.ch, &qpn2);
+    CHECK(qpn2 != qpn1);
+    traffic(&a, &b, "new peer");
+    CHECK_RESULT(sfv_channel_reset(NULL), SFV_ERR_INVALID);
+    printf("    QP numbers 0x%x -> 0x%x -> 0x%x\n", (unsigned)qpn0, (unsigned)qpn1, (unsigned)qpn2);
+    side_close(&a);
+    side_close(&b);
+}
+
 /* The calls' refusals: NULL arguments. */
 static void t_event_calls_refuse_null(void) {
     sfv_context *ctx;
@@ -257,6 +324,7 @@ static void t_event_calls_refuse_null(void) {
 
 static const harness_test TESTS[] = {
     TEST(t_event_calls_refuse_null, 20),
+    TEST(t_reset_recovers, 60),
     TEST(t_port_down_wakes_busy_receive, 90),
     TEST(t_port_down_wakes_event_receive, 90),
     TEST(t_destroy_with_events_untaken, 90),
