@@ -95,7 +95,8 @@
    failed is still registered. (A parent released by its last child's destroy is kept quietly if
    its own verb refuses: nobody holds it to try again.)
    Handles are opaque and reference counted. A child holds a reference on its parent:
-   MR -> PD -> context, CQ -> context, channel -> PD. Releasing a parent while children live is
+   MR -> PD -> context, CQ -> context, channel -> PD, SRQ -> PD, channel on an SRQ -> SRQ
+   (>>srq). Releasing a parent while children live is
    safe; the device is closed when the last reference goes. Releasing NULL does nothing.
    A context or PD wrapped without ownership (sfv_context_wrap, sfv_pd_wrap) is never closed by
    safeverbs: its owner frees it after the last safeverbs object made from it (RAW VERBS).
@@ -134,7 +135,10 @@
    Device lists, contexts, PDs, MRs and CQs may be shared between threads (libibverbs is
    thread-safe; reference counts are atomic). A channel, and every pending handle of it, is for
    one thread at a time: its completion bookkeeping takes no lock. So are a multi-channel and a
-   node, with all of their channels. sfv_exchange_all keeps no state and may run anywhere.
+   node, with all of their channels, and an SRQ with every channel on it. A context's device
+   events (>>events) may be read from any thread (a spin lock guards them); the thread that reads
+   one marks the channels it breaks, and each channel's own thread flushes its channel.
+   sfv_exchange_all keeps no state and may run anywhere.
 
    RAW VERBS
    =========
@@ -157,6 +161,8 @@
      completions you take are lost to the channel's pending handles, and its event bookkeeping
      (sfv_channel_arm, sfv_channel_ack_events) is the only one that may ack;
    - modify the QP (ibv_modify_qp): the channel keeps its own state (connected, broken);
+   nor, on any context safeverbs uses, read its async events (ibv_get_async_event): safeverbs
+   reads and acks them itself (>>events) and hands them to you through sfv_context_events;
    nor, on any raw object: destroy, deregister, dealloc or close it (ibv_destroy_qp,
    ibv_destroy_cq, ibv_dereg_mr, ibv_dealloc_pd, ibv_close_device): safeverbs frees it again;
    nor change it under safeverbs (ibv_rereg_mr, ibv_resize_cq): the range, access and capacity
@@ -258,6 +264,7 @@ struct ibv_pd;
 struct ibv_mr;
 struct ibv_cq;
 struct ibv_qp;
+struct ibv_srq;
 
 /* >>devices ---------------------------------------------------------------------------------- */
 SAFEVERBS_API sfv_result sfv_get_device_list(sfv_device_list **out);
@@ -485,6 +492,9 @@ SAFEVERBS_API struct ibv_cq *sfv_cq_raw(const sfv_cq *cq);
 /* A channel's RC queue pair and the one CQ both of its queues complete to. */
 SAFEVERBS_API struct ibv_qp *sfv_channel_raw_qp(const sfv_channel *ch);
 SAFEVERBS_API struct ibv_cq *sfv_channel_raw_cq(const sfv_channel *ch);
+/* An SRQ's shared receive queue (query only: ibv_query_srq; posting to it or modifying it
+   bypasses the SRQ's bookkeeping, as for a channel's QP). */
+SAFEVERBS_API struct ibv_srq *sfv_srq_raw(const sfv_srq *srq);
 /* A context over a device you opened yourself (ibv_open_device). It is checked like
    sfv_open_device's: ibv_query_device (sfv_query_device's values), and port 1 must be ACTIVE or
    ARMED (otherwise SFV_ERR_RESOURCE naming the state). With take_ownership, safeverbs calls
@@ -751,6 +761,24 @@ SAFEVERBS_API sfv_result sfv_channel_post_write_batch(sfv_channel *ch, const sfv
 SAFEVERBS_API sfv_result sfv_channel_post_read_batch(sfv_channel *ch, const sfv_scatter_element *sges, size_t per_wr, size_t count, const sfv_remote_mr *remotes, sfv_pending *pending);
 SAFEVERBS_API sfv_result sfv_channel_post_receive_batch(sfv_channel *ch, const sfv_scatter_element *sges, size_t per_wr, size_t count, sfv_pending *pendings);
 
+/* A read batch's completion (wc->byte_len) gives the bytes of the whole batch, every request's
+   (at most UINT32_MAX), not only its last request's. (Posted in a scope with a NULL handle, each
+   read's completion gives its own: sfv_channel_scope_wc.)
+   Request batches: the same, one work request per entry, each with its own element count, and
+   sends and writes each with or without an immediate (has_imm, imm). Element counts are checked
+   per request (each within the channel's max_send_sge, or its read limit for reads); NULL sges
+   is allowed only with n 0. One doorbell, only the last request signaled, one pending handle for
+   all, and the same rules for a partial post, as the batches above. The plain batches stay the
+   faster form where every request has the same count and no immediate (they pay for no
+   per-request test). Receive batches keep one count for all (a receive's elements only bound
+   what it may take: give each the largest). */
+typedef struct sfv_send_request { const sfv_gather_element *sges; size_t n; bool has_imm; uint32_t imm; } sfv_send_request;
+typedef struct sfv_write_request { const sfv_gather_element *sges; size_t n; sfv_remote_mr remote; bool has_imm; uint32_t imm; } sfv_write_request;
+typedef struct sfv_read_request { const sfv_scatter_element *sges; size_t n; sfv_remote_mr remote; } sfv_read_request;
+SAFEVERBS_API sfv_result sfv_channel_post_sends(sfv_channel *ch, const sfv_send_request *reqs, size_t count, sfv_pending *pending);
+SAFEVERBS_API sfv_result sfv_channel_post_writes(sfv_channel *ch, const sfv_write_request *reqs, size_t count, sfv_pending *pending);
+SAFEVERBS_API sfv_result sfv_channel_post_reads(sfv_channel *ch, const sfv_read_request *reqs, size_t count, sfv_pending *pending);
+
 /* A pending handle dies with its channel: using one after sfv_destroy_channel is a broken contract,
    caught by SFV_ASSERT in debug builds (a registry of live channels, one lookup per poll or wait);
    release builds skip that check and would read freed memory. A handle whose post was refused
@@ -831,6 +859,30 @@ typedef struct sfv_scope_report {
    `failed` auto-polled work requests did not: report->first_error; a deadline that expired shows
    as first_error.result == SFV_ERR_TIMEOUT, after the channel flushed the work). report may be NULL. */
 SAFEVERBS_API sfv_result sfv_channel_scope(sfv_channel *ch, sfv_scope_fn fn, void *user, sfv_scope_report *report);
+/* sfv_channel_scope, handing the caller the completion of every work request the scope
+   consumed for fn (those posted with a NULL pending handle): on_wc(wc, wc_user) once for each, as
+   it is consumed, the send queue's in posting order, then the receive queue's in posting order.
+   So a scope's receives give their byte_len, immediate and opcode, and each failure its status
+   (a deadline that expired: wc->result SFV_ERR_TIMEOUT). The work's buffers are free when on_wc
+   runs; on_wc must not post to or wait on the channel. on_wc NULL: as sfv_channel_scope. */
+typedef void (*sfv_scope_wc_fn)(const sfv_work_completion *wc, void *wc_user);
+/* Selective signalling chosen by the caller: inside a scope only (else SFV_ERR_INVALID), these
+   post without asking the NIC for a completion (no CQ entry, nothing to poll: cheaper for the NIC
+   and the poller). "When the scope returns, every buffer is free" still holds: RC completes a
+   send queue in order, so a later signaled completion completes this work too; and if the last
+   work the scope leaves on the send queue is unsignaled, the scope posts a signaled zero-length
+   RDMA write (a fence: no memory of the peer is touched and no key checked, IB C9-88) and waits
+   for it. The fence needs the peer's channel to allow SFV_ACCESS_REMOTE_WRITE (the default
+   access does); refused, it fails the scope (SFV_ERR_SCOPE_AUTOPOLL; first_error says the
+   peer's refusal, REM_INV_REQ_ERR on rxe) after the work before it completed. A failure of unsignaled work shows on the next signaled completion,
+   or as the scope's auto-polled failure. Each needs room for itself and the fence
+   (SFV_ERR_RESOURCE otherwise). The fence is not counted in the report, nor handed to on_wc,
+   unless it failed. */
+SAFEVERBS_API sfv_result sfv_channel_post_send_unsignaled(sfv_channel *ch, const sfv_gather_element *sges, size_t n);
+SAFEVERBS_API sfv_result sfv_channel_post_write_unsignaled(sfv_channel *ch, const sfv_gather_element *sges, size_t n, sfv_remote_mr remote);
+SAFEVERBS_API sfv_result sfv_channel_post_read_unsignaled(sfv_channel *ch, const sfv_scatter_element *sges, size_t n, sfv_remote_mr remote);
+SAFEVERBS_API sfv_result sfv_channel_scope_wc(sfv_channel *ch, sfv_scope_fn fn, void *user, sfv_scope_wc_fn on_wc, void *wc_user,
+                                              sfv_scope_report *report);
 /* Returns fn's result as it is. If fn succeeded but left work unconsumed by a pending handle,
    that is a broken contract (SFV_ASSERT); if fn failed, remaining work is drained quietly. */
 SAFEVERBS_API sfv_result sfv_channel_manual_scope(sfv_channel *ch, sfv_scope_fn fn, void *user);
@@ -908,7 +960,9 @@ SAFEVERBS_API bool sfv_channel_broken(const sfv_channel *ch, sfv_event_type *by_
      completion channel) under the SRQ's timeout_ms; SRQ receives complete in any order (not in
      posting order), each signaled.
    - Receives are posted with sfv_srq_post_receive(_batch) and always need a pending handle (no
-     scope covers an SRQ); a channel on an SRQ refuses sfv_channel_post_receive and the blocking
+     scope covers an SRQ). Places free in posting order, as a channel's do: a receive consumed
+     before an older one keeps its place until the older one is consumed, so give max_wr some
+     room over what you keep posted (messages from many channels finish in any order); a channel on an SRQ refuses sfv_channel_post_receive and the blocking
      and many-peer receives with SFV_ERR_INVALID ("its receives come from an SRQ").
    - When a channel on it breaks, receives the SRQ holds stay posted for the other channels (the
      channel's own message in progress, if any, completes flushed, with wc->channel naming it).
@@ -2304,6 +2358,7 @@ struct sfv_channel {
     sfv_srq *srq;                 /* the SRQ its receives come from (>>impl srq), or NULL */
     sfv_channel *srq_next;        /* the SRQ's list of its channels */
     sfv_srq *core_of;             /* non-NULL only in an SRQ's own inner channel (its CQ and ring) */
+    uint64_t last_unsignaled;     /* the place + 1 of the last unsignaled post (>>scopes), 0: none */
     uint8_t async_cause;          /* set by whichever thread read the event that broke it (sfv__cause), 0: none */
     uint8_t async_event;          /* and that event (sfv_event_type) */
 };
@@ -3031,6 +3086,16 @@ SFV__SLOW void sfv__async_abort(sfv_channel *ch) {
     if (ch->aborted) return;
     if (!ch->first_status && !ch->first_cause) ch->first_cause = ch->async_cause;
     sfv__abort(ch);
+    if (ch->core_of) { /* an SRQ (or its CQ) failed: none of its receives will complete */
+        uint64_t seq;
+        for (seq = ch->rq.tail; seq < ch->rq.head; seq++) {
+            sfv__slot *s = &ch->rq.slots[seq & ch->rq.mask];
+            if (s->state == SFV__SLOT_INFLIGHT && s->seq == seq) {
+                sfv__finish_quiet(s, true);
+                s->has_imm = SFV_WORK_ERROR_FATAL;
+            }
+        }
+    }
 }
 
 /* A busy wait reads the device's events once per this many empty polls of its CQ (a power of
@@ -3127,6 +3192,7 @@ static const char *sfv__op_name(uint8_t op) {
     case SFV_WC_OP_READ: return "RDMA read";
     case SFV_WC_OP_COMP_SWAP: return "atomic compare-and-swap";
     case SFV_WC_OP_FETCH_ADD: return "atomic fetch-and-add";
+    case 0x7F: return "the scope's fence (a zero-length RDMA write after unsignaled work)";
     default: return "work request";
     }
 }
@@ -3143,6 +3209,8 @@ static const char *sfv__failure_hint(const sfv_channel *ch, const sfv__slot *s) 
         return ch->async_event == SFV_EVENT_CQ_ERR ? "the channel's CQ failed (the device's CQ_ERR event: an overrun?): the channel flushed its work and is broken"
              : ch->async_event == SFV_EVENT_DEVICE_FATAL ? "the device failed (DEVICE_FATAL event): the channel flushed its work and is broken"
              : "the QP hit an error the device reported as an event (QP_FATAL, QP_REQ_ERR or QP_ACCESS_ERR): the channel flushed its work and is broken";
+    if (s->op == 0x7F && s->status != IBV_WC_WR_FLUSH_ERR) /* SFV__OP_FENCE */
+        return "the scope's fence after unsignaled work was refused: the peer's channel must allow SFV_ACCESS_REMOTE_WRITE in its desc.access (the default); the work before it completed";
     if (sfv__op_is_atomic(s->op) && (s->status == IBV_WC_REM_ACCESS_ERR || s->status == IBV_WC_REM_INV_REQ_ERR))
         return "the peer refused the atomic: it needs SFV_ACCESS_REMOTE_ATOMIC both on the MR (sfv_reg_mr_access) and in its channel's desc.access, and the 8-byte target inside that MR with the rkey given";
     if (first && ch->first_cause == SFV__CAUSE_RECV_TOO_SMALL)
@@ -3343,14 +3411,14 @@ SFV__HOT_INLINE sfv_result sfv__fill_send(const sfv_channel *ch, struct ibv_send
 
 /* One signaled work request on the send queue: the data path of every single post. */
 SFV__HOT_INLINE sfv_result sfv__post_one(sfv_channel *ch, enum ibv_wr_opcode opcode, const void *sges, size_t n,
-                                         const sfv_remote_mr *remote, uint32_t imm, sfv_pending *pending) {
+                                         const sfv_remote_mr *remote, uint32_t imm, sfv_pending *pending, unsigned signaled) {
     struct ibv_send_wr wr, *bad = NULL;
     uint32_t total = 0;
     sfv_result r;
     int rc;
     const sfv__post_kind kind = opcode == IBV_WR_RDMA_READ ? SFV__POST_READ : SFV__POST_SEND;
     if (SFV__UNLIKELY(!ch || !sfv__postable(ch, kind, sges, n, 1, pending))) return sfv__post_refused(ch, kind, sges, n, 1, pending);
-    r = sfv__fill_send(ch, &wr, ch->sq.head, opcode, (const struct ibv_sge *)sges, n, remote, imm, IBV_SEND_SIGNALED, &total);
+    r = sfv__fill_send(ch, &wr, ch->sq.head, opcode, (const struct ibv_sge *)sges, n, remote, imm, signaled, &total);
     if (SFV__UNLIKELY(r)) {
         sfv__pending_clear(pending, 1);
         return r;
@@ -3503,23 +3571,131 @@ SAFEVERBS_API sfv_result sfv_channel_post_send_batch(sfv_channel *ch, const sfv_
 SAFEVERBS_API sfv_result sfv_channel_post_write_batch(sfv_channel *ch, const sfv_gather_element *sges, size_t per_wr, size_t count, const sfv_remote_mr *remotes, sfv_pending *pending) {
     return sfv__post_batch(ch, IBV_WR_RDMA_WRITE, sges, per_wr, count, remotes, pending);
 }
+/* A read batch's last place reports the bytes of the whole batch (>>batches). Only read batches
+   pay for the sum. */
+static void sfv__read_batch_total(sfv_channel *ch, uint64_t total) {
+    ch->sq.slots[(ch->sq.head - 1) & ch->sq.mask].byte_len = total > UINT32_MAX ? UINT32_MAX : (uint32_t)total;
+}
 SAFEVERBS_API sfv_result sfv_channel_post_read_batch(sfv_channel *ch, const sfv_scatter_element *sges, size_t per_wr, size_t count, const sfv_remote_mr *remotes, sfv_pending *pending) {
-    return sfv__post_batch(ch, IBV_WR_RDMA_READ, sges, per_wr, count, remotes, pending);
+    const sfv_result r = sfv__post_batch(ch, IBV_WR_RDMA_READ, sges, per_wr, count, remotes, pending);
+    uint64_t total = 0;
+    size_t k;
+    if (r || !pending) return r; /* in a scope, each read's own completion says its own bytes */
+    for (k = 0; k < per_wr * count; k++) total += sges[k].length;
+    sfv__read_batch_total(ch, total);
+    return SFV_OK;
+}
+
+/* One request of a request batch, whatever its kind. */
+typedef struct sfv__request { const struct ibv_sge *sg; size_t n; const sfv_remote_mr *remote; bool has_imm; uint32_t imm; } sfv__request;
+static sfv__request sfv__request_at(sfv__post_kind kind, bool write, const void *reqs, size_t i) {
+    sfv__request o;
+    memset(&o, 0, sizeof o);
+    if (kind == SFV__POST_READ) {
+        const sfv_read_request *r = (const sfv_read_request *)reqs + i;
+        o.sg = (const struct ibv_sge *)r->sges; o.n = r->n; o.remote = &r->remote;
+    } else if (write) {
+        const sfv_write_request *r = (const sfv_write_request *)reqs + i;
+        o.sg = (const struct ibv_sge *)r->sges; o.n = r->n; o.remote = &r->remote; o.has_imm = r->has_imm; o.imm = r->imm;
+    } else {
+        const sfv_send_request *r = (const sfv_send_request *)reqs + i;
+        o.sg = (const struct ibv_sge *)r->sges; o.n = r->n; o.has_imm = r->has_imm; o.imm = r->imm;
+    }
+    return o;
+}
+
+/* Request batches (>>batches): each request its own element count and immediate. */
+static sfv_result sfv__post_requests(sfv_channel *ch, sfv__post_kind kind, bool write, const void *reqs, size_t count, sfv_pending *pending) {
+    struct ibv_send_wr wrs[SFV_BATCH_MAX], *bad = NULL;
+    uint32_t totals[SFV_BATCH_MAX];
+    size_t i, posted, max_n = 0;
+    uint64_t sum = 0;
+    int rc;
+    if (ch && reqs && count - 1 < SFV_BATCH_MAX)
+        for (i = 0; i < count; i++) {
+            const sfv__request q = sfv__request_at(kind, write, reqs, i);
+            if (!q.sg && q.n) {
+                sfv__pending_clear(pending, 1);
+                return sfv__fail(SFV_ERR_INVALID, EINVAL, "post", "request %zu: %zu elements at NULL", i, q.n);
+            }
+            if (q.n > max_n) max_n = q.n;
+        }
+    if (!reqs && ch) {
+        sfv__pending_clear(pending, 1);
+        return sfv__fail(SFV_ERR_INVALID, EINVAL, "post", "requests (NULL)");
+    }
+    if (SFV__UNLIKELY(!ch || !sfv__postable(ch, kind, &sfv__no_sge, max_n, count, pending)))
+        return sfv__post_refused(ch, kind, &sfv__no_sge, max_n, count, pending);
+    for (i = 0; i < count; i++) {
+        const sfv__request q = sfv__request_at(kind, write, reqs, i);
+        const enum ibv_wr_opcode opcode = kind == SFV__POST_READ ? IBV_WR_RDMA_READ
+                                        : write ? (q.has_imm ? IBV_WR_RDMA_WRITE_WITH_IMM : IBV_WR_RDMA_WRITE)
+                                                : (q.has_imm ? IBV_WR_SEND_WITH_IMM : IBV_WR_SEND);
+        sfv_result r = sfv__fill_send(ch, &wrs[i], ch->sq.head + i, opcode, q.sg ? q.sg : &sfv__no_sge, q.n, q.remote, q.imm,
+                                      i + 1 == count ? IBV_SEND_SIGNALED : 0, &totals[i]);
+        if (r) {
+            sfv__pending_clear(pending, 1);
+            return r;
+        }
+        sum += totals[i];
+        if (i) wrs[i - 1].next = &wrs[i];
+    }
+    rc = ibv_post_send(ch->qp, wrs, &bad);
+    posted = rc ? (bad ? (size_t)(bad - wrs) : 0) : count;
+    sfv__track_n(&ch->sq, kind == SFV__POST_READ ? SFV_WC_OP_READ : write ? SFV_WC_OP_WRITE : SFV_WC_OP_SEND, totals, posted);
+    if (SFV__UNLIKELY(rc)) return sfv__batch_failed(ch, pending, posted, rc);
+    if (kind == SFV__POST_READ && pending) sfv__read_batch_total(ch, sum);
+    sfv__cover(&ch->sq, pending, (uint32_t)count);
+    return SFV_OK;
+}
+SAFEVERBS_API sfv_result sfv_channel_post_sends(sfv_channel *ch, const sfv_send_request *reqs, size_t count, sfv_pending *pending) {
+    return sfv__post_requests(ch, SFV__POST_SEND, false, reqs, count, pending);
+}
+SAFEVERBS_API sfv_result sfv_channel_post_writes(sfv_channel *ch, const sfv_write_request *reqs, size_t count, sfv_pending *pending) {
+    return sfv__post_requests(ch, SFV__POST_SEND, true, reqs, count, pending);
+}
+SAFEVERBS_API sfv_result sfv_channel_post_reads(sfv_channel *ch, const sfv_read_request *reqs, size_t count, sfv_pending *pending) {
+    return sfv__post_requests(ch, SFV__POST_READ, false, reqs, count, pending);
 }
 SAFEVERBS_API sfv_result sfv_channel_post_send(sfv_channel *ch, const sfv_gather_element *sges, size_t n, sfv_pending *pending) {
-    return sfv__post_one(ch, IBV_WR_SEND, sges, n, NULL, 0, pending);
+    return sfv__post_one(ch, IBV_WR_SEND, sges, n, NULL, 0, pending, IBV_SEND_SIGNALED);
 }
 SAFEVERBS_API sfv_result sfv_channel_post_send_imm(sfv_channel *ch, const sfv_gather_element *sges, size_t n, uint32_t imm, sfv_pending *pending) {
-    return sfv__post_one(ch, IBV_WR_SEND_WITH_IMM, sges, n, NULL, imm, pending);
+    return sfv__post_one(ch, IBV_WR_SEND_WITH_IMM, sges, n, NULL, imm, pending, IBV_SEND_SIGNALED);
 }
 SAFEVERBS_API sfv_result sfv_channel_post_write(sfv_channel *ch, const sfv_gather_element *sges, size_t n, sfv_remote_mr remote, sfv_pending *pending) {
-    return sfv__post_one(ch, IBV_WR_RDMA_WRITE, sges, n, &remote, 0, pending);
+    return sfv__post_one(ch, IBV_WR_RDMA_WRITE, sges, n, &remote, 0, pending, IBV_SEND_SIGNALED);
 }
 SAFEVERBS_API sfv_result sfv_channel_post_write_imm(sfv_channel *ch, const sfv_gather_element *sges, size_t n, sfv_remote_mr remote, uint32_t imm, sfv_pending *pending) {
-    return sfv__post_one(ch, IBV_WR_RDMA_WRITE_WITH_IMM, sges, n, &remote, imm, pending);
+    return sfv__post_one(ch, IBV_WR_RDMA_WRITE_WITH_IMM, sges, n, &remote, imm, pending, IBV_SEND_SIGNALED);
 }
 SAFEVERBS_API sfv_result sfv_channel_post_read(sfv_channel *ch, const sfv_scatter_element *sges, size_t n, sfv_remote_mr remote, sfv_pending *pending) {
-    return sfv__post_one(ch, IBV_WR_RDMA_READ, sges, n, &remote, 0, pending);
+    return sfv__post_one(ch, IBV_WR_RDMA_READ, sges, n, &remote, 0, pending, IBV_SEND_SIGNALED);
+}
+
+/* Unsignaled posts (>>scopes): only inside a scope, with room for themselves and the fence the
+   scope may need; the last one's place is kept, so the scope knows whether a fence must follow. */
+SFV__SLOW sfv_result sfv__unsignaled_refused(sfv_channel *ch) {
+    if (!ch) return sfv__fail(SFV_ERR_INVALID, EINVAL, "post", "channel (NULL)");
+    if (ch->scope_depth == 0) return sfv__fail(SFV_ERR_INVALID, EINVAL, "post", "an unsignaled post is allowed only inside a scope (it has no completion of its own)");
+    return sfv__fail(SFV_ERR_RESOURCE, ENOMEM, "post", "queue full: an unsignaled post needs room for itself and the scope's fence (%llu of %llu places taken)",
+                     (unsigned long long)(ch->sq.head - ch->sq.tail), (unsigned long long)ch->sq.cap);
+}
+static sfv_result sfv__post_unsignaled(sfv_channel *ch, enum ibv_wr_opcode opcode, const void *sges, size_t n, const sfv_remote_mr *remote) {
+    sfv_result r;
+    if (!ch || ch->scope_depth == 0 || ch->sq.head - ch->sq.tail + 2 > ch->sq.cap) return sfv__unsignaled_refused(ch);
+    r = sfv__post_one(ch, opcode, sges, n, remote, 0, NULL, 0);
+    if (!r) ch->last_unsignaled = ch->sq.head; /* one past its place: 0 is never a place */
+    return r;
+}
+SAFEVERBS_API sfv_result sfv_channel_post_send_unsignaled(sfv_channel *ch, const sfv_gather_element *sges, size_t n) {
+    return sfv__post_unsignaled(ch, IBV_WR_SEND, sges, n, NULL);
+}
+SAFEVERBS_API sfv_result sfv_channel_post_write_unsignaled(sfv_channel *ch, const sfv_gather_element *sges, size_t n, sfv_remote_mr remote) {
+    return sfv__post_unsignaled(ch, IBV_WR_RDMA_WRITE, sges, n, &remote);
+}
+SAFEVERBS_API sfv_result sfv_channel_post_read_unsignaled(sfv_channel *ch, const sfv_scatter_element *sges, size_t n, sfv_remote_mr remote) {
+    return sfv__post_unsignaled(ch, IBV_WR_RDMA_READ, sges, n, &remote);
 }
 
 /* >>impl pending work ----------------------------------------------------------------------- */
@@ -3724,19 +3900,30 @@ static sfv_result sfv__take_by(sfv_channel *ch, sfv__ring *q, uint64_t seq, uint
 
 /* Waits for and consumes every work request of q from seq `from` on; counts the failures.
    After the deadline, the channel is aborted so that nothing stays in flight. */
-static void sfv__settle(sfv_channel *ch, sfv__ring *q, uint64_t from, uint64_t deadline, sfv_scope_report *rep) {
+/* The op a scope's fence is tracked as (sfv__scope_fence): never one the user posts, and never
+   handed to the user unless it failed. */
+#define SFV__OP_FENCE 0x7F
+
+/* Where a scope hands its completions (sfv_channel_scope_wc); fn NULL: nowhere. */
+typedef struct sfv__sink { sfv_scope_wc_fn fn; void *user; } sfv__sink;
+
+static void sfv__settle(sfv_channel *ch, sfv__ring *q, uint64_t from, uint64_t deadline, sfv_scope_report *rep, const sfv__sink *sink) {
     uint64_t seq;
     for (seq = from > q->tail ? from : q->tail; seq < q->head; seq++) {
         const sfv__slot *s = &q->slots[seq & q->mask];
         sfv_work_completion wc;
         sfv_result w;
+        bool fence, failed;
         if (s->state == SFV__SLOT_FREE || s->seq != seq) continue; /* consumed by its handle */
-        rep->auto_polled++;
+        fence = s->op == SFV__OP_FENCE; /* the scope's own (sfv__scope_fence): the user's only if it failed */
         w = sfv__take_by(ch, q, seq, deadline, &wc);
-        if (wc.result != SFV_OK || w != SFV_OK) { /* a failed wait aborted the channel: a failure */
+        failed = wc.result != SFV_OK || w != SFV_OK;
+        if (!fence || failed) rep->auto_polled++;
+        if (failed) { /* a failed wait aborted the channel: a failure */
             if (w != SFV_OK) wc.result = w;
             if (rep->failed++ == 0) rep->first_error = wc;
         }
+        if (sink->fn && (!fence || failed)) sink->fn(&wc, sink->user);
     }
 }
 
@@ -4258,15 +4445,42 @@ static void sfv__scope_close(sfv__peer *peers, size_t n) {
 }
 /* Waits for and consumes what fn left on each channel, each within its own deadline; fn's error
    detail survives the drain. */
-static void sfv__scope_settle(sfv__peer *peers, size_t n, sfv_scope_report *rep) {
+/* When the last work on ch's send queue is unsignaled, nothing would ever complete it: the scope
+   posts one signaled zero-length RDMA write after it (no remote memory is touched, no key is
+   checked: IB C9-88; the peer's QP must allow REMOTE_WRITE), whose completion completes all the
+   work before it. A fence that cannot be posted aborts the channel (flushed: the buffers are free). */
+static void sfv__scope_fence(sfv_channel *ch) {
+    struct ibv_send_wr wr, *bad = NULL;
+    const uint64_t last = ch->sq.head - 1;
+    const bool needed = ch->last_unsignaled == ch->sq.head; /* nothing was posted after it */
+    const sfv__slot *s = &ch->sq.slots[last & ch->sq.mask];
+    ch->last_unsignaled = 0;
+    if (!needed || s->seq != last || s->state != SFV__SLOT_INFLIGHT) return; /* completed by later work already */
+    if (!ch->can_send || !ch->qp) { /* broken: only a flush ends the work */
+        sfv__abort(ch);
+        return;
+    }
+    memset(&wr, 0, sizeof wr);
+    wr.wr_id = ch->sq.head << 1;
+    wr.opcode = IBV_WR_RDMA_WRITE;
+    wr.send_flags = IBV_SEND_SIGNALED;
+    if (ibv_post_send(ch->qp, &wr, &bad) != 0) {
+        sfv__abort(ch);
+        return;
+    }
+    sfv__track(&ch->sq, (sfv_wc_opcode)SFV__OP_FENCE, 0);
+}
+
+static void sfv__scope_settle(sfv__peer *peers, size_t n, sfv_scope_report *rep, const sfv__sink *sink) {
     const sfv_error kept = sfv__last;
     const uint64_t t0 = sfv__now_ns();
     size_t i;
     for (i = 0; i < n; i++) {
         sfv_channel *ch = peers[i].ch;
         const uint64_t deadline = t0 + sfv__timeout_ns(ch->desc.timeout_ms);
-        sfv__settle(ch, &ch->sq, peers[i].scope_from.sq, deadline, rep);
-        sfv__settle(ch, &ch->rq, peers[i].scope_from.rq, deadline, rep);
+        if (ch->last_unsignaled) sfv__scope_fence(ch);
+        sfv__settle(ch, &ch->sq, peers[i].scope_from.sq, deadline, rep, sink);
+        sfv__settle(ch, &ch->rq, peers[i].scope_from.rq, deadline, rep, sink);
     }
     sfv__last = kept;
 }
@@ -4324,7 +4538,7 @@ static sfv_result sfv__channel_would_take(sfv_channel *ch, bool recv, bool read,
     return SFV_OK;
 }
 
-static sfv_result sfv__scope_run(sfv_channel *ch, sfv_scope_fn fn, void *user, sfv_scope_report *rep) {
+static sfv_result sfv__scope_run(sfv_channel *ch, sfv_scope_fn fn, void *user, sfv_scope_report *rep, const sfv__sink *sink) {
     sfv__peer one;
     unsigned long f0;
     memset(rep, 0, sizeof *rep);
@@ -4337,7 +4551,7 @@ static sfv_result sfv__scope_run(sfv_channel *ch, sfv_scope_fn fn, void *user, s
     rep->fn_result = fn(ch, user);
     sfv__fn_failures = sfv__failures - f0;
     sfv__scope_close(&one, 1);
-    sfv__scope_settle(&one, 1, rep);
+    sfv__scope_settle(&one, 1, rep, sink);
     return SFV_OK;
 }
 
@@ -4374,13 +4588,22 @@ static sfv_result sfv__manual_verdict(sfv_result ran, const sfv_scope_report *re
     return rep->fn_result;
 }
 
+static const sfv__sink sfv__no_sink = {NULL, NULL};
 SAFEVERBS_API sfv_result sfv_channel_scope(sfv_channel *ch, sfv_scope_fn fn, void *user, sfv_scope_report *report) {
     sfv_scope_report local, *rep = report ? report : &local;
-    return sfv__scope_verdict(sfv__scope_run(ch, fn, user, rep), rep);
+    return sfv__scope_verdict(sfv__scope_run(ch, fn, user, rep, &sfv__no_sink), rep);
+}
+SAFEVERBS_API sfv_result sfv_channel_scope_wc(sfv_channel *ch, sfv_scope_fn fn, void *user, sfv_scope_wc_fn on_wc, void *wc_user,
+                                              sfv_scope_report *report) {
+    sfv_scope_report local, *rep = report ? report : &local;
+    sfv__sink sink;
+    sink.fn = on_wc;
+    sink.user = wc_user;
+    return sfv__scope_verdict(sfv__scope_run(ch, fn, user, rep, &sink), rep);
 }
 SAFEVERBS_API sfv_result sfv_channel_manual_scope(sfv_channel *ch, sfv_scope_fn fn, void *user) {
     sfv_scope_report rep;
-    return sfv__manual_verdict(sfv__scope_run(ch, fn, user, &rep), &rep);
+    return sfv__manual_verdict(sfv__scope_run(ch, fn, user, &rep, &sfv__no_sink), &rep);
 }
 
 SAFEVERBS_API sfv_result sfv_destroy_channel(sfv_channel *ch) {
@@ -4721,7 +4944,10 @@ static sfv_result sfv__mc_scope_run(sfv_multi_channel *mc, sfv_multi_scope_fn fn
     sfv__fn_failures = sfv__failures - f0;
     mc->in_scope = false;
     sfv__scope_close(mc->peers, mc->n);
-    sfv__scope_settle(mc->peers, mc->n, rep);
+    {
+        static const sfv__sink none = {NULL, NULL};
+        sfv__scope_settle(mc->peers, mc->n, rep, &none);
+    }
     return SFV_OK;
 }
 
@@ -5876,6 +6102,7 @@ SAFEVERBS_API sfv_result sfv_node_barrier_unchecked(sfv_node *node, const size_t
 }
 
 /* >>impl raw verbs --------------------------------------------------------------------------- */
+SAFEVERBS_API struct ibv_srq *sfv_srq_raw(const sfv_srq *srq) { return srq ? srq->srq : NULL; }
 SAFEVERBS_API struct ibv_context *sfv_context_raw(const sfv_context *ctx) { return ctx ? ctx->ctx : NULL; }
 SAFEVERBS_API struct ibv_pd *sfv_pd_raw(const sfv_pd *pd) { return pd ? pd->pd : NULL; }
 SAFEVERBS_API struct ibv_mr *sfv_mr_raw(const sfv_mr *mr) { return mr ? mr->mr : NULL; }

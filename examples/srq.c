@@ -48,7 +48,7 @@ int main(int argc, char **argv) {
     sfv_channel *server[CLIENTS], *client[CLIENTS];
     sfv_pending rx[RECEIVES];
     sfv_scatter_element slot[RECEIVES];
-    int got[CLIENTS][ROUNDS], sent[CLIENTS], total = 0, c, opt, k, bad = 0;
+    int got[CLIENTS][ROUNDS], sent[CLIENTS], total = 0, turn, c, opt, k, bad = 0;
     size_t i;
     while ((opt = getopt(argc, argv, "s:c:")) != -1) {
         if (opt == 's') sdev = optarg;
@@ -65,9 +65,11 @@ int main(int argc, char **argv) {
     TRY(sfv_reg_mr_local(spd, sbuf, sizeof sbuf, &smr));
     TRY(sfv_reg_mr_local(cpd, cbuf, sizeof cbuf, &cmr));
 
-    /* the pool: RECEIVES receives, an event when fewer than 2 are left */
+    /* the pool: RECEIVES receives kept posted, an event when fewer than 2 are left. Places free
+       in posting order (a receive taken before an older one keeps its place until the older is
+       taken too), so the SRQ has room for twice what is kept posted. */
     memset(&sd, 0, sizeof sd);
-    sd.max_wr = RECEIVES;
+    sd.max_wr = 2 * RECEIVES;
     sd.limit = 2;
     TRY(sfv_create_srq(spd, &sd, &srq));
     memset(&d, 0, sizeof d);
@@ -90,11 +92,11 @@ int main(int argc, char **argv) {
 
     memset(got, 0, sizeof got);
     memset(sent, 0, sizeof sent);
-    while (total < CLIENTS * ROUNDS) {
+    for (turn = 0; total < CLIENTS * ROUNDS; turn++) {
         /* every client with requests left sends one, client c only every (c + 1)th turn */
         for (c = 0; c < CLIENTS; c++) {
             sfv_gather_element g = sfv_mr_gather_element(cmr, cbuf + c * MSG, MSG);
-            if (sent[c] == ROUNDS || (total + c) % (c + 1)) continue;
+            if (sent[c] == ROUNDS || turn % (c + 1)) continue;
             snprintf(cbuf + c * MSG, MSG, "client %d request %d", c, sent[c]++);
             TRY(sfv_channel_send(client[c], &g, 1, NULL));
         }

@@ -325,6 +325,9 @@ int ibv_query_device(struct ibv_context *context, struct ibv_device_attr *a) {
     a->max_qp_rd_atom = 16;
     a->max_qp_init_rd_atom = 16;
     a->max_res_rd_atom = 1 << 20;
+    a->max_srq = 1 << 10;
+    a->max_srq_wr = 4096;
+    a->max_srq_sge = FK_MAX_SGE;
     a->atomic_cap = fk_atomic_cap;
     a->node_guid = ibv_get_device_guid(context->device);
     a->vendor_id = 0x02c9;
@@ -1039,12 +1042,12 @@ void ibv_ack_async_event(struct ibv_async_event *event) {
     fk_async_acked++;
 }
 
-/* ---- shared receive queues: created and destroyed only (the fake's QPs keep their own receive
-   queues; SRQ traffic is tested on rxe, tests/test_srq.c) ----------------------------------- */
+/* ---- shared receive queues: created, destroyed, posted to (receives are kept by nobody and
+   never complete: the fake's QPs keep their own receive queues; SRQ traffic is tested on rxe,
+   tests/test_srq.c) ------------------------------------------------------------------------- */
 static int fk_post_srq_recv(struct ibv_srq *srq, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad) {
-    (void)srq;
-    *bad = wr;
-    return EOPNOTSUPP;
+    (void)srq; (void)wr; (void)bad;
+    return 0; /* taken, and never filled: no fake QP takes from an SRQ */
 }
 struct ibv_srq *ibv_create_srq(struct ibv_pd *pd, struct ibv_srq_init_attr *attr) {
     struct ibv_srq *srq;

@@ -1340,6 +1340,43 @@ static void t_async_events(void) {
     tf_close(&e);
 }
 
+/* SRQ events, injected: SRQ_LIMIT_REACHED names the SRQ and breaks nothing; SRQ_ERR fails every
+   receive it holds at once (class FATAL), instead of leaving its waits to their deadline. */
+static void t_srq_events(void) {
+    tf_env e;
+    sfv_srq *srq;
+    sfv_scatter_element s;
+    sfv_pending rx[2];
+    sfv_work_completion wc;
+    sfv_event ev[4];
+    size_t n = 0;
+    double t0;
+    tf_open(&e, 256);
+    CHECK_OK(sfv_create_srq(e.pd, NULL, &srq));
+    CHECK(sfv_srq_raw(srq) != NULL);
+    CHECK(sfv_srq_raw(NULL) == NULL);
+    s = sfv_mr_scatter_element(e.mr, e.buf, 8);
+    CHECK_OK(sfv_srq_post_receive(srq, &s, 1, &rx[0]));
+    CHECK_OK(sfv_srq_post_receive(srq, &s, 1, &rx[1]));
+    CHECK_EQ(sfv_srq_outstanding(srq), 2);
+    fk_inject_async_event(sfv_context_raw(e.ctx), IBV_EVENT_SRQ_LIMIT_REACHED, sfv_srq_raw(srq), 0);
+    CHECK_OK(sfv_context_events(e.ctx, ev, 4, &n));
+    CHECK_EQ(n, 1);
+    CHECK(ev[0].type == SFV_EVENT_SRQ_LIMIT_REACHED && ev[0].srq == srq && ev[0].channels_broken == 0);
+    CHECK_RESULT(sfv_pending_wait(&rx[0], 0, NULL), SFV_ERR_TIMEOUT);
+    fk_inject_async_event(sfv_context_raw(e.ctx), IBV_EVENT_SRQ_ERR, sfv_srq_raw(srq), 0);
+    t0 = test_seconds();
+    CHECK_RESULT(sfv_pending_wait(&rx[0], 5000, &wc), SFV_ERR_WORK);
+    CHECK(test_seconds() - t0 < 1.0);
+    CHECK(wc.status == SFV_WC_WR_FLUSH_ERR && wc.error_class == SFV_WORK_ERROR_FATAL);
+    CHECK_RESULT(sfv_pending_wait(&rx[1], 0, &wc), SFV_ERR_WORK);
+    CHECK_RESULT(sfv_srq_post_receive(srq, &s, 1, &rx[0]), SFV_ERR_BROKEN);
+    CHECK_OK(sfv_context_events(e.ctx, ev, 4, &n));
+    CHECK(n == 1 && ev[0].type == SFV_EVENT_SRQ_ERR && ev[0].srq == srq);
+    CHECK_OK(sfv_destroy_srq(srq));
+    tf_close(&e);
+}
+
 static const harness_test TESTS[] = {
     TEST(t_result_strings, 10),
     TEST(t_raw_and_wrap, 10),
@@ -1361,6 +1398,7 @@ static const harness_test TESTS[] = {
     TEST(t_queue_full, 10),
     TEST(t_timeout, 10),
     TEST(t_async_events, 10),
+    TEST(t_srq_events, 10),
     TEST(t_work_errors, 10),
     TEST(t_atomics, 10),
     TEST(t_not_connected, 10),
