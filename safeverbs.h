@@ -9,11 +9,12 @@
    ========
    Declarations     >>results >>handles >>devices >>pd and cq >>memory regions >>raw verbs
                     >>remote regions >>elements >>channel (>>pending >>batches >>atomics >>scopes)
-                    >>leases >>multi-channel >>exchange >>node
+                    >>events >>srq >>leases >>multi-channel >>exchange >>node
    Implementation   >>inflight hooks >>impl results >>impl refcounts >>impl devices >>impl pd and cq
                     >>impl memory regions >>impl elements >>impl remote regions >>impl channel
                     >>impl inflight >>impl completions >>impl posting >>impl pending work
-                    >>impl scopes >>impl leases >>impl multi-channel >>impl exchange >>impl node >>impl raw verbs
+                    >>impl scopes >>impl events >>impl srq >>impl leases >>impl multi-channel
+                    >>impl exchange >>impl node >>impl raw verbs
    Licence          >>licence
 
    LAYERS
@@ -101,7 +102,8 @@
    failed is still registered. (A parent released by its last child's destroy is kept quietly if
    its own verb refuses: nobody holds it to try again.)
    Handles are opaque and reference counted. A child holds a reference on its parent:
-   MR -> PD -> context, CQ -> context, channel -> PD. Releasing a parent while children live is
+   MR -> PD -> context, CQ -> context, channel -> PD, SRQ -> PD, channel on an SRQ -> SRQ
+   (>>srq). Releasing a parent while children live is
    safe; the device is closed when the last reference goes. Releasing NULL does nothing.
    A context or PD wrapped without ownership (sfv_context_wrap, sfv_pd_wrap) is never closed by
    safeverbs: its owner frees it after the last safeverbs object made from it (RAW VERBS).
@@ -146,7 +148,10 @@
    Device lists, contexts, PDs, MRs and CQs may be shared between threads (libibverbs is
    thread-safe; reference counts are atomic). A channel, and every pending handle of it, is for
    one thread at a time: its completion bookkeeping takes no lock. So are a multi-channel and a
-   node, with all of their channels. sfv_exchange_all keeps no state and may run anywhere.
+   node, with all of their channels, and an SRQ with every channel on it. A context's device
+   events (>>events) may be read from any thread (a spin lock guards them); the thread that reads
+   one marks the channels it breaks, and each channel's own thread flushes its channel.
+   sfv_exchange_all keeps no state and may run anywhere.
 
    RAW VERBS
    =========
@@ -169,6 +174,8 @@
      completions you take are lost to the channel's pending handles, and its event bookkeeping
      (sfv_channel_arm, sfv_channel_ack_events) is the only one that may ack;
    - modify the QP (ibv_modify_qp): the channel keeps its own state (connected, broken);
+   nor, on any context safeverbs uses, read its async events (ibv_get_async_event): safeverbs
+   reads and acks them itself (>>events) and hands them to you through sfv_context_events;
    nor, on any raw object: destroy, deregister, dealloc or close it (ibv_destroy_qp,
    ibv_destroy_cq, ibv_dereg_mr, ibv_dealloc_pd, ibv_close_device): safeverbs frees it again;
    nor change it under safeverbs (ibv_rereg_mr, ibv_resize_cq): the range, access and capacity
@@ -262,6 +269,7 @@ typedef struct sfv_pd sfv_pd;
 typedef struct sfv_cq sfv_cq;
 typedef struct sfv_mr sfv_mr;
 typedef struct sfv_channel sfv_channel;
+typedef struct sfv_srq sfv_srq;
 /* The libibverbs objects behind them, for the raw accessors (>>raw verbs). Declared, not
    defined: a file that never includes <infiniband/verbs.h> can still pass them around. */
 struct ibv_context;
@@ -269,6 +277,7 @@ struct ibv_pd;
 struct ibv_mr;
 struct ibv_cq;
 struct ibv_qp;
+struct ibv_srq;
 
 /* >>devices ---------------------------------------------------------------------------------- */
 SAFEVERBS_API sfv_result sfv_get_device_list(sfv_device_list **out);
@@ -422,6 +431,8 @@ typedef struct sfv_work_completion {
                                         of the receive's own elements (measured on rxe). */
     uint32_t imm_data;               /* host byte order; valid when has_imm */
     bool has_imm;
+    const sfv_channel *channel;      /* a receive of an SRQ (>>srq): the channel it came in on (NULL
+                                        if that channel is destroyed by now); NULL for all else */
 } sfv_work_completion;
 
 SAFEVERBS_API const char *sfv_wc_status_str(sfv_wc_status s);
@@ -497,6 +508,9 @@ SAFEVERBS_API struct ibv_cq *sfv_cq_raw(const sfv_cq *cq);
 /* A channel's RC queue pair and the one CQ both of its queues complete to. */
 SAFEVERBS_API struct ibv_qp *sfv_channel_raw_qp(const sfv_channel *ch);
 SAFEVERBS_API struct ibv_cq *sfv_channel_raw_cq(const sfv_channel *ch);
+/* An SRQ's shared receive queue (query only: ibv_query_srq; posting to it or modifying it
+   bypasses the SRQ's bookkeeping, as for a channel's QP). */
+SAFEVERBS_API struct ibv_srq *sfv_srq_raw(const sfv_srq *srq);
 /* A context over a device you opened yourself (ibv_open_device). It is checked like
    sfv_open_device's: ibv_query_device (sfv_query_device's values), and port 1 must be ACTIVE or
    ARMED (otherwise SFV_ERR_RESOURCE naming the state). With take_ownership, safeverbs calls
@@ -621,6 +635,7 @@ typedef enum sfv_wait_mode {
                       what the peer answers (its endpoint)
      timeout_ms       10000, the deadline of every blocking call and scope
      wait_mode        SFV_WAIT_BUSY
+     srq              NULL (a receive queue of its own; see >>srq)
    Values out of range are refused by sfv_create_channel with SFV_ERR_INVALID naming the field. */
 typedef struct sfv_channel_desc {
     uint32_t cq_entries;
@@ -646,6 +661,9 @@ typedef struct sfv_channel_desc {
     uint32_t max_rd_atomic;
     uint32_t timeout_ms;
     sfv_wait_mode wait_mode;
+    sfv_srq *srq;                 /* NULL: the channel's own receive queue. Else its receives come
+                                     from this SRQ (>>srq; same device context): it holds a
+                                     reference on it, and refuses receives of its own */
 } sfv_channel_desc;
 
 /* What the peer needs to connect. */
@@ -679,6 +697,19 @@ SAFEVERBS_API sfv_result sfv_destroy_channel(sfv_channel *ch);
 SAFEVERBS_API sfv_result sfv_channel_endpoint(const sfv_channel *ch, sfv_endpoint *out);
 /* RESET -> INIT -> RTR -> RTS against the peer's endpoint; sets a GRH when the peer has a GID. */
 SAFEVERBS_API sfv_result sfv_channel_handshake(sfv_channel *ch, const sfv_endpoint *peer);
+/* Recovers a broken channel (or moves a working one to a new peer) without destroying it: the
+   work in flight is flushed first (the QP to the error state, drained; every pending handle of
+   it then reports WR_FLUSH_ERR, and its buffers are free), the QP is destroyed and a new one is
+   made in its place (INIT: receives may be posted again), with a new random first PSN. So the
+   channel has a NEW QP number and PSN, and its endpoint (sfv_channel_endpoint) must go to the
+   peer again before sfv_channel_handshake with the peer's new endpoint (the peer resets too, or
+   is a new channel: a peer that restarted). A late packet of the old connection names the old
+   QP number, which the new QP does not answer to, and the new PSNs start elsewhere: nothing of
+   the old connection is taken for the new one. The desc is kept (a send_psn set in it is not
+   reused). Refused inside a scope (SFV_ERR_INVALID); a verb that fails leaves the channel broken
+   with no QP, and the call can be repeated. Handles of the old work stay valid until consumed.
+   Thread safety: as the channel's. */
+SAFEVERBS_API sfv_result sfv_channel_reset(sfv_channel *ch);
 SAFEVERBS_API sfv_pd *sfv_channel_pd(const sfv_channel *ch);
 SAFEVERBS_API const sfv_channel_desc *sfv_channel_get_desc(const sfv_channel *ch);
 /* The completion channel's fd (SFV_WAIT_EVENT), else -1. Readable after sfv_channel_arm once
@@ -745,6 +776,24 @@ SAFEVERBS_API sfv_result sfv_channel_post_send_batch(sfv_channel *ch, const sfv_
 SAFEVERBS_API sfv_result sfv_channel_post_write_batch(sfv_channel *ch, const sfv_gather_element *sges, size_t per_wr, size_t count, const sfv_remote_mr *remotes, sfv_pending *pending);
 SAFEVERBS_API sfv_result sfv_channel_post_read_batch(sfv_channel *ch, const sfv_scatter_element *sges, size_t per_wr, size_t count, const sfv_remote_mr *remotes, sfv_pending *pending);
 SAFEVERBS_API sfv_result sfv_channel_post_receive_batch(sfv_channel *ch, const sfv_scatter_element *sges, size_t per_wr, size_t count, sfv_pending *pendings);
+
+/* A read batch's completion (wc->byte_len) gives the bytes of the whole batch, every request's
+   (at most UINT32_MAX), not only its last request's. (Posted in a scope with a NULL handle, each
+   read's completion gives its own: sfv_channel_scope_wc.)
+   Request batches: the same, one work request per entry, each with its own element count, and
+   sends and writes each with or without an immediate (has_imm, imm). Element counts are checked
+   per request (each within the channel's max_send_sge, or its read limit for reads); NULL sges
+   is allowed only with n 0. One doorbell, only the last request signaled, one pending handle for
+   all, and the same rules for a partial post, as the batches above. The plain batches stay the
+   faster form where every request has the same count and no immediate (they pay for no
+   per-request test). Receive batches keep one count for all (a receive's elements only bound
+   what it may take: give each the largest). */
+typedef struct sfv_send_request { const sfv_gather_element *sges; size_t n; bool has_imm; uint32_t imm; } sfv_send_request;
+typedef struct sfv_write_request { const sfv_gather_element *sges; size_t n; sfv_remote_mr remote; bool has_imm; uint32_t imm; } sfv_write_request;
+typedef struct sfv_read_request { const sfv_scatter_element *sges; size_t n; sfv_remote_mr remote; } sfv_read_request;
+SAFEVERBS_API sfv_result sfv_channel_post_sends(sfv_channel *ch, const sfv_send_request *reqs, size_t count, sfv_pending *pending);
+SAFEVERBS_API sfv_result sfv_channel_post_writes(sfv_channel *ch, const sfv_write_request *reqs, size_t count, sfv_pending *pending);
+SAFEVERBS_API sfv_result sfv_channel_post_reads(sfv_channel *ch, const sfv_read_request *reqs, size_t count, sfv_pending *pending);
 
 /* A pending handle dies with its channel: using one after sfv_destroy_channel is a broken contract,
    caught by SFV_ASSERT in debug builds (a registry of live channels, one lookup per poll or wait);
@@ -826,9 +875,140 @@ typedef struct sfv_scope_report {
    `failed` auto-polled work requests did not: report->first_error; a deadline that expired shows
    as first_error.result == SFV_ERR_TIMEOUT, after the channel flushed the work). report may be NULL. */
 SAFEVERBS_API sfv_result sfv_channel_scope(sfv_channel *ch, sfv_scope_fn fn, void *user, sfv_scope_report *report);
+/* sfv_channel_scope, handing the caller the completion of every work request the scope
+   consumed for fn (those posted with a NULL pending handle): on_wc(wc, wc_user) once for each, as
+   it is consumed, the send queue's in posting order, then the receive queue's in posting order.
+   So a scope's receives give their byte_len, immediate and opcode, and each failure its status
+   (a deadline that expired: wc->result SFV_ERR_TIMEOUT). The work's buffers are free when on_wc
+   runs; on_wc must not post to or wait on the channel. on_wc NULL: as sfv_channel_scope. */
+typedef void (*sfv_scope_wc_fn)(const sfv_work_completion *wc, void *wc_user);
+/* Selective signalling chosen by the caller: inside a scope only (else SFV_ERR_INVALID), these
+   post without asking the NIC for a completion (no CQ entry, nothing to poll: cheaper for the NIC
+   and the poller). "When the scope returns, every buffer is free" still holds: RC completes a
+   send queue in order, so a later signaled completion completes this work too; and if the last
+   work the scope leaves on the send queue is unsignaled, the scope posts a signaled zero-length
+   RDMA write (a fence: no memory of the peer is touched and no key checked, IB C9-88) and waits
+   for it. The fence needs the peer's channel to allow SFV_ACCESS_REMOTE_WRITE (the default
+   access does); refused, it fails the scope (SFV_ERR_SCOPE_AUTOPOLL; first_error says the
+   peer's refusal, REM_INV_REQ_ERR on rxe) after the work before it completed. A failure of unsignaled work shows on the next signaled completion,
+   or as the scope's auto-polled failure. Each needs room for itself and the fence
+   (SFV_ERR_RESOURCE otherwise). The fence is not counted in the report, nor handed to on_wc,
+   unless it failed. */
+SAFEVERBS_API sfv_result sfv_channel_post_send_unsignaled(sfv_channel *ch, const sfv_gather_element *sges, size_t n);
+SAFEVERBS_API sfv_result sfv_channel_post_write_unsignaled(sfv_channel *ch, const sfv_gather_element *sges, size_t n, sfv_remote_mr remote);
+SAFEVERBS_API sfv_result sfv_channel_post_read_unsignaled(sfv_channel *ch, const sfv_scatter_element *sges, size_t n, sfv_remote_mr remote);
+SAFEVERBS_API sfv_result sfv_channel_scope_wc(sfv_channel *ch, sfv_scope_fn fn, void *user, sfv_scope_wc_fn on_wc, void *wc_user,
+                                              sfv_scope_report *report);
 /* Returns fn's result as it is. If fn succeeded but left work unconsumed by a pending handle,
    that is a broken contract (SFV_ASSERT); if fn failed, remaining work is drained quietly. */
 SAFEVERBS_API sfv_result sfv_channel_manual_scope(sfv_channel *ch, sfv_scope_fn fn, void *user);
+
+/* >>events ----------------------------------------------------------------------------------- */
+/* The device's asynchronous events (ibv_get_async_event): a port that went down or came up, a
+   QP or CQ that hit an error, an SRQ below its limit. safeverbs reads them itself and acts at
+   once: a port that goes down (PORT_ERR) breaks every channel on that port of the context, a
+   QP event that moves the QP to the error state (QP_FATAL, QP_REQ_ERR, QP_ACCESS_ERR) breaks
+   its channel, a CQ error (CQ_ERR) breaks the channel of that CQ (or every channel of an SRQ's
+   CQ), DEVICE_FATAL breaks every channel of the context. Every event is acknowledged as soon as
+   it is read (ibv_ack_async_event), so a destroy never waits for one.
+   WHO READS THEM, AND WHEN. Reading costs a system call, so no post and no completion that is
+   already there pays for it; only a wait that has to wait does:
+   - SFV_WAIT_EVENT: the wait's one poll(2) watches the device's event fd beside the completion
+     channel, so an event wakes it at once (no extra system call). A sleep lasts at most 50 ms at
+     a time, so an event that another thread read for this channel is seen within 50 ms.
+   - SFV_WAIT_BUSY: once per 16384 empty polls of its CQ (about 1 to 10 ms of spinning), the
+     wait reads the events (one non-blocking read). A ping-pong whose completions come sooner
+     never reads them.
+   - sfv_context_events (below) reads them too, and sfv_pending_wait(p, 0, wc) looks at the
+     channel's state: in your own event loop, watch sfv_context_event_fd beside sfv_channel_fd.
+   A channel broken by an event stops taking posts (SFV_ERR_BROKEN, the message names the event),
+   and the first wait that notices it moves its QP to the error state and flushes everything in
+   flight: every pending handle of the channel then completes with SFV_ERR_WORK (WR_FLUSH_ERR,
+   class LOCAL_RESOURCE for a port that went down, FATAL for a QP, CQ or device error) and a
+   hint naming the event; the buffers are free. On rxe (Linux 6.1 and 6.12) a link taken down
+   (`ip link set DEV down`) gives PORT_ERR and its return PORT_ACTIVE; rxe never reports QP_FATAL
+   (measured, tests/test_events.c). A wrapped context (sfv_context_wrap) has its event fd made
+   non-blocking and its events read by safeverbs: take them from sfv_context_events, not from
+   ibv_get_async_event. */
+typedef enum sfv_event_type {
+    SFV_EVENT_OTHER = 0,          /* one safeverbs does not name: raw_type says which */
+    SFV_EVENT_PORT_ACTIVE, SFV_EVENT_PORT_ERR, SFV_EVENT_LID_CHANGE, SFV_EVENT_PKEY_CHANGE,
+    SFV_EVENT_GID_CHANGE, SFV_EVENT_SM_CHANGE, SFV_EVENT_CLIENT_REREGISTER,
+    SFV_EVENT_QP_FATAL, SFV_EVENT_QP_REQ_ERR, SFV_EVENT_QP_ACCESS_ERR, SFV_EVENT_COMM_EST,
+    SFV_EVENT_SQ_DRAINED, SFV_EVENT_PATH_MIG, SFV_EVENT_PATH_MIG_ERR, SFV_EVENT_QP_LAST_WQE_REACHED,
+    SFV_EVENT_CQ_ERR, SFV_EVENT_SRQ_LIMIT_REACHED, SFV_EVENT_SRQ_ERR, SFV_EVENT_DEVICE_FATAL
+} sfv_event_type;
+typedef struct sfv_event {
+    sfv_event_type type;
+    int raw_type;                 /* enum ibv_event_type */
+    uint8_t port;                 /* port events: the port; else 0 */
+    uint32_t qp_num;              /* QP events: the QP's number; else 0 */
+    const sfv_channel *channel;   /* QP and CQ events of a safeverbs channel: which one, else NULL.
+                                     To compare with your handles only: it may be destroyed by now */
+    const sfv_srq *srq;           /* SRQ events of a safeverbs SRQ (the same caution), else NULL */
+    uint32_t channels_broken;     /* channels this event broke */
+    uint64_t lost_before;         /* events dropped before this one, the oldest left: the queue
+                                     holds the last 64 (take them sooner) */
+} sfv_event;
+SAFEVERBS_API const char *sfv_event_type_str(sfv_event_type t);
+/* An fd (an epoll set of the device's event fd and the queue's own eventfd) that is readable
+   while events wait, in the device or in the context's queue; made on the first call, kept
+   until the context closes (do not close it). Then call sfv_context_events until it gives 0.
+   Thread safety: any thread. */
+SAFEVERBS_API sfv_result sfv_context_event_fd(sfv_context *ctx, int *fd_out);
+/* Reads what the device has (non-blocking), acting on it as above, then takes up to max of the
+   queued events, oldest first, into out; *count says how many (0: none). The queue keeps the
+   last 64 events read by anyone (a wait included) until they are taken here. Thread safety:
+   any thread. */
+SAFEVERBS_API sfv_result sfv_context_events(sfv_context *ctx, sfv_event *out, size_t max, size_t *count);
+/* Whether the channel is broken (an error completion, a flush, an expired deadline, or an event
+   above), and the event that broke it, SFV_EVENT_OTHER if none did. NULL: true. */
+SAFEVERBS_API bool sfv_channel_broken(const sfv_channel *ch, sfv_event_type *by_event);
+
+/* >>srq -------------------------------------------------------------------------------------- */
+/* A shared receive queue: receives posted once, taken by whichever channel on it a message comes
+   in on first (a server with many clients posts for all of them, not per client). A channel is
+   put on it at creation (sfv_channel_desc.srq); so are all the channels of a multi-channel or a
+   node, by the same field of their desc.
+   - Completions: every channel on the SRQ completes its receives to the SRQ's one CQ (its sends
+     stay on its own CQ), so a wait on an SRQ receive polls one CQ, whichever channel the message
+     came in on, and wc->channel says which channel that was. Waits are busy (the SRQ has no
+     completion channel) under the SRQ's timeout_ms; SRQ receives complete in any order (not in
+     posting order), each signaled.
+   - Receives are posted with sfv_srq_post_receive(_batch) and always need a pending handle (no
+     scope covers an SRQ). Places free in posting order, as a channel's do: a receive consumed
+     before an older one keeps its place until the older one is consumed, so give max_wr some
+     room over what you keep posted (messages from many channels finish in any order); a channel on an SRQ refuses sfv_channel_post_receive and the blocking
+     and many-peer receives with SFV_ERR_INVALID ("its receives come from an SRQ").
+   - When a channel on it breaks, receives the SRQ holds stay posted for the other channels (the
+     channel's own message in progress, if any, completes flushed, with wc->channel naming it).
+   - The low-water limit (desc.limit, sfv_srq_set_limit): when fewer receives than that are
+     posted, the device raises SRQ_LIMIT_REACHED once (>>events: sfv_context_events, with
+     event.srq); set the limit again to re-arm it. 0: off.
+   - Lifetime: reference counted. sfv_destroy_srq drops the caller's reference; every channel on
+     it holds one, so the SRQ goes when its last channel does. Then the NIC takes none of its
+     receives any more, and their pending handles die with it (as a channel's do).
+   Thread safety: as a channel, for the SRQ and all of its channels together. */
+typedef struct sfv_srq_desc {     /* zero-filled: the defaults */
+    uint32_t max_wr;              /* receives posted and not consumed, at most; 0: 256 (1 .. max_srq_wr) */
+    uint32_t max_sge;             /* elements per receive; 0: 4 (1 .. max_srq_sge) */
+    uint32_t limit;               /* the low-water limit; 0: none (below max_wr) */
+    uint32_t timeout_ms;          /* waits on its receives (sfv_pending_wait with < 0); 0: 10000 */
+} sfv_srq_desc;
+/* SFV_ERR_INVALID for a desc field out of range (naming it), SFV_ERR_UNSUPPORTED for a device
+   without SRQs (max_srq 0). */
+SAFEVERBS_API sfv_result sfv_create_srq(sfv_pd *pd, const sfv_srq_desc *desc, sfv_srq **out);
+/* Drops the caller's reference (see Lifetime above). NULL: SFV_OK. */
+SAFEVERBS_API sfv_result sfv_destroy_srq(sfv_srq *srq);
+/* Posts one receive to the SRQ: the same rules as sfv_channel_post_receive (elements, room in
+   max_wr, a handle that is not NULL); the handle is done when some channel's message filled it. */
+SAFEVERBS_API sfv_result sfv_srq_post_receive(sfv_srq *srq, const sfv_scatter_element *sges, size_t n, sfv_pending *pending);
+/* count receives behind one call, as sfv_channel_post_receive_batch. */
+SAFEVERBS_API sfv_result sfv_srq_post_receive_batch(sfv_srq *srq, const sfv_scatter_element *sges, size_t per_wr, size_t count, sfv_pending *pendings);
+/* Arms the low-water limit (0 < limit < max_wr; 0 disarms where the device allows). */
+SAFEVERBS_API sfv_result sfv_srq_set_limit(sfv_srq *srq, uint32_t limit);
+/* Receives posted and not yet consumed by a pending handle. */
+SAFEVERBS_API size_t sfv_srq_outstanding(const sfv_srq *srq);
 
 /* >>leases ----------------------------------------------------------------------------------- */
 /* Remote access that can be revoked: a lease gives one channel's peer access to a slice of a
@@ -1078,6 +1258,8 @@ SAFEVERBS_API sfv_result sfv_node_barrier_unchecked(sfv_node *node, const size_t
 #include <netdb.h>
 #include <netinet/in.h>
 #include <sched.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <errno.h>
@@ -1320,12 +1502,20 @@ static void sfv__ref(int *rc) { __atomic_fetch_add(rc, 1, __ATOMIC_RELAXED); }
 static bool sfv__unref(int *rc) { return __atomic_sub_fetch(rc, 1, __ATOMIC_ACQ_REL) == 0; }
 
 struct sfv_device_list { struct ibv_device **devs; int n; };
+#define SFV__EVENT_QUEUE 64
 struct sfv_context {
     int refs;
     bool owned;                   /* safeverbs closes ctx (false: wrapped without ownership) */
     struct ibv_context *ctx;
     struct ibv_device_attr attr;
     char name[IBV_SYSFS_NAME_MAX];
+    /* >>impl events: under ev_lock (any thread may read the device's events) */
+    bool ev_lock;
+    sfv_channel *channels;        /* every live channel of the context (ch->ctx_next) */
+    sfv_srq *srqs;                /* every live SRQ of the context (srq->ctx_next) */
+    sfv_event ev_queue[SFV__EVENT_QUEUE];
+    size_t ev_first, ev_n;        /* the queue: oldest, count */
+    int ev_efd, ev_epfd;          /* sfv_context_event_fd's eventfd and epoll set, -1 until made */
 };
 struct sfv_pd { int refs; bool owned; struct ibv_pd *pd; sfv_context *ctx; };
 struct sfv_cq { struct ibv_cq *cq; sfv_context *ctx; uint32_t capacity; };
@@ -1415,6 +1605,9 @@ static sfv_result sfv__context_check(sfv_context *ctx) {
     struct ibv_port_attr pa;
     int rc = ibv_query_device(ctx->ctx, &ctx->attr);
     if (rc) return sfv__fail_verb("ibv_query_device", rc);
+    ctx->ev_efd = ctx->ev_epfd = -1;
+    if (!sfv__fd_flags(ctx->ctx->async_fd, false)) /* safeverbs reads its events without blocking (>>events) */
+        return sfv__fail_verb("fcntl", errno);
     rc = ibv_query_port(ctx->ctx, 1, &pa);
     if (rc) return sfv__fail_verb("ibv_query_port", rc);
     if (pa.state != IBV_PORT_ACTIVE && pa.state != IBV_PORT_ARMED)
@@ -1507,6 +1700,8 @@ static sfv_result sfv__context_unref(sfv_context *ctx) {
             sfv__ref(&ctx->refs);
             return sfv__fail_verb("ibv_close_device", rc < 0 ? errno : rc);
         }
+        if (ctx->ev_epfd >= 0) close(ctx->ev_epfd);
+        if (ctx->ev_efd >= 0) close(ctx->ev_efd);
         SFV_FREE(ctx);
     }
     return SFV_OK;
@@ -1875,6 +2070,7 @@ static sfv_result sfv__slot_result(const sfv__slot *s) { return s->status == IBV
 static void sfv__wc_make(sfv_work_completion *wc, const sfv__slot *s) {
     const bool recv = s->op == SFV_WC_OP_RECV || s->op == SFV_WC_OP_RECV_IMM;
     wc->wr_id = s->seq << 1 | recv;
+    wc->channel = NULL; /* an SRQ's receive: its taker fills it in (sfv__srq_fill) */
     wc->result = sfv__slot_result(s);
     wc->status = (sfv_wc_status)s->status;
     if (SFV__LIKELY(wc->result == SFV_OK)) {
@@ -2278,7 +2474,32 @@ struct sfv_channel {
     int scope_depth;
     sfv__ring sq, rq;
     struct sfv_lease *leases;     /* >>impl leases: the live leases bound to this queue pair */
+    sfv_channel *ctx_next;        /* the context's list of channels (>>impl events) */
+    sfv_srq *srq;                 /* the SRQ its receives come from (>>impl srq), or NULL */
+    sfv_channel *srq_next;        /* the SRQ's list of its channels */
+    sfv_srq *core_of;             /* non-NULL only in an SRQ's own inner channel (its CQ and ring) */
+    uint64_t last_unsignaled;     /* the place + 1 of the last unsignaled post (>>scopes), 0: none */
+    uint8_t async_cause;          /* set by whichever thread read the event that broke it (sfv__cause), 0: none */
+    uint8_t async_event;          /* and that event (sfv_event_type) */
 };
+
+/* A shared receive queue (>>impl srq). Its inner channel `core` has no QP: its CQ is the receive
+   CQ of every channel on the SRQ, its receive ring the SRQ's receives, so pending handles, waits
+   and deadlines are a channel's. */
+struct sfv_srq {
+    int refs;                     /* the creator's, and one per channel on it */
+    struct ibv_srq *srq;
+    sfv_srq_desc desc;            /* resolved */
+    sfv_channel core;
+    sfv_channel *channels;        /* the channels on it (ch->srq_next) */
+    sfv_srq *ctx_next;            /* the context's list of SRQs (>>impl events) */
+};
+
+static void sfv__events_read(sfv_context *ctx);
+static void sfv__srq_attach(sfv_srq *srq, sfv_channel *ch);
+static void sfv__srq_detach(sfv_srq *srq, sfv_channel *ch);
+static void sfv__events_add_channel(sfv_context *ctx, sfv_channel *ch);
+static void sfv__events_remove_channel(sfv_context *ctx, sfv_channel *ch);
 
 /* Debug builds keep the address of every live channel, so that a pending handle whose channel
    was destroyed is caught by SFV_ASSERT before anything reads the freed ring (release builds
@@ -2477,6 +2698,9 @@ static sfv_result sfv__desc_resolve(sfv_pd *pd, const sfv_channel_desc *in, sfv_
     if (o->max_rd_atomic > (rd_max ? rd_max : 1)) return sfv__bad_field("max_rd_atomic", o->max_rd_atomic, "1 .. the device's max_qp_rd_atom");
     if (!o->timeout_ms) o->timeout_ms = 10000;
     if (o->timeout_ms > 86400000u) return sfv__bad_field("timeout_ms", o->timeout_ms, "1 .. 86400000");
+    if (o->srq && o->srq->core.pd->ctx != pd->ctx)
+        return sfv__fail(SFV_ERR_INVALID, EINVAL, "sfv_channel_desc", "sfv_channel_desc.srq belongs to another device context (%s) than the PD's (%s)",
+                         o->srq->core.pd->ctx->name, pd->ctx->name);
     if (o->wait_mode == SFV_WAIT_DEFAULT) o->wait_mode = SFV_WAIT_BUSY;
     if (o->wait_mode != SFV_WAIT_BUSY && o->wait_mode != SFV_WAIT_EVENT)
         return sfv__bad_field("wait_mode", (unsigned long long)o->wait_mode, "SFV_WAIT_BUSY or SFV_WAIT_EVENT");
@@ -2532,11 +2756,55 @@ static uint32_t sfv__random_psn(const void *salt) {
     return (uint32_t)(x ^ (x >> 31)) & 0xFFFFFFu;
 }
 
+/* The channel's RC queue pair on its CQ (and SRQ), taken to INIT so receives can be posted
+   before the handshake. On failure ch->qp is NULL and nothing is left. Used at creation and by
+   sfv_channel_reset. */
+static sfv_result sfv__qp_make(sfv_channel *ch, sfv_pd *pd) {
+    struct ibv_qp_init_attr qi;
+    struct ibv_qp_attr qa;
+    sfv_result r;
+    memset(&qi, 0, sizeof qi);
+    qi.send_cq = qi.recv_cq = ch->cq;
+    qi.qp_type = IBV_QPT_RC;
+    qi.sq_sig_all = 0;
+    qi.cap.max_send_wr = ch->desc.max_send_wr;
+    qi.cap.max_recv_wr = ch->desc.max_recv_wr;
+    qi.cap.max_send_sge = ch->desc.max_send_sge;
+    qi.cap.max_recv_sge = ch->desc.max_recv_sge;
+    qi.cap.max_inline_data = ch->desc.max_inline_data;
+    if (ch->desc.srq) { /* receives from the SRQ, completing to its CQ (>>impl srq) */
+        qi.srq = ch->desc.srq->srq;
+        qi.recv_cq = ch->desc.srq->core.cq;
+        qi.cap.max_recv_wr = qi.cap.max_recv_sge = 0;
+    }
+    errno = 0;
+    ch->qp = ibv_create_qp(pd->pd, &qi);
+    if (!ch->qp) {
+        r = sfv__fail_verb("ibv_create_qp", errno);
+        return r;
+    }
+    /* The caps come back at least as asked; should a driver give less inline room, use what it gave. */
+    if (qi.cap.max_inline_data < ch->desc.max_inline_data) ch->desc.max_inline_data = qi.cap.max_inline_data;
+    ch->max_read_sge = ch->desc.max_send_sge;
+    if (pd->ctx->attr.max_sge_rd > 0 && (uint32_t)pd->ctx->attr.max_sge_rd < ch->max_read_sge)
+        ch->max_read_sge = (uint32_t)pd->ctx->attr.max_sge_rd;
+    /* To INIT now, so receives can be posted before the handshake (no RNR at start). */
+    memset(&qa, 0, sizeof qa);
+    qa.qp_state = IBV_QPS_INIT;
+    qa.pkey_index = 0;
+    qa.port_num = ch->desc.port;
+    qa.qp_access_flags = (unsigned)ch->desc.access;
+    r = sfv__modify(ch->qp, &qa, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS, "INIT");
+    if (r) {
+        ibv_destroy_qp(ch->qp);
+        ch->qp = NULL;
+    }
+    return r;
+}
+
 /* A channel from a desc sfv__desc_resolve filled in, and what it learnt of the port. */
 static sfv_result sfv__channel_new(sfv_pd *pd, const sfv_channel_desc *resolved, const sfv__port_facts *facts, sfv_channel **out) {
     sfv_channel *ch;
-    struct ibv_qp_init_attr qi;
-    struct ibv_qp_attr qa;
     sfv_result r;
     *out = NULL;
     ch = (sfv_channel *)SFV_CALLOC(1, sizeof *ch);
@@ -2569,34 +2837,8 @@ static sfv_result sfv__channel_new(sfv_pd *pd, const sfv_channel_desc *resolved,
         r = sfv__fail_verb("ibv_create_cq", errno);
         goto destroy_cc;
     }
-    memset(&qi, 0, sizeof qi);
-    qi.send_cq = qi.recv_cq = ch->cq;
-    qi.qp_type = IBV_QPT_RC;
-    qi.sq_sig_all = 0;
-    qi.cap.max_send_wr = ch->desc.max_send_wr;
-    qi.cap.max_recv_wr = ch->desc.max_recv_wr;
-    qi.cap.max_send_sge = ch->desc.max_send_sge;
-    qi.cap.max_recv_sge = ch->desc.max_recv_sge;
-    qi.cap.max_inline_data = ch->desc.max_inline_data;
-    errno = 0;
-    ch->qp = ibv_create_qp(pd->pd, &qi);
-    if (!ch->qp) {
-        r = sfv__fail_verb("ibv_create_qp", errno);
-        goto destroy_cq;
-    }
-    /* The caps come back at least as asked; should a driver give less inline room, use what it gave. */
-    if (qi.cap.max_inline_data < ch->desc.max_inline_data) ch->desc.max_inline_data = qi.cap.max_inline_data;
-    ch->max_read_sge = ch->desc.max_send_sge;
-    if (pd->ctx->attr.max_sge_rd > 0 && (uint32_t)pd->ctx->attr.max_sge_rd < ch->max_read_sge)
-        ch->max_read_sge = (uint32_t)pd->ctx->attr.max_sge_rd;
-    /* To INIT now, so receives can be posted before the handshake (no RNR at start). */
-    memset(&qa, 0, sizeof qa);
-    qa.qp_state = IBV_QPS_INIT;
-    qa.pkey_index = 0;
-    qa.port_num = ch->desc.port;
-    qa.qp_access_flags = (unsigned)ch->desc.access;
-    r = sfv__modify(ch->qp, &qa, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS, "INIT");
-    if (r) goto destroy_qp;
+    r = sfv__qp_make(ch, pd);
+    if (r) goto destroy_cq;
     if (!sfv__live_add(ch)) {
         r = sfv__fail_verb("malloc", ENOMEM);
         goto destroy_qp;
@@ -2604,6 +2846,8 @@ static sfv_result sfv__channel_new(sfv_pd *pd, const sfv_channel_desc *resolved,
     sfv__ref(&pd->refs);
     ch->pd = pd;
     ch->can_recv = true;
+    if (ch->desc.srq) sfv__srq_attach(ch->desc.srq, ch);
+    sfv__events_add_channel(pd->ctx, ch);
     *out = ch;
     return SFV_OK;
 destroy_qp:
@@ -3080,7 +3324,8 @@ static void sfv__finish_quiet(sfv__slot *s, bool flushed) {
    loosely: rxe reports a link that went down and a receive smaller than the message both as
    LOC_QP_OP_ERR, and rxe in Linux 6.12 flushes a send or write whose element lies outside its MR
    with no completion that says so. */
-enum { SFV__CAUSE_NONE = 0, SFV__CAUSE_PORT_DOWN, SFV__CAUSE_RECV_TOO_SMALL, SFV__CAUSE_UNEXPLAINED_FLUSH, SFV__CAUSE_RECV_FLUSH };
+enum { SFV__CAUSE_NONE = 0, SFV__CAUSE_PORT_DOWN, SFV__CAUSE_RECV_TOO_SMALL, SFV__CAUSE_UNEXPLAINED_FLUSH, SFV__CAUSE_RECV_FLUSH,
+       SFV__CAUSE_FATAL_EVENT /* a QP, CQ or device error the device reported as an event (>>events) */ };
 
 static bool sfv__port_active(const sfv_channel *ch) {
     struct ibv_port_attr pa;
@@ -3094,7 +3339,8 @@ SFV__SLOW sfv_work_error_class sfv__failure_class(sfv_channel *ch, uint8_t op, e
     if (!ch->first_status) {
         ch->first_status = (uint8_t)status;
         ch->first_op = op;
-        if ((status == IBV_WC_LOC_QP_OP_ERR || (flush && !ch->aborted)) && !sfv__port_active(ch))
+        if (ch->first_cause) { /* an event said it first (>>events) */
+        } else if ((status == IBV_WC_LOC_QP_OP_ERR || (flush && !ch->aborted)) && !sfv__port_active(ch))
             ch->first_cause = SFV__CAUSE_PORT_DOWN;
         else if (status == IBV_WC_LOC_QP_OP_ERR && op == SFV_WC_OP_RECV)
             ch->first_cause = SFV__CAUSE_RECV_TOO_SMALL;
@@ -3105,6 +3351,7 @@ SFV__SLOW sfv_work_error_class sfv__failure_class(sfv_channel *ch, uint8_t op, e
     }
     if (ch->first_cause == SFV__CAUSE_PORT_DOWN && (flush || status == IBV_WC_LOC_QP_OP_ERR)) return SFV_WORK_ERROR_LOCAL_RESOURCE;
     if (ch->first_cause == SFV__CAUSE_UNEXPLAINED_FLUSH && flush) return SFV_WORK_ERROR_LOCAL_PROGRAMMING;
+    if (ch->first_cause == SFV__CAUSE_FATAL_EVENT && flush) return SFV_WORK_ERROR_FATAL;
     return sfv_wc_status_class((sfv_wc_status)status);
 }
 
@@ -3139,12 +3386,17 @@ SFV__HOT_INLINE void sfv__complete_ok(sfv__slot *s, const struct ibv_wc *w) {
     }
 }
 
+static void sfv__srq_complete(sfv__ring *q, const struct ibv_wc *w);
+
 /* A completion out of order (unsignaled work came before it) or a failed one: out of line, so
    the common path keeps one test and no call. */
 SFV__SLOW void sfv__complete_slow(sfv_channel *ch, sfv__ring *q, const struct ibv_wc *w) {
     const uint64_t seq = w->wr_id >> 1;
     sfv__slot *s;
-    if (seq != q->completed && !sfv__catch_up(ch, q, seq, w->status)) return;
+    if (seq != q->completed && !sfv__catch_up(ch, q, seq, w->status)) {
+        if (ch->core_of) sfv__srq_complete(q, w); /* an SRQ's: every completion comes here (>>impl srq) */
+        return;
+    }
     s = &q->slots[seq & q->mask];
     if (w->status == IBV_WC_SUCCESS) {
         sfv__complete_ok(s, w);
@@ -3242,10 +3494,83 @@ SAFEVERBS_API sfv_result sfv_channel_ack_events(sfv_channel *ch) {
 
 /* Waits until slot `seq` of q is done, or `deadline` (monotonic ns) passes. deadline 0: timeout_ms
    from the first time the clock is read, which a completion that comes quickly never needs. */
+/* A channel an event broke (>>events): the first wait that notices moves its QP to the error
+   state and flushes everything in flight, so every pending handle completes, with the event's
+   cause in its class and hint. */
+SFV__SLOW void sfv__async_abort(sfv_channel *ch) {
+    if (ch->aborted) return;
+    if (!ch->first_status && !ch->first_cause) ch->first_cause = ch->async_cause;
+    sfv__abort(ch);
+    if (ch->core_of) { /* an SRQ (or its CQ) failed: none of its receives will complete */
+        uint64_t seq;
+        for (seq = ch->rq.tail; seq < ch->rq.head; seq++) {
+            sfv__slot *s = &ch->rq.slots[seq & ch->rq.mask];
+            if (s->state == SFV__SLOT_INFLIGHT && s->seq == seq) {
+                sfv__finish_quiet(s, true);
+                s->has_imm = SFV_WORK_ERROR_FATAL;
+            }
+        }
+    }
+}
+
+/* A busy wait reads the device's events once per this many empty polls of its CQ (a power of
+   two): one read(2) per 16384 ibv_poll_cq, well under 1% of the spinning, and a few ms apart
+   (0.8 ms at 50 ns a poll, more on a slower one). An event-mode sleep lasts at most
+   SFV__SLEEP_MAX_MS (an event another thread read for this channel is seen then). */
+#define SFV__EVENTS_EVERY_SPINS 16384u
+#define SFV__SLEEP_MAX_MS 50
+
+/* Waits until slot `seq` of q is done, or `deadline` (monotonic ns) passes. deadline 0: timeout_ms
+   from the first time the clock is read, which a completion that comes quickly never needs.
+   The device's events are read only once the wait has to wait (>>events). */
+/* One sleep of an event-mode wait: arm, or look at the channel's state, or sleep on the
+   completion channel and the device's event fd. 0: go on polling; 1: the deadline passed; else
+   the failure. Out of line, as is the busy wait's tick: the loop stays small. */
+SFV__SLOW int sfv__wait_sleep(sfv_channel *ch, uint64_t *deadline, uint32_t timeout_ms) {
+    struct pollfd pfd[2];
+    uint64_t now;
+    int ms;
+    if (!ch->armed) {
+        sfv_result r = sfv_channel_arm(ch);
+        return r ? (int)r : 0; /* poll once more: a completion may have come before the arm */
+    }
+    if (SFV__UNLIKELY(ch->async_cause) && !ch->aborted) {
+        sfv__async_abort(ch);
+        return 0;
+    }
+    now = sfv__now_ns();
+    if (!*deadline) *deadline = now + sfv__timeout_ns(timeout_ms);
+    if (now >= *deadline) return 1;
+    pfd[0].fd = ch->cc->fd;
+    pfd[1].fd = ch->pd->ctx->ctx->async_fd;
+    pfd[0].events = pfd[1].events = POLLIN;
+    pfd[0].revents = pfd[1].revents = 0;
+    ms = sfv__ms_left(*deadline);
+    if (poll(pfd, 2, ms < SFV__SLEEP_MAX_MS ? ms : SFV__SLEEP_MAX_MS) < 0 && errno != EINTR) return (int)sfv__fail_verb("poll", errno);
+    if (pfd[1].revents) sfv__events_read(ch->pd->ctx);
+    if (pfd[0].revents) sfv_channel_ack_events(ch);
+    return 0;
+}
+/* Every 64 empty polls of a busy wait: the device's events now and then, the channel's state,
+   the clock. 0: go on; 1: the deadline passed. */
+SFV__SLOW int sfv__wait_tick(sfv_channel *ch, unsigned spins, uint64_t *deadline, uint32_t timeout_ms) {
+    uint64_t now;
+    if ((spins & (SFV__EVENTS_EVERY_SPINS - 1)) == 0) sfv__events_read(ch->pd->ctx);
+    if (SFV__UNLIKELY(ch->async_cause) && !ch->aborted) {
+        sfv__async_abort(ch);
+        return 0;
+    }
+    now = sfv__now_ns();
+    if (!*deadline) *deadline = now + sfv__timeout_ns(timeout_ms);
+    return now >= *deadline;
+}
+
+/* Waits until slot `seq` of q is done, or `deadline` (monotonic ns) passes. deadline 0: timeout_ms
+   from the first time the clock is read, which a completion that comes quickly never needs.
+   The device's events are read only once the wait has to wait (>>events). */
 static sfv_result sfv__wait(sfv_channel *ch, sfv__ring *q, uint64_t seq, uint64_t deadline, uint32_t timeout_ms) {
     const sfv__slot *s = &q->slots[seq & q->mask];
     unsigned spins = 0;
-    uint64_t now;
     for (;;) {
         int n;
         if (s->state == SFV__SLOT_DONE) return SFV_OK;
@@ -3253,25 +3578,11 @@ static sfv_result sfv__wait(sfv_channel *ch, sfv__ring *q, uint64_t seq, uint64_
         if (n < 0) return sfv__fail_poll(n);
         if (n > 0) continue;
         if (ch->cc) {
-            struct pollfd pfd;
-            if (!ch->armed) {
-                sfv_result r = sfv_channel_arm(ch);
-                if (r) return r;
-                continue; /* poll once more: a completion may have come before the arm */
-            }
-            now = sfv__now_ns();
-            if (!deadline) deadline = now + sfv__timeout_ns(timeout_ms);
-            if (now >= deadline) break;
-            pfd.fd = ch->cc->fd;
-            pfd.events = POLLIN;
-            pfd.revents = 0;
-            if (poll(&pfd, 1, sfv__ms_left(deadline)) < 0 && errno != EINTR)
-                return sfv__fail_verb("poll", errno);
-            sfv_channel_ack_events(ch);
-        } else if ((++spins & 63) == 0) {
-            now = sfv__now_ns();
-            if (!deadline) deadline = now + sfv__timeout_ns(timeout_ms);
-            if (now >= deadline) break;
+            n = sfv__wait_sleep(ch, &deadline, timeout_ms);
+            if (n < 0) return (sfv_result)n;
+            if (n) break;
+        } else if ((++spins & 63) == 0 && sfv__wait_tick(ch, spins, &deadline, timeout_ms)) {
+            break;
         }
     }
     if (ch->sq.completed == ch->sq.base && ch->rq.completed == ch->rq.base) /* a fresh channel: the classic first mistake */
@@ -3296,6 +3607,7 @@ static const char *sfv__op_name(uint8_t op) {
     case SFV_WC_OP_READ: return "RDMA read";
     case SFV_WC_OP_COMP_SWAP: return "atomic compare-and-swap";
     case SFV_WC_OP_FETCH_ADD: return "atomic fetch-and-add";
+    case 0x7F: return "the scope's fence (a zero-length RDMA write after unsignaled work)";
     default: return "work request";
     }
 }
@@ -3304,8 +3616,16 @@ static const char *sfv__op_name(uint8_t op) {
    status says (ch NULL: the status alone). */
 static const char *sfv__failure_hint(const sfv_channel *ch, const sfv__slot *s) {
     const bool first = ch && ch->first_status == s->status;
+    if (ch && ch->first_cause == SFV__CAUSE_PORT_DOWN && ch->async_cause)
+        return "the local port went down (the device's PORT_ERR event): the channel flushed its work and is broken";
     if (ch && ch->first_cause == SFV__CAUSE_PORT_DOWN)
         return "the local port is not ACTIVE: the link or port went down (rxe reports that as LOC_QP_OP_ERR and flushes the rest)";
+    if (ch && ch->first_cause == SFV__CAUSE_FATAL_EVENT)
+        return ch->async_event == SFV_EVENT_CQ_ERR ? "the channel's CQ failed (the device's CQ_ERR event: an overrun?): the channel flushed its work and is broken"
+             : ch->async_event == SFV_EVENT_DEVICE_FATAL ? "the device failed (DEVICE_FATAL event): the channel flushed its work and is broken"
+             : "the QP hit an error the device reported as an event (QP_FATAL, QP_REQ_ERR or QP_ACCESS_ERR): the channel flushed its work and is broken";
+    if (s->op == 0x7F && s->status != IBV_WC_WR_FLUSH_ERR) /* SFV__OP_FENCE */
+        return "the scope's fence after unsignaled work was refused: the peer's channel must allow SFV_ACCESS_REMOTE_WRITE in its desc.access (the default); the work before it completed";
     if (sfv__op_is_atomic(s->op) && (s->status == IBV_WC_REM_ACCESS_ERR || s->status == IBV_WC_REM_INV_REQ_ERR))
         return "the peer refused the atomic: it needs SFV_ACCESS_REMOTE_ATOMIC both on the MR (sfv_reg_mr_access) and in its channel's desc.access, and the 8-byte target inside that MR with the rkey given";
     if (first && ch->first_cause == SFV__CAUSE_RECV_TOO_SMALL)
@@ -3421,8 +3741,13 @@ static sfv_result sfv__post_refused(sfv_channel *ch, sfv__post_kind kind, const 
                          kind == SFV__POST_READ ? " for an RDMA read (the device's max_sge_rd)" : "");
     if (SFV__UNLIKELY(!pending && ch->scope_depth == 0))
         return sfv__fail(SFV_ERR_INVALID, EINVAL, "post", "a NULL pending handle is allowed only inside a scope");
-    if (SFV__UNLIKELY(ch->broken || !ch->qp))
-        return sfv__fail(SFV_ERR_BROKEN, EIO, "post", "the channel is in the error state (an earlier work request failed)");
+    if (SFV__UNLIKELY(recv && ch->srq))
+        return sfv__fail(SFV_ERR_INVALID, EINVAL, "post", "the channel's receives come from an SRQ: post them with sfv_srq_post_receive");
+    if (SFV__UNLIKELY(ch->async_cause))
+        return sfv__fail(SFV_ERR_BROKEN, EIO, "post", "the channel is broken: the device reported %s%s",
+                         sfv_event_type_str((sfv_event_type)ch->async_event), ch->async_cause == SFV__CAUSE_PORT_DOWN ? " (its port went down)" : "");
+    if (SFV__UNLIKELY(ch->broken || (!ch->qp && !ch->core_of))) /* an SRQ's inner channel has no QP */
+        return sfv__fail(SFV_ERR_BROKEN, EIO, "post", "the %s is in the error state (an earlier work request failed)", ch->core_of ? "SRQ" : "channel");
     if (SFV__UNLIKELY(!recv && !ch->connected))
         return sfv__fail(SFV_ERR_INVALID, EINVAL, "post", "the channel is not connected (call sfv_channel_handshake)");
     if (SFV__UNLIKELY(q->head - q->tail + count > q->cap))
@@ -3503,14 +3828,14 @@ SFV__HOT_INLINE sfv_result sfv__fill_send(const sfv_channel *ch, struct ibv_send
 
 /* One signaled work request on the send queue: the data path of every single post. */
 SFV__HOT_INLINE sfv_result sfv__post_one(sfv_channel *ch, enum ibv_wr_opcode opcode, const void *sges, size_t n,
-                                         const sfv_remote_mr *remote, uint32_t imm, sfv_pending *pending) {
+                                         const sfv_remote_mr *remote, uint32_t imm, sfv_pending *pending, unsigned signaled) {
     struct ibv_send_wr wr, *bad = NULL;
     uint32_t total = 0;
     sfv_result r;
     int rc;
     const sfv__post_kind kind = opcode == IBV_WR_RDMA_READ ? SFV__POST_READ : SFV__POST_SEND;
     if (SFV__UNLIKELY(!ch || !sfv__postable(ch, kind, sges, n, 1, pending))) return sfv__post_refused(ch, kind, sges, n, 1, pending);
-    r = sfv__fill_send(ch, &wr, ch->sq.head, opcode, (const struct ibv_sge *)sges, n, remote, imm, IBV_SEND_SIGNALED, &total);
+    r = sfv__fill_send(ch, &wr, ch->sq.head, opcode, (const struct ibv_sge *)sges, n, remote, imm, signaled, &total);
     if (SFV__UNLIKELY(r)) {
         sfv__pending_clear(pending, 1);
         return r;
@@ -3673,23 +3998,131 @@ SAFEVERBS_API sfv_result sfv_channel_post_send_batch(sfv_channel *ch, const sfv_
 SAFEVERBS_API sfv_result sfv_channel_post_write_batch(sfv_channel *ch, const sfv_gather_element *sges, size_t per_wr, size_t count, const sfv_remote_mr *remotes, sfv_pending *pending) {
     return sfv__post_batch(ch, IBV_WR_RDMA_WRITE, sges, per_wr, count, remotes, pending);
 }
+/* A read batch's last place reports the bytes of the whole batch (>>batches). Only read batches
+   pay for the sum. */
+static void sfv__read_batch_total(sfv_channel *ch, uint64_t total) {
+    ch->sq.slots[(ch->sq.head - 1) & ch->sq.mask].byte_len = total > UINT32_MAX ? UINT32_MAX : (uint32_t)total;
+}
 SAFEVERBS_API sfv_result sfv_channel_post_read_batch(sfv_channel *ch, const sfv_scatter_element *sges, size_t per_wr, size_t count, const sfv_remote_mr *remotes, sfv_pending *pending) {
-    return sfv__post_batch(ch, IBV_WR_RDMA_READ, sges, per_wr, count, remotes, pending);
+    const sfv_result r = sfv__post_batch(ch, IBV_WR_RDMA_READ, sges, per_wr, count, remotes, pending);
+    uint64_t total = 0;
+    size_t k;
+    if (r || !pending) return r; /* in a scope, each read's own completion says its own bytes */
+    for (k = 0; k < per_wr * count; k++) total += sges[k].length;
+    sfv__read_batch_total(ch, total);
+    return SFV_OK;
+}
+
+/* One request of a request batch, whatever its kind. */
+typedef struct sfv__request { const struct ibv_sge *sg; size_t n; const sfv_remote_mr *remote; bool has_imm; uint32_t imm; } sfv__request;
+static sfv__request sfv__request_at(sfv__post_kind kind, bool write, const void *reqs, size_t i) {
+    sfv__request o;
+    memset(&o, 0, sizeof o);
+    if (kind == SFV__POST_READ) {
+        const sfv_read_request *r = (const sfv_read_request *)reqs + i;
+        o.sg = (const struct ibv_sge *)r->sges; o.n = r->n; o.remote = &r->remote;
+    } else if (write) {
+        const sfv_write_request *r = (const sfv_write_request *)reqs + i;
+        o.sg = (const struct ibv_sge *)r->sges; o.n = r->n; o.remote = &r->remote; o.has_imm = r->has_imm; o.imm = r->imm;
+    } else {
+        const sfv_send_request *r = (const sfv_send_request *)reqs + i;
+        o.sg = (const struct ibv_sge *)r->sges; o.n = r->n; o.has_imm = r->has_imm; o.imm = r->imm;
+    }
+    return o;
+}
+
+/* Request batches (>>batches): each request its own element count and immediate. */
+static sfv_result sfv__post_requests(sfv_channel *ch, sfv__post_kind kind, bool write, const void *reqs, size_t count, sfv_pending *pending) {
+    struct ibv_send_wr wrs[SFV_BATCH_MAX], *bad = NULL;
+    uint32_t totals[SFV_BATCH_MAX];
+    size_t i, posted, max_n = 0;
+    uint64_t sum = 0;
+    int rc;
+    if (ch && reqs && count - 1 < SFV_BATCH_MAX)
+        for (i = 0; i < count; i++) {
+            const sfv__request q = sfv__request_at(kind, write, reqs, i);
+            if (!q.sg && q.n) {
+                sfv__pending_clear(pending, 1);
+                return sfv__fail(SFV_ERR_INVALID, EINVAL, "post", "request %zu: %zu elements at NULL", i, q.n);
+            }
+            if (q.n > max_n) max_n = q.n;
+        }
+    if (!reqs && ch) {
+        sfv__pending_clear(pending, 1);
+        return sfv__fail(SFV_ERR_INVALID, EINVAL, "post", "requests (NULL)");
+    }
+    if (SFV__UNLIKELY(!ch || !sfv__postable(ch, kind, &sfv__no_sge, max_n, count, pending)))
+        return sfv__post_refused(ch, kind, &sfv__no_sge, max_n, count, pending);
+    for (i = 0; i < count; i++) {
+        const sfv__request q = sfv__request_at(kind, write, reqs, i);
+        const enum ibv_wr_opcode opcode = kind == SFV__POST_READ ? IBV_WR_RDMA_READ
+                                        : write ? (q.has_imm ? IBV_WR_RDMA_WRITE_WITH_IMM : IBV_WR_RDMA_WRITE)
+                                                : (q.has_imm ? IBV_WR_SEND_WITH_IMM : IBV_WR_SEND);
+        sfv_result r = sfv__fill_send(ch, &wrs[i], ch->sq.head + i, opcode, q.sg ? q.sg : &sfv__no_sge, q.n, q.remote, q.imm,
+                                      i + 1 == count ? IBV_SEND_SIGNALED : 0, &totals[i]);
+        if (r) {
+            sfv__pending_clear(pending, 1);
+            return r;
+        }
+        sum += totals[i];
+        if (i) wrs[i - 1].next = &wrs[i];
+    }
+    rc = ibv_post_send(ch->qp, wrs, &bad);
+    posted = rc ? (bad ? (size_t)(bad - wrs) : 0) : count;
+    sfv__track_n(&ch->sq, kind == SFV__POST_READ ? SFV_WC_OP_READ : write ? SFV_WC_OP_WRITE : SFV_WC_OP_SEND, totals, posted);
+    if (SFV__UNLIKELY(rc)) return sfv__batch_failed(ch, pending, posted, rc);
+    if (kind == SFV__POST_READ && pending) sfv__read_batch_total(ch, sum);
+    sfv__cover(&ch->sq, pending, (uint32_t)count);
+    return SFV_OK;
+}
+SAFEVERBS_API sfv_result sfv_channel_post_sends(sfv_channel *ch, const sfv_send_request *reqs, size_t count, sfv_pending *pending) {
+    return sfv__post_requests(ch, SFV__POST_SEND, false, reqs, count, pending);
+}
+SAFEVERBS_API sfv_result sfv_channel_post_writes(sfv_channel *ch, const sfv_write_request *reqs, size_t count, sfv_pending *pending) {
+    return sfv__post_requests(ch, SFV__POST_SEND, true, reqs, count, pending);
+}
+SAFEVERBS_API sfv_result sfv_channel_post_reads(sfv_channel *ch, const sfv_read_request *reqs, size_t count, sfv_pending *pending) {
+    return sfv__post_requests(ch, SFV__POST_READ, false, reqs, count, pending);
 }
 SAFEVERBS_API sfv_result sfv_channel_post_send(sfv_channel *ch, const sfv_gather_element *sges, size_t n, sfv_pending *pending) {
-    return sfv__post_one(ch, IBV_WR_SEND, sges, n, NULL, 0, pending);
+    return sfv__post_one(ch, IBV_WR_SEND, sges, n, NULL, 0, pending, IBV_SEND_SIGNALED);
 }
 SAFEVERBS_API sfv_result sfv_channel_post_send_imm(sfv_channel *ch, const sfv_gather_element *sges, size_t n, uint32_t imm, sfv_pending *pending) {
-    return sfv__post_one(ch, IBV_WR_SEND_WITH_IMM, sges, n, NULL, imm, pending);
+    return sfv__post_one(ch, IBV_WR_SEND_WITH_IMM, sges, n, NULL, imm, pending, IBV_SEND_SIGNALED);
 }
 SAFEVERBS_API sfv_result sfv_channel_post_write(sfv_channel *ch, const sfv_gather_element *sges, size_t n, sfv_remote_mr remote, sfv_pending *pending) {
-    return sfv__post_one(ch, IBV_WR_RDMA_WRITE, sges, n, &remote, 0, pending);
+    return sfv__post_one(ch, IBV_WR_RDMA_WRITE, sges, n, &remote, 0, pending, IBV_SEND_SIGNALED);
 }
 SAFEVERBS_API sfv_result sfv_channel_post_write_imm(sfv_channel *ch, const sfv_gather_element *sges, size_t n, sfv_remote_mr remote, uint32_t imm, sfv_pending *pending) {
-    return sfv__post_one(ch, IBV_WR_RDMA_WRITE_WITH_IMM, sges, n, &remote, imm, pending);
+    return sfv__post_one(ch, IBV_WR_RDMA_WRITE_WITH_IMM, sges, n, &remote, imm, pending, IBV_SEND_SIGNALED);
 }
 SAFEVERBS_API sfv_result sfv_channel_post_read(sfv_channel *ch, const sfv_scatter_element *sges, size_t n, sfv_remote_mr remote, sfv_pending *pending) {
-    return sfv__post_one(ch, IBV_WR_RDMA_READ, sges, n, &remote, 0, pending);
+    return sfv__post_one(ch, IBV_WR_RDMA_READ, sges, n, &remote, 0, pending, IBV_SEND_SIGNALED);
+}
+
+/* Unsignaled posts (>>scopes): only inside a scope, with room for themselves and the fence the
+   scope may need; the last one's place is kept, so the scope knows whether a fence must follow. */
+SFV__SLOW sfv_result sfv__unsignaled_refused(sfv_channel *ch) {
+    if (!ch) return sfv__fail(SFV_ERR_INVALID, EINVAL, "post", "channel (NULL)");
+    if (ch->scope_depth == 0) return sfv__fail(SFV_ERR_INVALID, EINVAL, "post", "an unsignaled post is allowed only inside a scope (it has no completion of its own)");
+    return sfv__fail(SFV_ERR_RESOURCE, ENOMEM, "post", "queue full: an unsignaled post needs room for itself and the scope's fence (%llu of %llu places taken)",
+                     (unsigned long long)(ch->sq.head - ch->sq.tail), (unsigned long long)ch->sq.cap);
+}
+static sfv_result sfv__post_unsignaled(sfv_channel *ch, enum ibv_wr_opcode opcode, const void *sges, size_t n, const sfv_remote_mr *remote) {
+    sfv_result r;
+    if (!ch || ch->scope_depth == 0 || ch->sq.head - ch->sq.tail + 2 > ch->sq.cap) return sfv__unsignaled_refused(ch);
+    r = sfv__post_one(ch, opcode, sges, n, remote, 0, NULL, 0);
+    if (!r) ch->last_unsignaled = ch->sq.head; /* one past its place: 0 is never a place */
+    return r;
+}
+SAFEVERBS_API sfv_result sfv_channel_post_send_unsignaled(sfv_channel *ch, const sfv_gather_element *sges, size_t n) {
+    return sfv__post_unsignaled(ch, IBV_WR_SEND, sges, n, NULL);
+}
+SAFEVERBS_API sfv_result sfv_channel_post_write_unsignaled(sfv_channel *ch, const sfv_gather_element *sges, size_t n, sfv_remote_mr remote) {
+    return sfv__post_unsignaled(ch, IBV_WR_RDMA_WRITE, sges, n, &remote);
+}
+SAFEVERBS_API sfv_result sfv_channel_post_read_unsignaled(sfv_channel *ch, const sfv_scatter_element *sges, size_t n, sfv_remote_mr remote) {
+    return sfv__post_unsignaled(ch, IBV_WR_RDMA_READ, sges, n, &remote);
 }
 
 /* >>impl pending work ----------------------------------------------------------------------- */
@@ -3720,10 +4153,14 @@ SFV__SLOW sfv_result sfv__wc_none(sfv_work_completion *wc, sfv_result r) {
 }
 
 /* A consumed handle's result; ch (NULL once the channel may be gone) only sharpens the hint. */
+static const sfv_channel *sfv__srq_channel(const sfv_srq *srq, const sfv__slot *s);
 static sfv_result sfv__pending_result(const sfv_pending *pending, const sfv_channel *ch, sfv_work_completion *wc) {
     sfv__slot d;
     memcpy(&d, pending->done_, sizeof d);
-    if (wc) sfv__wc_make(wc, &d);
+    if (wc) {
+        sfv__wc_make(wc, &d);
+        if (ch && ch->core_of) wc->channel = sfv__srq_channel(ch->core_of, &d);
+    }
     return d.status == IBV_WC_SUCCESS ? SFV_OK : sfv__fail_work(ch, &d);
 }
 
@@ -3890,20 +4327,518 @@ static sfv_result sfv__take_by(sfv_channel *ch, sfv__ring *q, uint64_t seq, uint
 
 /* Waits for and consumes every work request of q from seq `from` on; counts the failures.
    After the deadline, the channel is aborted so that nothing stays in flight. */
-static void sfv__settle(sfv_channel *ch, sfv__ring *q, uint64_t from, uint64_t deadline, sfv_scope_report *rep) {
+/* The op a scope's fence is tracked as (sfv__scope_fence): never one the user posts, and never
+   handed to the user unless it failed. */
+#define SFV__OP_FENCE 0x7F
+
+/* Where a scope hands its completions (sfv_channel_scope_wc); fn NULL: nowhere. */
+typedef struct sfv__sink { sfv_scope_wc_fn fn; void *user; } sfv__sink;
+
+static void sfv__settle(sfv_channel *ch, sfv__ring *q, uint64_t from, uint64_t deadline, sfv_scope_report *rep, const sfv__sink *sink) {
     uint64_t seq;
     for (seq = from > q->tail ? from : q->tail; seq < q->head; seq++) {
         const sfv__slot *s = &q->slots[seq & q->mask];
         sfv_work_completion wc;
         sfv_result w;
+        bool fence, failed;
         if (s->state == SFV__SLOT_FREE || s->seq != seq) continue; /* consumed by its handle */
-        rep->auto_polled++;
+        fence = s->op == SFV__OP_FENCE; /* the scope's own (sfv__scope_fence): the user's only if it failed */
         w = sfv__take_by(ch, q, seq, deadline, &wc);
-        if (wc.result != SFV_OK || w != SFV_OK) { /* a failed wait aborted the channel: a failure */
+        failed = wc.result != SFV_OK || w != SFV_OK;
+        if (!fence || failed) rep->auto_polled++;
+        if (failed) { /* a failed wait aborted the channel: a failure */
             if (w != SFV_OK) wc.result = w;
             if (rep->failed++ == 0) rep->first_error = wc;
         }
+        if (sink->fn && (!fence || failed)) sink->fn(&wc, sink->user);
     }
+}
+
+/* >>impl events ----------------------------------------------------------------------------- */
+/* Any thread may read a context's events (a wait, sfv_context_events), so the reading, the
+   context's lists of channels and SRQs and its queue of events are under ev_lock. Whoever reads
+   an event marks what it breaks (a flag and the channel's post tests: a byte each, written by
+   this thread, read by the channel's owner); the owner's next wait flushes the channel. A
+   channel on the list is alive: destroy takes it off under the lock before it frees it. */
+static void sfv__ev_enter(sfv_context *ctx) { while (__atomic_test_and_set(&ctx->ev_lock, __ATOMIC_ACQUIRE)) sched_yield(); }
+static void sfv__ev_leave(sfv_context *ctx) { __atomic_clear(&ctx->ev_lock, __ATOMIC_RELEASE); }
+
+static void sfv__events_add_channel(sfv_context *ctx, sfv_channel *ch) {
+    sfv__ev_enter(ctx);
+    ch->ctx_next = ctx->channels;
+    ctx->channels = ch;
+    sfv__ev_leave(ctx);
+}
+static void sfv__events_remove_channel(sfv_context *ctx, sfv_channel *ch) {
+    sfv_channel **at;
+    sfv__ev_enter(ctx);
+    for (at = &ctx->channels; *at; at = &(*at)->ctx_next)
+        if (*at == ch) {
+            *at = ch->ctx_next;
+            break;
+        }
+    sfv__ev_leave(ctx);
+}
+
+SAFEVERBS_API const char *sfv_event_type_str(sfv_event_type t) {
+    switch (t) {
+    case SFV_EVENT_OTHER: return "OTHER";
+    case SFV_EVENT_PORT_ACTIVE: return "PORT_ACTIVE";
+    case SFV_EVENT_PORT_ERR: return "PORT_ERR";
+    case SFV_EVENT_LID_CHANGE: return "LID_CHANGE";
+    case SFV_EVENT_PKEY_CHANGE: return "PKEY_CHANGE";
+    case SFV_EVENT_GID_CHANGE: return "GID_CHANGE";
+    case SFV_EVENT_SM_CHANGE: return "SM_CHANGE";
+    case SFV_EVENT_CLIENT_REREGISTER: return "CLIENT_REREGISTER";
+    case SFV_EVENT_QP_FATAL: return "QP_FATAL";
+    case SFV_EVENT_QP_REQ_ERR: return "QP_REQ_ERR";
+    case SFV_EVENT_QP_ACCESS_ERR: return "QP_ACCESS_ERR";
+    case SFV_EVENT_COMM_EST: return "COMM_EST";
+    case SFV_EVENT_SQ_DRAINED: return "SQ_DRAINED";
+    case SFV_EVENT_PATH_MIG: return "PATH_MIG";
+    case SFV_EVENT_PATH_MIG_ERR: return "PATH_MIG_ERR";
+    case SFV_EVENT_QP_LAST_WQE_REACHED: return "QP_LAST_WQE_REACHED";
+    case SFV_EVENT_CQ_ERR: return "CQ_ERR";
+    case SFV_EVENT_SRQ_LIMIT_REACHED: return "SRQ_LIMIT_REACHED";
+    case SFV_EVENT_SRQ_ERR: return "SRQ_ERR";
+    case SFV_EVENT_DEVICE_FATAL: return "DEVICE_FATAL";
+    }
+    return "UNKNOWN";
+}
+
+static sfv_event_type sfv__event_type(enum ibv_event_type t) {
+    switch (t) {
+    case IBV_EVENT_PORT_ACTIVE: return SFV_EVENT_PORT_ACTIVE;
+    case IBV_EVENT_PORT_ERR: return SFV_EVENT_PORT_ERR;
+    case IBV_EVENT_LID_CHANGE: return SFV_EVENT_LID_CHANGE;
+    case IBV_EVENT_PKEY_CHANGE: return SFV_EVENT_PKEY_CHANGE;
+    case IBV_EVENT_GID_CHANGE: return SFV_EVENT_GID_CHANGE;
+    case IBV_EVENT_SM_CHANGE: return SFV_EVENT_SM_CHANGE;
+    case IBV_EVENT_CLIENT_REREGISTER: return SFV_EVENT_CLIENT_REREGISTER;
+    case IBV_EVENT_QP_FATAL: return SFV_EVENT_QP_FATAL;
+    case IBV_EVENT_QP_REQ_ERR: return SFV_EVENT_QP_REQ_ERR;
+    case IBV_EVENT_QP_ACCESS_ERR: return SFV_EVENT_QP_ACCESS_ERR;
+    case IBV_EVENT_COMM_EST: return SFV_EVENT_COMM_EST;
+    case IBV_EVENT_SQ_DRAINED: return SFV_EVENT_SQ_DRAINED;
+    case IBV_EVENT_PATH_MIG: return SFV_EVENT_PATH_MIG;
+    case IBV_EVENT_PATH_MIG_ERR: return SFV_EVENT_PATH_MIG_ERR;
+    case IBV_EVENT_QP_LAST_WQE_REACHED: return SFV_EVENT_QP_LAST_WQE_REACHED;
+    case IBV_EVENT_CQ_ERR: return SFV_EVENT_CQ_ERR;
+    case IBV_EVENT_SRQ_LIMIT_REACHED: return SFV_EVENT_SRQ_LIMIT_REACHED;
+    case IBV_EVENT_SRQ_ERR: return SFV_EVENT_SRQ_ERR;
+    case IBV_EVENT_DEVICE_FATAL: return SFV_EVENT_DEVICE_FATAL;
+    default: return SFV_EVENT_OTHER;
+    }
+}
+
+/* Marks a channel broken by an event (under ev_lock, from any thread): its posts are refused at
+   once, and its owner's next wait flushes it (sfv__async_abort). */
+static uint32_t sfv__event_break(sfv_channel *ch, uint8_t cause, sfv_event_type type) {
+    if (ch->async_cause) return 0;
+    ch->async_event = (uint8_t)type;
+    __atomic_store_n(&ch->async_cause, cause, __ATOMIC_RELEASE);
+    sfv__break(ch);
+    return 1;
+}
+
+static void sfv__srq_event(sfv_context *ctx, const struct ibv_async_event *e, sfv_event *ev);
+
+/* What one event breaks, and its record for the queue. */
+static void sfv__event_handle(sfv_context *ctx, const struct ibv_async_event *e, sfv_event *ev) {
+    sfv_channel *ch;
+    memset(ev, 0, sizeof *ev);
+    ev->type = sfv__event_type(e->event_type);
+    ev->raw_type = (int)e->event_type;
+    switch (ev->type) {
+    case SFV_EVENT_PORT_ACTIVE: case SFV_EVENT_LID_CHANGE: case SFV_EVENT_PKEY_CHANGE: case SFV_EVENT_GID_CHANGE:
+    case SFV_EVENT_SM_CHANGE: case SFV_EVENT_CLIENT_REREGISTER:
+        ev->port = (uint8_t)e->element.port_num;
+        break;
+    case SFV_EVENT_PORT_ERR:
+        ev->port = (uint8_t)e->element.port_num;
+        for (ch = ctx->channels; ch; ch = ch->ctx_next)
+            if (ch->desc.port == ev->port) ev->channels_broken += sfv__event_break(ch, SFV__CAUSE_PORT_DOWN, ev->type);
+        break;
+    case SFV_EVENT_DEVICE_FATAL:
+        for (ch = ctx->channels; ch; ch = ch->ctx_next) ev->channels_broken += sfv__event_break(ch, SFV__CAUSE_FATAL_EVENT, ev->type);
+        break;
+    case SFV_EVENT_QP_FATAL: case SFV_EVENT_QP_REQ_ERR: case SFV_EVENT_QP_ACCESS_ERR: case SFV_EVENT_COMM_EST:
+    case SFV_EVENT_SQ_DRAINED: case SFV_EVENT_PATH_MIG: case SFV_EVENT_PATH_MIG_ERR: case SFV_EVENT_QP_LAST_WQE_REACHED:
+        ev->qp_num = e->element.qp ? e->element.qp->qp_num : 0;
+        for (ch = ctx->channels; ch; ch = ch->ctx_next)
+            if (ch->qp && ch->qp == e->element.qp) {
+                ev->channel = ch;
+                if (ev->type == SFV_EVENT_QP_FATAL || ev->type == SFV_EVENT_QP_REQ_ERR || ev->type == SFV_EVENT_QP_ACCESS_ERR)
+                    ev->channels_broken += sfv__event_break(ch, SFV__CAUSE_FATAL_EVENT, ev->type);
+                break;
+            }
+        break;
+    case SFV_EVENT_CQ_ERR:
+        for (ch = ctx->channels; ch; ch = ch->ctx_next)
+            if (ch->cq && ch->cq == e->element.cq) {
+                ev->channel = ch;
+                ev->channels_broken += sfv__event_break(ch, SFV__CAUSE_FATAL_EVENT, ev->type);
+            }
+        sfv__srq_event(ctx, e, ev);
+        break;
+    case SFV_EVENT_SRQ_LIMIT_REACHED: case SFV_EVENT_SRQ_ERR:
+        sfv__srq_event(ctx, e, ev);
+        break;
+    case SFV_EVENT_OTHER:
+        break;
+    }
+}
+
+/* Queues an event (the oldest goes when the queue is full) and wakes sfv_context_event_fd. */
+static void sfv__event_queue(sfv_context *ctx, const sfv_event *ev) {
+    if (ctx->ev_n == SFV__EVENT_QUEUE) { /* the oldest goes; the next oldest counts it */
+        const uint64_t lost = ctx->ev_queue[ctx->ev_first].lost_before + 1;
+        ctx->ev_first = (ctx->ev_first + 1) % SFV__EVENT_QUEUE;
+        ctx->ev_n--;
+        ctx->ev_queue[ctx->ev_first].lost_before += lost;
+    }
+    ctx->ev_queue[(ctx->ev_first + ctx->ev_n) % SFV__EVENT_QUEUE] = *ev;
+    ctx->ev_n++;
+    if (ctx->ev_efd >= 0) {
+        const uint64_t one = 1;
+        ssize_t w = write(ctx->ev_efd, &one, sizeof one); /* it cannot block: a counter far from its limit */
+        (void)w;
+    }
+}
+
+/* Reads every event the device has (its fd is non-blocking), acts on each, acks it at once. */
+static void sfv__events_read(sfv_context *ctx) {
+    struct ibv_async_event e;
+    sfv__ev_enter(ctx);
+    while (ibv_get_async_event(ctx->ctx, &e) == 0) {
+        sfv_event ev;
+        sfv__event_handle(ctx, &e, &ev);
+        ibv_ack_async_event(&e); /* at once: a destroy of its object waits for the ack */
+        sfv__event_queue(ctx, &ev);
+    }
+    sfv__ev_leave(ctx);
+}
+
+SAFEVERBS_API sfv_result sfv_context_event_fd(sfv_context *ctx, int *fd_out) {
+    struct epoll_event ee;
+    int efd = -1, epfd = -1;
+    SFV__CHECK_ARG(fd_out, "fd_out");
+    *fd_out = -1;
+    SFV__CHECK_ARG(ctx, "context");
+    sfv__ev_enter(ctx);
+    if (ctx->ev_epfd < 0) {
+        efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+        epfd = efd >= 0 ? epoll_create1(EPOLL_CLOEXEC) : -1;
+        memset(&ee, 0, sizeof ee);
+        ee.events = EPOLLIN;
+        if (epfd < 0 || epoll_ctl(epfd, EPOLL_CTL_ADD, ctx->ctx->async_fd, &ee) != 0 || epoll_ctl(epfd, EPOLL_CTL_ADD, efd, &ee) != 0) {
+            const int errnum = errno;
+            if (epfd >= 0) close(epfd);
+            if (efd >= 0) close(efd);
+            sfv__ev_leave(ctx);
+            return sfv__fail_verb(efd < 0 ? "eventfd" : epfd < 0 ? "epoll_create1" : "epoll_ctl", errnum);
+        }
+        ctx->ev_efd = efd;
+        ctx->ev_epfd = epfd;
+        if (ctx->ev_n) {
+            const uint64_t one = 1;
+            ssize_t w = write(efd, &one, sizeof one);
+            (void)w;
+        }
+    }
+    *fd_out = ctx->ev_epfd;
+    sfv__ev_leave(ctx);
+    return SFV_OK;
+}
+
+SAFEVERBS_API sfv_result sfv_context_events(sfv_context *ctx, sfv_event *out, size_t max, size_t *count) {
+    size_t k;
+    SFV__CHECK_ARG(count, "count");
+    *count = 0;
+    SFV__CHECK_ARG(ctx, "context");
+    SFV__CHECK_ARG(out || max == 0, "out");
+    sfv__events_read(ctx);
+    sfv__ev_enter(ctx);
+    for (k = 0; k < max && ctx->ev_n; k++) {
+        out[k] = ctx->ev_queue[ctx->ev_first];
+        ctx->ev_first = (ctx->ev_first + 1) % SFV__EVENT_QUEUE;
+        ctx->ev_n--;
+    }
+    if (!ctx->ev_n && ctx->ev_efd >= 0) {
+        uint64_t v;
+        ssize_t rd = read(ctx->ev_efd, &v, sizeof v); /* the queue is empty: the fd is quiet again */
+        (void)rd;
+    }
+    sfv__ev_leave(ctx);
+    *count = k;
+    return SFV_OK;
+}
+
+SAFEVERBS_API bool sfv_channel_broken(const sfv_channel *ch, sfv_event_type *by_event) {
+    if (by_event) *by_event = SFV_EVENT_OTHER;
+    if (!ch) return true;
+    if (by_event && __atomic_load_n(&ch->async_cause, __ATOMIC_ACQUIRE)) *by_event = (sfv_event_type)ch->async_event;
+    return ch->broken || ch->async_cause;
+}
+
+/* >>impl srq -------------------------------------------------------------------------------- */
+/* The SRQ's receives live in its inner channel's receive ring; its `completed` is kept at a value
+   no place has, so that every completion takes the slow path (sfv__complete_slow -> here): an
+   SRQ's receives complete in any order, so nothing is caught up in order. A success keeps the
+   QP number of the channel it came in on in vendor_err (unused by a success), a failure in
+   byte_len (unused by a failure). */
+#define SFV__SRQ_UNORDERED UINT64_MAX
+
+static void sfv__srq_complete(sfv__ring *q, const struct ibv_wc *w) {
+    const uint64_t seq = w->wr_id >> 1;
+    sfv__slot *s;
+    if (!(w->wr_id & 1) || seq < q->tail || seq >= q->head) return; /* not one of its receives */
+    s = &q->slots[seq & q->mask];
+    if (s->seq != seq || s->state != SFV__SLOT_INFLIGHT) return;
+    if (w->status == IBV_WC_SUCCESS) {
+        sfv__complete_ok(s, w);
+        s->vendor_err = w->qp_num;
+    } else {
+        s->status = (uint8_t)w->status;
+        s->vendor_err = w->vendor_err;
+        s->has_imm = (uint8_t)sfv_wc_status_class((sfv_wc_status)w->status);
+        s->byte_len = w->qp_num;
+    }
+    s->state = SFV__SLOT_DONE;
+}
+
+/* The channel a finished SRQ receive came in on, if it still lives. */
+static const sfv_channel *sfv__srq_channel(const sfv_srq *srq, const sfv__slot *s) {
+    const uint32_t qpn = s->status == IBV_WC_SUCCESS ? s->vendor_err : s->byte_len;
+    const sfv_channel *ch;
+    for (ch = srq->channels; ch; ch = ch->srq_next)
+        if (ch->qp && ch->qp->qp_num == qpn) return ch;
+    return NULL;
+}
+
+static void sfv__srq_attach(sfv_srq *srq, sfv_channel *ch) {
+    sfv__ref(&srq->refs);
+    ch->srq = srq;
+    ch->srq_next = srq->channels;
+    srq->channels = ch;
+    ch->can_recv = false; /* its receives are the SRQ's */
+}
+
+static sfv_result sfv__srq_unref(sfv_srq *srq);
+static void sfv__srq_detach(sfv_srq *srq, sfv_channel *ch) {
+    sfv_channel **at;
+    for (at = &srq->channels; *at; at = &(*at)->srq_next)
+        if (*at == ch) {
+            *at = ch->srq_next;
+            break;
+        }
+    ch->srq = NULL;
+    (void)sfv__srq_unref(srq); /* not the caller's handle: a refusal keeps it, unreported */
+}
+
+static void sfv__srq_event(sfv_context *ctx, const struct ibv_async_event *e, sfv_event *ev) {
+    sfv_srq *srq;
+    for (srq = ctx->srqs; srq; srq = srq->ctx_next) {
+        if (ev->type == SFV_EVENT_CQ_ERR ? srq->core.cq != e->element.cq : srq->srq != e->element.srq) continue;
+        ev->srq = srq;
+        if (ev->type != SFV_EVENT_SRQ_LIMIT_REACHED) ev->channels_broken += sfv__event_break(&srq->core, SFV__CAUSE_FATAL_EVENT, ev->type);
+        return;
+    }
+}
+
+SAFEVERBS_API sfv_result sfv_create_srq(sfv_pd *pd, const sfv_srq_desc *desc, sfv_srq **out) {
+    static const char fn[] = "sfv_create_srq";
+    struct ibv_srq_init_attr si;
+    sfv_srq_desc d;
+    sfv_srq *srq;
+    sfv_channel *core;
+    sfv_result r;
+    const struct ibv_device_attr *a;
+    SFV__CHECK_ARG(out, "out");
+    *out = NULL;
+    SFV__CHECK_ARG(pd, "pd");
+    a = &pd->ctx->attr;
+    if (desc) d = *desc; else memset(&d, 0, sizeof d);
+    if (a->max_srq <= 0) return sfv__fail(SFV_ERR_UNSUPPORTED, EOPNOTSUPP, fn, "%s has no shared receive queues (max_srq 0)", pd->ctx->name);
+    if (!d.max_wr) d.max_wr = 256;
+    if (!d.max_sge) d.max_sge = 4;
+    if (!d.timeout_ms) d.timeout_ms = 10000;
+    if (d.max_wr > (uint32_t)a->max_srq_wr) return sfv__fail(SFV_ERR_INVALID, EINVAL, fn, "sfv_srq_desc.max_wr = %u is out of range (1 .. %d, the device's max_srq_wr)", (unsigned)d.max_wr, a->max_srq_wr);
+    if (d.max_sge > (uint32_t)a->max_srq_sge) return sfv__fail(SFV_ERR_INVALID, EINVAL, fn, "sfv_srq_desc.max_sge = %u is out of range (1 .. %d, the device's max_srq_sge)", (unsigned)d.max_sge, a->max_srq_sge);
+    if (d.limit >= d.max_wr) return sfv__fail(SFV_ERR_INVALID, EINVAL, fn, "sfv_srq_desc.limit = %u is out of range (0 .. max_wr - 1)", (unsigned)d.limit);
+    if (d.timeout_ms > 86400000u) return sfv__fail(SFV_ERR_INVALID, EINVAL, fn, "sfv_srq_desc.timeout_ms = %u is out of range (1 .. 86400000)", (unsigned)d.timeout_ms);
+    srq = (sfv_srq *)SFV_CALLOC(1, sizeof *srq);
+    if (!srq) return sfv__fail_verb("calloc", ENOMEM);
+    srq->desc = d;
+    core = &srq->core;
+    core->core_of = srq;
+    core->desc.max_recv_wr = d.max_wr;
+    core->desc.max_recv_sge = d.max_sge;
+    core->desc.timeout_ms = d.timeout_ms;
+    core->desc.wait_mode = SFV_WAIT_BUSY;
+    r = sfv__ring_init(&core->sq, core, 1);
+    if (r) goto free_srq;
+    r = sfv__ring_init(&core->rq, core, d.max_wr);
+    if (r) goto free_sq;
+    core->rq.completed = SFV__SRQ_UNORDERED;
+    errno = 0;
+    core->cq = ibv_create_cq(pd->ctx->ctx, (int)d.max_wr, core, NULL, 0);
+    if (!core->cq) {
+        r = sfv__fail_verb("ibv_create_cq", errno);
+        goto free_rq;
+    }
+    memset(&si, 0, sizeof si);
+    si.attr.max_wr = d.max_wr;
+    si.attr.max_sge = d.max_sge;
+    si.attr.srq_limit = d.limit;
+    errno = 0;
+    srq->srq = ibv_create_srq(pd->pd, &si);
+    if (!srq->srq) {
+        r = sfv__fail_verb("ibv_create_srq", errno);
+        goto destroy_cq;
+    }
+    if (!sfv__live_add(core)) {
+        r = sfv__fail_verb("malloc", ENOMEM);
+        goto destroy_srq;
+    }
+    sfv__ref(&pd->refs);
+    core->pd = pd;
+    core->can_recv = true;
+    srq->refs = 1;
+    sfv__ev_enter(pd->ctx);
+    srq->ctx_next = pd->ctx->srqs;
+    pd->ctx->srqs = srq;
+    sfv__ev_leave(pd->ctx);
+    *out = srq;
+    return SFV_OK;
+destroy_srq:
+    ibv_destroy_srq(srq->srq);
+destroy_cq:
+    ibv_destroy_cq(core->cq);
+free_rq:
+    SFV_FREE(core->rq.slots);
+free_sq:
+    SFV_FREE(core->sq.slots);
+free_srq:
+    SFV_FREE(srq);
+    return r;
+}
+
+/* Drops a reference; the last one destroys the SRQ (no channel uses it then). What it held is
+   never taken by the NIC after ibv_destroy_srq: its slots are marked flushed. */
+static sfv_result sfv__srq_unref(sfv_srq *srq) {
+    sfv_context *ctx;
+    sfv_srq **at;
+    uint64_t seq;
+    int rc;
+    if (!srq || !sfv__unref(&srq->refs)) return SFV_OK;
+    rc = ibv_destroy_srq(srq->srq);
+    if (rc) {
+        sfv__ref(&srq->refs);
+        return sfv__fail_verb("ibv_destroy_srq", rc);
+    }
+    rc = ibv_destroy_cq(srq->core.cq);
+    if (rc) { /* the SRQ is gone: only the CQ is left over, which nothing can use any more */
+        srq->core.cq = NULL;
+    }
+    for (seq = srq->core.rq.tail; seq < srq->core.rq.head; seq++) {
+        sfv__slot *s = &srq->core.rq.slots[seq & srq->core.rq.mask];
+        if (s->state == SFV__SLOT_INFLIGHT) sfv__finish_quiet(s, true);
+    }
+    ctx = srq->core.pd->ctx;
+    sfv__ev_enter(ctx);
+    for (at = &ctx->srqs; *at; at = &(*at)->ctx_next)
+        if (*at == srq) {
+            *at = srq->ctx_next;
+            break;
+        }
+    sfv__ev_leave(ctx);
+    sfv__live_remove(&srq->core);
+    SFV_FREE(srq->core.sq.slots);
+    SFV_FREE(srq->core.rq.slots);
+    (void)sfv__pd_unref(srq->core.pd);
+    SFV_FREE(srq);
+    return rc ? sfv__fail_verb("ibv_destroy_cq", rc) : SFV_OK;
+}
+SAFEVERBS_API sfv_result sfv_destroy_srq(sfv_srq *srq) { return sfv__srq_unref(srq); }
+
+SAFEVERBS_API sfv_result sfv_srq_post_receive(sfv_srq *srq, const sfv_scatter_element *sges, size_t n, sfv_pending *pending) {
+    struct ibv_recv_wr wr, *bad = NULL;
+    sfv_channel *core = srq ? &srq->core : NULL;
+    int rc;
+    if (SFV__UNLIKELY(!core || !sfv__postable(core, SFV__POST_RECV, sges, n, 1, pending)))
+        return sfv__post_refused(core, SFV__POST_RECV, sges, n, 1, pending);
+    wr.wr_id = core->rq.head << 1 | 1;
+    wr.next = NULL;
+    wr.sg_list = (struct ibv_sge *)(uintptr_t)sges;
+    wr.num_sge = (int)n;
+    rc = ibv_post_srq_recv(srq->srq, &wr, &bad);
+    if (SFV__UNLIKELY(rc)) return sfv__post_failed(pending, 1, "ibv_post_srq_recv", rc);
+    sfv__track(&core->rq, SFV_WC_OP_RECV, 0);
+    sfv__cover(&core->rq, pending, 1);
+    return SFV_OK;
+}
+
+SAFEVERBS_API sfv_result sfv_srq_post_receive_batch(sfv_srq *srq, const sfv_scatter_element *sges, size_t per_wr, size_t count, sfv_pending *pendings) {
+    struct ibv_recv_wr wrs[SFV_BATCH_MAX], *bad = NULL;
+    const struct ibv_sge *sg = sges ? (const struct ibv_sge *)sges : &sfv__no_sge;
+    sfv_channel *core = srq ? &srq->core : NULL;
+    size_t i, posted;
+    int rc;
+    if (SFV__UNLIKELY(!core || !sfv__postable(core, SFV__POST_RECV, sges, per_wr, count, pendings)))
+        return sfv__post_refused(core, SFV__POST_RECV, sges, per_wr, count, pendings);
+    for (i = 0; i < count; i++) {
+        wrs[i].wr_id = (core->rq.head + i) << 1 | 1;
+        wrs[i].next = i + 1 < count ? &wrs[i + 1] : NULL;
+        wrs[i].sg_list = (struct ibv_sge *)(uintptr_t)(sg + i * per_wr);
+        wrs[i].num_sge = (int)per_wr;
+    }
+    rc = ibv_post_srq_recv(srq->srq, wrs, &bad);
+    posted = rc ? (bad ? (size_t)(bad - wrs) : 0) : count;
+    for (i = 0; i < posted; i++) {
+        sfv__track(&core->rq, SFV_WC_OP_RECV, 0);
+        sfv__cover(&core->rq, &pendings[i], 1);
+    }
+    if (SFV__UNLIKELY(rc)) return sfv__recv_batch_failed(pendings, posted, count, rc);
+    return SFV_OK;
+}
+
+SAFEVERBS_API sfv_result sfv_srq_set_limit(sfv_srq *srq, uint32_t limit) {
+    struct ibv_srq_attr sa;
+    int rc;
+    SFV__CHECK_ARG(srq, "srq");
+    if (limit >= srq->desc.max_wr)
+        return sfv__fail(SFV_ERR_INVALID, EINVAL, __func__, "limit %u is out of range (0 .. max_wr - 1 = %u)", (unsigned)limit, (unsigned)srq->desc.max_wr - 1);
+    memset(&sa, 0, sizeof sa);
+    sa.srq_limit = limit;
+    rc = ibv_modify_srq(srq->srq, &sa, IBV_SRQ_LIMIT);
+    if (rc) return sfv__fail_verb("ibv_modify_srq", rc);
+    srq->desc.limit = limit;
+    return SFV_OK;
+}
+
+SAFEVERBS_API size_t sfv_srq_outstanding(const sfv_srq *srq) { return srq ? (size_t)(srq->core.rq.head - srq->core.rq.tail) : 0; }
+
+SAFEVERBS_API sfv_result sfv_channel_reset(sfv_channel *ch) {
+    sfv_result r;
+    SFV__CHECK_ARG(ch, "channel");
+    if (ch->scope_depth > 0)
+        return sfv__fail(SFV_ERR_INVALID, EINVAL, "sfv_channel_reset", "the channel is inside an open scope (or many-peer call): reset it after the scope returns");
+    if (sfv__inflight(ch) || (ch->qp && !ch->aborted)) sfv__abort(ch); /* everything in flight flushed */
+    if (!sfv__destroy_qp(ch)) return sfv__fail_verb("ibv_destroy_qp", EBUSY);
+    while (sfv__drain(ch) > 0) {} /* the old QP's last completions: their places are done already */
+    r = sfv__qp_make(ch, ch->pd);
+    if (r) return r; /* broken, without a QP: try again */
+    ch->desc.send_psn = sfv__random_psn(ch->qp);
+    if (!ch->desc.send_psn) ch->desc.send_psn = 1;
+    ch->connected = ch->broken = ch->aborted = false;
+    ch->first_status = ch->first_op = ch->first_cause = 0;
+    sfv__ev_enter(ch->pd->ctx);
+    ch->async_cause = ch->async_event = 0;
+    sfv__ev_leave(ch->pd->ctx);
+    ch->can_send = false;
+    ch->can_recv = ch->srq == NULL;
+    return SFV_OK;
 }
 
 /* >>impl leases ------------------------------------------------------------------------------ */
@@ -4085,15 +5020,42 @@ static void sfv__scope_close(sfv__peer *peers, size_t n) {
 }
 /* Waits for and consumes what fn left on each channel, each within its own deadline; fn's error
    detail survives the drain. */
-static void sfv__scope_settle(sfv__peer *peers, size_t n, sfv_scope_report *rep) {
+/* When the last work on ch's send queue is unsignaled, nothing would ever complete it: the scope
+   posts one signaled zero-length RDMA write after it (no remote memory is touched, no key is
+   checked: IB C9-88; the peer's QP must allow REMOTE_WRITE), whose completion completes all the
+   work before it. A fence that cannot be posted aborts the channel (flushed: the buffers are free). */
+static void sfv__scope_fence(sfv_channel *ch) {
+    struct ibv_send_wr wr, *bad = NULL;
+    const uint64_t last = ch->sq.head - 1;
+    const bool needed = ch->last_unsignaled == ch->sq.head; /* nothing was posted after it */
+    const sfv__slot *s = &ch->sq.slots[last & ch->sq.mask];
+    ch->last_unsignaled = 0;
+    if (!needed || s->seq != last || s->state != SFV__SLOT_INFLIGHT) return; /* completed by later work already */
+    if (!ch->can_send || !ch->qp) { /* broken: only a flush ends the work */
+        sfv__abort(ch);
+        return;
+    }
+    memset(&wr, 0, sizeof wr);
+    wr.wr_id = ch->sq.head << 1;
+    wr.opcode = IBV_WR_RDMA_WRITE;
+    wr.send_flags = IBV_SEND_SIGNALED;
+    if (ibv_post_send(ch->qp, &wr, &bad) != 0) {
+        sfv__abort(ch);
+        return;
+    }
+    sfv__track(&ch->sq, (sfv_wc_opcode)SFV__OP_FENCE, 0);
+}
+
+static void sfv__scope_settle(sfv__peer *peers, size_t n, sfv_scope_report *rep, const sfv__sink *sink) {
     const sfv_error kept = sfv__last;
     const uint64_t t0 = sfv__now_ns();
     size_t i;
     for (i = 0; i < n; i++) {
         sfv_channel *ch = peers[i].ch;
         const uint64_t deadline = t0 + sfv__timeout_ns(ch->desc.timeout_ms);
-        sfv__settle(ch, &ch->sq, peers[i].scope_from.sq, deadline, rep);
-        sfv__settle(ch, &ch->rq, peers[i].scope_from.rq, deadline, rep);
+        if (ch->last_unsignaled) sfv__scope_fence(ch);
+        sfv__settle(ch, &ch->sq, peers[i].scope_from.sq, deadline, rep, sink);
+        sfv__settle(ch, &ch->rq, peers[i].scope_from.rq, deadline, rep, sink);
     }
     sfv__last = kept;
 }
@@ -4151,7 +5113,7 @@ static sfv_result sfv__channel_would_take(sfv_channel *ch, bool recv, bool read,
     return SFV_OK;
 }
 
-static sfv_result sfv__scope_run(sfv_channel *ch, sfv_scope_fn fn, void *user, sfv_scope_report *rep) {
+static sfv_result sfv__scope_run(sfv_channel *ch, sfv_scope_fn fn, void *user, sfv_scope_report *rep, const sfv__sink *sink) {
     sfv__peer one;
     unsigned long f0;
     memset(rep, 0, sizeof *rep);
@@ -4164,7 +5126,7 @@ static sfv_result sfv__scope_run(sfv_channel *ch, sfv_scope_fn fn, void *user, s
     rep->fn_result = fn(ch, user);
     sfv__fn_failures = sfv__failures - f0;
     sfv__scope_close(&one, 1);
-    sfv__scope_settle(&one, 1, rep);
+    sfv__scope_settle(&one, 1, rep, sink);
     return SFV_OK;
 }
 
@@ -4201,13 +5163,22 @@ static sfv_result sfv__manual_verdict(sfv_result ran, const sfv_scope_report *re
     return rep->fn_result;
 }
 
+static const sfv__sink sfv__no_sink = {NULL, NULL};
 SAFEVERBS_API sfv_result sfv_channel_scope(sfv_channel *ch, sfv_scope_fn fn, void *user, sfv_scope_report *report) {
     sfv_scope_report local, *rep = report ? report : &local;
-    return sfv__scope_verdict(sfv__scope_run(ch, fn, user, rep), rep);
+    return sfv__scope_verdict(sfv__scope_run(ch, fn, user, rep, &sfv__no_sink), rep);
+}
+SAFEVERBS_API sfv_result sfv_channel_scope_wc(sfv_channel *ch, sfv_scope_fn fn, void *user, sfv_scope_wc_fn on_wc, void *wc_user,
+                                              sfv_scope_report *report) {
+    sfv_scope_report local, *rep = report ? report : &local;
+    sfv__sink sink;
+    sink.fn = on_wc;
+    sink.user = wc_user;
+    return sfv__scope_verdict(sfv__scope_run(ch, fn, user, rep, &sink), rep);
 }
 SAFEVERBS_API sfv_result sfv_channel_manual_scope(sfv_channel *ch, sfv_scope_fn fn, void *user) {
     sfv_scope_report rep;
-    return sfv__manual_verdict(sfv__scope_run(ch, fn, user, &rep), &rep);
+    return sfv__manual_verdict(sfv__scope_run(ch, fn, user, &rep, &sfv__no_sink), &rep);
 }
 
 SAFEVERBS_API sfv_result sfv_destroy_channel(sfv_channel *ch) {
@@ -4229,6 +5200,8 @@ SAFEVERBS_API sfv_result sfv_destroy_channel(sfv_channel *ch) {
         ch->cc = NULL;
     }
     SFV__INFLIGHT_FORGET(ch);
+    sfv__events_remove_channel(ch->pd->ctx, ch);
+    if (ch->srq) sfv__srq_detach(ch->srq, ch);
     sfv__live_remove(ch);
     SFV_FREE(ch->sq.slots);
     SFV_FREE(ch->rq.slots);
@@ -4548,7 +5521,10 @@ static sfv_result sfv__mc_scope_run(sfv_multi_channel *mc, sfv_multi_scope_fn fn
     sfv__fn_failures = sfv__failures - f0;
     mc->in_scope = false;
     sfv__scope_close(mc->peers, mc->n);
-    sfv__scope_settle(mc->peers, mc->n, rep);
+    {
+        static const sfv__sink none = {NULL, NULL};
+        sfv__scope_settle(mc->peers, mc->n, rep, &none);
+    }
     return SFV_OK;
 }
 
@@ -5809,6 +6785,7 @@ SAFEVERBS_API sfv_result sfv_node_barrier_unchecked(sfv_node *node, const size_t
 }
 
 /* >>impl raw verbs --------------------------------------------------------------------------- */
+SAFEVERBS_API struct ibv_srq *sfv_srq_raw(const sfv_srq *srq) { return srq ? srq->srq : NULL; }
 SAFEVERBS_API struct ibv_context *sfv_context_raw(const sfv_context *ctx) { return ctx ? ctx->ctx : NULL; }
 SAFEVERBS_API struct ibv_pd *sfv_pd_raw(const sfv_pd *pd) { return pd ? pd->pd : NULL; }
 SAFEVERBS_API struct ibv_mr *sfv_mr_raw(const sfv_mr *mr) { return mr ? mr->mr : NULL; }

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # examples.test.sh: runs each example's real scenarios on rxe0 and rxe1 (tests/run.sh runs it
 # where the devices are): devices, pingpong (loopback, two processes, event mode), rc_pingpong
-# against rdma-core's ibv_rc_pingpong in both roles and against itself, write_read, allgather
+# against rdma-core's ibv_rc_pingpong in both roles and against itself, write_read, atomics, srq, allgather
 # (2, 3 and 4 ranks, each barrier algorithm). One line per scenario ("ok   NAME" or "FAIL NAME",
 # with the output of a failure), then "N passed, N failed".
 # Every process runs under `timeout 60`; each two-process scenario has its own TCP port.
@@ -64,6 +64,7 @@ pair "write_read rxe0 <-> rxe1" 18630 "build/write_read -d rxe0" "build/write_re
 solo "write_read --loopback" build/write_read -d rxe0 --loopback
 pair "atomics rxe0 <-> rxe1: a shared counter and a spinlock" 18635 "build/atomics -d rxe0" "build/atomics -d rxe1"
 solo "atomics --loopback" build/atomics -d rxe0 --loopback
+solo "srq (one SRQ, four clients)" build/srq -s rxe0 -c rxe1
 
 ranks() { # NAME N ALGORITHM PORT: allgather with N ranks on rxe0 and rxe1 by turns, all must exit 0
     local name=$1 n=$2 algo=$3 port=$4 r ok=0 pids=()

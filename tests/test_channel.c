@@ -1365,6 +1365,182 @@ static void t_dead_peer_and_late_handshake(void) {
            dead6, sfv_result_str(r7), r7 == SFV_ERR_WORK ? sfv_wc_status_str(wc.status) : "-", dead7, late_ok, late_fail);
 }
 
+/* Request batches (each request its own element count and immediate; a read batch reports the
+   bytes of all its reads) and a scope that hands its completions to the caller. */
+typedef struct got_wcs { sfv_work_completion wc[8]; size_t n; } got_wcs;
+static void collect_wc(const sfv_work_completion *wc, void *user) {
+    got_wcs *g = (got_wcs *)user;
+    if (g->n < 8) g->wc[g->n] = *wc;
+    g->n++;
+}
+static sfv_result two_receives(sfv_channel *ch, void *user) {
+    side *b = (side *)user;
+    sfv_scatter_element e0 = S(b, 4096, 64), e1 = S(b, 4096 + 64, 64);
+    sfv_result r = sfv_channel_post_receive(ch, &e0, 1, NULL);
+    return r ? r : sfv_channel_post_receive(ch, &e1, 1, NULL);
+}
+static void t_request_batches_and_scope_completions(void) {
+    side a, b;
+    sfv_channel_desc d = desc_default();
+    sfv_gather_element g[3];
+    sfv_scatter_element e[3], rd[3];
+    sfv_pending rx[3], tx, tx2[2];
+    sfv_work_completion wc;
+    sfv_send_request sr[3];
+    sfv_write_request wr[2];
+    sfv_read_request rr[2];
+    sfv_remote_mr rb;
+    sfv_scope_report rep;
+    got_wcs got;
+    size_t i;
+    pair_open(&a, &b, &d, &d, SHARED);
+    memcpy(a.buf, "abcdefgh", 8);
+    g[0] = G(&a, 0, 3);
+    g[1] = G(&a, 3, 2);
+    g[2] = G(&a, 5, 3);
+    for (i = 0; i < 3; i++) {
+        e[i] = S(&b, 1024 + i * 64, 64);
+        CHECK_OK(sfv_channel_post_receive(b.ch, &e[i], 1, &rx[i]));
+    }
+    memset(sr, 0, sizeof sr);
+    sr[0].sges = &g[0]; sr[0].n = 1;                                   /* "abc", no immediate */
+    sr[1].sges = &g[1]; sr[1].n = 2; sr[1].has_imm = true; sr[1].imm = 7; /* "defgh", imm 7 */
+    sr[2].sges = NULL; sr[2].n = 0; sr[2].has_imm = true; sr[2].imm = 9; /* nothing but imm 9 */
+    CHECK_OK(sfv_channel_post_sends(a.ch, sr, 3, &tx));
+    CHECK_OK(sfv_pending_wait(&tx, -1, NULL));
+    CHECK_OK(sfv_pending_wait(&rx[0], -1, &wc));
+    CHECK(wc.byte_len == 3 && !wc.has_imm && memcmp(b.buf + 1024, "abc", 3) == 0);
+    CHECK_OK(sfv_pending_wait(&rx[1], -1, &wc));
+    CHECK(wc.byte_len == 5 && wc.has_imm && wc.imm_data == 7 && memcmp(b.buf + 1088, "defgh", 5) == 0);
+    CHECK_OK(sfv_pending_wait(&rx[2], -1, &wc));
+    CHECK(wc.byte_len == 0 && wc.has_imm && wc.imm_data == 9);
+    /* writes: one plain, one with an immediate (which takes a receive at b) */
+    rb = sfv_mr_remote(b.mr);
+    CHECK_OK(sfv_channel_post_receive(b.ch, &e[0], 1, &rx[0]));
+    memset(wr, 0, sizeof wr);
+    wr[0].sges = &g[0]; wr[0].n = 1; CHECK_OK(sfv_remote_mr_slice(rb, 2048, 16, &wr[0].remote));
+    wr[1].sges = &g[1]; wr[1].n = 2; CHECK_OK(sfv_remote_mr_slice(rb, 2064, 16, &wr[1].remote));
+    wr[1].has_imm = true; wr[1].imm = 11;
+    CHECK_OK(sfv_channel_post_writes(a.ch, wr, 2, &tx));
+    CHECK_OK(sfv_pending_wait(&tx, -1, NULL));
+    CHECK_OK(sfv_pending_wait(&rx[0], -1, &wc));
+    CHECK(wc.opcode == SFV_WC_OP_RECV_IMM && wc.imm_data == 11 && wc.byte_len == 5);
+    CHECK(memcmp(b.buf + 2048, "abc", 3) == 0 && memcmp(b.buf + 2064, "defgh", 5) == 0);
+    /* reads of 1 and 2 elements: the batch's completion says all 8 bytes */
+    rd[0] = S(&a, 8192, 3);
+    rd[1] = S(&a, 8200, 2);
+    rd[2] = S(&a, 8210, 3);
+    memset(rr, 0, sizeof rr);
+    rr[0].sges = &rd[0]; rr[0].n = 1; CHECK_OK(sfv_remote_mr_slice(rb, 2048, 3, &rr[0].remote));
+    rr[1].sges = &rd[1]; rr[1].n = 2; CHECK_OK(sfv_remote_mr_slice(rb, 2064, 5, &rr[1].remote));
+    CHECK_OK(sfv_channel_post_reads(a.ch, rr, 2, &tx));
+    CHECK_OK(sfv_pending_wait(&tx, -1, &wc));
+    CHECK_EQ(wc.byte_len, 8);
+    CHECK(memcmp(a.buf + 8192, "abc", 3) == 0 && memcmp(a.buf + 8200, "de", 2) == 0 && memcmp(a.buf + 8210, "fgh", 3) == 0);
+    {   /* the plain read batch: three reads of 8 bytes, 24 in its completion */
+        sfv_remote_mr rem[3];
+        sfv_scatter_element r8[3];
+        for (i = 0; i < 3; i++) {
+            r8[i] = S(&a, 12288 + i * 8, 8);
+            CHECK_OK(sfv_remote_mr_slice(rb, 2048, 8, &rem[i]));
+        }
+        CHECK_OK(sfv_channel_post_read_batch(a.ch, r8, 1, 3, rem, &tx));
+        CHECK_OK(sfv_pending_wait(&tx, -1, &wc));
+        CHECK_EQ(wc.byte_len, 24);
+    }
+    /* refusals: too many elements in one request, elements at NULL, no requests */
+    sr[0].n = sfv_channel_get_desc(a.ch)->max_send_sge + 1;
+    CHECK_RESULT(sfv_channel_post_sends(a.ch, sr, 1, &tx), SFV_ERR_INVALID);
+    sr[0].n = 1;
+    sr[0].sges = NULL;
+    CHECK_RESULT(sfv_channel_post_sends(a.ch, sr, 1, &tx), SFV_ERR_INVALID);
+    CHECK_RESULT(sfv_channel_post_sends(a.ch, NULL, 1, &tx), SFV_ERR_INVALID);
+    CHECK_RESULT(sfv_channel_post_sends(a.ch, sr, 0, &tx), SFV_ERR_INVALID);
+    CHECK_RESULT(sfv_channel_post_reads(NULL, rr, 1, &tx), SFV_ERR_INVALID);
+    /* a scope hands over the completions of its NULL-handle receives */
+    g[0] = G(&a, 0, 4);
+    CHECK_OK(sfv_channel_post_send_imm(a.ch, &g[0], 1, 21, &tx2[0]));
+    CHECK_OK(sfv_channel_post_send_imm(a.ch, &g[1], 1, 22, &tx2[1]));
+    memset(&got, 0, sizeof got);
+    CHECK_OK(sfv_channel_scope_wc(b.ch, two_receives, &b, collect_wc, &got, &rep));
+    CHECK_EQ(rep.auto_polled, 2);
+    CHECK_EQ(got.n, 2);
+    CHECK(got.wc[0].result == SFV_OK && got.wc[0].opcode == SFV_WC_OP_RECV && got.wc[0].imm_data == 21 && got.wc[0].byte_len == 4);
+    CHECK(got.wc[1].result == SFV_OK && got.wc[1].imm_data == 22 && got.wc[1].byte_len == 2);
+    CHECK(memcmp(b.buf + 4096, "abcd", 4) == 0);
+    CHECK_OK(sfv_pending_wait(&tx2[0], -1, NULL));
+    CHECK_OK(sfv_pending_wait(&tx2[1], -1, NULL));
+    pair_close(&a, &b);
+}
+
+/* Selective signalling in scopes: unsignaled writes, the scope's fence after them, its report
+   and on_wc leave the fence out; no fence when signaled work comes last; refused outside a
+   scope; a peer that refuses the fence (no REMOTE_WRITE) fails the scope with a hint, after the
+   work before it was done. */
+typedef struct unsig_args { side *a, *b; int mode; } unsig_args;
+static sfv_result unsignaled_work(sfv_channel *ch, void *user) {
+    unsig_args *u = (unsig_args *)user;
+    sfv_gather_element g = G(u->a, 0, 8);
+    sfv_remote_mr rb = sfv_mr_remote(u->b->mr), dst;
+    sfv_result r;
+    int i;
+    if (u->mode == 2) return sfv_channel_post_send_unsignaled(ch, &g, 1); /* the last: a fence follows */
+    for (i = 0; i < 3; i++) {
+        r = sfv_remote_mr_slice(rb, 4096 + (size_t)i * 8, 8, &dst);
+        if (!r) r = sfv_channel_post_write_unsignaled(ch, &g, 1, dst);
+        if (r) return r;
+    }
+    if (u->mode == 1) return sfv_channel_post_send(ch, &g, 1, NULL); /* signaled last: no fence */
+    return SFV_OK;
+}
+static void t_unsignaled_in_scopes(void) {
+    side a, b;
+    sfv_channel_desc d = desc_default(), dnw = desc_default();
+    sfv_scope_report rep;
+    sfv_scatter_element e;
+    sfv_gather_element g;
+    sfv_pending rx;
+    got_wcs got;
+    unsig_args u;
+    int i;
+    pair_open(&a, &b, &d, &d, SHARED);
+    memcpy(a.buf, "unsigned", 8);
+    u.a = &a; u.b = &b; u.mode = 0;
+    memset(&got, 0, sizeof got);
+    CHECK_OK(sfv_channel_scope_wc(a.ch, unsignaled_work, &u, collect_wc, &got, &rep));
+    CHECK_EQ(rep.auto_polled, 3); /* the three writes; the fence is the scope's own */
+    CHECK_EQ(got.n, 3);
+    for (i = 0; i < 3; i++) CHECK(memcmp(b.buf + 4096 + i * 8, "unsigned", 8) == 0 && got.wc[i].opcode == SFV_WC_OP_WRITE);
+    CHECK_EQ(sfv_channel_outstanding(a.ch), 0);
+    /* signaled work last: its completion completes the unsignaled ones, no fence */
+    e = S(&b, 8192, 8);
+    CHECK_OK(sfv_channel_post_receive(b.ch, &e, 1, &rx));
+    u.mode = 1;
+    CHECK_OK(sfv_channel_scope(a.ch, unsignaled_work, &u, &rep));
+    CHECK_EQ(rep.auto_polled, 4);
+    CHECK_OK(sfv_pending_wait(&rx, -1, NULL));
+    /* outside a scope: refused */
+    g = G(&a, 0, 8);
+    CHECK_RESULT(sfv_channel_post_send_unsignaled(a.ch, &g, 1), SFV_ERR_INVALID);
+    CHECK(strstr(sfv_last_error()->message, "scope") != NULL);
+    CHECK_RESULT(sfv_channel_post_send_unsignaled(NULL, &g, 1), SFV_ERR_INVALID);
+    pair_close(&a, &b);
+    /* a peer whose channel refuses RDMA writes refuses the fence: the scope says why, and the
+       unsignaled send before it was delivered */
+    dnw.access = SFV_ACCESS_LOCAL_WRITE;
+    pair_open(&a, &b, &d, &dnw, SHARED);
+    memcpy(a.buf, "unsigned", 8);
+    u.a = &a; u.b = &b; u.mode = 2;
+    e = S(&b, 8192, 8);
+    CHECK_OK(sfv_channel_post_receive(b.ch, &e, 1, &rx));
+    CHECK_RESULT(sfv_channel_scope(a.ch, unsignaled_work, &u, &rep), SFV_ERR_SCOPE_AUTOPOLL);
+    CHECK_EQ(rep.failed, 1);
+    printf("    a refused fence: %s: %s\n", sfv_wc_status_str(rep.first_error.status), sfv_last_error()->message);
+    CHECK_OK(sfv_pending_wait(&rx, -1, NULL));
+    CHECK(memcmp(b.buf + 8192, "unsigned", 8) == 0);
+    pair_close(&a, &b);
+}
+
 /* The local link goes down under a channel: the completion's class and the last error say so
    (rxe reports LOC_QP_OP_ERR, which alone would read as a programming error). The link comes
    back before the test ends. */
@@ -1841,6 +2017,8 @@ static const harness_test TESTS[] = {
     TEST(t_atomic_refusals, 60),
     TEST(t_atomic_peer_mr_without_remote_atomic, 60),
     TEST(t_atomic_peer_qp_without_remote_atomic, 60),
+    TEST(t_request_batches_and_scope_completions, 30),
+    TEST(t_unsignaled_in_scopes, 30),
     TEST(t_link_down_is_not_a_programming_error, 90), /* last: it takes the link down and up */
 };
 

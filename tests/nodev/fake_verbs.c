@@ -145,7 +145,16 @@ static void fk_bug(const char *what) {
 }
 
 /* ---- objects ------------------------------------------------------------------------------- */
-typedef struct fk_ctx { struct ibv_context ctx; int index; int pds, cqs, ccs; } fk_ctx;
+#define FK_EVENTS 16
+typedef struct fk_ctx {
+    struct ibv_context ctx;
+    int index;
+    int pds, cqs, ccs;
+    int ev_wfd;                                  /* the write end of async_fd's pipe */
+    struct ibv_async_event ev[FK_EVENTS];        /* injected, not yet read */
+    int ev_first, ev_n;
+} fk_ctx;
+static unsigned long fk_async_read, fk_async_acked;
 typedef struct fk_pd { struct ibv_pd pd; int mrs, qps; } fk_pd;
 typedef struct fk_mr { struct ibv_mr mr; unsigned access; struct fk_mr *next; } fk_mr;
 typedef struct fk_cc { struct ibv_comp_channel cc; int wfd; int cqs; } fk_cc;
@@ -272,7 +281,13 @@ struct ibv_context *ibv_open_device(struct ibv_device *device) {
     c = (fk_ctx *)fk_new(sizeof *c, FK_CONTEXT);
     c->index = (int)(device - fk_devs);
     c->ctx.device = device;
-    c->ctx.cmd_fd = c->ctx.async_fd = -1;
+    c->ctx.cmd_fd = -1;
+    {   /* the async event fd: a pipe, one byte per injected event (fk_inject_async_event) */
+        int fds[2];
+        if (pipe(fds) != 0) fk_bug("pipe");
+        c->ctx.async_fd = fds[0];
+        c->ev_wfd = fds[1];
+    }
     c->ctx.num_comp_vectors = 1;
     c->ctx.abi_compat = NULL; /* not extended: ibv_query_port takes the exported path */
     c->ctx.ops.poll_cq = fk_locked_poll_cq;
@@ -286,6 +301,9 @@ int ibv_close_device(struct ibv_context *context) {
     FK_SITE();
     if (fk_inject("ibv_close_device")) return EIO;
     if (c->pds || c->cqs || c->ccs) return EBUSY; /* kept, so the live count shows the leak */
+    if (fk_async_read != fk_async_acked) fk_bug("ibv_close_device with async events read and not acked");
+    close(c->ctx.async_fd);
+    close(c->ev_wfd);
     fk_delete(c, FK_CONTEXT);
     return 0;
 }
@@ -307,6 +325,9 @@ int ibv_query_device(struct ibv_context *context, struct ibv_device_attr *a) {
     a->max_qp_rd_atom = 16;
     a->max_qp_init_rd_atom = 16;
     a->max_res_rd_atom = 1 << 20;
+    a->max_srq = 1 << 10;
+    a->max_srq_wr = 4096;
+    a->max_srq_sge = FK_MAX_SGE;
     a->atomic_cap = fk_atomic_cap;
     a->node_guid = ibv_get_device_guid(context->device);
     a->vendor_id = 0x02c9;
@@ -1003,4 +1024,73 @@ static int fk_poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc) {
         q->count--;
     }
     return got;
+}
+
+/* ---- async events -------------------------------------------------------------------------- */
+void fk_inject_async_event(struct ibv_context *context, int type, void *object, int port) {
+    fk_ctx *c = (fk_ctx *)context;
+    struct ibv_async_event *e;
+    const char one = 1;
+    if (c->ev_n == FK_EVENTS) fk_bug("too many async events injected and not read");
+    e = &c->ev[(c->ev_first + c->ev_n++) % FK_EVENTS];
+    memset(e, 0, sizeof *e);
+    e->event_type = (enum ibv_event_type)type;
+    switch (e->event_type) {
+    case IBV_EVENT_CQ_ERR: e->element.cq = (struct ibv_cq *)object; break;
+    case IBV_EVENT_SRQ_ERR: case IBV_EVENT_SRQ_LIMIT_REACHED: e->element.srq = (struct ibv_srq *)object; break;
+    case IBV_EVENT_PORT_ACTIVE: case IBV_EVENT_PORT_ERR: case IBV_EVENT_LID_CHANGE: case IBV_EVENT_PKEY_CHANGE:
+    case IBV_EVENT_GID_CHANGE: case IBV_EVENT_SM_CHANGE: case IBV_EVENT_CLIENT_REREGISTER: e->element.port_num = port; break;
+    case IBV_EVENT_DEVICE_FATAL: break;
+    default: e->element.qp = (struct ibv_qp *)object; break;
+    }
+    if (write(c->ev_wfd, &one, 1) != 1) fk_bug("async event pipe");
+}
+unsigned long fk_async_unacked(void) { return fk_async_read - fk_async_acked; }
+int ibv_get_async_event(struct ibv_context *context, struct ibv_async_event *event) {
+    fk_ctx *c = (fk_ctx *)context;
+    char b;
+    if (read(c->ctx.async_fd, &b, 1) != 1) return -1; /* errno EAGAIN on the non-blocking fd, as the real one */
+    *event = c->ev[c->ev_first];
+    c->ev_first = (c->ev_first + 1) % FK_EVENTS;
+    c->ev_n--;
+    fk_async_read++;
+    return 0;
+}
+void ibv_ack_async_event(struct ibv_async_event *event) {
+    (void)event;
+    fk_async_acked++;
+}
+
+/* ---- shared receive queues: created, destroyed, posted to (receives are kept by nobody and
+   never complete: the fake's QPs keep their own receive queues; SRQ traffic is tested on rxe,
+   tests/test_srq.c) ------------------------------------------------------------------------- */
+static int fk_post_srq_recv(struct ibv_srq *srq, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad) {
+    (void)srq; (void)wr; (void)bad;
+    return 0; /* taken, and never filled: no fake QP takes from an SRQ */
+}
+struct ibv_srq *ibv_create_srq(struct ibv_pd *pd, struct ibv_srq_init_attr *attr) {
+    struct ibv_srq *srq;
+    (void)attr;
+    FK_SITE();
+    if (fk_inject("ibv_create_srq")) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    srq = (struct ibv_srq *)calloc(1, sizeof *srq);
+    if (!srq) fk_bug("calloc");
+    srq->context = pd->context;
+    srq->pd = pd;
+    pd->context->ops.post_srq_recv = fk_post_srq_recv;
+    return srq;
+}
+int ibv_modify_srq(struct ibv_srq *srq, struct ibv_srq_attr *attr, int mask) {
+    (void)srq; (void)attr; (void)mask;
+    FK_SITE();
+    return fk_inject("ibv_modify_srq") ? EIO : 0;
+}
+int ibv_destroy_srq(struct ibv_srq *srq) {
+    FK_SITE();
+    if (fk_inject("ibv_destroy_srq")) return EIO;
+    free(srq);
+    return 0;
 }

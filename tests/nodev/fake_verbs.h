@@ -44,6 +44,14 @@ const char *fk_call_detail(long i);
 /* The verb or allocation the planned failure hit, NULL while it has not happened. */
 const char *fk_failed(void);
 
+/* Queues an asynchronous event on a context (enum ibv_event_type `type`; `object` the QP, CQ or
+   SRQ it names, `port` for a port event) and makes its async_fd readable, as a device would.
+   The context's async_fd is a pipe; ibv_get_async_event takes one event per byte. */
+struct ibv_context;
+void fk_inject_async_event(struct ibv_context *context, int type, void *object, int port);
+/* Events read by ibv_get_async_event and not yet acked (closing a context aborts unless 0). */
+unsigned long fk_async_unacked(void);
+
 /* Live objects of one kind, and of all kinds. */
 long fk_live(enum fk_kind kind);
 long fk_live_total(void);

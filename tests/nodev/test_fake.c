@@ -1266,6 +1266,141 @@ static void t_lease_unsupported(void) {
     tf_close(&e);
 }
 
+/* The device's asynchronous events (>>events), injected into the fake: QP_FATAL breaks its
+   channel and a wait flushes it with class FATAL (rxe never reports QP_FATAL, so only here);
+   CQ_ERR on an event-mode channel wakes its sleep; PORT_ERR breaks every channel of the port;
+   the queue keeps the last 64 and counts what it dropped; every event is acked. */
+static void t_async_events(void) {
+    tf_env e;
+    sfv_channel_desc d;
+    sfv_channel *a, *b, *c, *c2;
+    sfv_work_completion wc;
+    sfv_scatter_element s;
+    sfv_gather_element g;
+    sfv_pending rx;
+    sfv_event ev[64];
+    sfv_event_type by;
+    size_t n = 0, i;
+    double t0;
+    int fd = -1;
+    memset(&d, 0, sizeof d);
+    tf_open(&e, 256);
+    tf_pair(&e, &d, &a, &b);
+    CHECK_OK(sfv_context_event_fd(e.ctx, &fd));
+    s = sfv_mr_scatter_element(e.mr, e.buf, 8);
+    g = sfv_mr_gather_element(e.mr, e.buf + 64, 8);
+    /* QP_FATAL on a's QP while a receive waits on it (busy wait): flushed, class FATAL, soon */
+    CHECK_OK(sfv_channel_post_receive(a, &s, 1, &rx));
+    fk_inject_async_event(sfv_context_raw(e.ctx), IBV_EVENT_QP_FATAL, sfv_channel_raw_qp(a), 0);
+    t0 = test_seconds();
+    CHECK_RESULT(sfv_pending_wait(&rx, 5000, &wc), SFV_ERR_WORK);
+    CHECK(test_seconds() - t0 < 1.0);
+    CHECK_EQ(wc.status, SFV_WC_WR_FLUSH_ERR);
+    CHECK_EQ(wc.error_class, SFV_WORK_ERROR_FATAL);
+    CHECK(strstr(sfv_last_error()->message, "QP_FATAL") != NULL);
+    CHECK(sfv_channel_broken(a, &by));
+    CHECK_EQ(by, SFV_EVENT_QP_FATAL);
+    CHECK(!sfv_channel_broken(b, &by));
+    CHECK_EQ(by, SFV_EVENT_OTHER);
+    CHECK_RESULT(sfv_channel_send(a, &g, 1, &wc), SFV_ERR_BROKEN);
+    CHECK(strstr(sfv_last_error()->message, "QP_FATAL") != NULL);
+    CHECK_EQ(fk_async_unacked(), 0);
+    {
+        struct pollfd p = {fd, POLLIN, 0};
+        CHECK(poll(&p, 1, 0) == 1);
+    }
+    CHECK_OK(sfv_context_events(e.ctx, ev, 64, &n));
+    CHECK_EQ(n, 1);
+    CHECK_EQ(ev[0].type, SFV_EVENT_QP_FATAL);
+    CHECK(ev[0].channel == a);
+    CHECK_EQ(ev[0].qp_num, sfv_channel_raw_qp(a)->qp_num);
+    CHECK_EQ(ev[0].channels_broken, 1);
+    {
+        struct pollfd p = {fd, POLLIN, 0};
+        CHECK(poll(&p, 1, 0) == 0);
+    }
+    /* CQ_ERR wakes an event-mode sleep */
+    d.wait_mode = SFV_WAIT_EVENT;
+    CHECK_OK(sfv_create_channel(e.pd, &d, &c));
+    CHECK_OK(sfv_channel_post_receive(c, &s, 1, &rx));
+    fk_inject_async_event(sfv_context_raw(e.ctx), IBV_EVENT_CQ_ERR, sfv_channel_raw_cq(c), 0);
+    t0 = test_seconds();
+    CHECK_RESULT(sfv_pending_wait(&rx, 5000, &wc), SFV_ERR_WORK);
+    CHECK(test_seconds() - t0 < 1.0);
+    CHECK_EQ(wc.error_class, SFV_WORK_ERROR_FATAL);
+    CHECK(strstr(sfv_last_error()->message, "CQ") != NULL);
+    CHECK_OK(sfv_destroy_channel(c));
+    /* PORT_ERR breaks every channel of the port (b, and two new ones; a is broken already) */
+    CHECK_OK(sfv_create_channel(e.pd, NULL, &c));
+    CHECK_OK(sfv_create_channel(e.pd, NULL, &c2));
+    fk_inject_async_event(sfv_context_raw(e.ctx), IBV_EVENT_PORT_ERR, NULL, 1);
+    fk_inject_async_event(sfv_context_raw(e.ctx), IBV_EVENT_PORT_ACTIVE, NULL, 1);
+    CHECK_OK(sfv_context_events(e.ctx, ev, 64, &n));
+    CHECK_EQ(n, 3);
+    CHECK_EQ(ev[0].type, SFV_EVENT_CQ_ERR);
+    CHECK_EQ(ev[1].type, SFV_EVENT_PORT_ERR);
+    CHECK_EQ(ev[1].port, 1);
+    CHECK_EQ(ev[1].channels_broken, 3);
+    CHECK_EQ(ev[2].type, SFV_EVENT_PORT_ACTIVE);
+    CHECK(sfv_channel_broken(c, &by) && by == SFV_EVENT_PORT_ERR);
+    CHECK_RESULT(sfv_channel_post_receive(c2, &s, 1, &rx), SFV_ERR_BROKEN);
+    CHECK(strstr(sfv_last_error()->message, "port went down") != NULL);
+    /* 80 events into a queue of 64: the oldest 16 go, and the oldest left says so */
+    for (i = 0; i < 5; i++) {
+        size_t k;
+        for (k = 0; k < 16; k++) fk_inject_async_event(sfv_context_raw(e.ctx), IBV_EVENT_LID_CHANGE, NULL, 1);
+        CHECK_OK(sfv_context_events(e.ctx, NULL, 0, &n));
+        CHECK_EQ(n, 0);
+    }
+    CHECK_OK(sfv_context_events(e.ctx, ev, 64, &n));
+    CHECK_EQ(n, 64);
+    CHECK_EQ(ev[0].lost_before, 16);
+    CHECK_EQ(ev[1].lost_before, 0);
+    CHECK_EQ(fk_async_unacked(), 0);
+    CHECK_OK(sfv_destroy_channel(c));
+    CHECK_OK(sfv_destroy_channel(c2));
+    CHECK_OK(sfv_destroy_channel(a));
+    CHECK_OK(sfv_destroy_channel(b));
+    tf_close(&e);
+}
+
+/* SRQ events, injected: SRQ_LIMIT_REACHED names the SRQ and breaks nothing; SRQ_ERR fails every
+   receive it holds at once (class FATAL), instead of leaving its waits to their deadline. */
+static void t_srq_events(void) {
+    tf_env e;
+    sfv_srq *srq;
+    sfv_scatter_element s;
+    sfv_pending rx[2];
+    sfv_work_completion wc;
+    sfv_event ev[4];
+    size_t n = 0;
+    double t0;
+    tf_open(&e, 256);
+    CHECK_OK(sfv_create_srq(e.pd, NULL, &srq));
+    CHECK(sfv_srq_raw(srq) != NULL);
+    CHECK(sfv_srq_raw(NULL) == NULL);
+    s = sfv_mr_scatter_element(e.mr, e.buf, 8);
+    CHECK_OK(sfv_srq_post_receive(srq, &s, 1, &rx[0]));
+    CHECK_OK(sfv_srq_post_receive(srq, &s, 1, &rx[1]));
+    CHECK_EQ(sfv_srq_outstanding(srq), 2);
+    fk_inject_async_event(sfv_context_raw(e.ctx), IBV_EVENT_SRQ_LIMIT_REACHED, sfv_srq_raw(srq), 0);
+    CHECK_OK(sfv_context_events(e.ctx, ev, 4, &n));
+    CHECK_EQ(n, 1);
+    CHECK(ev[0].type == SFV_EVENT_SRQ_LIMIT_REACHED && ev[0].srq == srq && ev[0].channels_broken == 0);
+    CHECK_RESULT(sfv_pending_wait(&rx[0], 0, NULL), SFV_ERR_TIMEOUT);
+    fk_inject_async_event(sfv_context_raw(e.ctx), IBV_EVENT_SRQ_ERR, sfv_srq_raw(srq), 0);
+    t0 = test_seconds();
+    CHECK_RESULT(sfv_pending_wait(&rx[0], 5000, &wc), SFV_ERR_WORK);
+    CHECK(test_seconds() - t0 < 1.0);
+    CHECK(wc.status == SFV_WC_WR_FLUSH_ERR && wc.error_class == SFV_WORK_ERROR_FATAL);
+    CHECK_RESULT(sfv_pending_wait(&rx[1], 0, &wc), SFV_ERR_WORK);
+    CHECK_RESULT(sfv_srq_post_receive(srq, &s, 1, &rx[0]), SFV_ERR_BROKEN);
+    CHECK_OK(sfv_context_events(e.ctx, ev, 4, &n));
+    CHECK(n == 1 && ev[0].type == SFV_EVENT_SRQ_ERR && ev[0].srq == srq);
+    CHECK_OK(sfv_destroy_srq(srq));
+    tf_close(&e);
+}
+
 static const harness_test TESTS[] = {
     TEST(t_lease_unsupported, 10),
     TEST(t_result_strings, 10),
@@ -1287,6 +1422,8 @@ static const harness_test TESTS[] = {
     TEST(t_pending, 10),
     TEST(t_queue_full, 10),
     TEST(t_timeout, 10),
+    TEST(t_async_events, 10),
+    TEST(t_srq_events, 10),
     TEST(t_work_errors, 10),
     TEST(t_atomics, 10),
     TEST(t_not_connected, 10),

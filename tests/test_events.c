@@ -1,0 +1,332 @@
+/* test_events.c - the device's asynchronous events on rxe (>>events): a link taken down under a
+   receive that waits with nothing in flight wakes it within about 100 ms (busy and event wait
+   modes), through PORT_ERR; the port's return (PORT_ACTIVE) is seen; the event fd is readable
+   while events wait and quiet after they are taken; a channel broken so refuses posts and says
+   why; destroy does not hang on events; sfv_channel_reset recovers a broken channel and
+   reconnects to a peer that restarted. The link tests take the guest's sva link (rxe0) down and
+   bring it back (as test_channel.c's last test does); they run only in the test guest. */
+#define _GNU_SOURCE
+#define SAFEVERBS_IMPLEMENTATION
+#include "../safeverbs.h"
+#include "harness.h"
+
+#include <poll.h>
+#include <pthread.h>
+#include <stdint.h>
+
+#define BUF (1u << 16)
+
+typedef struct side {
+    sfv_context *ctx;
+    sfv_pd *pd;
+    sfv_channel *ch;
+    sfv_mr *mr;
+    char *buf;
+} side;
+
+static side side_open(const char *dev, const sfv_channel_desc *d) {
+    side s;
+    s.buf = (char *)aligned_alloc(4096, BUF);
+    CHECK(s.buf != NULL);
+    memset(s.buf, 0, BUF);
+    CHECK_OK(sfv_open_device(dev, &s.ctx));
+    CHECK_OK(sfv_alloc_pd(s.ctx, &s.pd));
+    CHECK_OK(sfv_reg_mr_local(s.pd, s.buf, BUF, &s.mr));
+    CHECK_OK(sfv_create_channel(s.pd, d, &s.ch));
+    return s;
+}
+static void side_close(side *s) {
+    CHECK_OK(sfv_destroy_channel(s->ch));
+    CHECK_OK(sfv_dereg_mr(s->mr));
+    CHECK_OK(sfv_dealloc_pd(s->pd));
+    CHECK_OK(sfv_close_device(s->ctx));
+    free(s->buf);
+}
+static void pair_open(side *a, side *b, const sfv_channel_desc *d) {
+    sfv_endpoint ea, eb;
+    *a = side_open(test_device(0), d);
+    *b = side_open(test_device(1), d);
+    CHECK_OK(sfv_channel_endpoint(a->ch, &ea));
+    CHECK_OK(sfv_channel_endpoint(b->ch, &eb));
+    CHECK_OK(sfv_channel_handshake(a->ch, &eb));
+    CHECK_OK(sfv_channel_handshake(b->ch, &ea));
+}
+
+static int port_state_is(const char *dev, const char *want, double seconds) {
+    char path[128], st[64];
+    double end = test_seconds() + seconds;
+    snprintf(path, sizeof path, "/sys/class/infiniband/%s/ports/1/state", dev);
+    while (test_seconds() < end) {
+        FILE *f = fopen(path, "r");
+        size_t k = f ? fread(st, 1, sizeof st - 1, f) : 0;
+        if (f) fclose(f);
+        st[k] = 0;
+        if (strstr(st, want)) return 1;
+        usleep(20000);
+    }
+    return 0;
+}
+static int gid1_present(const char *dev, double seconds) {
+    char path[128], gid[64];
+    double end = test_seconds() + seconds;
+    snprintf(path, sizeof path, "/sys/class/infiniband/%s/ports/1/gids/1", dev);
+    while (test_seconds() < end) {
+        FILE *f = fopen(path, "r");
+        size_t k = f ? fread(gid, 1, sizeof gid - 1, f) : 0;
+        if (f) fclose(f);
+        gid[k] = 0;
+        if (k && !strstr(gid, "0000:0000:0000:0000:0000:0000:0000:0000")) return 1;
+        usleep(20000);
+    }
+    return 0;
+}
+/* The link back up, both ports ACTIVE with their IPv4 GIDs, and the guest's policy routes
+   (tests/vm/run.sh) back in place should the kernel have dropped them with the link. */
+static void link_restore(void) {
+    CHECK(system("ip link set sva up") == 0);
+    CHECK(port_state_is(test_device(0), "ACTIVE", 20) && port_state_is(test_device(1), "ACTIVE", 20));
+    CHECK(gid1_present(test_device(0), 20) && gid1_present(test_device(1), 20));
+    CHECK(system("ip route replace 192.0.2.2 dev sva src 192.0.2.1 table 101 2>/dev/null; "
+                 "ip route replace 192.0.2.1 dev svb src 192.0.2.2 table 102 2>/dev/null; true") == 0);
+}
+
+/* Takes the link down after a pause, noting when `ip` began and when it returned. */
+typedef struct downer {
+    unsigned delay_ms;
+    double began, ended;
+    int rc;
+} downer;
+static void *link_down_later(void *arg) {
+    downer *d = (downer *)arg;
+    usleep(d->delay_ms * 1000u);
+    d->began = test_seconds();
+    d->rc = system("ip link set sva down");
+    d->ended = test_seconds();
+    return NULL;
+}
+
+/* Takes up to `seconds` to see an event of `type` on port 1 among ctx's events; counts what it drained. */
+static int saw_event(sfv_context *ctx, sfv_event_type type, double seconds, sfv_event *found) {
+    double end = test_seconds() + seconds;
+    do {
+        sfv_event ev[8];
+        size_t n = 0, i;
+        CHECK_OK(sfv_context_events(ctx, ev, 8, &n));
+        for (i = 0; i < n; i++) {
+            printf("    event %s port %u, %u channel(s) broken\n", sfv_event_type_str(ev[i].type), (unsigned)ev[i].port,
+                   (unsigned)ev[i].channels_broken);
+            if (ev[i].type == type) {
+                if (found) *found = ev[i];
+                return 1;
+            }
+        }
+        if (!n) usleep(20000);
+    } while (test_seconds() < end);
+    return 0;
+}
+
+static int fd_readable(int fd) {
+    struct pollfd p;
+    p.fd = fd;
+    p.events = POLLIN;
+    p.revents = 0;
+    return poll(&p, 1, 0) == 1 && (p.revents & POLLIN);
+}
+
+/* A receive waits with nothing in flight on the other side; the link goes down under it. The
+   wait returns within about 100 ms of the event (not at its 10 s deadline), with the flush of a
+   port that went down; the channel says which event broke it and refuses posts. */
+static void port_down_wakes_receive(sfv_wait_mode mode) {
+    side a, b;
+    sfv_channel_desc d;
+    sfv_scatter_element e;
+    sfv_gather_element g;
+    sfv_work_completion wc;
+    sfv_event_type by = SFV_EVENT_OTHER;
+    sfv_event ev;
+    sfv_result r;
+    pthread_t t;
+    downer dn;
+    double t0, t1;
+    int efd = -1;
+    char msg[sizeof sfv_last_error()->message];
+    if (!getenv("SAFEVERBS_IN_VM")) SKIP("takes the guest's sva link down; runs only in the test guest");
+    memset(&d, 0, sizeof d);
+    d.wait_mode = mode;
+    d.timeout_ms = 10000;
+    pair_open(&a, &b, &d);
+    CHECK_OK(sfv_context_event_fd(a.ctx, &efd));
+    CHECK(efd >= 0);
+    CHECK(!fd_readable(efd));
+    memset(&dn, 0, sizeof dn);
+    dn.delay_ms = 300;
+    CHECK(pthread_create(&t, NULL, link_down_later, &dn) == 0);
+    e = sfv_mr_scatter_element(a.mr, a.buf, 64);
+    t0 = test_seconds();
+    r = sfv_channel_receive(a.ch, &e, 1, &wc);
+    t1 = test_seconds();
+    snprintf(msg, sizeof msg, "%s", sfv_last_error()->message);
+    CHECK(pthread_join(t, NULL) == 0);
+    CHECK_EQ(dn.rc, 0);
+    printf("    %s wait: returned %.0f ms after `ip link set sva down` began (%.0f ms after it returned), %.2f s into the wait "
+           "(deadline 10 s): %s, %s, class %s\n", mode == SFV_WAIT_EVENT ? "event" : "busy", (t1 - dn.began) * 1e3,
+           (t1 - dn.ended) * 1e3, t1 - t0, sfv_result_str(r), sfv_wc_status_str(wc.status), sfv_work_error_class_str(wc.error_class));
+    CHECK_RESULT(r, SFV_ERR_WORK);
+    CHECK(t1 - dn.began < 2.0); /* about 0.1 s expected; generous for the emulation */
+    CHECK(t1 - t0 < 5.0);       /* well before the 10 s deadline */
+    CHECK(wc.status == SFV_WC_WR_FLUSH_ERR || wc.status == SFV_WC_LOC_QP_OP_ERR);
+    CHECK_EQ(wc.error_class, SFV_WORK_ERROR_LOCAL_RESOURCE);
+    if (!strstr(msg, "went down")) FAIL("last error: %s", msg);
+    CHECK(sfv_channel_broken(a.ch, &by));
+    CHECK_EQ(by, SFV_EVENT_PORT_ERR);
+    /* the channel refuses new work and names the event */
+    g = sfv_mr_gather_element(a.mr, a.buf, 8);
+    CHECK_RESULT(sfv_channel_send(a.ch, &g, 1, &wc), SFV_ERR_BROKEN);
+    if (!strstr(sfv_last_error()->message, "PORT_ERR")) FAIL("post refused with: %s", sfv_last_error()->message);
+    /* the wait read the event; it waits in the context's queue, and the event fd says so */
+    CHECK(fd_readable(efd));
+    CHECK(saw_event(a.ctx, SFV_EVENT_PORT_ERR, 1, &ev));
+    CHECK_EQ(ev.port, 1);
+    CHECK_EQ(ev.channels_broken, 1);
+    link_restore();
+    CHECK(saw_event(a.ctx, SFV_EVENT_PORT_ACTIVE, 10, &ev));
+    CHECK_EQ(ev.port, 1);
+    {   /* everything taken: the fd is quiet again */
+        sfv_event rest[8];
+        size_t n = 0;
+        CHECK_OK(sfv_context_events(a.ctx, rest, 8, &n));
+        CHECK(!fd_readable(efd));
+    }
+    /* destroy with the events read and acked: no hang (the harness's alarm would say so) */
+    side_close(&a);
+    side_close(&b);
+}
+static void t_port_down_wakes_busy_receive(void) { port_down_wakes_receive(SFV_WAIT_BUSY); }
+static void t_port_down_wakes_event_receive(void) { port_down_wakes_receive(SFV_WAIT_EVENT); }
+
+/* Events nobody took do not hold a destroy up: the link flaps with channels open on both
+   devices and nothing waiting; everything is destroyed without reading a single event. A new
+   channel after the link is back works. */
+static void t_destroy_with_events_untaken(void) {
+    side a, b;
+    sfv_channel_desc d;
+    sfv_scatter_element e;
+    sfv_gather_element g;
+    sfv_pending rx;
+    if (!getenv("SAFEVERBS_IN_VM")) SKIP("takes the guest's sva link down; runs only in the test guest");
+    memset(&d, 0, sizeof d);
+    pair_open(&a, &b, &d);
+    CHECK(system("ip link set sva down") == 0);
+    CHECK(port_state_is(test_device(0), "DOWN", 10));
+    link_restore();
+    side_close(&a);
+    side_close(&b);
+    /* and the devices carry traffic again */
+    pair_open(&a, &b, &d);
+    e = sfv_mr_scatter_element(b.mr, b.buf, 8);
+    g = sfv_mr_gather_element(a.mr, a.buf, 8);
+    memcpy(a.buf, "events!", 8);
+    CHECK_OK(sfv_channel_post_receive(b.ch, &e, 1, &rx));
+    CHECK_OK(sfv_channel_send(a.ch, &g, 1, NULL));
+    CHECK_OK(sfv_pending_wait(&rx, -1, NULL));
+    CHECK(memcmp(b.buf, "events!", 8) == 0);
+    side_close(&a);
+    side_close(&b);
+}
+
+static void exchange(sfv_channel *a, sfv_channel *b, uint32_t *qpn_a) {
+    sfv_endpoint ea, eb;
+    CHECK_OK(sfv_channel_endpoint(a, &ea));
+    CHECK_OK(sfv_channel_endpoint(b, &eb));
+    CHECK_OK(sfv_channel_handshake(a, &eb));
+    CHECK_OK(sfv_channel_handshake(b, &ea));
+    if (qpn_a) *qpn_a = ea.qpn;
+}
+static void traffic(side *from, side *to, const char *msg) {
+    sfv_scatter_element e = sfv_mr_scatter_element(to->mr, to->buf + 256, 16);
+    sfv_gather_element g = sfv_mr_gather_element(from->mr, from->buf + 512, 16);
+    sfv_pending rx;
+    snprintf(from->buf + 512, 16, "%s", msg);
+    CHECK_OK(sfv_channel_post_receive(to->ch, &e, 1, &rx));
+    CHECK_OK(sfv_channel_send(from->ch, &g, 1, NULL));
+    CHECK_OK(sfv_pending_wait(&rx, -1, NULL));
+    CHECK(strcmp(to->buf + 256, msg) == 0);
+}
+
+/* sfv_channel_reset: a channel broken by a remote access error (its receive in flight reports
+   the flush) is reset on both sides and connected again, with new QP numbers; then the peer
+   "restarts" (a new channel) and the surviving side resets and connects to it. */
+static void t_reset_recovers(void) {
+    side a, b;
+    sfv_channel_desc d;
+    sfv_scatter_element e;
+    sfv_gather_element g;
+    sfv_work_completion wc;
+    sfv_remote_mr bogus;
+    sfv_pending rx;
+    uint32_t qpn0, qpn1, qpn2;
+    memset(&d, 0, sizeof d);
+    a = side_open(test_device(0), &d);
+    b = side_open(test_device(1), &d);
+    exchange(a.ch, b.ch, &qpn0);
+    traffic(&a, &b, "before");
+    e = sfv_mr_scatter_element(a.mr, a.buf + 1024, 16);
+    CHECK_OK(sfv_channel_post_receive(a.ch, &e, 1, &rx));
+    bogus = sfv_mr_remote(b.mr);
+    bogus.rkey ^= 0x5a5a00;
+    g = sfv_mr_gather_element(a.mr, a.buf, 8);
+    CHECK_RESULT(sfv_channel_write(a.ch, &g, 1, bogus, &wc), SFV_ERR_WORK);
+    CHECK(sfv_channel_broken(a.ch, NULL));
+    CHECK_OK(sfv_channel_reset(a.ch));
+    CHECK(!sfv_channel_broken(a.ch, NULL));
+    CHECK_RESULT(sfv_pending_wait(&rx, -1, &wc), SFV_ERR_WORK); /* the receive in flight: flushed */
+    CHECK_EQ(wc.status, SFV_WC_WR_FLUSH_ERR);
+    CHECK_RESULT(sfv_channel_send(a.ch, &g, 1, NULL), SFV_ERR_INVALID); /* not connected yet */
+    CHECK_OK(sfv_channel_reset(b.ch)); /* the responder's QP went to the error state too */
+    exchange(a.ch, b.ch, &qpn1);
+    CHECK(qpn1 != qpn0);
+    traffic(&a, &b, "after reset");
+    traffic(&b, &a, "and back");
+    /* the peer restarts: a new channel on b's side; a resets and connects to it */
+    CHECK_OK(sfv_destroy_channel(b.ch));
+    CHECK_OK(sfv_create_channel(b.pd, &d, &b.ch));
+    CHECK_OK(sfv_channel_reset(a.ch));
+    exchange(a.ch, b.ch, &qpn2);
+    CHECK(qpn2 != qpn1);
+    traffic(&a, &b, "new peer");
+    CHECK_RESULT(sfv_channel_reset(NULL), SFV_ERR_INVALID);
+    printf("    QP numbers 0x%x -> 0x%x -> 0x%x\n", (unsigned)qpn0, (unsigned)qpn1, (unsigned)qpn2);
+    side_close(&a);
+    side_close(&b);
+}
+
+/* The calls' refusals: NULL arguments. */
+static void t_event_calls_refuse_null(void) {
+    sfv_context *ctx;
+    sfv_event ev;
+    size_t n = 5;
+    int fd = 7;
+    CHECK_RESULT(sfv_context_events(NULL, &ev, 1, &n), SFV_ERR_INVALID);
+    CHECK_EQ(n, 0);
+    CHECK_RESULT(sfv_context_event_fd(NULL, &fd), SFV_ERR_INVALID);
+    CHECK_EQ(fd, -1);
+    CHECK_OK(sfv_open_device(test_device(0), &ctx));
+    CHECK_RESULT(sfv_context_events(ctx, NULL, 1, &n), SFV_ERR_INVALID);
+    CHECK_RESULT(sfv_context_events(ctx, &ev, 1, NULL), SFV_ERR_INVALID);
+    CHECK_RESULT(sfv_context_event_fd(ctx, NULL), SFV_ERR_INVALID);
+    CHECK_OK(sfv_context_events(ctx, NULL, 0, &n));
+    CHECK_EQ(n, 0);
+    CHECK(sfv_channel_broken(NULL, NULL));
+    CHECK(strcmp(sfv_event_type_str(SFV_EVENT_PORT_ERR), "PORT_ERR") == 0);
+    CHECK(strcmp(sfv_event_type_str((sfv_event_type)999), "UNKNOWN") == 0);
+    CHECK_OK(sfv_close_device(ctx));
+}
+
+static const harness_test TESTS[] = {
+    TEST(t_event_calls_refuse_null, 20),
+    TEST(t_reset_recovers, 60),
+    TEST(t_port_down_wakes_busy_receive, 90),
+    TEST(t_port_down_wakes_event_receive, 90),
+    TEST(t_destroy_with_events_untaken, 90),
+};
+int main(int argc, char **argv) { return harness_main(argc, argv, TESTS, COUNT_OF(TESTS)); }
