@@ -4067,8 +4067,10 @@ static sfv_result sfv__post_requests(sfv_channel *ch, sfv__post_kind kind, bool 
         sum += totals[i];
         if (i) wrs[i - 1].next = &wrs[i];
     }
+    SFV__INFLIGHT_POST(&ch->sq, wrs, NULL, pending, 1);
     rc = ibv_post_send(ch->qp, wrs, &bad);
     posted = rc ? (bad ? (size_t)(bad - wrs) : 0) : count;
+    SFV__INFLIGHT_UNPOST(&ch->sq, wrs, NULL, posted);
     sfv__track_n(&ch->sq, kind == SFV__POST_READ ? SFV_WC_OP_READ : write ? SFV_WC_OP_WRITE : SFV_WC_OP_SEND, totals, posted);
     if (SFV__UNLIKELY(rc)) return sfv__batch_failed(ch, pending, posted, rc);
     if (kind == SFV__POST_READ && pending) sfv__read_batch_total(ch, sum);
@@ -4753,6 +4755,7 @@ static sfv_result sfv__srq_unref(sfv_srq *srq) {
             break;
         }
     sfv__ev_leave(ctx);
+    SFV__INFLIGHT_FORGET(&srq->core);
     sfv__live_remove(&srq->core);
     SFV_FREE(srq->core.sq.slots);
     SFV_FREE(srq->core.rq.slots);
@@ -4772,7 +4775,9 @@ SAFEVERBS_API sfv_result sfv_srq_post_receive(sfv_srq *srq, const sfv_scatter_el
     wr.next = NULL;
     wr.sg_list = (struct ibv_sge *)(uintptr_t)sges;
     wr.num_sge = (int)n;
+    SFV__INFLIGHT_POST(&core->rq, NULL, &wr, pending, 1);
     rc = ibv_post_srq_recv(srq->srq, &wr, &bad);
+    SFV__INFLIGHT_UNPOST(&core->rq, NULL, &wr, rc ? 0 : 1);
     if (SFV__UNLIKELY(rc)) return sfv__post_failed(pending, 1, "ibv_post_srq_recv", rc);
     sfv__track(&core->rq, SFV_WC_OP_RECV, 0);
     sfv__cover(&core->rq, pending, 1);
@@ -4793,8 +4798,10 @@ SAFEVERBS_API sfv_result sfv_srq_post_receive_batch(sfv_srq *srq, const sfv_scat
         wrs[i].sg_list = (struct ibv_sge *)(uintptr_t)(sg + i * per_wr);
         wrs[i].num_sge = (int)per_wr;
     }
+    SFV__INFLIGHT_POST(&core->rq, NULL, wrs, pendings, count);
     rc = ibv_post_srq_recv(srq->srq, wrs, &bad);
     posted = rc ? (bad ? (size_t)(bad - wrs) : 0) : count;
+    SFV__INFLIGHT_UNPOST(&core->rq, NULL, wrs, posted);
     for (i = 0; i < posted; i++) {
         sfv__track(&core->rq, SFV_WC_OP_RECV, 0);
         sfv__cover(&core->rq, &pendings[i], 1);

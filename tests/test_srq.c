@@ -306,7 +306,7 @@ static void t_srq_refusals(void) {
     sfv_srq_desc sd;
     sfv_channel_desc d;
     sfv_channel *ch = (sfv_channel *)&s;
-    sfv_scatter_element e = sfv_mr_scatter_element(s.mr, s.buf, MSG);
+    sfv_scatter_element e = sfv_mr_scatter_element(s.mr, s.buf, MSG), e2;
     sfv_pending rx[3];
     sfv_device_attr da;
     CHECK_OK(sfv_query_device(s.ctx, &da));
@@ -325,8 +325,10 @@ static void t_srq_refusals(void) {
     CHECK_RESULT(sfv_srq_post_receive(srq, &e, 1, NULL), SFV_ERR_INVALID);
     CHECK_RESULT(sfv_srq_post_receive(NULL, &e, 1, &rx[0]), SFV_ERR_INVALID);
     CHECK_OK(sfv_srq_post_receive(srq, &e, 1, &rx[0]));
-    CHECK_OK(sfv_srq_post_receive(srq, &e, 1, &rx[1]));
-    CHECK_RESULT(sfv_srq_post_receive(srq, &e, 1, &rx[2]), SFV_ERR_RESOURCE); /* max_wr 2 */
+    e2 = sfv_mr_scatter_element(s.mr, s.buf + MSG, MSG); /* each receive its own memory: one buffer twice races */
+    CHECK_OK(sfv_srq_post_receive(srq, &e2, 1, &rx[1]));
+    e2 = sfv_mr_scatter_element(s.mr, s.buf + 2 * MSG, MSG);
+    CHECK_RESULT(sfv_srq_post_receive(srq, &e2, 1, &rx[2]), SFV_ERR_RESOURCE); /* max_wr 2 */
     CHECK_RESULT(sfv_pending_wait(&rx[0], 50, NULL), SFV_ERR_TIMEOUT);       /* nobody sends */
     memset(&d, 0, sizeof d);
     d.srq = srq;

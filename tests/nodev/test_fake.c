@@ -1381,6 +1381,7 @@ static void t_srq_events(void) {
     CHECK(sfv_srq_raw(NULL) == NULL);
     s = sfv_mr_scatter_element(e.mr, e.buf, 8);
     CHECK_OK(sfv_srq_post_receive(srq, &s, 1, &rx[0]));
+    s = sfv_mr_scatter_element(e.mr, e.buf + 8, 8); /* memory of its own: two receives into one buffer race */
     CHECK_OK(sfv_srq_post_receive(srq, &s, 1, &rx[1]));
     CHECK_EQ(sfv_srq_outstanding(srq), 2);
     fk_inject_async_event(sfv_context_raw(e.ctx), IBV_EVENT_SRQ_LIMIT_REACHED, sfv_srq_raw(srq), 0);
