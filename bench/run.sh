@@ -163,7 +163,7 @@ callgrind() { # IMPL BATCH: both runs, each annotated per step (.incl) and per f
         --warmup 10 --settle-us 200 | sed -n 's/^result,//p' >>"$CSV"
 }
 log "callgrind: instructions per post and per poll"
-for batch in 1 $RATE_BATCH; do callgrind sfv "$batch"; callgrind raw "$batch"; done
+for batch in 1 $RATE_BATCH; do callgrind sfv "$batch"; callgrind raw "$batch"; callgrind hand "$batch"; done
 
 # ---- 6. system calls per operation (strace -c -f on the client), N and 2N iterations ------
 syscalls() { # VARIANT N ARGS...

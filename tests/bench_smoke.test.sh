@@ -65,6 +65,8 @@ pair "rate send, batch 16, inline" --test bw --impl both -n 256 --warmup 32 --op
 alone "cost sfv" --test cost --impl sfv -n 20 --warmup 2 --settle-us 100
 alone "cost raw" --test cost --impl raw -n 20 --warmup 2 --settle-us 100
 alone "cost sfv, batch 16" --test cost --impl sfv --batch 16 -n 4 --warmup 1 --settle-us 100
+alone "cost hand-tracked raw" --test cost --impl hand -n 20 --warmup 2 --settle-us 100
+alone "cost hand-tracked raw, batch 16" --test cost --impl hand --batch 16 -n 4 --warmup 1 --settle-us 100
 
 # The report from what ran above (most tables stay empty: it must still write a page).
 { echo "test,op,variant,size,impl,metric,value"; sed -n 's/^result,//p' "$tmp/all"; } >"$tmp/results.csv"
