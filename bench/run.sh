@@ -10,7 +10,9 @@
 #   SFV_BENCH_QUICK=1            a shorter run (fewer sizes and iterations) to try things out
 #
 # Stages: latency (ping-pong, A-B-B-A, then perftest per size), throughput, message rate,
-# event vs busy waiting, callgrind instruction counts, strace system-call counts. This script
+# event vs busy waiting, callgrind instruction counts (safeverbs, raw, hand-tracked raw),
+# strace system-call counts, the peers on one device (bench/peers.sh: perftest, UCX, libfabric,
+# qperf), scaling (build/sfv_scale: ranks, channels, peers, depth; scaling.png). This script
 # runs the programs; build/bench_report reads their output into CSV lines (test,op,variant,
 # size,impl,metric,value) and writes the report. Ends with "N passed, N failed" (runs that
 # gave their figures, runs that did not).

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # bench_smoke.test.sh - the benchmark programs still work: each test of build/sfv_bench (both
-# implementations, both sides) and build/bench_report run for a handful of iterations on the
-# rxe devices, so `make bench` cannot rot between runs. No timing is judged here; a run fails
+# implementations, both sides, and the hand-tracked cost loop), the peers stage (bench/peers.sh:
+# one short round of every tool, the callgrind fit for safeverbs), each test of build/sfv_scale
+# and build/bench_report run for a handful of iterations on the rxe devices, so `make bench`
+# cannot rot between runs. No timing is judged here; a run fails
 # if it crashes, hangs (timeout 60 on every process), prints no figures, or allocates on the
 # heap inside a timed loop. tests/run.sh runs this where the devices are (the test guest).
 # Prints "ok   NAME" / "FAIL NAME" per case and ends with "N passed, N failed".
