@@ -1045,9 +1045,11 @@ static void peers_section(FILE *o, const char *dir) {
                "polls without entering the kernel keeps the CPU the other end and rxe need. safeverbs' wait reads the "
                "clock every 64 empty polls for its deadline, and with this guest's clocksource (HPET) that is a "
                "system call, which gives the kernel its chance to run rxe's pending work and the other process; the "
-               "raw loop and the other tools spin in user space. That, not the work per message, is most likely "
-               "most of the difference in this table (the same two loops rxe1 to rxe0 under SCHED_IDLE, in the "
-               "latency section, are within a few percent).\n\n",
+               "raw loop and the other tools spin in user space. How long a spin keeps the CPU from rxe varies from "
+               "run to run by orders of magnitude, so the per-round ratios spread over two or three decades and "
+               "every difference in this table is within its spread (the same safeverbs and raw loops, rxe1 to rxe0 "
+               "under SCHED_IDLE and alternating in one process pair, are within a few percent: the latency "
+               "section).\n\n",
             meta("peer_dev"), num((double)size, 0));
     for (int t = 0; t < NPEER; t++) {
         for (int r = 1; r <= 64; r++) {

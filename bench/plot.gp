@@ -56,8 +56,10 @@ if (strlen(system("ls ".dir."/scale_connect.dat 2>/dev/null")) > 0) {
     set title "node connect + barrier, slowest rank"
     set xlabel "ranks"
     set ylabel "ms"
+    stats dir."/scale_connect.dat" using 2 every ::0::0 nooutput
+    t2 = STATS_min # the first row: 2 ranks
     plot dir."/scale_connect.dat" using 1:2 with linespoints ls 1 title "safeverbs", \
-         "" using 1:($2 / $1 * 2) with lines ls 2 title "linear from 2 ranks (t(2) x ranks / 2)"
+         "" using 1:(t2 * $1 / 2) with lines ls 2 title "linear from 2 ranks (t(2) x ranks / 2)"
     set title "memory per channel (multi-channel, default desc)"
     set xlabel "channels"
     set ylabel "bytes per channel"
