@@ -1,4 +1,5 @@
-# bench/plot.gp - latency and throughput against message size, safeverbs / raw verbs / perftest.
+# bench/plot.gp - latency and throughput against message size, safeverbs / raw verbs / perftest;
+# scaling.png from the scaling stage (scale_*.dat, when there are any).
 #   gnuplot -e "dir='DATA_DIR'; out='OUT_DIR'" bench/plot.gp
 # DATA_DIR holds lat_<op>.dat and bw_<op>.dat from build/bench_report
 # (size, sfv, raw, perftest [, then the p99 columns]; "?" = no figure).
@@ -42,3 +43,34 @@ do for [op in "write read send"] {
          "" using 1:4 with linespoints ls 3 title "perftest"
 }
 unset multiplot
+
+# scaling.png: the scale_*.dat files (build/bench_report), when the scaling stage ran
+if (strlen(system("ls ".dir."/scale_connect.dat 2>/dev/null")) > 0) {
+    set output out."/scaling.png"
+    set terminal pngcairo size 1400,1000 font "sans,11"
+    set multiplot layout 2,2 title "How cost grows with the work (rxe in a TCG guest)"
+    set logscale x 2
+    unset logscale y
+    set format x "%g"
+    set key top left
+    set title "node connect + barrier, slowest rank"
+    set xlabel "ranks"
+    set ylabel "ms"
+    stats dir."/scale_connect.dat" using 2 every ::0::0 nooutput
+    t2 = STATS_min # the first row: 2 ranks
+    plot dir."/scale_connect.dat" using 1:2 with linespoints ls 1 title "safeverbs", \
+         "" using 1:(t2 * $1 / 2) with lines ls 2 title "linear from 2 ranks (t(2) x ranks / 2)"
+    set title "memory per channel (multi-channel, default desc)"
+    set xlabel "channels"
+    set ylabel "bytes per channel"
+    plot dir."/scale_mem.dat" using 1:2 with linespoints ls 1 title "heap", \
+         "" using 1:3 with linespoints ls 3 title "mapped (queues, CQ)"
+    set title "message rate against peers (64 in flight)"
+    set xlabel "channels of the multi-channel"
+    set ylabel "thousand messages/s"
+    plot dir."/scale_rate_peers.dat" using 1:2 with linespoints ls 1 title "safeverbs, 64 B sends"
+    set title "message rate against depth (1 channel)"
+    set xlabel "work requests in flight"
+    plot dir."/scale_rate_depth.dat" using 1:2 with linespoints ls 1 title "safeverbs, 64 B sends"
+    unset multiplot
+}

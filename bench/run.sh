@@ -10,7 +10,9 @@
 #   SFV_BENCH_QUICK=1            a shorter run (fewer sizes and iterations) to try things out
 #
 # Stages: latency (ping-pong, A-B-B-A, then perftest per size), throughput, message rate,
-# event vs busy waiting, callgrind instruction counts, strace system-call counts. This script
+# event vs busy waiting, callgrind instruction counts (safeverbs, raw, hand-tracked raw),
+# strace system-call counts, the peers on one device (bench/peers.sh: perftest, UCX, libfabric,
+# qperf), scaling (build/sfv_scale: ranks, channels, peers, depth; scaling.png). This script
 # runs the programs; build/bench_report reads their output into CSV lines (test,op,variant,
 # size,impl,metric,value) and writes the report. Ends with "N passed, N failed" (runs that
 # gave their figures, runs that did not).
@@ -28,7 +30,7 @@ if [[ -z ${SAFEVERBS_IN_VM:-} && -z $(ls -A /sys/class/infiniband 2>/dev/null) ]
     # the host's load while the guest runs (other guests share these cores), for the report
     (while :; do echo "$(cut -d' ' -f1 /proc/loadavg) $(pgrep -c qemu-system)"; sleep 5; done >>"$share/bench-hostload.txt") &
     bash tools/on-rxe.sh bash bench/run.sh "$@" || exit
-    cp "$share"/bench-results/{RESULTS.md,results.csv,latency.png,throughput.png} bench/ || exit
+    cp "$share"/bench-results/{RESULTS.md,results.csv,latency.png,throughput.png,scaling.png} bench/ || exit
     echo "run.sh: results copied to bench/"
     exit 0
 fi
@@ -46,9 +48,12 @@ CSV=$WORK/results.csv T_START=$SECONDS CHECK_QUIET=1 QUICK=${SFV_BENCH_QUICK:-} 
 # RATE_N: ib_send_bw iterations for about TBW seconds at its usual rate here (8000/s)
 if [[ -n $QUICK ]]; then
     LAT_SIZES=8,512,65536 BW_SIZES=4096,1048576 TLAT=0.3 TBW=0.5 RATE_N=4000 CG_N=200 ST_N=100
+    PEER_ROUNDS=2 PEER_N=100 PEER_CG_N=40
+    SCALE_RANKS="2 4" SCALE_PEERS="1 8 64" SCALE_DEPTHS="1 16 256" SCALE_N=500
 else
     LAT_SIZES=8,32,128,512,2048,8192,32768,65536 BW_SIZES=4096,16384,65536,262144,1048576
-    TLAT=2.5 TBW=5.0 RATE_N=40000 CG_N=1000 ST_N=300
+    TLAT=2.5 TBW=5.0 RATE_N=40000 CG_N=1000 ST_N=300 PEER_ROUNDS=6 PEER_N=300 PEER_CG_N=100
+    SCALE_RANKS="2 4 8 16" SCALE_PEERS="1 2 4 8 16 32 64" SCALE_DEPTHS="1 2 4 8 16 32 64 128 256" SCALE_N=4000
 fi
 RATE_BATCH=16 RATE_INLINE=64
 # In the test guest, a 1 MiB read response (1024 packets at MTU 1024) overflows the default
@@ -163,7 +168,7 @@ callgrind() { # IMPL BATCH: both runs, each annotated per step (.incl) and per f
         --warmup 10 --settle-us 200 | sed -n 's/^result,//p' >>"$CSV"
 }
 log "callgrind: instructions per post and per poll"
-for batch in 1 $RATE_BATCH; do callgrind sfv "$batch"; callgrind raw "$batch"; done
+for batch in 1 $RATE_BATCH; do callgrind sfv "$batch"; callgrind raw "$batch"; callgrind hand "$batch"; done
 
 # ---- 6. system calls per operation (strace -c -f on the client), N and 2N iterations ------
 syscalls() { # VARIANT N ARGS...
@@ -188,6 +193,64 @@ syscalls lat-busy "$ST_N" --test lat --op send --sizes 8
 syscalls lat-event $((ST_N / 3)) --test lat --op send --sizes 8 --wait event --echo-delay-us 2000
 syscalls "rate-batch$RATE_BATCH" $((ST_N * RATE_BATCH)) --test bw --op send --sizes 8 --batch "$RATE_BATCH"
 
+# ---- 7. the peers on one device: perftest, UCX, libfabric, qperf beside safeverbs ----------
+source bench/peers.sh || exit
+: >"$WORK/peers-why.txt"
+log "peers: $PEER_ROUNDS rounds of $PEER_N round trips, the tools rotating, both ends on $SDEV"
+peers_timing "$PEER_ROUNDS" "$PEER_N"
+log "peers: instructions per message (callgrind, $PEER_CG_N, 2x and 3x round trips, each tool's client)"
+peers_callgrind "$PEER_CG_N"
+
+# ---- 8. scaling: ranks, channels, peers, depth (build/sfv_scale) ---------------------------
+SC=build/sfv_scale
+scale_connect() { # RANKS: every rank a process, rxe0 and rxe1 in turn; the slowest rank's time
+    local w=$1 r pids=() f=$WORK/scale-connect-$1 rc=0
+    : >"$f"
+    for ((r = 0; r < w; r++)); do
+        timeout 300 "$SC" --test connect -w "$w" -r "$r" -d "$([[ $((r % 2)) == 0 ]] && echo "$SDEV" || echo "$CDEV")" \
+            -x "$GID" -p "$PORT" >>"$f" 2>&1 &
+        pids+=($!)
+    done
+    for r in "${pids[@]}"; do wait "$r" || rc=1; done
+    PORT=$((PORT + w + 1))
+    awk -F, -v w="$w" '$1 == "result" { if ($8 > m) m = $8; n++ } END { if (n != w) exit 1; printf "scale,connect,tree,%d,sfv,connect_ms,%.3f\n", w, m }' \
+        "$f" >>"$CSV" || rc=1
+    check "scaling: connect $w ranks" "$rc" "$(grep -v '^result' "$f" | tail -n 3)"
+}
+scale_rate() { # VARIANT CHANNELS DEPTH: one pair, server on $SDEV, client on $CDEV
+    local p=$PORT s rc f=$WORK/scale-rate-$1-$2-$3
+    PORT=$((PORT + 4))
+    timeout 300 "${IDLE[@]}" "$SC" --test rate -d "$SDEV" -x "$GID" -p "$p" --channels "$2" --depth "$3" -n "$SCALE_N" >"$f.server" 2>&1 &
+    s=$!
+    timeout 300 "${IDLE[@]}" "$SC" --test rate -d "$CDEV" -x "$GID" -p "$p" --channels "$2" --depth "$3" -n "$SCALE_N" --variant "$1" \
+        127.0.0.1 >"$f" 2>&1
+    rc=$?
+    wait "$s" || rc=1
+    sed -n 's/^result,//p' "$f" >>"$CSV"
+    check "scaling: rate, $2 channels, depth $3" "$rc" "$(tail -n 2 "$f" "$f.server")"
+}
+log "scaling: node connect time, $SCALE_RANKS ranks"
+for w in $SCALE_RANKS; do scale_connect "$w"; done
+log "scaling: memory per channel, 1..64 channels"
+timeout 300 "$SC" --test mem -d "$SDEV" -x "$GID" --channels 1,2,4,8,16,32,64 >"$WORK/scale-mem" 2>&1
+check "scaling: memory" $? "$(tail -n 2 "$WORK/scale-mem")"
+sed -n 's/^result,//p' "$WORK/scale-mem" >>"$CSV"
+log "scaling: message rate against peers (depth 64) and against depth (1 channel)"
+for c in $SCALE_PEERS; do scale_rate peers-d64 "$c" 64; done
+for d in $SCALE_DEPTHS; do scale_rate depth-c1 1 "$d"; done
+log "scaling: instructions per operation at 1 and 64 peers (callgrind)"
+for c in 1 64; do
+    f=$WORK/cg.scale.$c
+    for n in $((2 * 64)) $((4 * 64)); do
+        LD_BIND_NOW=1 timeout 600 valgrind --tool=callgrind --callgrind-out-file="$f.$n" --collect-atstart=no \
+            --toggle-collect='cost_*' "$SC" --test cost -d "$SDEV" -x "$GID" --channels "$c" -n "$n" --settle-us 2000 \
+            >"$f.$n.log" 2>&1 || continue
+        callgrind_annotate --inclusive=yes "$f.$n" >"$f.$n.incl" 2>/dev/null
+        callgrind_annotate --inclusive=no --threshold=100 "$f.$n" >"$f.$n.self" 2>/dev/null
+    done
+    figures "scaling: callgrind, $c peers" callgrind "scale,cost,peers$c,64,sfv" 128 256 1 "$f.128" "$f.256"
+done
+
 # ---- report --------------------------------------------------------------------------------
 log "report"
 load=${SAFEVERBS_VM_SHARE:-/nonexistent}/bench-hostload.txt
@@ -203,6 +266,10 @@ clocksource=$(cat /sys/devices/system/clocksource/clocksource0/current_clocksour
 rdma_core=$(dpkg-query -W -f='${Version}' rdma-core 2>/dev/null)
 libibverbs=$(dpkg-query -W -f='${Version}' libibverbs1 2>/dev/null)
 perftest=$(dpkg-query -W -f='${Version}' perftest 2>/dev/null)
+ucx=$(dpkg-query -W -f='${Version}' libucx0 2>/dev/null)
+libfabric=$(dpkg-query -W -f='${Version}' libfabric1 2>/dev/null)
+qperf=$(dpkg-query -W -f='${Version}' qperf 2>/dev/null)
+peer_dev=$SDEV (both ends)
 valgrind=$(valgrind --version 2>/dev/null)
 safeverbs=$(sed -n 's/^#define SAFEVERBS_VERSION_STRING "\(.*\)"/\1/p' safeverbs.h)
 commit=$(git rev-parse --short HEAD 2>/dev/null)$(git diff --quiet HEAD -- safeverbs.h 2>/dev/null || echo ' + uncommitted changes to safeverbs.h')

@@ -24,6 +24,9 @@
                   receive and a send, lets the completions arrive, then polls them. The post
                   and poll steps are the functions cost_<impl>_*, for valgrind's callgrind
                   (--toggle-collect='cost_*'). Prints heap allocations per operation.
+                  --impl hand (this test only): raw verbs with the least tracking that gives
+                  safeverbs' guarantees (per-request records, a channel state, a capacity
+                  check, a sequence number per request; see "hand-tracked raw verbs").
    Every timed loop counts heap allocations (malloc, calloc, realloc, posix_memalign are counted
    through an interposed wrapper); the count is printed per operation.
 
@@ -199,10 +202,10 @@ static uint64_t get_be(const uint8_t *p, int n) {
 /* ---- configuration ----------------------------------------------------------------------- */
 enum test { TEST_LAT = 1, TEST_BW, TEST_COST };
 enum op { OP_SEND = 1, OP_WRITE, OP_WRITE_IMM, OP_READ };
-enum impl { IMPL_SFV = 0, IMPL_RAW = 1 };
+enum impl { IMPL_SFV = 0, IMPL_RAW = 1, IMPL_HAND = 2 /* the cost test only */ };
 static const char *const TEST_NAMES[] = {"", "lat", "bw", "cost"};
 static const char *const OP_NAMES[] = {"", "send", "write", "write_imm", "read"};
-static const char *const IMPL_NAMES[] = {"sfv", "raw"};
+static const char *const IMPL_NAMES[] = {"sfv", "raw", "hand"};
 
 /* What both sides must agree on: sent by the client as one text line. */
 typedef struct session {
@@ -873,8 +876,132 @@ static void raw_bw(raw_side *r, const session *ss, size_t size, uint32_t iters, 
     }
 }
 
+/* ---- hand-tracked raw verbs (the cost test's third loop) ----------------------------------
+   The least a careful C programmer adds to the raw loop above to get the guarantees safeverbs
+   gives, and no more: a record per request (wr_id points at it; the completion's status and
+   byte_len are stored there, and the waiter checks its own), a channel state (the first failed
+   completion or refused verb breaks the channel: nothing more is posted), a capacity check per
+   post (the queue's places, freed as completions arrive, and the record: never reused while
+   its request is not consumed) and a sequence number per request (the user's ticket: a stale
+   or doubly-used ticket is refused, not misread). Each queue is a ring of records; a batch of
+   sends is one record covering its work requests, signalled on the last. Waiting has a
+   deadline, read from the clock only when a poll found nothing. */
+struct hand_queue;
+typedef struct hand_req {
+    uint64_t seq;           /* the request this record holds; HAND_FREE once consumed */
+    struct hand_queue *q;   /* its queue */
+    uint32_t byte_len;      /* from its completion */
+    uint16_t covers;        /* work requests the record ends (a batch's unsignalled sends too) */
+    uint8_t status;         /* enum ibv_wc_status */
+    uint8_t done;           /* its completion arrived */
+} hand_req;
+#define HAND_FREE UINT64_MAX
+typedef struct hand_queue {
+    hand_req *req;  /* mask + 1 records */
+    uint64_t head;  /* the next sequence number */
+    uint32_t mask;
+    uint32_t used;  /* work requests posted whose completion has not arrived */
+    uint32_t cap;   /* the QP's max_send_wr / max_recv_wr */
+} hand_queue;
+typedef struct hand_chan {
+    raw_side *r;
+    bool broken;
+    int timeout_ms;
+    hand_queue sq, rq;
+} hand_chan;
+
+static void hand_queue_init(hand_queue *q, unsigned cap) {
+    unsigned n = 1, i;
+    while (n < cap) n <<= 1;
+    memset(q, 0, sizeof *q);
+    q->req = calloc(n, sizeof *q->req);
+    if (!q->req) die("out of memory");
+    for (i = 0; i < n; i++) q->req[i].seq = HAND_FREE, q->req[i].q = q;
+    q->mask = n - 1;
+    q->cap = cap;
+}
+static void hand_init(hand_chan *h, raw_side *r, unsigned depth, unsigned rx_depth) {
+    memset(h, 0, sizeof *h);
+    h->r = r;
+    h->timeout_ms = r->timeout_ms;
+    hand_queue_init(&h->sq, depth);
+    hand_queue_init(&h->rq, rx_depth);
+}
+static void hand_free(hand_chan *h) {
+    free(h->sq.req);
+    free(h->rq.req);
+}
+/* n places and one record covering them: the record, its ticket into *ticket; NULL if the
+   channel is broken or the queue full. */
+static inline hand_req *hand_take(hand_chan *h, hand_queue *q, unsigned n, uint64_t *ticket) {
+    hand_req *x = &q->req[q->head & q->mask];
+    if (__builtin_expect(h->broken || q->used + n > q->cap || x->seq != HAND_FREE, 0)) return NULL;
+    x->seq = *ticket = q->head++;
+    x->covers = (uint16_t)n;
+    x->done = 0;
+    q->used += n;
+    return x;
+}
+/* n receives of the linked list w (its last n), one record and ticket each. */
+static inline int hand_post_recv(hand_chan *h, raw_recv *w, unsigned n, uint64_t *tickets) {
+    struct ibv_recv_wr *first = &w->wr[w->count - n], *bad;
+    unsigned i;
+    int rc;
+    for (i = 0; i < n; i++) {
+        hand_req *x = hand_take(h, &h->rq, 1, &tickets[i]);
+        if (__builtin_expect(!x, 0)) return h->broken ? EPIPE : ENOSPC; /* (a real loop would undo the others) */
+        first[i].wr_id = (uintptr_t)x;
+    }
+    if (__builtin_expect((rc = ibv_post_recv(h->r->qp, first, &bad)) != 0, 0)) h->broken = true;
+    return rc;
+}
+/* The send list w (one work request, or a batch signalled on its last): one record, one ticket. */
+static inline int hand_post_send(hand_chan *h, raw_send *w, unsigned n, uint64_t *ticket) {
+    struct ibv_send_wr *bad;
+    hand_req *x = hand_take(h, &h->sq, n, ticket);
+    int rc;
+    if (__builtin_expect(!x, 0)) return h->broken ? EPIPE : ENOSPC;
+    w->wr[n - 1].wr_id = (uintptr_t)x;
+    if (__builtin_expect((rc = ibv_post_send(h->r->qp, w->wr, &bad)) != 0, 0)) h->broken = true;
+    return rc;
+}
+/* One poll of the CQ: each completion into its record, its places freed. */
+static inline int hand_drain(hand_chan *h) {
+    struct ibv_wc wc[POLL_BATCH];
+    int n = ibv_poll_cq(h->r->cq, POLL_BATCH, wc), i;
+    if (__builtin_expect(n < 0, 0)) h->broken = true;
+    for (i = 0; i < n; i++) {
+        hand_req *x = (hand_req *)(uintptr_t)wc[i].wr_id;
+        x->status = (uint8_t)wc[i].status;
+        x->byte_len = wc[i].byte_len;
+        x->done = 1;
+        x->q->used -= x->covers;
+        if (__builtin_expect(wc[i].status != IBV_WC_SUCCESS, 0)) h->broken = true;
+    }
+    return n;
+}
+/* Waits for the request of `ticket` on queue q and consumes it: 0 and its byte_len, EIO for a
+   failed completion, EINVAL for a ticket that is not waiting, EPIPE for a broken channel that
+   will not complete it, ETIMEDOUT past the deadline. */
+static inline int hand_wait(hand_chan *h, hand_queue *q, uint64_t ticket, uint32_t *byte_len) {
+    hand_req *x = &q->req[ticket & q->mask];
+    uint64_t deadline = 0;
+    if (__builtin_expect(x->seq != ticket, 0)) return EINVAL;
+    while (!x->done) {
+        if (hand_drain(h) > 0) continue;
+        if (h->broken) return EPIPE;
+        if (!deadline) deadline = mono_ns() + (uint64_t)h->timeout_ms * 1000000u;
+        else if (mono_ns() > deadline) return ETIMEDOUT;
+    }
+    x->seq = HAND_FREE;
+    *byte_len = x->byte_len;
+    return x->status == IBV_WC_SUCCESS ? 0 : EIO;
+}
+
 /* ---- cost: one process, loopback ------------------------------------------------------------
-   The step functions are kept out of line so callgrind can count each (--toggle-collect). */
+   The step functions are kept out of line so callgrind can count each (--toggle-collect). Each
+   does what a user's loop needs and no more: the call, and a look at its result (a failure goes
+   to an out-of-line function). */
 typedef struct cost_sfv {
     lib_side *s;
     sfv_gather_element g[MAX_BATCH];
@@ -882,32 +1009,93 @@ typedef struct cost_sfv {
     sfv_pending tx, rx[MAX_BATCH];
     unsigned batch;
 } cost_sfv;
+typedef struct cost_hand {
+    hand_chan h;
+    raw_send w;
+    raw_recv rv;
+    uint64_t tx, rx[MAX_BATCH]; /* tickets */
+    uint32_t expect_len;
+} cost_hand;
 
-NOINLINE void cost_sfv_post_recv(cost_sfv *c);
-NOINLINE void cost_sfv_post_send(cost_sfv *c);
+NOINLINE void cost_sfv_post_recv(sfv_channel *ch, cost_sfv *c);
+NOINLINE void cost_sfv_post_send(sfv_channel *ch, cost_sfv *c);
 NOINLINE void cost_sfv_poll_send(cost_sfv *c);
 NOINLINE void cost_sfv_poll_recv(cost_sfv *c);
 NOINLINE void cost_raw_post_recv(raw_side *r, raw_recv *w, unsigned batch);
 NOINLINE void cost_raw_post_send(raw_side *r, raw_send *w);
 NOINLINE void cost_raw_poll_send(raw_side *r, uint64_t sends);
 NOINLINE void cost_raw_poll_recv(raw_side *r, uint64_t recvs);
+NOINLINE void cost_hand_post_recv(cost_hand *c, unsigned batch);
+NOINLINE void cost_hand_post_send(cost_hand *c, unsigned batch);
+NOINLINE void cost_hand_poll_send(cost_hand *c);
+NOINLINE void cost_hand_poll_recv(cost_hand *c, unsigned batch);
 
-NOINLINE void cost_sfv_post_recv(cost_sfv *c) {
-    if (c->batch == 1) xmust(sfv_channel_post_receive(c->s->ch, c->e, 1, c->rx), "post_receive");
-    else xmust(sfv_channel_post_receive_batch(c->s->ch, c->e, 1, c->batch, c->rx), "post_receive_batch");
+/* the failures, out of line */
+__attribute__((cold, noinline)) static void cost_sfv_failed(const char *what, sfv_result r, sfv_pending *p) {
+    sfv_work_completion wc;
+    if (r == SFV_ERR_WORK && p && sfv_pending_poll(p, &wc) == SFV_ERR_WORK)
+        die("%s: work failed: %s (%s)", what, sfv_wc_status_str(wc.status), sfv_wc_status_hint(wc.status));
+    die("%s: %s (%s)", what, sfv_result_str(r), sfv_last_error()->message);
 }
-NOINLINE void cost_sfv_post_send(cost_sfv *c) {
-    if (c->batch == 1) xmust(sfv_channel_post_send(c->s->ch, c->g, 1, &c->tx), "post_send");
-    else xmust(sfv_channel_post_send_batch(c->s->ch, c->g, 1, c->batch, &c->tx), "post_send_batch");
+__attribute__((cold, noinline)) static void cost_hand_failed(const char *what, int rc) {
+    die("%s: %s", what, strerror(rc));
 }
-NOINLINE void cost_sfv_poll_send(cost_sfv *c) { lib_wait(&c->tx); }
+
+NOINLINE void cost_sfv_post_recv(sfv_channel *ch, cost_sfv *c) {
+    sfv_result r = c->batch == 1 ? sfv_channel_post_receive(ch, c->e, 1, c->rx)
+                                 : sfv_channel_post_receive_batch(ch, c->e, 1, c->batch, c->rx);
+    if (__builtin_expect(r != SFV_OK, 0)) cost_sfv_failed("post_receive", r, NULL);
+}
+NOINLINE void cost_sfv_post_send(sfv_channel *ch, cost_sfv *c) {
+    sfv_result r = c->batch == 1 ? sfv_channel_post_send(ch, c->g, 1, &c->tx)
+                                 : sfv_channel_post_send_batch(ch, c->g, 1, c->batch, &c->tx);
+    if (__builtin_expect(r != SFV_OK, 0)) cost_sfv_failed("post_send", r, NULL);
+}
+NOINLINE void cost_sfv_poll_send(cost_sfv *c) {
+    sfv_result r = sfv_pending_wait(&c->tx, -1, NULL);
+    if (__builtin_expect(r != SFV_OK, 0)) cost_sfv_failed("wait send", r, &c->tx);
+}
 NOINLINE void cost_sfv_poll_recv(cost_sfv *c) {
-    for (unsigned i = 0; i < c->batch; i++) lib_wait(&c->rx[i]);
+    if (c->batch == 1) { /* one receive: no loop, as a user writes it */
+        sfv_result r = sfv_pending_wait(&c->rx[0], -1, NULL);
+        if (__builtin_expect(r != SFV_OK, 0)) cost_sfv_failed("wait receive", r, &c->rx[0]);
+        return;
+    }
+    for (unsigned i = 0; i < c->batch; i++) {
+        sfv_result r = sfv_pending_wait(&c->rx[i], -1, NULL);
+        if (__builtin_expect(r != SFV_OK, 0)) cost_sfv_failed("wait receive", r, &c->rx[i]);
+    }
 }
 NOINLINE void cost_raw_post_recv(raw_side *r, raw_recv *w, unsigned batch) { raw_post_recv(r, w, batch); }
 NOINLINE void cost_raw_post_send(raw_side *r, raw_send *w) { raw_post_send(r, w); }
 NOINLINE void cost_raw_poll_send(raw_side *r, uint64_t sends) { raw_wait(r, sends, r->recvs_done); }
 NOINLINE void cost_raw_poll_recv(raw_side *r, uint64_t recvs) { raw_wait(r, r->sends_done, recvs); }
+NOINLINE void cost_hand_post_recv(cost_hand *c, unsigned batch) {
+    int rc = hand_post_recv(&c->h, &c->rv, batch, c->rx);
+    if (__builtin_expect(rc != 0, 0)) cost_hand_failed("post receive", rc);
+}
+NOINLINE void cost_hand_post_send(cost_hand *c, unsigned batch) {
+    int rc = hand_post_send(&c->h, &c->w, batch, &c->tx);
+    if (__builtin_expect(rc != 0, 0)) cost_hand_failed("post send", rc);
+}
+NOINLINE void cost_hand_poll_send(cost_hand *c) {
+    uint32_t len;
+    int rc = hand_wait(&c->h, &c->h.sq, c->tx, &len);
+    if (__builtin_expect(rc != 0, 0)) cost_hand_failed("wait send", rc);
+}
+NOINLINE void cost_hand_poll_recv(cost_hand *c, unsigned batch) {
+    if (batch == 1) { /* one receive: no loop, as a user writes it */
+        uint32_t len;
+        int rc = hand_wait(&c->h, &c->h.rq, c->rx[0], &len);
+        if (__builtin_expect(rc != 0 || len != c->expect_len, 0)) cost_hand_failed("wait receive", rc ? rc : EMSGSIZE);
+        return;
+    }
+    for (unsigned i = 0; i < batch; i++) {
+        uint32_t len;
+        int rc = hand_wait(&c->h, &c->h.rq, c->rx[i], &len);
+        if (__builtin_expect(rc != 0 || len != c->expect_len, 0)) cost_hand_failed("wait receive", rc ? rc : EMSGSIZE);
+    }
+}
 
 static void emit(const options *o, const char *variant, size_t size, const char *impl, const char *metric, double v) {
     printf("result,%s,%s,%s,%zu,%s,%s,%.6g\n", TEST_NAMES[o->s.test], OP_NAMES[o->s.op], variant, size, impl, metric, v);
@@ -921,7 +1109,7 @@ static void settle(int us) {
 static int run_cost(options *o) {
     const size_t size = o->nsizes ? o->sizes[0] : 64;
     const unsigned batch = o->batch;
-    const bool raw = (o->s.impls & (1u << IMPL_RAW)) != 0;
+    const int impl = (o->s.impls & (1u << IMPL_HAND)) ? IMPL_HAND : (o->s.impls & (1u << IMPL_RAW)) ? IMPL_RAW : IMPL_SFV;
     const uint32_t iters = o->iters ? (uint32_t)o->iters : 1000;
     char variant[64];
     span sp;
@@ -930,7 +1118,7 @@ static int run_cost(options *o) {
     o->s.op = OP_SEND;
     if (o->s.depth < batch || o->s.rx_depth < batch) o->s.depth = o->s.rx_depth = batch;
     snprintf(variant, sizeof variant, "%s-batch%u", o->variant ? o->variant : "loopback", batch);
-    if (!raw) {
+    if (impl == IMPL_SFV) {
         static lib_side s;
         static cost_sfv c;
         uint8_t wire[WIRE_SIZE];
@@ -945,15 +1133,37 @@ static int run_cost(options *o) {
         }
         for (i = 0; i < iters + (uint32_t)o->warmup; i++) {
             if (i == (uint32_t)o->warmup) span_start(&sp);
-            cost_sfv_post_recv(&c);
-            cost_sfv_post_send(&c);
+            cost_sfv_post_recv(s.ch, &c);
+            cost_sfv_post_send(s.ch, &c);
             settle(o->settle_us);
             cost_sfv_poll_send(&c);
             cost_sfv_poll_recv(&c);
         }
         span_stop(&sp);
         lib_side_close(&s);
-    } else {
+    } else if (impl == IMPL_HAND) {
+        static raw_side r;
+        static cost_hand c;
+        uint8_t wire[RAW_WIRE_SIZE];
+        raw_side_open(&r, o->device, o->gid, &o->s);
+        raw_side_wire(&r, wire);
+        raw_side_connect(&r, wire);
+        hand_init(&c.h, &r, o->s.depth, o->s.rx_depth);
+        raw_send_init(&c.w, &r, IBV_WR_SEND, size, batch, o->s.inline_size);
+        raw_recv_init(&c.rv, &r, size, batch);
+        c.expect_len = (uint32_t)size;
+        for (i = 0; i < iters + (uint32_t)o->warmup; i++) {
+            if (i == (uint32_t)o->warmup) span_start(&sp);
+            cost_hand_post_recv(&c, batch);
+            cost_hand_post_send(&c, batch);
+            settle(o->settle_us);
+            cost_hand_poll_send(&c);
+            cost_hand_poll_recv(&c, batch);
+        }
+        span_stop(&sp);
+        hand_free(&c.h);
+        raw_side_close(&r);
+    } else if (impl == IMPL_RAW) {
         static raw_side r;
         static raw_send w;
         static raw_recv rv;
@@ -975,8 +1185,8 @@ static int run_cost(options *o) {
         span_stop(&sp);
         raw_side_close(&r);
     }
-    emit(o, variant, size, IMPL_NAMES[raw], "ops", (double)iters * batch);
-    emit(o, variant, size, IMPL_NAMES[raw], "allocs_per_op", (double)(sp.a1 - sp.a0) / ((double)iters * batch));
+    emit(o, variant, size, IMPL_NAMES[impl], "ops", (double)iters * batch);
+    emit(o, variant, size, IMPL_NAMES[impl], "allocs_per_op", (double)(sp.a1 - sp.a0) / ((double)iters * batch));
     return 0;
 }
 
@@ -1265,7 +1475,7 @@ static int run_client(options *o) {
 /* ---- main -------------------------------------------------------------------------------- */
 static void usage(void) {
     fprintf(stderr, "usage: sfv_bench [-d DEV] [-p PORT] [-x GID] [--test lat|bw|cost] [--op send|write|write_imm|read]\n"
-                    "                 [--impl sfv|raw|both] [--sizes LIST] [-n ITERS | --time SEC] [--warmup N]\n"
+                    "                 [--impl sfv|raw|both|hand] [--sizes LIST] [-n ITERS | --time SEC] [--warmup N]\n"
                     "                 [--wait busy|event] [--inline N] [--depth N] [--rx-depth N] [--batch N]\n"
                     "                 [--variant NAME] [--rounds R | --block-ms MS] [--dump FILE] [--settle-us N]\n"
                     "                 [HOST]   (no HOST: be the server)\n");
@@ -1310,7 +1520,8 @@ int main(int argc, char **argv) {
             if (!(o.s.op = name_index(OP_NAMES, 5, optarg))) usage();
             break;
         case 'i':
-            o.s.impls = strcmp(optarg, "sfv") == 0 ? 1 : strcmp(optarg, "raw") == 0 ? 2 : strcmp(optarg, "both") == 0 ? 3 : 0;
+            o.s.impls = strcmp(optarg, "sfv") == 0 ? 1 : strcmp(optarg, "raw") == 0 ? 2 : strcmp(optarg, "both") == 0 ? 3
+                      : strcmp(optarg, "hand") == 0 ? 4 : 0;
             if (!o.s.impls) usage();
             break;
         case 's': {
@@ -1351,6 +1562,7 @@ int main(int argc, char **argv) {
         o.rounds < 1 || o.rounds > 64 || o.block_ms < 0)
         usage();
     if (o.s.test == TEST_COST) return run_cost(&o);
+    if (o.s.impls & (1u << IMPL_HAND)) die("--impl hand: the cost test only");
     if (!o.host) return run_server(&o);
     if (!o.nsizes) o.sizes[o.nsizes++] = 8;
     if (o.s.test == TEST_BW && (o.s.depth % (unsigned)o.batch || o.s.rx_depth % (unsigned)o.batch))

@@ -11,6 +11,8 @@ xz-utils zstd"
 # clang's sanitizer and libFuzzer runtimes (make check-fuzz): only recommended by clang, so
 # --no-install-recommends leaves them out.
 PKGS="$PKGS libclang-rt-14-dev"
+# the peers `make bench` runs beside safeverbs (bench/peers.sh): UCX, libfabric, qperf
+PKGS="$PKGS ucx-utils libucx-dev libfabric-bin libfabric-dev qperf"
 
 missing=
 for p in $PKGS; do

@@ -77,8 +77,8 @@ in_guest() {
     ulimit -l unlimited
     # rxe needs crc32 from the crypto API; the guest cannot auto-load it from the kernel's
     # unpacked module tree, so "rdma link add" would fail with ENOENT without it.
-    step "load modules crc32_generic veth ib_core ib_uverbs rdma_rxe" \
-        mp -a crc32_generic veth ib_core ib_uverbs rdma_rxe
+    step "load modules crc32_generic veth ib_core ib_uverbs rdma_rxe rdma_ucm" \
+        mp -a crc32_generic veth ib_core ib_uverbs rdma_rxe rdma_ucm
     mp -q crc32_pclmul 2>/dev/null || true   # optional: faster crc32, needs PCLMULQDQ
     step "network: lo, veth sva/svb, 192.0.2.1-2/24, policy routing (ip -batch)" ip -batch - <<<"$NET"
     step "sysctls accept_local=1 rp_filter=0" sysctls

@@ -1,0 +1,182 @@
+# bench/peers.sh - sourced by bench/run.sh (and tests/bench_smoke.test.sh): safeverbs beside the
+# other RDMA layers on the same device, both ends on one device ($SDEV, as UCX, libfabric and
+# qperf are usually run), 64-byte send ping-pong:
+#   sfv       build/sfv_bench --impl sfv          raw   build/sfv_bench --impl raw
+#   perftest  ib_send_lat                          uct   ucx_perftest -x rc_verbs -t am_lat
+#   ucp       ucx_perftest -t tag_lat (UCX_TLS=rc_verbs,ud_verbs)
+#   fi        fi_pingpong -p verbs -e msg (needs rdma_ucm, and rxe's IP address)
+#   qperf     qperf rc_lat -cm1 -cp1 (connected through rdma_cm, polling)
+# Two measurements:
+#   peers_timing ROUNDS ITERS   ROUNDS rounds, every tool once per round in an order rotated
+#                               each round; CSV peers,lat,rR,SIZE,TOOL,lat_us,V
+#   peers_callgrind N           each tool's client under callgrind (the server not) for N, 2N
+#                               and 3N messages; per run the instructions outside the provider's
+#                               poll function and the calls of it go to `bench_report peerfit`,
+#                               which fits Ir = a * messages + b * polls + c (the empty polls
+#                               vary with timing; b is the tool's loop around one poll):
+#                               CSV peers,cg,fit,SIZE,TOOL,ir_msg|ir_poll|...
+# A tool that is missing or fails leaves a line "peers,why,-,SIZE,TOOL" in $WORK/peers-why.txt
+# (the report prints it) and is counted as a failed case.
+# Needs from the caller: B R SDEV GID WORK CSV PORT, and check, figures, wait_listen.
+
+PEER_SIZE=64 PEER_TIMEOUT=60
+# Every tool runs as it would by default (no SCHED_IDLE, unlike the other stages): under
+# SCHED_IDLE fi_pingpong's round trip took 16x longer here (5.7 ms against 0.36 ms).
+PEER_IDLE=()
+PEER_TOOLS="sfv raw perftest uct ucp fi qperf"
+# rxe's IP address (fi_pingpong and qperf connect through rdma_cm to it)
+peer_ip() {
+    local nd
+    nd=$(cat "/sys/class/infiniband/$SDEV/ports/1/gid_attrs/ndevs/$GID" 2>/dev/null) || return 1
+    ip -4 -o addr show dev "$nd" 2>/dev/null | awk '{ sub(/\/.*/, "", $4); print $4; exit }'
+}
+peer_bin() {
+    case $1 in sfv | raw) echo "$B" ;; perftest) echo ib_send_lat ;; uct | ucp) echo ucx_perftest ;; fi) echo fi_pingpong ;;
+    qperf) echo qperf ;; esac
+}
+# peer_cmd TOOL N PORT server|client: the command line (an array PEER_CMD), env in PEER_ENV
+peer_cmd() {
+    local t=$1 n=$2 p=$3 side=$4 ip
+    PEER_ENV=(UCX_NET_DEVICES="$SDEV:1" UCX_IB_GID_INDEX="$GID")
+    case $t in
+    sfv | raw)
+        PEER_CMD=("$B" -d "$SDEV" -x "$GID" -p "$p")
+        [[ $side == server ]] ||
+            PEER_CMD+=(--test lat --op send --impl "$t" --sizes "$PEER_SIZE" -n "$n" --warmup 20 --rounds 1 127.0.0.1) ;;
+    perftest)
+        PEER_CMD=(ib_send_lat -d "$SDEV" -x "$GID" -F -p "$p" -s "$PEER_SIZE" -n "$n")
+        [[ $side == server ]] || PEER_CMD+=(127.0.0.1) ;;
+    uct)
+        PEER_CMD=(ucx_perftest -d "$SDEV:1" -x rc_verbs -t am_lat -s "$PEER_SIZE" -n "$n" -p "$p")
+        [[ $side == server ]] || PEER_CMD+=(127.0.0.1) ;;
+    ucp)
+        PEER_ENV+=(UCX_TLS=rc_verbs,ud_verbs)
+        PEER_CMD=(ucx_perftest -t tag_lat -s "$PEER_SIZE" -n "$n" -p "$p")
+        [[ $side == server ]] || PEER_CMD+=(127.0.0.1) ;;
+    fi)
+        ip=$(peer_ip) || ip=
+        PEER_CMD=(fi_pingpong -p verbs -e msg -d "$SDEV" -S "$PEER_SIZE" -I "$n")
+        if [[ $side == server ]]; then PEER_CMD+=(-B "$p"); else PEER_CMD+=(-P "$p" "$ip"); fi ;;
+    qperf)
+        ip=$(peer_ip) || ip=
+        PEER_CMD=(qperf -lp "$p")
+        # qperf's -n (a count of messages) never ends here: it runs for N seconds instead, and
+        # says how many messages it sent (-vv: loc_send_msgs)
+        [[ $side == server ]] || PEER_CMD+=(-vv -cm1 -cp1 -m "$PEER_SIZE" -t "$n" "$ip" rc_lat) ;;
+    esac
+}
+# peer_pair TOOL N OUT [WRAP...]: one server/client pair; the client's output in OUT (the
+# server's in OUT.server); WRAP (valgrind ...) goes before the client only. Status: the client's.
+peer_pair() {
+    local t=$1 n=$2 out=$3 p=$((PORT++)) s rc
+    shift 3
+    peer_cmd "$t" "$n" "$p" server
+    # qperf's server serves one client then keeps listening: it is killed below
+    env "${PEER_ENV[@]}" timeout $((PEER_TIMEOUT + 30)) "${PEER_IDLE[@]}" "${PEER_CMD[@]}" >"$out.server" 2>&1 &
+    s=$!
+    if ! wait_listen "$p" "$s" 30; then
+        kill "$s" 2>/dev/null; wait "$s" 2>/dev/null
+        echo "the server did not listen on port $p: $(tail -n 2 "$out.server" | tr '\n' ' ')" >"$out"
+        return 1
+    fi
+    peer_cmd "$t" "$n" "$p" client
+    env "${PEER_ENV[@]}" timeout "$PEER_TIMEOUT" "${PEER_IDLE[@]}" "$@" "${PEER_CMD[@]}" >"$out" 2>&1
+    rc=$?
+    # a failed client leaves its server waiting; qperf's server never ends on its own
+    if ((rc)) || [[ $t == qperf ]]; then kill "$s" 2>/dev/null; wait "$s" 2>/dev/null; else wait "$s" || rc=$?; fi
+    return "$rc"
+}
+# peer_latency TOOL FILE: the client's mean latency (microseconds, half the round trip as every
+# one of these tools reports it). Means, as fi_pingpong and qperf give nothing else; UCX's
+# "50.0%ile" is not a median of the run here (12 us where the run took 680 us per half round
+# trip by the wall clock): its "overall" average is.
+peer_latency() {
+    case $1 in
+    sfv | raw) awk -F, -v t="$1" '$1 == "result" && $6 == t && $7 == "mean_us" { v = $8 } END { if (v == "") exit 1; print v }' "$2" ;;
+    perftest) awk '$1 ~ /^[0-9]+$/ && NF >= 7 { v = $6 } END { if (v == "") exit 1; print v }' "$2" ;; # t_avg
+    uct | ucp) awk '$1 == "Final:" { v = $5 } END { if (v == "") exit 1; print v }' "$2" ;;              # overall
+    fi) awk '$1 ~ /^[0-9]+$/ && $3 ~ /^=/ { v = $7 } END { if (v == "") exit 1; print v }' "$2" ;;         # usec/xfer
+    qperf) awk '$1 == "latency" { v = $3; if ($4 == "ms") v *= 1000; if ($4 == "ns") v /= 1000 }
+                END { if (v == "") exit 1; print v }' "$2" ;;
+    esac
+}
+peer_why() { # TOOL TEXT: why a tool gave no figure (kept for the report, one line)
+    printf '%s,%s\n' "$1" "$(printf '%s' "$2" | tr '\n,' '  ' | cut -c1-300)" >>"$WORK/peers-why.txt"
+}
+peer_usable() { # TOOL: installed, and its earlier failure not recorded
+    command -v "$(peer_bin "$1")" >/dev/null || { grep -q "^$1," "$WORK/peers-why.txt" 2>/dev/null ||
+        peer_why "$1" "$(peer_bin "$1") is not installed (tools/deps.sh installs it)"; return 1; }
+    ! grep -q "^$1," "$WORK/peers-why.txt" 2>/dev/null
+}
+
+peers_timing() { # ROUNDS ITERS
+    local rounds=$1 n=$2 r i t v f tools
+    read -ra tools <<<"$PEER_TOOLS"
+    for ((r = 1; r <= rounds; r++)); do
+        for ((i = 0; i < ${#tools[@]}; i++)); do
+            t=${tools[(i + r - 1) % ${#tools[@]}]}
+            peer_usable "$t" || continue
+            f=$WORK/peer-lat-$t-$r
+            if peer_pair "$t" "$([[ $t == qperf ]] && echo 1 || echo "$n")" "$f" && v=$(peer_latency "$t" "$f"); then
+                echo "peers,lat,r$r,$PEER_SIZE,$t,lat_us,$v" >>"$CSV"
+                check "peers: $t latency, round $r" 0
+            else
+                peer_why "$t" "latency run failed: $( (grep -h -m 2 -E 'ERROR|rror|Assert|failed' "$f" "$f.server" || tail -n 2 "$f") | cut -c1-200)"
+                # a peer that cannot run here is recorded (RESULTS.md says why) and left out of the
+                # rounds; safeverbs' or the raw loop's failure is a failure of the bench
+                if [[ $t == sfv || $t == raw ]]; then check "peers: $t latency, round $r" 1 "$(tail -n 3 "$f")"
+                else echo "skip peers: $t (cannot run here: $(tail -n 1 "$WORK/peers-why.txt" | cut -d, -f2- | cut -c1-160))"; fi
+            fi
+        done
+    done
+}
+
+# The provider's poll function (librxe's, not exported): the callee of ibv_poll_cq in the
+# cost test's raw loop (stage 5's callgrind run of raw_wait), or the first argument.
+peer_poll_fn() {
+    local f
+    f=${1:-$(ls "$WORK"/cg.raw.1.[0-9]* 2>/dev/null | grep -E '\.[0-9]+$' | head -n 1)}
+    [[ -n $f ]] || return 1
+    callgrind_annotate --tree=calling --inclusive=yes "$f" 2>/dev/null |
+        awk '/\*  / && index($0, "verbs.h:raw_wait") { on = 1; next }
+             on && />/ && fn == "" { for (i = 1; i <= NF; i++) if ($i ~ /^\?\?\?:0x/) fn = $i } /^ *$/ { on = 0 }
+             END { if (fn == "") exit 1; print fn }'
+}
+peers_callgrind() { # N
+    local n1=$1 t k n f fn polls ir lines
+    fn=$(peer_poll_fn) || true
+    if [[ -z $fn ]]; then # no callgrind run of the cost test yet: a short one
+        LD_BIND_NOW=1 timeout 300 valgrind --tool=callgrind --callgrind-out-file="$WORK/cg.raw.poll" --collect-atstart=no \
+            --toggle-collect='cost_*' "$B" -d "$SDEV" -x "$GID" --test cost --impl raw -n 20 --warmup 0 --settle-us 200 \
+            >/dev/null 2>&1
+        fn=$(peer_poll_fn "$WORK/cg.raw.poll") || true
+    fi
+    if [[ -z $fn ]]; then
+        check "peers: callgrind (the provider's poll function)" 1 "not found in the cost test's callgrind run of raw_wait"
+        return
+    fi
+    local PEER_TIMEOUT=300
+    for t in $PEER_TOOLS; do
+        [[ $t != raw ]] || continue # the raw loop's instructions are the cost section's
+        peer_usable "$t" || continue
+        lines=
+        for k in 1 2 3; do
+            n=$((k * n1)) f=$WORK/peer-cg-$t-$n
+            [[ $t != qperf ]] || n=$((k * 2)) f=$WORK/peer-cg-$t-$n # seconds
+            if ! peer_pair "$t" "$n" "$f.log" env LD_BIND_NOW=1 valgrind --tool=callgrind --callgrind-out-file="$f" \
+                --trace-children=no; then
+                continue
+            fi
+            [[ $t != qperf ]] || n=$(awk '$1 == "loc_send_msgs" { gsub(/,/, "", $3); print $3 }' "$f.log")
+            ir=$(sed -n 's/^summary: *//p; s/^totals: *//p' "$f" | head -n 1)
+            callgrind_annotate --tree=calling --inclusive=yes "$f" >"$f.tree" 2>/dev/null
+            # the calls of the poll function, and the instructions inside it
+            polls=$(awk -v fn="$fn" '$0 ~ />/ && index($0, fn " (") { s = $0; sub(/.*\(/, "", s); sub(/x\).*/, "", s); gsub(/,/, "", s); c += s }
+                                     END { print c + 0 }' "$f.tree")
+            pollir=$(awk -v fn="$fn" '$0 ~ /\*/ && index($0, fn " [") { s = $1; gsub(/,/, "", s); print s; exit }' "$f.tree")
+            lines+="$n $((ir - ${pollir:-0})) $polls"$'\n'
+        done
+        printf '%s' "$lines" >"$WORK/peer-cg-$t.runs"
+        figures "peers: $t instructions per message (callgrind)" peerfit "peers,cg,fit,$PEER_SIZE,$t" "$WORK/peer-cg-$t.runs"
+    done
+}
