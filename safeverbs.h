@@ -1521,6 +1521,7 @@ struct sfv_pd { int refs; bool owned; struct ibv_pd *pd; sfv_context *ctx; };
 struct sfv_cq { struct ibv_cq *cq; sfv_context *ctx; uint32_t capacity; };
 struct sfv_mr { struct ibv_mr *mr; sfv_pd *pd; uint64_t addr; size_t length; unsigned access; int leases; /* >>impl leases */ };
 static sfv_result sfv__leases_live(const sfv_mr *mr);
+static void sfv__leases_drop(sfv_channel *ch);
 
 /* >>impl devices ----------------------------------------------------------------------------- */
 SAFEVERBS_API sfv_result sfv_get_device_list(sfv_device_list **out) {
@@ -3069,7 +3070,9 @@ static void sfv__inflight_ring_init(sfv__ring *q, const sfv_channel_desc *d, boo
     q->iv_per = recv ? d->max_recv_sge : d->max_send_sge;
 }
 
-static bool sfv__iv_less(const sfv__iv *a, const sfv__iv *b) { return a->lo < b->lo || (a->lo == b->lo && a < b); }
+static bool sfv__iv_less(const sfv__iv *a, const sfv__iv *b) {
+    return a->lo < b->lo || (a->lo == b->lo && (uintptr_t)a < (uintptr_t)b); /* nodes of different rings: compare as integers */
+}
 static void sfv__iv_fix(sfv__iv *t) {
     uint64_t m = t->hi;
     if (t->l && t->l->max_hi > m) m = t->l->max_hi;
@@ -3185,7 +3188,7 @@ static bool sfv__iv_add_wr(sfv__ring *q, uint64_t wr_id, uint8_t op, bool scatte
     for (k = 0; k < num; k++) {
         sfv__iv *n;
         const sfv__iv *f;
-        if (!sg[k].length) continue;
+        if (!sg[k].length || sg[k].addr + sg[k].length < sg[k].addr) continue; /* a wrapping element: the verb refuses it */
         n = &nodes[used];
         memset(n, 0, sizeof *n);
         n->lo = sg[k].addr;
@@ -3842,7 +3845,7 @@ SFV__HOT_INLINE sfv_result sfv__post_one(sfv_channel *ch, enum ibv_wr_opcode opc
     }
     SFV__INFLIGHT_POST(&ch->sq, &wr, NULL, pending, 1);
     rc = ibv_post_send(ch->qp, &wr, &bad);
-    SFV__INFLIGHT_UNPOST(&ch->sq, &wr, NULL, rc ? 0 : 1);
+    if (SFV__UNLIKELY(rc)) SFV__INFLIGHT_UNPOST(&ch->sq, &wr, NULL, rc ? 0 : 1);
     if (SFV__UNLIKELY(rc)) return sfv__post_failed(pending, 1, "ibv_post_send", rc);
     sfv__track(&ch->sq, sfv__op_of(opcode), total);
     sfv__cover(&ch->sq, pending, 1);
@@ -3881,7 +3884,7 @@ static sfv_result sfv__post_batch(sfv_channel *ch, enum ibv_wr_opcode opcode, co
     /* What was posted is the NIC's: track it, so nothing lets go of its buffers. After a partial
        post, unsignaled work can only end by a flush: the channel is broken from there. */
     posted = rc ? (bad ? (size_t)(bad - wrs) : 0) : count;
-    SFV__INFLIGHT_UNPOST(&ch->sq, wrs, NULL, posted);
+    if (SFV__UNLIKELY(rc)) SFV__INFLIGHT_UNPOST(&ch->sq, wrs, NULL, posted);
     sfv__track_n(&ch->sq, op, totals, posted);
     if (SFV__LIKELY(!rc)) sfv__cover(&ch->sq, pending, (uint32_t)count);
     if (SFV__UNLIKELY(rc)) return sfv__batch_failed(ch, pending, posted, rc);
@@ -3936,7 +3939,7 @@ static sfv_result sfv__post_atomic(sfv_channel *ch, enum ibv_wr_opcode opcode, c
     wr.wr.atomic.swap = swap;
     SFV__INFLIGHT_POST(&ch->sq, &wr, NULL, pending, 1);
     rc = ibv_post_send(ch->qp, &wr, &bad);
-    SFV__INFLIGHT_UNPOST(&ch->sq, &wr, NULL, rc ? 0 : 1);
+    if (SFV__UNLIKELY(rc)) SFV__INFLIGHT_UNPOST(&ch->sq, &wr, NULL, rc ? 0 : 1);
     if (SFV__UNLIKELY(rc)) return sfv__post_failed(pending, 1, "ibv_post_send", rc);
     sfv__track(&ch->sq, sfv__op_of(opcode), 8);
     sfv__cover(&ch->sq, pending, 1);
@@ -3960,7 +3963,7 @@ SAFEVERBS_API sfv_result sfv_channel_post_receive(sfv_channel *ch, const sfv_sca
     wr.num_sge = (int)n;
     SFV__INFLIGHT_POST(&ch->rq, NULL, &wr, pending, 1);
     rc = ibv_post_recv(ch->qp, &wr, &bad);
-    SFV__INFLIGHT_UNPOST(&ch->rq, NULL, &wr, rc ? 0 : 1);
+    if (SFV__UNLIKELY(rc)) SFV__INFLIGHT_UNPOST(&ch->rq, NULL, &wr, rc ? 0 : 1);
     if (SFV__UNLIKELY(rc)) return sfv__post_failed(pending, 1, "ibv_post_recv", rc);
     sfv__track(&ch->rq, SFV_WC_OP_RECV, 0);
     sfv__cover(&ch->rq, pending, 1);
@@ -3984,7 +3987,7 @@ SAFEVERBS_API sfv_result sfv_channel_post_receive_batch(sfv_channel *ch, const s
     SFV__INFLIGHT_POST(&ch->rq, NULL, wrs, pendings, count);
     rc = ibv_post_recv(ch->qp, wrs, &bad);
     posted = rc ? (bad ? (size_t)(bad - wrs) : 0) : count; /* what was posted is the NIC's: track it */
-    SFV__INFLIGHT_UNPOST(&ch->rq, NULL, wrs, posted);
+    if (SFV__UNLIKELY(rc)) SFV__INFLIGHT_UNPOST(&ch->rq, NULL, wrs, posted);
     for (i = 0; i < posted; i++) {
         sfv__track(&ch->rq, SFV_WC_OP_RECV, 0);
         sfv__cover(&ch->rq, &pendings[i], 1);
@@ -4070,7 +4073,7 @@ static sfv_result sfv__post_requests(sfv_channel *ch, sfv__post_kind kind, bool 
     SFV__INFLIGHT_POST(&ch->sq, wrs, NULL, pending, 1);
     rc = ibv_post_send(ch->qp, wrs, &bad);
     posted = rc ? (bad ? (size_t)(bad - wrs) : 0) : count;
-    SFV__INFLIGHT_UNPOST(&ch->sq, wrs, NULL, posted);
+    if (SFV__UNLIKELY(rc)) SFV__INFLIGHT_UNPOST(&ch->sq, wrs, NULL, posted);
     sfv__track_n(&ch->sq, kind == SFV__POST_READ ? SFV_WC_OP_READ : write ? SFV_WC_OP_WRITE : SFV_WC_OP_SEND, totals, posted);
     if (SFV__UNLIKELY(rc)) return sfv__batch_failed(ch, pending, posted, rc);
     if (kind == SFV__POST_READ && pending) sfv__read_batch_total(ch, sum);
@@ -4777,7 +4780,7 @@ SAFEVERBS_API sfv_result sfv_srq_post_receive(sfv_srq *srq, const sfv_scatter_el
     wr.num_sge = (int)n;
     SFV__INFLIGHT_POST(&core->rq, NULL, &wr, pending, 1);
     rc = ibv_post_srq_recv(srq->srq, &wr, &bad);
-    SFV__INFLIGHT_UNPOST(&core->rq, NULL, &wr, rc ? 0 : 1);
+    if (SFV__UNLIKELY(rc)) SFV__INFLIGHT_UNPOST(&core->rq, NULL, &wr, rc ? 0 : 1);
     if (SFV__UNLIKELY(rc)) return sfv__post_failed(pending, 1, "ibv_post_srq_recv", rc);
     sfv__track(&core->rq, SFV_WC_OP_RECV, 0);
     sfv__cover(&core->rq, pending, 1);
@@ -4801,7 +4804,7 @@ SAFEVERBS_API sfv_result sfv_srq_post_receive_batch(sfv_srq *srq, const sfv_scat
     SFV__INFLIGHT_POST(&core->rq, NULL, wrs, pendings, count);
     rc = ibv_post_srq_recv(srq->srq, wrs, &bad);
     posted = rc ? (bad ? (size_t)(bad - wrs) : 0) : count;
-    SFV__INFLIGHT_UNPOST(&core->rq, NULL, wrs, posted);
+    if (SFV__UNLIKELY(rc)) SFV__INFLIGHT_UNPOST(&core->rq, NULL, wrs, posted);
     for (i = 0; i < posted; i++) {
         sfv__track(&core->rq, SFV_WC_OP_RECV, 0);
         sfv__cover(&core->rq, &pendings[i], 1);
@@ -4831,6 +4834,7 @@ SAFEVERBS_API sfv_result sfv_channel_reset(sfv_channel *ch) {
     SFV__CHECK_ARG(ch, "channel");
     if (ch->scope_depth > 0)
         return sfv__fail(SFV_ERR_INVALID, EINVAL, "sfv_channel_reset", "the channel is inside an open scope (or many-peer call): reset it after the scope returns");
+    sfv__leases_drop(ch); /* windows bound to the old QP hold it (>>impl leases); its leases end, dead, until revoked */
     if (sfv__inflight(ch) || (ch->qp && !ch->aborted)) sfv__abort(ch); /* everything in flight flushed */
     if (!sfv__destroy_qp(ch)) return sfv__fail_verb("ibv_destroy_qp", EBUSY);
     while (sfv__drain(ch) > 0) {} /* the old QP's last completions: their places are done already */
