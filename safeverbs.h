@@ -185,6 +185,14 @@
 #define SAFEVERBS_VERSION_MINOR 4
 #define SAFEVERBS_VERSION_PATCH 0
 #define SAFEVERBS_VERSION_STRING "0.4.0"
+/* True when this header is version maj.min.patch or newer; for #if:
+   #if !SAFEVERBS_VERSION_AT_LEAST(0, 4, 0)
+   #error "needs safeverbs 0.4.0 or newer"
+   #endif */
+#define SAFEVERBS_VERSION_AT_LEAST(maj, min, patch)                                            \
+    (SAFEVERBS_VERSION_MAJOR > (maj) ||                                                        \
+     (SAFEVERBS_VERSION_MAJOR == (maj) && (SAFEVERBS_VERSION_MINOR > (min) ||                  \
+      (SAFEVERBS_VERSION_MINOR == (min) && SAFEVERBS_VERSION_PATCH >= (patch)))))
 
 #ifndef SAFEVERBS_API
 #define SAFEVERBS_API extern

@@ -11,6 +11,8 @@ xz-utils zstd"
 # clang's sanitizer and libFuzzer runtimes (make check-fuzz): only recommended by clang, so
 # --no-install-recommends leaves them out.
 PKGS="$PKGS libclang-rt-14-dev"
+# Build-system consumers (make consumers), the API reference generator, the MPI example.
+PKGS="$PKGS cmake meson ninja-build pkg-config python3 libopenmpi-dev openmpi-bin"
 
 missing=
 for p in $PKGS; do
