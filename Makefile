@@ -93,6 +93,7 @@ check: deps
 	@$(MAKE) --no-print-directory compile-matrix
 	@$(MAKE) --no-print-directory check-fuzz
 	@$(MAKE) --no-print-directory consumers
+	@$(MAKE) --no-print-directory check-docs
 	@SAFEVERBS_VM_KERNEL="$${SAFEVERBS_VM_KERNEL:-6.1 6.12}" $(ON_RXE) bash tests/run.sh
 
 # On this host, no device and no libibverbs needed: a failure shows in seconds, before the guest boots.
@@ -149,3 +150,15 @@ uninstall:
 # on rxe. `make check` builds them before the guest starts.
 consumers: deps
 	@bash tests/consumers/build.sh
+
+# The API reference (docs/API.md, docs/man/*.3, docs/man/safeverbs.7), generated from the header
+# by tools/gen_api.py. `make docs` writes it; `make check-docs` (part of `make check`) fails when
+# it is stale, when a public function has no entry, or when a comment promises a result the
+# code cannot return.
+.PHONY: docs check-docs
+docs:
+	@rm -f docs/man/*.3 docs/man/*.7
+	@python3 tools/gen_api.py docs
+
+check-docs:
+	@python3 tools/gen_api.py --check

@@ -267,6 +267,8 @@ struct ibv_cq;
 struct ibv_qp;
 
 /* >>devices ---------------------------------------------------------------------------------- */
+/* The RDMA devices of this machine (none: an empty list and SFV_OK; free it with
+   sfv_free_device_list), and how many it holds (0 for NULL). */
 SAFEVERBS_API sfv_result sfv_get_device_list(sfv_device_list **out);
 SAFEVERBS_API size_t sfv_device_list_len(const sfv_device_list *list);
 /* NULL when i is out of range. Valid until sfv_free_device_list. */
@@ -310,6 +312,7 @@ typedef struct sfv_port_attr {
     uint16_t lid;
     uint32_t gid_tbl_len;
 } sfv_port_attr;
+/* A port's state, MTUs, link layer and LID; port: 1 .. the device's phys_port_cnt. */
 SAFEVERBS_API sfv_result sfv_query_port(sfv_context *ctx, uint8_t port, sfv_port_attr *out);
 
 typedef enum sfv_atomic_cap { /* values equal enum ibv_atomic_cap */
@@ -373,6 +376,7 @@ SAFEVERBS_API int sfv_gid_preference(const sfv_gid_entry *e);
 SAFEVERBS_API sfv_result sfv_choose_gid(sfv_context *ctx, uint8_t port, uint32_t *index_out);
 
 /* >>pd and cq -------------------------------------------------------------------------------- */
+/* A protection domain on the device; it holds a reference on the context. */
 SAFEVERBS_API sfv_result sfv_alloc_pd(sfv_context *ctx, sfv_pd **out);
 /* Drops a reference; MRs and channels keep it. NULL: SFV_OK. */
 SAFEVERBS_API sfv_result sfv_dealloc_pd(sfv_pd *pd);
@@ -420,6 +424,8 @@ typedef struct sfv_work_completion {
     bool has_imm;
 } sfv_work_completion;
 
+/* A status's name ("REM_ACCESS_ERR"), its class, a hint for humans, and a class's name: never
+   NULL, also for a value outside the enum. */
 SAFEVERBS_API const char *sfv_wc_status_str(sfv_wc_status s);
 SAFEVERBS_API sfv_work_error_class sfv_wc_status_class(sfv_wc_status s);
 SAFEVERBS_API const char *sfv_wc_status_hint(sfv_wc_status s);
@@ -469,6 +475,8 @@ SAFEVERBS_API sfv_result sfv_reg_dmabuf_mr_access(sfv_pd *pd, int fd, uint64_t o
    rkey still works: do not free its memory) and the call can be repeated. NULL: SFV_OK. */
 SAFEVERBS_API sfv_result sfv_dereg_mr(sfv_mr *mr);
 
+/* The MR's keys, address, length, SFV_ACCESS_* flags and PD (not a new reference); 0 or NULL
+   for a NULL mr. */
 SAFEVERBS_API uint32_t sfv_mr_lkey(const sfv_mr *mr);
 SAFEVERBS_API uint32_t sfv_mr_rkey(const sfv_mr *mr);
 SAFEVERBS_API uint64_t sfv_mr_addr(const sfv_mr *mr);   /* the iova for a DMA-BUF MR */
