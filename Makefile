@@ -162,3 +162,6 @@ docs:
 
 check-docs:
 	@python3 tools/gen_api.py --check
+
+# tests/nodev/test_log.c runs the tests of tests/test_log.c on the fake NIC.
+$(BUILD)/nodev/test_log $(BUILD)/nodev/asan/test_log: tests/test_log.c

@@ -7,10 +7,10 @@
 
    CONTENTS (each part starts at a ">>name" line: search for it)
    ========
-   Declarations     >>results >>handles >>devices >>pd and cq >>memory regions >>raw verbs
+   Declarations     >>results >>log >>handles >>devices >>pd and cq >>memory regions >>raw verbs
                     >>remote regions >>elements >>channel (>>pending >>batches >>atomics >>scopes)
                     >>multi-channel >>exchange >>node
-   Implementation   >>impl results >>impl refcounts >>impl devices >>impl pd and cq
+   Implementation   >>impl log >>impl results >>impl refcounts >>impl devices >>impl pd and cq
                     >>impl memory regions >>impl elements >>impl remote regions >>impl channel
                     >>impl completions >>impl posting >>impl pending work >>impl scopes
                     >>impl multi-channel >>impl exchange >>impl node >>impl raw verbs
@@ -250,6 +250,29 @@ SAFEVERBS_API const sfv_error *sfv_last_error(void);
    RESOURCE; EPERM, EACCES -> PERMISSION; ENOENT, ENODEV -> NOT_FOUND; EOPNOTSUPP -> UNSUPPORTED;
    anything else -> DRIVER. */
 SAFEVERBS_API sfv_result sfv_result_from_errno(int errnum);
+
+/* >>log -------------------------------------------------------------------------------------- */
+/* A trace of what the library does, for debugging a handshake on a real fabric without a
+   debugger: errors (every failure a call records in sfv_last_error, refusals included), state
+   changes and handshakes (devices opened and closed, channels created, connected, broken and
+   destroyed, nodes connected) and, at debug, the exchange's steps, each naming its objects
+   ("rxe0 qp 17"). Nothing is reported by default, and the data path pays nothing for it: a post
+   or poll that succeeds never looks at the log; a failure tests one flag. */
+typedef enum sfv_log_level {
+    SFV_LOG_OFF = 0,     /* nothing */
+    SFV_LOG_ERROR = 1,   /* failures, with the verb or check and the message of sfv_last_error */
+    SFV_LOG_INFO = 2,    /* and state changes: opened, connected (with the peer), broken, closed */
+    SFV_LOG_DEBUG = 3    /* and object creation and the exchange's steps */
+} sfv_log_level;
+/* Called on the thread that does the work, with one line without its newline. */
+typedef void (*sfv_log_fn)(void *user, sfv_log_level level, const char *message);
+/* Reports messages of `level` and below to fn(user, ...); fn NULL: to stderr as
+   "safeverbs: LEVEL: message"; SFV_LOG_OFF: nothing. Without a call, the environment variable
+   SAFEVERBS_LOG (off, error, info, debug or 0..3; read once, at the first failure or the first
+   sfv_get_device_list, sfv_open_device, sfv_context_wrap or exchange) sets the level, to stderr.
+   A call overrides it. Thread safety: set it before other threads use safeverbs (the hook is
+   read without a lock); fn may be called from any thread that uses safeverbs. */
+SAFEVERBS_API void sfv_set_log(sfv_log_fn fn, void *user, sfv_log_level level);
 
 /* >>handles ---------------------------------------------------------------------------------- */
 typedef struct sfv_device_list sfv_device_list;
@@ -1136,6 +1159,68 @@ SFV__STATIC_ASSERT((int)SFV_ATOMIC_HCA == (int)IBV_ATOMIC_HCA && (int)SFV_ATOMIC
      SFV_ACCESS_REMOTE_ATOMIC | SFV_ACCESS_MW_BIND | SFV_ACCESS_ZERO_BASED |                   \
      SFV_ACCESS_ON_DEMAND | SFV_ACCESS_HUGETLB | SFV_ACCESS_RELAXED_ORDERING)
 
+/* >>impl log ------------------------------------------------------------------------------- */
+/* The hook and its level. sfv__log_level is the only thing a hot path may test (a failure's
+   path, never a success's); SFV__LOG evaluates its arguments only when the level is on. */
+static sfv_log_fn sfv__log_fn;
+static void *sfv__log_user;
+static int sfv__log_level;
+static int sfv__log_ready; /* 0: SAFEVERBS_LOG not read yet; 1: being read; 2: read or overridden */
+#define SFV__LOG(level, ...)                                                               \
+    do {                                                                                   \
+        if (SFV__UNLIKELY(__atomic_load_n(&sfv__log_level, __ATOMIC_RELAXED) >= (level))) \
+            sfv__log(level, __VA_ARGS__);                                                  \
+    } while (0)
+
+static void sfv__log_stderr(void *user, sfv_log_level level, const char *message) {
+    static const char *const names[] = {"off", "error", "info", "debug"};
+    (void)user;
+    fprintf(stderr, "safeverbs: %s: %s\n", names[level >= 0 && level <= SFV_LOG_DEBUG ? level : 0], message);
+}
+
+/* Reads SAFEVERBS_LOG once (the first caller wins; sfv_set_log first: never). */
+static void sfv__log_init(void) {
+    int expect = 0;
+    const char *v;
+    int level = SFV_LOG_OFF;
+    if (SFV__LIKELY(__atomic_load_n(&sfv__log_ready, __ATOMIC_ACQUIRE) == 2)) return;
+    if (!__atomic_compare_exchange_n(&sfv__log_ready, &expect, 1, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) return;
+    v = getenv("SAFEVERBS_LOG");
+    if (v && *v) {
+        if (!strcmp(v, "error") || !strcmp(v, "1")) level = SFV_LOG_ERROR;
+        else if (!strcmp(v, "info") || !strcmp(v, "2")) level = SFV_LOG_INFO;
+        else if (!strcmp(v, "debug") || !strcmp(v, "3")) level = SFV_LOG_DEBUG;
+        else if (strcmp(v, "off") && strcmp(v, "0"))
+            fprintf(stderr, "safeverbs: SAFEVERBS_LOG=%s is not off, error, info, debug or 0..3: ignored\n", v);
+    }
+    sfv__log_fn = sfv__log_stderr;
+    sfv__log_user = NULL;
+    __atomic_store_n(&sfv__log_level, level, __ATOMIC_RELEASE);
+    __atomic_store_n(&sfv__log_ready, 2, __ATOMIC_RELEASE);
+}
+
+SAFEVERBS_API void sfv_set_log(sfv_log_fn fn, void *user, sfv_log_level level) {
+    __atomic_store_n(&sfv__log_ready, 2, __ATOMIC_RELEASE); /* SAFEVERBS_LOG no longer counts */
+    __atomic_store_n(&sfv__log_level, SFV_LOG_OFF, __ATOMIC_RELEASE);
+    sfv__log_fn = fn ? fn : sfv__log_stderr;
+    sfv__log_user = fn ? user : NULL;
+    if (level < SFV_LOG_OFF) level = SFV_LOG_OFF;
+    if (level > SFV_LOG_DEBUG) level = SFV_LOG_DEBUG;
+    __atomic_store_n(&sfv__log_level, (int)level, __ATOMIC_RELEASE);
+}
+
+static SFV__PRINTF(2, 3) void sfv__log(sfv_log_level level, const char *fmt, ...) {
+    char msg[320];
+    va_list ap;
+    const int saved = errno;
+    if (__atomic_load_n(&sfv__log_level, __ATOMIC_ACQUIRE) < (int)level || !sfv__log_fn) return;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    sfv__log_fn(sfv__log_user, level, msg);
+    errno = saved;
+}
+
 /* >>impl results ----------------------------------------------------------------------------- */
 static SFV__THREAD_LOCAL sfv_error sfv__last = {SFV_OK, 0, "", ""};
 
@@ -1189,6 +1274,8 @@ static SFV__PRINTF(4, 5) sfv_result sfv__fail(sfv_result r, int errnum, const ch
     sfv__last.verb = verb;
     memcpy(sfv__last.message, msg, sizeof msg);
     sfv__failures++;
+    sfv__log_init();
+    SFV__LOG(SFV_LOG_ERROR, "%s: %s (%s)", verb, msg, sfv_result_str(r));
     return r;
 }
 
@@ -1237,6 +1324,7 @@ struct sfv_mr { struct ibv_mr *mr; sfv_pd *pd; uint64_t addr; size_t length; uns
 SAFEVERBS_API sfv_result sfv_get_device_list(sfv_device_list **out) {
     sfv_device_list *list;
     int n = 0;
+    sfv__log_init();
     SFV__CHECK_ARG(out, "out");
     *out = NULL;
     list = (sfv_device_list *)SFV_CALLOC(1, sizeof *list);
@@ -1342,6 +1430,7 @@ static sfv_result sfv__open(struct ibv_device *dev, sfv_context **out) {
     ctx->owned = true;
     ctx->refs = 1;
     *out = ctx;
+    SFV__LOG(SFV_LOG_INFO, "%s: opened (%u ports, max_qp_wr %d)", ctx->name, ctx->attr.phys_port_cnt, ctx->attr.max_qp_wr);
     return SFV_OK;
 close_dev:
     ibv_close_device(ctx->ctx);
@@ -1355,6 +1444,7 @@ SAFEVERBS_API sfv_result sfv_context_wrap(struct ibv_context *raw, bool take_own
     sfv_result r;
     SFV__CHECK_ARG(out, "out");
     *out = NULL;
+    sfv__log_init();
     SFV__CHECK_ARG(raw, "raw context (NULL)");
     ctx = (sfv_context *)SFV_CALLOC(1, sizeof *ctx);
     if (!ctx) return sfv__fail_verb("calloc", ENOMEM);
@@ -1368,6 +1458,7 @@ SAFEVERBS_API sfv_result sfv_context_wrap(struct ibv_context *raw, bool take_own
     ctx->owned = take_ownership;
     ctx->refs = 1;
     *out = ctx;
+    SFV__LOG(SFV_LOG_INFO, "%s: wrapped (%s)", ctx->name, take_ownership ? "owned" : "not owned");
     return SFV_OK;
 }
 
@@ -1408,6 +1499,7 @@ static sfv_result sfv__context_unref(sfv_context *ctx) {
             sfv__ref(&ctx->refs);
             return sfv__fail_verb("ibv_close_device", rc < 0 ? errno : rc);
         }
+        SFV__LOG(SFV_LOG_INFO, "%s: closed", ctx->name);
         SFV_FREE(ctx);
     }
     return SFV_OK;
@@ -2524,7 +2616,12 @@ SAFEVERBS_API sfv_result sfv_create_channel(sfv_pd *pd, const sfv_channel_desc *
     SFV__CHECK_ARG(out, "out");
     *out = NULL;
     r = sfv__desc_resolve(pd, desc, &resolved, &facts);
-    return r ? r : sfv__channel_new(pd, &resolved, &facts, out);
+    r = r ? r : sfv__channel_new(pd, &resolved, &facts, out);
+    if (r == SFV_OK)
+        SFV__LOG(SFV_LOG_DEBUG, "%s qp %u: created (port %u, gid index %u, path mtu %u, %u/%u work requests)",
+                 sfv_context_name(sfv_pd_context(pd)), (*out)->qp->qp_num, resolved.port, resolved.gid_index,
+                 resolved.path_mtu, resolved.max_send_wr, resolved.max_recv_wr);
+    return r;
 }
 
 SAFEVERBS_API sfv_result sfv_channel_endpoint(const sfv_channel *ch, sfv_endpoint *out) {
@@ -2651,6 +2748,9 @@ SAFEVERBS_API sfv_result sfv_channel_handshake(sfv_channel *ch, const sfv_endpoi
     }
     ch->connected = true;
     ch->can_send = true;
+    SFV__LOG(SFV_LOG_INFO, "%s qp %u: connected to qp %u (lid %u, %s gid %02x%02x..%02x%02x, mtu %u, read depth %u)",
+             sfv_context_name(sfv_pd_context(ch->pd)), ch->qp->qp_num, peer->qpn, peer->lid, peer->has_gid ? "with" : "no",
+             peer->gid.raw[0], peer->gid.raw[1], peer->gid.raw[14], peer->gid.raw[15], mtu, qa.max_rd_atomic);
     return SFV_OK;
 }
 
@@ -2664,6 +2764,7 @@ SAFEVERBS_API size_t sfv_channel_outstanding(const sfv_channel *ch) {
 /* >>impl completions ------------------------------------------------------------------------ */
 /* After an error completion, a flush or a partial post: nothing more may be posted. */
 static void sfv__break(sfv_channel *ch) {
+    if (!ch->broken) SFV__LOG(SFV_LOG_INFO, "%s qp %u: broken (no more work; destroy it)", sfv_context_name(sfv_pd_context(ch->pd)), ch->qp ? ch->qp->qp_num : 0);
     ch->broken = true;
     ch->can_send = ch->can_recv = false;
 }
@@ -3654,6 +3755,8 @@ SAFEVERBS_API sfv_result sfv_channel_manual_scope(sfv_channel *ch, sfv_scope_fn 
 
 SAFEVERBS_API sfv_result sfv_destroy_channel(sfv_channel *ch) {
     if (!ch) return SFV_OK;
+    SFV__LOG(SFV_LOG_DEBUG, "%s qp %u: destroying (%zu work requests outstanding)", sfv_context_name(sfv_pd_context(ch->pd)),
+             ch->qp ? ch->qp->qp_num : 0, sfv_channel_outstanding(ch));
     if (ch->scope_depth > 0)
         return sfv__fail(SFV_ERR_INVALID, EINVAL, "sfv_destroy_channel", "the channel is inside an open scope (or many-peer call): destroy it after the scope returns");
     if (sfv__inflight(ch)) sfv__abort(ch);
@@ -4816,8 +4919,12 @@ static sfv_result sfv__exchange(const sfv_net_node *nodes, size_t n, size_t rank
 
 SAFEVERBS_API sfv_result sfv_exchange_all_keyed(const sfv_net_node *nodes, size_t n, size_t rank, const void *mine, size_t size, void *all,
                                                 const sfv_exchange_desc *desc, int timeout_ms) {
-    sfv_result r = sfv__exchange(nodes, n, rank, mine, size, all, desc, timeout_ms);
+    sfv_result r;
+    sfv__log_init();
+    SFV__LOG(SFV_LOG_DEBUG, "exchange: rank %zu of %zu, %zu bytes each%s", rank, n, size, size ? "" : " (a barrier)");
+    r = sfv__exchange(nodes, n, rank, mine, size, all, desc, timeout_ms);
     if (r && all && size && n <= SFV__MAX_PEERS && size <= SFV__EX_MAX_SIZE) memset(all, 0, n * size); /* no half-exchange left */
+    if (r == SFV_OK) SFV__LOG(SFV_LOG_DEBUG, "exchange: rank %zu of %zu: done", rank, n);
     return r;
 }
 
@@ -5028,6 +5135,7 @@ SAFEVERBS_API sfv_result sfv_node_connect_keyed(sfv_node *node, const sfv_net_no
     if (r == SFV_OK) r = sfv_exchange_all_keyed(nodes, node->world, node->rank, NULL, 0, NULL, desc, sfv__ms_until(deadline));
     SFV_FREE(mine);
     SFV_FREE(all);
+    if (r == SFV_OK) SFV__LOG(SFV_LOG_INFO, "node rank %u of %u: connected to every rank", (unsigned)node->rank, (unsigned)node->world);
     return r;
 }
 
