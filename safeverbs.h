@@ -198,6 +198,14 @@
 #define SAFEVERBS_API extern
 #endif
 
+/* A zero initialiser for any safeverbs struct (a desc: every default) that no compiler warns
+   about: {0} in C, {} in C++ (where {0} warns under -Wextra). sfv_channel_desc d = SFV_ZERO_INIT; */
+#ifdef __cplusplus
+#define SFV_ZERO_INIT {}
+#else
+#define SFV_ZERO_INIT {0}
+#endif
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -988,7 +996,7 @@ typedef enum sfv_barrier_kind {
 } sfv_barrier_kind;
 typedef struct sfv_node_desc {
     size_t rank;
-    size_t world_size;           /* 1 .. 4096 */
+    size_t world_size;           /* 1 .. 4096; 0: rank and world size from the launcher (sfv_launcher_rank) */
     sfv_barrier_kind barrier;
     sfv_channel_desc channel;    /* for every channel; zero-filled: defaults */
 } sfv_node_desc;
@@ -1031,6 +1039,34 @@ SAFEVERBS_API sfv_result sfv_node_handshake(sfv_node *node, const uint8_t *all, 
    (NULL: as sfv_node_connect). */
 SAFEVERBS_API sfv_result sfv_node_connect(sfv_node *node, const sfv_net_node *nodes, int timeout_ms);
 SAFEVERBS_API sfv_result sfv_node_connect_keyed(sfv_node *node, const sfv_net_node *nodes, const sfv_exchange_desc *desc, int timeout_ms);
+/* Pluggable bootstrap. An allgather: every rank calls it with its own `size` bytes at `mine`,
+   and it returns with rank r's bytes at all + r * size for every rank of the job, in rank order
+   (size 0: a barrier, all may be NULL); SFV_OK, or a failure (SFV_ERR_TIMEOUT when it could not
+   finish in time, ...). MPI_Allgather is one (examples/mpi_allgather.c), the TCP exchange another
+   (sfv_exchange_allgather). */
+typedef sfv_result (*sfv_allgather_fn)(void *user, const void *mine, void *all, size_t size);
+/* sfv_node_connect over any allgather: the endpoints through it, the handshake, then an
+   allgather of 0 bytes, so that when it returns every rank's channels are connected. A failure
+   of fn that set no sfv_last_error is recorded as the result fn returned (a non-negative one:
+   SFV_ERR_DRIVER). fn must be collective over exactly the node's world, in rank order: a blob
+   that says another rank or world size is refused by the handshake (SFV_ERR_INVALID). It
+   allocates as sfv_node_connect does. */
+SAFEVERBS_API sfv_result sfv_node_connect_with(sfv_node *node, sfv_allgather_fn fn, void *user);
+/* The TCP exchange as an sfv_allgather_fn: user points to an sfv_exchange_allgather_ctx, and
+   each call is sfv_exchange_all_keyed(nodes, n, rank, mine, size, all, desc, timeout_ms). */
+typedef struct sfv_exchange_allgather_ctx {
+    const sfv_net_node *nodes;
+    size_t n, rank;
+    const sfv_exchange_desc *desc;   /* NULL: the key from SAFEVERBS_JOB_KEY, as sfv_exchange_all */
+    int timeout_ms;                  /* for each call */
+} sfv_exchange_allgather_ctx;
+SAFEVERBS_API sfv_result sfv_exchange_allgather(void *user, const void *mine, void *all, size_t size);
+/* This process's rank and the job's size from its launcher's environment: Open MPI's mpirun
+   (OMPI_COMM_WORLD_RANK, OMPI_COMM_WORLD_SIZE), PMI launchers such as MPICH's hydra and Slurm
+   with --mpi=pmi2 (PMI_RANK, PMI_SIZE), Slurm's srun (SLURM_PROCID, SLURM_NTASKS), looked for in
+   that order. SFV_ERR_NOT_FOUND when none is set; SFV_ERR_INVALID when a pair is partial, not a
+   number, or the rank is not below the size. Outputs 0 on failure. */
+SAFEVERBS_API sfv_result sfv_launcher_rank(size_t *rank, size_t *world_size);
 /* Returns once every rank in peers[0 .. n) has entered the same barrier (peers NULL: every rank).
    peers must be sorted, without duplicates, in range and include this rank (else
    SFV_ERR_INVALID, the barrier stays usable): a sub-group barrier. Every member must call it
@@ -4971,23 +5007,25 @@ static void sfv__node_free(sfv_node *node) {
 SAFEVERBS_API sfv_result sfv_create_node(sfv_pd *pd, const sfv_node_desc *desc, sfv_node **out) {
     sfv_node *node;
     sfv_result r;
-    size_t w;
+    size_t w, rank;
     SFV__CHECK_ARG(out, "out");
     *out = NULL;
     SFV__CHECK_ARG(pd, "pd");
     SFV__CHECK_ARG(desc, "desc");
     w = desc->world_size;
+    rank = desc->rank;
+    if (w == 0 && (r = sfv_launcher_rank(&rank, &w)) != SFV_OK) return r;
     if (w == 0 || w > SFV__MAX_PEERS)
         return sfv__fail(SFV_ERR_INVALID, EINVAL, "sfv_node_desc", "sfv_node_desc.world_size = %zu is out of range (1 .. %d)", w, SFV__MAX_PEERS);
-    if (desc->rank >= w)
-        return sfv__fail(SFV_ERR_INVALID, EINVAL, "sfv_node_desc", "sfv_node_desc.rank = %zu is out of range (below world_size %zu)", desc->rank, w);
+    if (rank >= w)
+        return sfv__fail(SFV_ERR_INVALID, EINVAL, "sfv_node_desc", "sfv_node_desc.rank = %zu is out of range (below world_size %zu)", rank, w);
     if (desc->channel.access && !(desc->channel.access & SFV_ACCESS_REMOTE_WRITE))
         return sfv__fail(SFV_ERR_INVALID, EINVAL, "sfv_node_desc", "sfv_node_desc.channel.access must let peers write (SFV_ACCESS_REMOTE_WRITE): the barrier writes into them");
     if ((unsigned)desc->barrier > (unsigned)SFV_BARRIER_DISSEMINATION)
         return sfv__fail(SFV_ERR_INVALID, EINVAL, "sfv_node_desc", "sfv_node_desc.barrier = %d is not a barrier kind", (int)desc->barrier);
     node = (sfv_node *)SFV_CALLOC(1, sizeof *node);
     if (!node) return sfv__fail_verb("calloc", ENOMEM);
-    node->rank = desc->rank;
+    node->rank = rank;
     node->world = w;
     node->kind = desc->barrier == SFV_BARRIER_DEFAULT ? SFV_BARRIER_BINARY_TREE : desc->barrier;
     node->in = (uint64_t *)SFV_CALLOC(w, sizeof *node->in);
@@ -5141,6 +5179,82 @@ SAFEVERBS_API sfv_result sfv_node_connect_keyed(sfv_node *node, const sfv_net_no
 
 SAFEVERBS_API sfv_result sfv_node_connect(sfv_node *node, const sfv_net_node *nodes, int timeout_ms) {
     return sfv_node_connect_keyed(node, nodes, NULL, timeout_ms);
+}
+
+SAFEVERBS_API sfv_result sfv_node_connect_with(sfv_node *node, sfv_allgather_fn fn, void *user) {
+    size_t each;
+    uint8_t *mine, *all;
+    sfv_result r;
+    unsigned long failures;
+    SFV__CHECK_ARG(node, "node");
+    SFV__CHECK_ARG(fn, "allgather function (NULL)");
+    if (node->connected) return sfv__fail(SFV_ERR_INVALID, EINVAL, "sfv_node_connect", "the node is already connected");
+    if (node->poisoned) return sfv__fail(SFV_ERR_BROKEN, EIO, "sfv_node_connect", "the node is broken: destroy it");
+    each = SFV_NODE_ENDPOINT_SIZE(node->world);
+    mine = (uint8_t *)SFV_MALLOC(each);
+    all = (uint8_t *)SFV_CALLOC(node->world, each);
+    r = mine && all ? SFV_OK : sfv__fail_verb("malloc", ENOMEM);
+    if (r == SFV_OK) r = sfv_node_endpoint(node, mine, each);
+    if (r == SFV_OK) {
+        failures = sfv__failures;
+        r = fn(user, mine, all, each);
+        if (r == SFV_OK) r = sfv_node_handshake(node, all, node->world * each);
+        else if (failures == sfv__failures)
+            r = sfv__fail(r < 0 ? r : SFV_ERR_DRIVER, EIO, "node", "the allgather of the endpoints failed (%s)", sfv_result_str(r));
+    }
+    if (r == SFV_OK) {
+        failures = sfv__failures;
+        r = fn(user, NULL, NULL, 0);
+        if (r != SFV_OK && failures == sfv__failures)
+            r = sfv__fail(r < 0 ? r : SFV_ERR_DRIVER, EIO, "node", "the allgather of the sync after the handshake failed (%s)", sfv_result_str(r));
+    }
+    SFV_FREE(mine);
+    SFV_FREE(all);
+    if (r == SFV_OK) SFV__LOG(SFV_LOG_INFO, "node rank %u of %u: connected to every rank (through the caller's allgather)", (unsigned)node->rank, (unsigned)node->world);
+    return r;
+}
+
+SAFEVERBS_API sfv_result sfv_exchange_allgather(void *user, const void *mine, void *all, size_t size) {
+    const sfv_exchange_allgather_ctx *x = (const sfv_exchange_allgather_ctx *)user;
+    SFV__CHECK_ARG(x, "user (NULL: no sfv_exchange_allgather_ctx)");
+    return sfv_exchange_all_keyed(x->nodes, x->n, x->rank, mine, size, all, x->desc, x->timeout_ms);
+}
+
+/* A decimal size_t from the environment: 1 found, 0 not set, -1 set but not a number. */
+static int sfv__env_size(const char *name, size_t *out) {
+    const char *v = getenv(name);
+    char *end;
+    unsigned long long x;
+    if (!v) return 0;
+    errno = 0;
+    x = strtoull(v, &end, 10);
+    if (!*v || *end || errno || *v == '-' || x > SIZE_MAX) return -1;
+    *out = (size_t)x;
+    return 1;
+}
+
+SAFEVERBS_API sfv_result sfv_launcher_rank(size_t *rank, size_t *world_size) {
+    static const char *const vars[][2] = {{"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"},
+                                          {"PMI_RANK", "PMI_SIZE"},
+                                          {"SLURM_PROCID", "SLURM_NTASKS"}};
+    size_t i, r = 0, n = 0;
+    SFV__CHECK_ARG(rank, "rank");
+    *rank = 0;
+    SFV__CHECK_ARG(world_size, "world_size");
+    *world_size = 0;
+    for (i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+        const int a = sfv__env_size(vars[i][0], &r), b = sfv__env_size(vars[i][1], &n);
+        if (a == 0 && b == 0) continue;
+        if (a != 1 || b != 1 || n == 0 || r >= n)
+            return sfv__fail(SFV_ERR_INVALID, EINVAL, "sfv_launcher_rank", "%s=%s and %s=%s are not a rank below a world size",
+                             vars[i][0], getenv(vars[i][0]) ? getenv(vars[i][0]) : "(unset)", vars[i][1],
+                             getenv(vars[i][1]) ? getenv(vars[i][1]) : "(unset)");
+        *rank = r;
+        *world_size = n;
+        return SFV_OK;
+    }
+    return sfv__fail(SFV_ERR_NOT_FOUND, ENOENT, "sfv_launcher_rank",
+                     "no launcher's rank in the environment (OMPI_COMM_WORLD_RANK/SIZE, PMI_RANK/SIZE, SLURM_PROCID/NTASKS)");
 }
 
 /* Tells rank `to` that we reached the next epoch: one RDMA write of out[to] into its in[rank]. */
