@@ -169,3 +169,13 @@ $(BUILD)/nodev/test_log $(BUILD)/nodev/asan/test_log: tests/test_log.c
 # examples/mpi_allgather.c needs Open MPI's headers: built with mpicc where it exists (tools/deps.sh
 # installs it); without, it builds to a program that says so and exits 77.
 $(BUILD)/mpi_allgather: CC := $(if $(shell command -v mpicc 2>/dev/null),mpicc,$(CC))
+
+# C++: examples/raii.cpp (handles in std::unique_ptr, a scope from a capturing lambda), warnings
+# as errors; tests/cxx.test.sh runs it on rxe.
+CXX ?= g++
+all: $(BUILD)/raii
+$(BUILD)/raii: examples/raii.cpp safeverbs.h | $(BUILD)
+	$(CXX) -std=c++17 $(CFLAGS) $(WARN) -I. -o $@ $< $(LDLIBS)
+all: $(BUILD)/readme_cxx.o
+$(BUILD)/readme_cxx.o: tests/compile/readme_cxx.cpp safeverbs.h | $(BUILD)
+	$(CXX) -std=c++11 $(WARN) -I. -c -o $@ $<
