@@ -996,7 +996,7 @@ typedef enum sfv_barrier_kind {
 } sfv_barrier_kind;
 typedef struct sfv_node_desc {
     size_t rank;
-    size_t world_size;           /* 1 .. 4096; 0: rank and world size from the launcher (sfv_launcher_rank) */
+    size_t world_size;           /* 1 .. 4096; 0: rank and world size from the launcher (sfv_launcher_rank; none: SFV_ERR_INVALID) */
     sfv_barrier_kind barrier;
     sfv_channel_desc channel;    /* for every channel; zero-filled: defaults */
 } sfv_node_desc;
@@ -5014,7 +5014,8 @@ SAFEVERBS_API sfv_result sfv_create_node(sfv_pd *pd, const sfv_node_desc *desc, 
     SFV__CHECK_ARG(desc, "desc");
     w = desc->world_size;
     rank = desc->rank;
-    if (w == 0 && (r = sfv_launcher_rank(&rank, &w)) != SFV_OK) return r;
+    if (w == 0 && (r = sfv_launcher_rank(&rank, &w)) != SFV_OK)
+        return r != SFV_ERR_NOT_FOUND ? r : sfv__fail(SFV_ERR_INVALID, EINVAL, "sfv_node_desc", "sfv_node_desc.world_size = 0 and no launcher's rank in the environment (OMPI_COMM_WORLD_RANK/SIZE, PMI_RANK/SIZE, SLURM_PROCID/NTASKS)");
     if (w == 0 || w > SFV__MAX_PEERS)
         return sfv__fail(SFV_ERR_INVALID, EINVAL, "sfv_node_desc", "sfv_node_desc.world_size = %zu is out of range (1 .. %d)", w, SFV__MAX_PEERS);
     if (rank >= w)

@@ -48,7 +48,7 @@ static void t_launcher_rank_refuses_nonsense(void) {
     }
 }
 
-/* world_size 0: the node takes its place from the launcher; none: SFV_ERR_NOT_FOUND. */
+/* world_size 0: the node takes its place from the launcher; none: SFV_ERR_INVALID (a world of 0). */
 static void t_node_from_launcher(void) {
     sfv_context *ctx;
     sfv_pd *pd;
@@ -58,8 +58,13 @@ static void t_node_from_launcher(void) {
     CHECK_OK(sfv_open_device(test_device(0), &ctx));
     CHECK_OK(sfv_alloc_pd(ctx, &pd));
     clear_launchers();
-    CHECK_RESULT(sfv_create_node(pd, &nd, &node), SFV_ERR_NOT_FOUND);
+    CHECK_RESULT(sfv_create_node(pd, &nd, &node), SFV_ERR_INVALID);
     CHECK(node == NULL);
+    CHECK(strstr(sfv_last_error()->message, "world_size = 0 and no launcher"));
+    setenv("SLURM_PROCID", "5", 1); setenv("SLURM_NTASKS", "5", 1);    /* nonsense: said as such */
+    CHECK_RESULT(sfv_create_node(pd, &nd, &node), SFV_ERR_INVALID);
+    CHECK(strstr(sfv_last_error()->message, "SLURM_PROCID=5"));
+    clear_launchers();
     setenv("PMI_RANK", "2", 1); setenv("PMI_SIZE", "3", 1);
     CHECK_OK(sfv_create_node(pd, &nd, &node));
     CHECK_EQ(sfv_node_rank(node), 2);
