@@ -197,6 +197,19 @@
 #ifndef SAFEVERBS_API
 #define SAFEVERBS_API extern
 #endif
+/* In front of the functions whose result must not be ignored (all that return sfv_result but
+   the releases): [[nodiscard]] in C++17, warn_unused_result in gcc and clang (gcc's cannot be
+   silenced by a (void) cast: test the result). #define SFV_NODISCARD (empty) before including
+   to turn it off. */
+#ifndef SFV_NODISCARD
+#if defined(__cplusplus) && __cplusplus >= 201703L
+#define SFV_NODISCARD [[nodiscard]]
+#elif defined(__GNUC__) || defined(__clang__)
+#define SFV_NODISCARD __attribute__((warn_unused_result))
+#else
+#define SFV_NODISCARD
+#endif
+#endif
 
 /* A zero initialiser for any safeverbs struct (a desc: every default) that no compiler warns
    about: {0} in C, {} in C++ (where {0} warns under -Wextra). sfv_channel_desc d = SFV_ZERO_INIT; */
@@ -257,7 +270,7 @@ SAFEVERBS_API const sfv_error *sfv_last_error(void);
 /* Maps an errno to its class as the crate does: EINVAL -> INVALID; ENOMEM, EAGAIN, EMFILE ->
    RESOURCE; EPERM, EACCES -> PERMISSION; ENOENT, ENODEV -> NOT_FOUND; EOPNOTSUPP -> UNSUPPORTED;
    anything else -> DRIVER. */
-SAFEVERBS_API sfv_result sfv_result_from_errno(int errnum);
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_result_from_errno(int errnum);
 
 /* >>log -------------------------------------------------------------------------------------- */
 /* A trace of what the library does, for debugging a handshake on a real fabric without a
@@ -300,12 +313,12 @@ struct ibv_qp;
 /* >>devices ---------------------------------------------------------------------------------- */
 /* The RDMA devices of this machine (none: an empty list and SFV_OK; free it with
    sfv_free_device_list), and how many it holds (0 for NULL). */
-SAFEVERBS_API sfv_result sfv_get_device_list(sfv_device_list **out);
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_get_device_list(sfv_device_list **out);
 SAFEVERBS_API size_t sfv_device_list_len(const sfv_device_list *list);
 /* NULL when i is out of range. Valid until sfv_free_device_list. */
 SAFEVERBS_API const char *sfv_device_list_name(const sfv_device_list *list, size_t i);
 /* The node GUID in host byte order (its bytes as printed, most significant first). */
-SAFEVERBS_API sfv_result sfv_device_list_guid(const sfv_device_list *list, size_t i, uint64_t *out);
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_device_list_guid(const sfv_device_list *list, size_t i, uint64_t *out);
 SAFEVERBS_API void sfv_free_device_list(sfv_device_list *list);
 /* The crate's Guid helpers: the IEEE OUI (the top 24 bits), and "reserved" (all zero). */
 SAFEVERBS_API uint32_t sfv_guid_oui(uint64_t guid);
@@ -313,8 +326,8 @@ SAFEVERBS_API bool sfv_guid_is_reserved(uint64_t guid);
 
 /* Opens a device by name (NULL or "" = the first one; unknown name = SFV_ERR_NOT_FOUND) and
    checks that port 1 is ACTIVE or ARMED (otherwise SFV_ERR_RESOURCE naming the state). */
-SAFEVERBS_API sfv_result sfv_open_device(const char *name, sfv_context **out);
-SAFEVERBS_API sfv_result sfv_open_device_at(const sfv_device_list *list, size_t i, sfv_context **out);
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_open_device(const char *name, sfv_context **out);
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_open_device_at(const sfv_device_list *list, size_t i, sfv_context **out);
 /* Drops the caller's reference; the device closes when no PD, CQ, MR or channel uses it. */
 SAFEVERBS_API sfv_result sfv_close_device(sfv_context *ctx);
 SAFEVERBS_API const char *sfv_context_name(const sfv_context *ctx);
@@ -323,10 +336,10 @@ SAFEVERBS_API const char *sfv_context_name(const sfv_context *ctx);
 SAFEVERBS_API int sfv_context_numa_node(const sfv_context *ctx);
 /* Binds the calling thread to the CPUs of NUMA node `node`. SFV_ERR_NOT_FOUND for a node this
    machine does not have; SFV_ERR_UNSUPPORTED when built without _GNU_SOURCE (see the top). */
-SAFEVERBS_API sfv_result sfv_bind_thread_to_numa_node(int node);
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_bind_thread_to_numa_node(int node);
 /* Binds the calling thread to the device's node. A device without one: SFV_OK and no change,
    or SFV_ERR_NOT_FOUND when `strict`. */
-SAFEVERBS_API sfv_result sfv_context_bind_thread_to_numa(const sfv_context *ctx, bool strict);
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_context_bind_thread_to_numa(const sfv_context *ctx, bool strict);
 
 typedef enum sfv_port_state { /* values equal enum ibv_port_state */
     SFV_PORT_NOP = 0, SFV_PORT_DOWN = 1, SFV_PORT_INIT = 2, SFV_PORT_ARMED = 3,
@@ -344,7 +357,7 @@ typedef struct sfv_port_attr {
     uint32_t gid_tbl_len;
 } sfv_port_attr;
 /* A port's state, MTUs, link layer and LID; port: 1 .. the device's phys_port_cnt. */
-SAFEVERBS_API sfv_result sfv_query_port(sfv_context *ctx, uint8_t port, sfv_port_attr *out);
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_query_port(sfv_context *ctx, uint8_t port, sfv_port_attr *out);
 
 typedef enum sfv_atomic_cap { /* values equal enum ibv_atomic_cap */
     SFV_ATOMIC_NONE = 0,      /* no RDMA atomics */
@@ -380,7 +393,7 @@ typedef struct sfv_device_attr {
 /* The device's limits, as queried when the context was opened or wrapped (they do not change
    while it is open: no verb is called). NULL out or context: SFV_ERR_INVALID; *out is zeroed
    on failure. Thread safety: any thread. */
-SAFEVERBS_API sfv_result sfv_query_device(sfv_context *ctx, sfv_device_attr *out);
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_query_device(sfv_context *ctx, sfv_device_attr *out);
 SAFEVERBS_API const char *sfv_port_state_str(sfv_port_state s);
 
 typedef struct sfv_gid { uint8_t raw[16]; } sfv_gid;
@@ -393,7 +406,7 @@ typedef struct sfv_gid_entry {
     uint32_t ifindex;        /* the netdev behind a RoCE GID, 0 if none */
 } sfv_gid_entry;
 /* SFV_ERR_NOT_FOUND for an empty or missing table entry. */
-SAFEVERBS_API sfv_result sfv_query_gid(sfv_context *ctx, uint8_t port, uint32_t index, sfv_gid_entry *out);
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_query_gid(sfv_context *ctx, uint8_t port, uint32_t index, sfv_gid_entry *out);
 /* True for ::ffff:a.b.c.d, the GID of an IPv4 address. */
 SAFEVERBS_API bool sfv_gid_is_ipv4(const sfv_gid *gid);
 /* How much a channel wants a GID when it picks one itself (higher is better; 0 for NULL):
@@ -404,11 +417,11 @@ SAFEVERBS_API int sfv_gid_preference(const sfv_gid_entry *e);
 /* The GID a channel picks by default: the usable one sfv_gid_preference likes best, the lowest
    index among equals. Where two hosts differ (an IPv6-only one, a second netdev, a VLAN), set
    the index yourself: both sides must use the same type, on the interface that reaches the peer. */
-SAFEVERBS_API sfv_result sfv_choose_gid(sfv_context *ctx, uint8_t port, uint32_t *index_out);
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_choose_gid(sfv_context *ctx, uint8_t port, uint32_t *index_out);
 
 /* >>pd and cq -------------------------------------------------------------------------------- */
 /* A protection domain on the device; it holds a reference on the context. */
-SAFEVERBS_API sfv_result sfv_alloc_pd(sfv_context *ctx, sfv_pd **out);
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_alloc_pd(sfv_context *ctx, sfv_pd **out);
 /* Drops a reference; MRs and channels keep it. NULL: SFV_OK. */
 SAFEVERBS_API sfv_result sfv_dealloc_pd(sfv_pd *pd);
 SAFEVERBS_API sfv_context *sfv_pd_context(const sfv_pd *pd);
@@ -468,12 +481,12 @@ SAFEVERBS_API const char *sfv_work_error_class_str(sfv_work_error_class c);
    come back through sfv_poll_cq with your wr_ids, as sfv_work_completion. min_entries: 1 ..
    the device's max_cqe (sfv_query_device). Destroy your QPs before sfv_destroy_cq (a CQ that a
    QP still uses cannot be destroyed, and would leak). No completion channel: poll it. */
-SAFEVERBS_API sfv_result sfv_create_cq(sfv_context *ctx, uint32_t min_entries, sfv_cq **out);
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_create_cq(sfv_context *ctx, uint32_t min_entries, sfv_cq **out);
 SAFEVERBS_API sfv_result sfv_destroy_cq(sfv_cq *cq);
 SAFEVERBS_API uint32_t sfv_cq_capacity(const sfv_cq *cq);
 /* Non-blocking: takes up to max completions, *count says how many (0: none ready). wr_id is
    your QP's own; byte_len is set for receives only. */
-SAFEVERBS_API sfv_result sfv_poll_cq(sfv_cq *cq, sfv_work_completion *out, size_t max, size_t *count);
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_poll_cq(sfv_cq *cq, sfv_work_completion *out, size_t max, size_t *count);
 
 /* >>memory regions --------------------------------------------------------------------------- */
 /* Values equal IBV_ACCESS_*. */
@@ -490,18 +503,18 @@ enum {
 };
 
 /* Local write only: the NIC touches this memory only through elements you post. Safe. */
-SAFEVERBS_API sfv_result sfv_reg_mr_local(sfv_pd *pd, void *addr, size_t length, sfv_mr **out);
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_reg_mr_local(sfv_pd *pd, void *addr, size_t length, sfv_mr **out);
 /* Local write + remote read + remote write. YOU are responsible, as long as any peer holds the
    rkey: (1) keep the memory allocated, (2) have a way to revoke it (deregister, then tell the
    peers), (3) not read or write it locally while a peer may be writing it. */
-SAFEVERBS_API sfv_result sfv_reg_mr_shared(sfv_pd *pd, void *addr, size_t length, sfv_mr **out);
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_reg_mr_shared(sfv_pd *pd, void *addr, size_t length, sfv_mr **out);
 /* Explicit SFV_ACCESS_* flags. With any remote flag, the duties of sfv_reg_mr_shared are yours. */
-SAFEVERBS_API sfv_result sfv_reg_mr_access(sfv_pd *pd, void *addr, size_t length, unsigned access, sfv_mr **out);
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_reg_mr_access(sfv_pd *pd, void *addr, size_t length, unsigned access, sfv_mr **out);
 /* DMA-BUF: the MR starts at `offset` in the buffer behind `fd`; the NIC addresses it at `iova`,
    whose offset within a page must equal offset's (refused with SFV_ERR_INVALID before the verb). */
-SAFEVERBS_API sfv_result sfv_reg_dmabuf_mr_local(sfv_pd *pd, int fd, uint64_t offset, size_t length, uint64_t iova, sfv_mr **out);
-SAFEVERBS_API sfv_result sfv_reg_dmabuf_mr_shared(sfv_pd *pd, int fd, uint64_t offset, size_t length, uint64_t iova, sfv_mr **out);
-SAFEVERBS_API sfv_result sfv_reg_dmabuf_mr_access(sfv_pd *pd, int fd, uint64_t offset, size_t length, uint64_t iova, unsigned access, sfv_mr **out);
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_reg_dmabuf_mr_local(sfv_pd *pd, int fd, uint64_t offset, size_t length, uint64_t iova, sfv_mr **out);
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_reg_dmabuf_mr_shared(sfv_pd *pd, int fd, uint64_t offset, size_t length, uint64_t iova, sfv_mr **out);
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_reg_dmabuf_mr_access(sfv_pd *pd, int fd, uint64_t offset, size_t length, uint64_t iova, unsigned access, sfv_mr **out);
 /* Deregisters and frees. If the verb refuses, the MR stays registered and valid (a remote one's
    rkey still works: do not free its memory) and the call can be repeated. NULL: SFV_OK. */
 SAFEVERBS_API sfv_result sfv_dereg_mr(sfv_mr *mr);
@@ -537,7 +550,7 @@ SAFEVERBS_API struct ibv_cq *sfv_channel_raw_cq(const sfv_channel *ch);
    child's destroy or release; a multi-channel's or node's channels go with it). On failure
    *out is NULL and `raw` is still yours, whatever take_ownership said. NULL raw or out:
    SFV_ERR_INVALID. */
-SAFEVERBS_API sfv_result sfv_context_wrap(struct ibv_context *raw, bool take_ownership, sfv_context **out);
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_context_wrap(struct ibv_context *raw, bool take_ownership, sfv_context **out);
 /* A PD over one you allocated yourself (ibv_alloc_pd) on ctx's device context, which must be
    the very one (sfv_context_raw(ctx); another context, even of the same device: SFV_ERR_INVALID).
    The PD holds a reference on ctx as sfv_alloc_pd's does. With take_ownership, safeverbs calls
@@ -545,7 +558,7 @@ SAFEVERBS_API sfv_result sfv_context_wrap(struct ibv_context *raw, bool take_own
    sfv_dealloc_pd and after every MR, channel, multi-channel and node made on it is destroyed,
    and before you close its context. On failure *out is NULL and `raw` is still yours. NULL
    ctx, raw or out: SFV_ERR_INVALID. */
-SAFEVERBS_API sfv_result sfv_pd_wrap(sfv_context *ctx, struct ibv_pd *raw, bool take_ownership, sfv_pd **out);
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_pd_wrap(sfv_context *ctx, struct ibv_pd *raw, bool take_ownership, sfv_pd **out);
 
 /* >>remote regions --------------------------------------------------------------------------- */
 /* [addr, addr + length) of a peer's memory, with its rkey. No region may pass 2^64: one that
@@ -561,17 +574,17 @@ SAFEVERBS_API uint64_t sfv_remote_mr_length(sfv_remote_mr region);
 SAFEVERBS_API uint32_t sfv_remote_mr_rkey(sfv_remote_mr region);
 /* Every checked helper below zeroes *out when it refuses (and NULL out is SFV_ERR_INVALID).
    [offset, length): SFV_ERR_SLICE_NOT_WITHIN_BOUNDS when offset > length. */
-SAFEVERBS_API sfv_result sfv_remote_mr_sub(sfv_remote_mr region, uint64_t offset, sfv_remote_mr *out);
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_remote_mr_sub(sfv_remote_mr region, uint64_t offset, sfv_remote_mr *out);
 /* No check against the length; still no wrap: the address saturates at 2^64 - 1, the length
    floors at 0 and is cut to what fits below 2^64. A region outside the peer's MR fails there
    with a remote access error. */
 SAFEVERBS_API sfv_remote_mr sfv_remote_mr_sub_unchecked(sfv_remote_mr region, uint64_t offset);
 /* [offset, offset+length) inside r, or SFV_ERR_SLICE_NOT_WITHIN_BOUNDS. */
-SAFEVERBS_API sfv_result sfv_remote_mr_slice(sfv_remote_mr region, uint64_t offset, uint64_t length, sfv_remote_mr *out);
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_remote_mr_slice(sfv_remote_mr region, uint64_t offset, uint64_t length, sfv_remote_mr *out);
 SAFEVERBS_API sfv_remote_mr sfv_remote_mr_slice_unchecked(sfv_remote_mr region, uint64_t offset, uint64_t length);
 /* Field [field_offset, +field_size) of element `index` of an array of elem_size-byte items at
    the start of r; every product and sum is overflow-checked. */
-SAFEVERBS_API sfv_result sfv_remote_mr_array_field(sfv_remote_mr region, uint64_t elem_size, uint64_t index, uint64_t field_offset, uint64_t field_size, sfv_remote_mr *out);
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_remote_mr_array_field(sfv_remote_mr region, uint64_t elem_size, uint64_t index, uint64_t field_offset, uint64_t field_size, sfv_remote_mr *out);
 /* The same without the bounds check; saturating arithmetic, so still no wrap. */
 SAFEVERBS_API sfv_remote_mr sfv_remote_mr_array_field_unchecked(sfv_remote_mr region, uint64_t elem_size, uint64_t index, uint64_t field_offset, uint64_t field_size);
 
@@ -598,7 +611,7 @@ SAFEVERBS_API sfv_remote_mr sfv_remote_mr_array_field_unchecked(sfv_remote_mr re
 #define SFV_REMOTE_MR_ENCODED_SIZE 24
 SAFEVERBS_API void sfv_remote_mr_encode(sfv_remote_mr region, uint8_t out[SFV_REMOTE_MR_ENCODED_SIZE]);
 /* SFV_ERR_INVALID for short input, a bad magic, version or reserved byte, or addr+length wrapping. */
-SAFEVERBS_API sfv_result sfv_remote_mr_decode(const uint8_t *in, size_t size, sfv_remote_mr *out);
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_remote_mr_decode(const uint8_t *in, size_t size, sfv_remote_mr *out);
 
 /* >>elements --------------------------------------------------------------------------------- */
 /* Two layouts of struct ibv_sge that the compiler keeps apart: a gather element is memory the
@@ -612,8 +625,8 @@ typedef struct sfv_scatter_element { uint64_t addr; uint32_t length; uint32_t lk
 SAFEVERBS_API sfv_gather_element sfv_mr_gather_element(const sfv_mr *mr, const void *data, size_t len);
 SAFEVERBS_API sfv_scatter_element sfv_mr_scatter_element(const sfv_mr *mr, void *data, size_t len);
 /* Checked: SFV_ERR_SLICE_TOO_BIG or SFV_ERR_SLICE_NOT_WITHIN_BOUNDS, *out zeroed. */
-SAFEVERBS_API sfv_result sfv_mr_gather_element_checked(const sfv_mr *mr, const void *data, size_t len, sfv_gather_element *out);
-SAFEVERBS_API sfv_result sfv_mr_scatter_element_checked(const sfv_mr *mr, void *data, size_t len, sfv_scatter_element *out);
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_mr_gather_element_checked(const sfv_mr *mr, const void *data, size_t len, sfv_gather_element *out);
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_mr_scatter_element_checked(const sfv_mr *mr, void *data, size_t len, sfv_scatter_element *out);
 /* Unchecked: no checks at all; a length over 32 bits is truncated. The NIC reports a local
    protection error for memory outside the MR. */
 SAFEVERBS_API sfv_gather_element sfv_mr_gather_element_unchecked(const sfv_mr *mr, const void *data, size_t len);
@@ -696,21 +709,21 @@ typedef struct sfv_endpoint {
    encodes 32 zero bytes (which decode refuses). Decode takes at least SFV_ENDPOINT_ENCODED_SIZE
    bytes and reads the first that many; anything else is SFV_ERR_INVALID with *out zeroed. */
 SAFEVERBS_API void sfv_endpoint_encode(const sfv_endpoint *ep, uint8_t out[SFV_ENDPOINT_ENCODED_SIZE]);
-SAFEVERBS_API sfv_result sfv_endpoint_decode(const uint8_t *in, size_t size, sfv_endpoint *out);
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_endpoint_decode(const uint8_t *in, size_t size, sfv_endpoint *out);
 
 /* The desc with every default filled in for this PD's device (port and GID resolved). */
-SAFEVERBS_API sfv_result sfv_channel_desc_resolve(sfv_pd *pd, const sfv_channel_desc *desc, sfv_channel_desc *out);
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_channel_desc_resolve(sfv_pd *pd, const sfv_channel_desc *desc, sfv_channel_desc *out);
 /* A channel (an RC queue pair with its own CQ) in INIT, so receives can be posted before the
    handshake. Needs the port ACTIVE (else SFV_ERR_RESOURCE naming its state); desc fields out of
    range: SFV_ERR_INVALID naming the field. */
-SAFEVERBS_API sfv_result sfv_create_channel(sfv_pd *pd, const sfv_channel_desc *desc, sfv_channel **out);
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_create_channel(sfv_pd *pd, const sfv_channel_desc *desc, sfv_channel **out);
 /* Flushes work in flight (the QP goes to the error state and the flushed work is drained), then
    frees; the NIC touches none of the channel's buffers afterwards. If a verb refuses to destroy,
    the channel stays valid, nothing is freed, and the call can be retried. NULL: SFV_OK. */
 SAFEVERBS_API sfv_result sfv_destroy_channel(sfv_channel *ch);
-SAFEVERBS_API sfv_result sfv_channel_endpoint(const sfv_channel *ch, sfv_endpoint *out);
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_channel_endpoint(const sfv_channel *ch, sfv_endpoint *out);
 /* RESET -> INIT -> RTR -> RTS against the peer's endpoint; sets a GRH when the peer has a GID. */
-SAFEVERBS_API sfv_result sfv_channel_handshake(sfv_channel *ch, const sfv_endpoint *peer);
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_channel_handshake(sfv_channel *ch, const sfv_endpoint *peer);
 SAFEVERBS_API sfv_pd *sfv_channel_pd(const sfv_channel *ch);
 SAFEVERBS_API const sfv_channel_desc *sfv_channel_get_desc(const sfv_channel *ch);
 /* The completion channel's fd (SFV_WAIT_EVENT), else -1. Readable after sfv_channel_arm once
@@ -721,7 +734,7 @@ SAFEVERBS_API const sfv_channel_desc *sfv_channel_get_desc(const sfv_channel *ch
    poll/epoll on the fd, (4) when it is readable, sfv_channel_ack_events, and go to (1). The
    channel's own waits do exactly this. */
 SAFEVERBS_API int sfv_channel_fd(const sfv_channel *ch);
-SAFEVERBS_API sfv_result sfv_channel_arm(sfv_channel *ch);
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_channel_arm(sfv_channel *ch);
 SAFEVERBS_API sfv_result sfv_channel_ack_events(sfv_channel *ch);
 /* Places taken in the channel's two queues: work posted and not yet consumed by a pending
    handle or a scope, plus work consumed before older work that is not (its place frees when
@@ -732,12 +745,12 @@ SAFEVERBS_API size_t sfv_channel_outstanding(const sfv_channel *ch);
    5 s on a NIC slow to flush, after which the QP is destroyed). On SFV_ERR_TIMEOUT (or a wait that fails:
    a CQ error) the channel has flushed the work (and is broken), so the buffers are free again.
    wc may be NULL. */
-SAFEVERBS_API sfv_result sfv_channel_send(sfv_channel *ch, const sfv_gather_element *sges, size_t n, sfv_work_completion *wc);
-SAFEVERBS_API sfv_result sfv_channel_send_imm(sfv_channel *ch, const sfv_gather_element *sges, size_t n, uint32_t imm, sfv_work_completion *wc);
-SAFEVERBS_API sfv_result sfv_channel_receive(sfv_channel *ch, const sfv_scatter_element *sges, size_t n, sfv_work_completion *wc);
-SAFEVERBS_API sfv_result sfv_channel_write(sfv_channel *ch, const sfv_gather_element *sges, size_t n, sfv_remote_mr remote, sfv_work_completion *wc);
-SAFEVERBS_API sfv_result sfv_channel_write_imm(sfv_channel *ch, const sfv_gather_element *sges, size_t n, sfv_remote_mr remote, uint32_t imm, sfv_work_completion *wc);
-SAFEVERBS_API sfv_result sfv_channel_read(sfv_channel *ch, const sfv_scatter_element *sges, size_t n, sfv_remote_mr remote, sfv_work_completion *wc);
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_channel_send(sfv_channel *ch, const sfv_gather_element *sges, size_t n, sfv_work_completion *wc);
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_channel_send_imm(sfv_channel *ch, const sfv_gather_element *sges, size_t n, uint32_t imm, sfv_work_completion *wc);
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_channel_receive(sfv_channel *ch, const sfv_scatter_element *sges, size_t n, sfv_work_completion *wc);
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_channel_write(sfv_channel *ch, const sfv_gather_element *sges, size_t n, sfv_remote_mr remote, sfv_work_completion *wc);
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_channel_write_imm(sfv_channel *ch, const sfv_gather_element *sges, size_t n, sfv_remote_mr remote, uint32_t imm, sfv_work_completion *wc);
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_channel_read(sfv_channel *ch, const sfv_scatter_element *sges, size_t n, sfv_remote_mr remote, sfv_work_completion *wc);
 
 /* >>pending ---------------------------------------------------------------------------------- */
 /* Pending work lives in storage the caller provides (a local, an array): no allocation per
@@ -754,12 +767,12 @@ typedef struct sfv_pending {
 /* Unpolled posts. The buffers belong to the NIC until the pending work is done: wait for it
    (sfv_pending_wait), or post inside a scope, which waits for you. `pending` may be NULL only
    inside a scope (the scope then polls it). */
-SAFEVERBS_API sfv_result sfv_channel_post_send(sfv_channel *ch, const sfv_gather_element *sges, size_t n, sfv_pending *pending);
-SAFEVERBS_API sfv_result sfv_channel_post_send_imm(sfv_channel *ch, const sfv_gather_element *sges, size_t n, uint32_t imm, sfv_pending *pending);
-SAFEVERBS_API sfv_result sfv_channel_post_receive(sfv_channel *ch, const sfv_scatter_element *sges, size_t n, sfv_pending *pending);
-SAFEVERBS_API sfv_result sfv_channel_post_write(sfv_channel *ch, const sfv_gather_element *sges, size_t n, sfv_remote_mr remote, sfv_pending *pending);
-SAFEVERBS_API sfv_result sfv_channel_post_write_imm(sfv_channel *ch, const sfv_gather_element *sges, size_t n, sfv_remote_mr remote, uint32_t imm, sfv_pending *pending);
-SAFEVERBS_API sfv_result sfv_channel_post_read(sfv_channel *ch, const sfv_scatter_element *sges, size_t n, sfv_remote_mr remote, sfv_pending *pending);
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_channel_post_send(sfv_channel *ch, const sfv_gather_element *sges, size_t n, sfv_pending *pending);
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_channel_post_send_imm(sfv_channel *ch, const sfv_gather_element *sges, size_t n, uint32_t imm, sfv_pending *pending);
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_channel_post_receive(sfv_channel *ch, const sfv_scatter_element *sges, size_t n, sfv_pending *pending);
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_channel_post_write(sfv_channel *ch, const sfv_gather_element *sges, size_t n, sfv_remote_mr remote, sfv_pending *pending);
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_channel_post_write_imm(sfv_channel *ch, const sfv_gather_element *sges, size_t n, sfv_remote_mr remote, uint32_t imm, sfv_pending *pending);
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_channel_post_read(sfv_channel *ch, const sfv_scatter_element *sges, size_t n, sfv_remote_mr remote, sfv_pending *pending);
 
 /* >>batches ---------------------------------------------------------------------------------- */
 /* Batches: `count` work requests (at most SFV_BATCH_MAX) behind one post call, so one doorbell
@@ -773,10 +786,10 @@ SAFEVERBS_API sfv_result sfv_channel_post_read(sfv_channel *ch, const sfv_scatte
    those handles wait as after a success (the rest are zeroed). A send-side batch the verb took
    only part of: SFV_ERR_BROKEN (its unsignaled work can only end by a flush). */
 #define SFV_BATCH_MAX 64
-SAFEVERBS_API sfv_result sfv_channel_post_send_batch(sfv_channel *ch, const sfv_gather_element *sges, size_t per_wr, size_t count, sfv_pending *pending);
-SAFEVERBS_API sfv_result sfv_channel_post_write_batch(sfv_channel *ch, const sfv_gather_element *sges, size_t per_wr, size_t count, const sfv_remote_mr *remotes, sfv_pending *pending);
-SAFEVERBS_API sfv_result sfv_channel_post_read_batch(sfv_channel *ch, const sfv_scatter_element *sges, size_t per_wr, size_t count, const sfv_remote_mr *remotes, sfv_pending *pending);
-SAFEVERBS_API sfv_result sfv_channel_post_receive_batch(sfv_channel *ch, const sfv_scatter_element *sges, size_t per_wr, size_t count, sfv_pending *pendings);
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_channel_post_send_batch(sfv_channel *ch, const sfv_gather_element *sges, size_t per_wr, size_t count, sfv_pending *pending);
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_channel_post_write_batch(sfv_channel *ch, const sfv_gather_element *sges, size_t per_wr, size_t count, const sfv_remote_mr *remotes, sfv_pending *pending);
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_channel_post_read_batch(sfv_channel *ch, const sfv_scatter_element *sges, size_t per_wr, size_t count, const sfv_remote_mr *remotes, sfv_pending *pending);
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_channel_post_receive_batch(sfv_channel *ch, const sfv_scatter_element *sges, size_t per_wr, size_t count, sfv_pending *pendings);
 
 /* A pending handle dies with its channel: using one after sfv_destroy_channel is a broken contract,
    caught by SFV_ASSERT in debug builds (a registry of live channels, one lookup per poll or wait);
@@ -789,10 +802,10 @@ SAFEVERBS_API sfv_result sfv_channel_post_receive_batch(sfv_channel *ch, const s
    non-OK result leaves a matching sfv_last_error(): for SFV_ERR_WORK it names the operation,
    the status, its class and a hint.
    Checks once: SFV_OK (done), SFV_NOT_DONE, or SFV_ERR_WORK (done, failed; detail in wc). */
-SAFEVERBS_API sfv_result sfv_pending_poll(sfv_pending *pending, sfv_work_completion *wc);
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_pending_poll(sfv_pending *pending, sfv_work_completion *wc);
 /* Waits up to timeout_ms (< 0: the channel's timeout_ms). SFV_ERR_TIMEOUT leaves the work
    tracked: wait again, or destroy the channel. */
-SAFEVERBS_API sfv_result sfv_pending_wait(sfv_pending *pending, int timeout_ms, sfv_work_completion *wc);
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_pending_wait(sfv_pending *pending, int timeout_ms, sfv_work_completion *wc);
 SAFEVERBS_API bool sfv_pending_done(const sfv_pending *pending);
 
 /* >>atomics ---------------------------------------------------------------------------------- */
@@ -836,11 +849,11 @@ SAFEVERBS_API bool sfv_pending_done(const sfv_pending *pending);
    refused; a refusal before posting as above; SFV_ERR_TIMEOUT after desc.timeout_ms (the channel
    flushed the work and is broken). wc may be NULL; opcode SFV_WC_OP_COMP_SWAP / _FETCH_ADD,
    byte_len 8. */
-SAFEVERBS_API sfv_result sfv_channel_compare_swap(sfv_channel *ch, const sfv_scatter_element *old, sfv_remote_mr remote, uint64_t compare, uint64_t swap, sfv_work_completion *wc);
-SAFEVERBS_API sfv_result sfv_channel_fetch_add(sfv_channel *ch, const sfv_scatter_element *old, sfv_remote_mr remote, uint64_t add, sfv_work_completion *wc);
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_channel_compare_swap(sfv_channel *ch, const sfv_scatter_element *old, sfv_remote_mr remote, uint64_t compare, uint64_t swap, sfv_work_completion *wc);
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_channel_fetch_add(sfv_channel *ch, const sfv_scatter_element *old, sfv_remote_mr remote, uint64_t add, sfv_work_completion *wc);
 /* Pending: the same work, unpolled; `old` is valid once sfv_pending_poll / _wait says SFV_OK. */
-SAFEVERBS_API sfv_result sfv_channel_post_compare_swap(sfv_channel *ch, const sfv_scatter_element *old, sfv_remote_mr remote, uint64_t compare, uint64_t swap, sfv_pending *pending);
-SAFEVERBS_API sfv_result sfv_channel_post_fetch_add(sfv_channel *ch, const sfv_scatter_element *old, sfv_remote_mr remote, uint64_t add, sfv_pending *pending);
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_channel_post_compare_swap(sfv_channel *ch, const sfv_scatter_element *old, sfv_remote_mr remote, uint64_t compare, uint64_t swap, sfv_pending *pending);
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_channel_post_fetch_add(sfv_channel *ch, const sfv_scatter_element *old, sfv_remote_mr remote, uint64_t add, sfv_pending *pending);
 
 /* >>scopes ----------------------------------------------------------------------------------- */
 /* Scopes: fn posts work through ch; when the scope returns, all of it has completed, whether fn
@@ -857,10 +870,10 @@ typedef struct sfv_scope_report {
 /* SFV_OK; SFV_ERR_SCOPE_FN (fn failed: report->fn_result); SFV_ERR_SCOPE_AUTOPOLL (fn succeeded,
    `failed` auto-polled work requests did not: report->first_error; a deadline that expired shows
    as first_error.result == SFV_ERR_TIMEOUT, after the channel flushed the work). report may be NULL. */
-SAFEVERBS_API sfv_result sfv_channel_scope(sfv_channel *ch, sfv_scope_fn fn, void *user, sfv_scope_report *report);
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_channel_scope(sfv_channel *ch, sfv_scope_fn fn, void *user, sfv_scope_report *report);
 /* Returns fn's result as it is. If fn succeeded but left work unconsumed by a pending handle,
    that is a broken contract (SFV_ASSERT); if fn failed, remaining work is drained quietly. */
-SAFEVERBS_API sfv_result sfv_channel_manual_scope(sfv_channel *ch, sfv_scope_fn fn, void *user);
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_channel_manual_scope(sfv_channel *ch, sfv_scope_fn fn, void *user);
 
 /* >>multi-channel ---------------------------------------------------------------------------- */
 /* The crate's MultiChannel: n channels under one PD, channel i for peer i, each with its own
@@ -869,7 +882,7 @@ SAFEVERBS_API sfv_result sfv_channel_manual_scope(sfv_channel *ch, sfv_scope_fn 
    at once. Thread safety: as a channel (one thread at a time), for all of its channels. */
 typedef struct sfv_multi_channel sfv_multi_channel;
 /* n >= 1 channels made with the same desc (NULL or zero-filled: defaults). */
-SAFEVERBS_API sfv_result sfv_create_multi_channel(sfv_pd *pd, size_t n, const sfv_channel_desc *desc, sfv_multi_channel **out);
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_create_multi_channel(sfv_pd *pd, size_t n, const sfv_channel_desc *desc, sfv_multi_channel **out);
 /* Destroys every channel as sfv_destroy_channel does (work in flight is flushed first). If one
    refuses, the multi-channel stays valid and the call can be retried. NULL: SFV_OK. */
 SAFEVERBS_API sfv_result sfv_destroy_multi_channel(sfv_multi_channel *mc);
@@ -877,11 +890,11 @@ SAFEVERBS_API size_t sfv_multi_channel_len(const sfv_multi_channel *mc);
 /* Channel `peer`, owned by mc (do not destroy it); NULL when peer is out of range. */
 SAFEVERBS_API sfv_channel *sfv_multi_channel_peer(const sfv_multi_channel *mc, size_t peer);
 /* out[i] = channel i's endpoint; n must equal the length (else SFV_ERR_INVALID). */
-SAFEVERBS_API sfv_result sfv_multi_channel_endpoints(const sfv_multi_channel *mc, sfv_endpoint *out, size_t n);
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_multi_channel_endpoints(const sfv_multi_channel *mc, sfv_endpoint *out, size_t n);
 /* Connects channel i with peers[i]; n must equal the length. Every endpoint is checked before any
    channel connects (SFV_ERR_INVALID, nothing done, can be repeated); a verb that refuses after
    some channel connected: SFV_ERR_BROKEN (destroy the multi-channel). */
-SAFEVERBS_API sfv_result sfv_multi_channel_handshake(sfv_multi_channel *mc, const sfv_endpoint *peers, size_t n);
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_multi_channel_handshake(sfv_multi_channel *mc, const sfv_endpoint *peers, size_t n);
 
 /* One work request for one peer. The element types keep the directions apart here too. */
 typedef struct sfv_peer_send { size_t peer; const sfv_gather_element *sges; size_t n; bool has_imm; uint32_t imm; } sfv_peer_send;
@@ -902,20 +915,20 @@ typedef struct sfv_peer_read { size_t peer; const sfv_scatter_element *sges; siz
    already posted have completed, and the wcs of the requests not posted carry it. A wait that
    fails (a CQ error) returns that error the same way, after flushing its channel. No
    allocation: as the channel's own calls. */
-SAFEVERBS_API sfv_result sfv_multi_channel_scatter_send(sfv_multi_channel *mc, const sfv_peer_send *reqs, size_t count, sfv_work_completion *wcs);
-SAFEVERBS_API sfv_result sfv_multi_channel_scatter_write(sfv_multi_channel *mc, const sfv_peer_write *reqs, size_t count, sfv_work_completion *wcs);
-SAFEVERBS_API sfv_result sfv_multi_channel_gather_receive(sfv_multi_channel *mc, const sfv_peer_receive *reqs, size_t count, sfv_work_completion *wcs);
-SAFEVERBS_API sfv_result sfv_multi_channel_gather_read(sfv_multi_channel *mc, const sfv_peer_read *reqs, size_t count, sfv_work_completion *wcs);
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_multi_channel_scatter_send(sfv_multi_channel *mc, const sfv_peer_send *reqs, size_t count, sfv_work_completion *wcs);
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_multi_channel_scatter_write(sfv_multi_channel *mc, const sfv_peer_write *reqs, size_t count, sfv_work_completion *wcs);
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_multi_channel_gather_receive(sfv_multi_channel *mc, const sfv_peer_receive *reqs, size_t count, sfv_work_completion *wcs);
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_multi_channel_gather_read(sfv_multi_channel *mc, const sfv_peer_read *reqs, size_t count, sfv_work_completion *wcs);
 /* The same message to each of peers[0 .. npeers); wcs: npeers entries or NULL. */
-SAFEVERBS_API sfv_result sfv_multi_channel_multicast_send(sfv_multi_channel *mc, const size_t *peers, size_t npeers, const sfv_gather_element *sges, size_t n, sfv_work_completion *wcs);
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_multi_channel_multicast_send(sfv_multi_channel *mc, const size_t *peers, size_t npeers, const sfv_gather_element *sges, size_t n, sfv_work_completion *wcs);
 
 /* A scope over every channel of mc: fn posts through sfv_multi_channel_peer(mc, i) (pending
    handles may be NULL); when the scope returns, all of it has completed. Results and report as
    sfv_channel_scope and sfv_channel_manual_scope, summed over the channels. The many-peer calls
    work inside it; a second scope of the same mc inside it is refused (SFV_ERR_INVALID). */
 typedef sfv_result (*sfv_multi_scope_fn)(sfv_multi_channel *mc, void *user);
-SAFEVERBS_API sfv_result sfv_multi_channel_scope(sfv_multi_channel *mc, sfv_multi_scope_fn fn, void *user, sfv_scope_report *report);
-SAFEVERBS_API sfv_result sfv_multi_channel_manual_scope(sfv_multi_channel *mc, sfv_multi_scope_fn fn, void *user);
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_multi_channel_scope(sfv_multi_channel *mc, sfv_multi_scope_fn fn, void *user, sfv_scope_report *report);
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_multi_channel_manual_scope(sfv_multi_channel *mc, sfv_multi_scope_fn fn, void *user);
 
 /* >>exchange --------------------------------------------------------------------------------- */
 /* The crate's NetworkConfig and Exchanger: how the ranks of a job find each other. */
@@ -927,7 +940,7 @@ typedef struct sfv_net_node {
 } sfv_net_node;
 /* SFV_ERR_INVALID, naming the rank, unless: n >= 1, nodes[i].rank == i (the first is 0, no gap,
    no duplicate), every host is non-NULL and every port non-zero. */
-SAFEVERBS_API sfv_result sfv_net_config_check(const sfv_net_node *nodes, size_t n);
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_net_config_check(const sfv_net_node *nodes, size_t n);
 /* Every rank gives `size` bytes and receives everyone's: all[r * size ..] holds rank r's, its
    own included. Over TCP: a rank listens on its own host and port and accepts every lower rank,
    and connects to every higher rank (retrying while it does not listen yet). size is at most
@@ -980,8 +993,8 @@ typedef struct sfv_exchange_desc {  /* zero-filled: the defaults */
     uint32_t proof_timeout_ms;      /* how long an accepted connection has to prove the key; 0: 1000 */
     bool insecure_without_key;      /* no key at all: run on any address anyway (see above) */
 } sfv_exchange_desc;
-SAFEVERBS_API sfv_result sfv_exchange_all(const sfv_net_node *nodes, size_t n, size_t rank, const void *mine, size_t size, void *all, int timeout_ms);
-SAFEVERBS_API sfv_result sfv_exchange_all_keyed(const sfv_net_node *nodes, size_t n, size_t rank, const void *mine, size_t size, void *all,
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_exchange_all(const sfv_net_node *nodes, size_t n, size_t rank, const void *mine, size_t size, void *all, int timeout_ms);
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_exchange_all_keyed(const sfv_net_node *nodes, size_t n, size_t rank, const void *mine, size_t size, void *all,
                                                 const sfv_exchange_desc *desc, int timeout_ms);
 
 /* >>node ------------------------------------------------------------------------------------- */
@@ -1001,7 +1014,7 @@ typedef struct sfv_node_desc {
     sfv_channel_desc channel;    /* for every channel; zero-filled: defaults */
 } sfv_node_desc;
 typedef struct sfv_node sfv_node;
-SAFEVERBS_API sfv_result sfv_create_node(sfv_pd *pd, const sfv_node_desc *desc, sfv_node **out);
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_create_node(sfv_pd *pd, const sfv_node_desc *desc, sfv_node **out);
 /* As sfv_destroy_multi_channel, then frees the barrier's memory. NULL: SFV_OK. */
 SAFEVERBS_API sfv_result sfv_destroy_node(sfv_node *node);
 SAFEVERBS_API size_t sfv_node_rank(const sfv_node *node);
@@ -1014,7 +1027,7 @@ SAFEVERBS_API sfv_multi_channel *sfv_node_multi_channel(const sfv_node *node);
 #define SFV_NODE_ENDPOINT_SIZE(world_size) \
     (16 + (size_t)(world_size) * (SFV_ENDPOINT_ENCODED_SIZE + SFV_REMOTE_MR_ENCODED_SIZE))
 /* size must be SFV_NODE_ENDPOINT_SIZE(world size). */
-SAFEVERBS_API sfv_result sfv_node_endpoint(const sfv_node *node, uint8_t *out, size_t size);
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_node_endpoint(const sfv_node *node, uint8_t *out, size_t size);
 /* all: world_size blobs of SFV_NODE_ENDPOINT_SIZE bytes in rank order. Takes from each the part
    meant for this rank and connects that rank's channel. Every entry is checked before any channel
    connects: SFV_ERR_INVALID (nothing connected, the call can be repeated) for a wrong size, a blob
@@ -1026,7 +1039,7 @@ SAFEVERBS_API sfv_result sfv_node_endpoint(const sfv_node *node, uint8_t *out, s
    drops what comes to a channel not connected yet, and after the retries (about half a second
    by default) the write fails. Sync the ranks (sfv_exchange_all of 0 bytes), or connect with
    sfv_node_connect, which does it all. */
-SAFEVERBS_API sfv_result sfv_node_handshake(sfv_node *node, const uint8_t *all, size_t size);
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_node_handshake(sfv_node *node, const uint8_t *all, size_t size);
 /* Connects the node to the job in one call: its endpoint to every rank and theirs back
    (sfv_exchange_all over nodes, world_size of them), the handshake, then an empty exchange, so
    that when it returns every rank's channels are connected. One deadline for all of it
@@ -1037,8 +1050,8 @@ SAFEVERBS_API sfv_result sfv_node_handshake(sfv_node *node, const uint8_t *all, 
    exchanges prove the job key as sfv_exchange_all_keyed says: sfv_node_connect takes it from
    SAFEVERBS_JOB_KEY (without one, loopback addresses only), sfv_node_connect_keyed from desc
    (NULL: as sfv_node_connect). */
-SAFEVERBS_API sfv_result sfv_node_connect(sfv_node *node, const sfv_net_node *nodes, int timeout_ms);
-SAFEVERBS_API sfv_result sfv_node_connect_keyed(sfv_node *node, const sfv_net_node *nodes, const sfv_exchange_desc *desc, int timeout_ms);
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_node_connect(sfv_node *node, const sfv_net_node *nodes, int timeout_ms);
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_node_connect_keyed(sfv_node *node, const sfv_net_node *nodes, const sfv_exchange_desc *desc, int timeout_ms);
 /* Pluggable bootstrap. An allgather: every rank calls it with its own `size` bytes at `mine`,
    and it returns with rank r's bytes at all + r * size for every rank of the job, in rank order
    (size 0: a barrier, all may be NULL); SFV_OK, or a failure (SFV_ERR_TIMEOUT when it could not
@@ -1051,7 +1064,7 @@ typedef sfv_result (*sfv_allgather_fn)(void *user, const void *mine, void *all, 
    SFV_ERR_DRIVER). fn must be collective over exactly the node's world, in rank order: a blob
    that says another rank or world size is refused by the handshake (SFV_ERR_INVALID). It
    allocates as sfv_node_connect does. */
-SAFEVERBS_API sfv_result sfv_node_connect_with(sfv_node *node, sfv_allgather_fn fn, void *user);
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_node_connect_with(sfv_node *node, sfv_allgather_fn fn, void *user);
 /* The TCP exchange as an sfv_allgather_fn: user points to an sfv_exchange_allgather_ctx, and
    each call is sfv_exchange_all_keyed(nodes, n, rank, mine, size, all, desc, timeout_ms). */
 typedef struct sfv_exchange_allgather_ctx {
@@ -1060,13 +1073,13 @@ typedef struct sfv_exchange_allgather_ctx {
     const sfv_exchange_desc *desc;   /* NULL: the key from SAFEVERBS_JOB_KEY, as sfv_exchange_all */
     int timeout_ms;                  /* for each call */
 } sfv_exchange_allgather_ctx;
-SAFEVERBS_API sfv_result sfv_exchange_allgather(void *user, const void *mine, void *all, size_t size);
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_exchange_allgather(void *user, const void *mine, void *all, size_t size);
 /* This process's rank and the job's size from its launcher's environment: Open MPI's mpirun
    (OMPI_COMM_WORLD_RANK, OMPI_COMM_WORLD_SIZE), PMI launchers such as MPICH's hydra and Slurm
    with --mpi=pmi2 (PMI_RANK, PMI_SIZE), Slurm's srun (SLURM_PROCID, SLURM_NTASKS), looked for in
    that order. SFV_ERR_NOT_FOUND when none is set; SFV_ERR_INVALID when a pair is partial, not a
    number, or the rank is not below the size. Outputs 0 on failure. */
-SAFEVERBS_API sfv_result sfv_launcher_rank(size_t *rank, size_t *world_size);
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_launcher_rank(size_t *rank, size_t *world_size);
 /* Returns once every rank in peers[0 .. n) has entered the same barrier (peers NULL: every rank).
    peers must be sorted, without duplicates, in range and include this rank (else
    SFV_ERR_INVALID, the barrier stays usable): a sub-group barrier. Every member must call it
@@ -1075,10 +1088,10 @@ SAFEVERBS_API sfv_result sfv_launcher_rank(size_t *rank, size_t *world_size);
    timeout_ms (< 0: the channels' timeout_ms); each of this rank's writes is bounded by its
    channel's timeout_ms. A timeout or a failed write leaves the barrier half done on some ranks,
    so it poisons it: every later call returns SFV_ERR_BROKEN. */
-SAFEVERBS_API sfv_result sfv_node_barrier(sfv_node *node, const size_t *peers, size_t n, int timeout_ms);
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_node_barrier(sfv_node *node, const size_t *peers, size_t n, int timeout_ms);
 /* The same without checking that peers are sorted and unique (the caller vouches that every
    member passes the same list); ranks are still checked against the world, as they index memory. */
-SAFEVERBS_API sfv_result sfv_node_barrier_unchecked(sfv_node *node, const size_t *peers, size_t n, int timeout_ms);
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_node_barrier_unchecked(sfv_node *node, const size_t *peers, size_t n, int timeout_ms);
 
 #ifdef __cplusplus
 }
@@ -1258,6 +1271,8 @@ static SFV__PRINTF(2, 3) void sfv__log(sfv_log_level level, const char *fmt, ...
 }
 
 /* >>impl results ----------------------------------------------------------------------------- */
+/* A result deliberately dropped (gcc's warn_unused_result, SFV_NODISCARD, ignores a (void) cast). */
+static inline void sfv__ignore(sfv_result r) { (void)r; }
 static SFV__THREAD_LOCAL sfv_error sfv__last = {SFV_OK, 0, "", ""};
 
 SAFEVERBS_API const char *sfv_result_str(sfv_result r) {
@@ -3562,7 +3577,7 @@ static sfv_result sfv__blocking(sfv_channel *ch, sfv_result posted, sfv_pending 
     if (SFV__UNLIKELY(posted)) return sfv__wc_none(wc, posted); /* never a zero (SFV_OK) completion for a refused post */
     r = sfv_pending_wait(pending, -1, wc);
     if (r != SFV_OK && r != SFV_ERR_WORK) { /* timed out, or the wait failed (the CQ): flush all the same */
-        SFV__KEEPING_ERROR(sfv__abort(ch); (void)sfv_pending_wait(pending, -1, wc));
+        SFV__KEEPING_ERROR(sfv__abort(ch); sfv__ignore(sfv_pending_wait(pending, -1, wc)));
         if (wc) wc->result = r;
     }
     return r;

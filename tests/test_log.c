@@ -180,7 +180,7 @@ static void t_log_broken_channel(void) {
     g = sfv_mr_gather_element(l.mr, l.buf, 64);
     sc = sfv_mr_scatter_element(l.mr, l.buf + 4096, 8);
     CHECK_OK(sfv_channel_post_receive(l.ch, &sc, 1, &rx));
-    (void)sfv_channel_send(l.ch, &g, 1, &wc);
+    (void)!sfv_channel_send(l.ch, &g, 1, &wc);
     CHECK_RESULT(sfv_pending_wait(&rx, -1, &wc), SFV_ERR_WORK);
     CHECK(seen("[2] %s qp %u: broken", sfv_context_name(l.ctx), me.qpn));
     CHECK(seen("[1] completion: "));

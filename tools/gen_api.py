@@ -102,7 +102,7 @@ def parse_decls(lines):
             comment, group = comment_text("\n".join(block)), None
             i += 1
             continue
-        if line.startswith("SAFEVERBS_API"):
+        if re.match(r"(SFV_NODISCARD )?SAFEVERBS_API", line):
             decl = [line]
             while not re.search(r";\s*(/\*.*\*/\s*)?$", decl[-1]):
                 i += 1
@@ -114,13 +114,14 @@ def parse_decls(lines):
                 trailing = " ".join(tm.group(1).split())
                 text = text[: tm.start()] + ";"
             code = " ".join(strip_code(text).split())
-            code = re.sub(r"^SAFEVERBS_API\s+", "", code)
+            nodiscard = code.startswith("SFV_NODISCARD ")
+            code = re.sub(r"^(SFV_NODISCARD\s+)?SAFEVERBS_API\s+", "", code)
             name = re.search(r"\b(sfv_\w+)\s*\(", code).group(1)
             if group is None:
                 group = []
             group.append(name)
             funcs.append({"name": name, "section": section, "decl": code, "comment": comment or "",
-                          "trailing": trailing, "group": group})
+                          "trailing": trailing, "group": group, "nodiscard": nodiscard})
             i += 1
             continue
         if line.strip() == "":   # a comment reaches past #defines and typedefs to a blank line
@@ -252,7 +253,10 @@ def return_text(f):
         t += "; otherwise one of the negative results under ERRORS, with sfv_last_error() set on this thread"
         if outs:
             t += " and the outputs (" + ", ".join("`%s`" % o for o in outs) + ") zeroed (NULL for handles)"
-        return t + "."
+        t += "."
+        if f.get("nodiscard"):
+            t += " The result must be used: declared SFV_NODISCARD."
+        return t
     if ret == "void":
         return "None."
     return "A value of type `%s` (see DESCRIPTION); this function does not return an sfv_result and sets no sfv_last_error()." % ret
@@ -358,7 +362,7 @@ def check():
     with tempfile.TemporaryDirectory() as tmp:
         funcs, decl_lines, impl_lines = generate(tmp)
         # Every public declaration has an entry (the parser missed none).
-        ndecl = sum(1 for l in decl_lines if l.startswith("SAFEVERBS_API"))
+        ndecl = sum(1 for l in decl_lines if re.match(r"(SFV_NODISCARD )?SAFEVERBS_API", l))
         if ndecl != len(funcs):
             problems.append("%d SAFEVERBS_API declarations but %d entries: the generator missed some" % (ndecl, len(funcs)))
         names = {f["name"] for f in funcs}
