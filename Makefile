@@ -92,6 +92,8 @@ check: deps
 	@$(MAKE) --no-print-directory check-nodev
 	@$(MAKE) --no-print-directory compile-matrix
 	@$(MAKE) --no-print-directory check-fuzz
+	@$(MAKE) --no-print-directory consumers
+	@$(MAKE) --no-print-directory check-docs
 	@SAFEVERBS_VM_KERNEL="$${SAFEVERBS_VM_KERNEL:-6.1 6.12}" $(ON_RXE) bash tests/run.sh
 
 # On this host, no device and no libibverbs needed: a failure shows in seconds, before the guest boots.
@@ -110,3 +112,70 @@ bench: deps
 
 clean:
 	rm -rf $(BUILD)
+
+# ---- Install (header-only, like Debian's libstb-dev): the header, pkg-config files, a CMake
+# package config and the man pages. `make install PREFIX=/usr/local DESTDIR=`; `make uninstall`.
+PREFIX     ?= /usr/local
+DESTDIR    ?=
+INCDIR     := $(PREFIX)/include
+PCDIR      := $(PREFIX)/share/pkgconfig
+CMAKEDIR   := $(PREFIX)/share/cmake/safeverbs
+MANDIR     := $(PREFIX)/share/man
+SFV_VERSION := $(shell sed -n 's/^\#define SAFEVERBS_VERSION_STRING "\(.*\)"/\1/p' safeverbs.h)
+SFV_MAJOR  := $(word 1,$(subst ., ,$(SFV_VERSION)))
+SFV_MINOR  := $(word 2,$(subst ., ,$(SFV_VERSION)))
+SUBST      = sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(SFV_VERSION)|g' -e 's|@MAJOR@|$(SFV_MAJOR)|g' -e 's|@MINOR@|$(SFV_MINOR)|g'
+MAN3       := $(wildcard docs/man/*.3)
+MAN7       := $(wildcard docs/man/*.7)
+.PHONY: install uninstall consumers
+
+install:
+	install -d $(DESTDIR)$(INCDIR) $(DESTDIR)$(PCDIR) $(DESTDIR)$(CMAKEDIR)
+	install -m 644 safeverbs.h $(DESTDIR)$(INCDIR)/safeverbs.h
+	$(SUBST) pkg/safeverbs.pc.in >$(DESTDIR)$(PCDIR)/safeverbs.pc
+	$(SUBST) pkg/safeverbs-rdmacm.pc.in >$(DESTDIR)$(PCDIR)/safeverbs-rdmacm.pc
+	install -m 644 pkg/safeverbs-config.cmake $(DESTDIR)$(CMAKEDIR)/safeverbs-config.cmake
+	$(SUBST) pkg/safeverbs-config-version.cmake.in >$(DESTDIR)$(CMAKEDIR)/safeverbs-config-version.cmake
+	$(if $(MAN3),install -d $(DESTDIR)$(MANDIR)/man3 && install -m 644 $(MAN3) $(DESTDIR)$(MANDIR)/man3/)
+	$(if $(MAN7),install -d $(DESTDIR)$(MANDIR)/man7 && install -m 644 $(MAN7) $(DESTDIR)$(MANDIR)/man7/)
+
+uninstall:
+	rm -f $(DESTDIR)$(INCDIR)/safeverbs.h $(DESTDIR)$(PCDIR)/safeverbs.pc $(DESTDIR)$(PCDIR)/safeverbs-rdmacm.pc
+	rm -f $(DESTDIR)$(CMAKEDIR)/safeverbs-config.cmake $(DESTDIR)$(CMAKEDIR)/safeverbs-config-version.cmake
+	-rmdir $(DESTDIR)$(CMAKEDIR) 2>/dev/null
+	rm -f $(addprefix $(DESTDIR)$(MANDIR)/man3/,$(notdir $(MAN3))) $(addprefix $(DESTDIR)$(MANDIR)/man7/,$(notdir $(MAN7)))
+
+# The consumers of tests/consumers/ (CMake, Meson through pkg-config, Meson subproject, plain
+# pkg-config), built on this host against a temporary install; tests/consumers.test.sh runs them
+# on rxe. `make check` builds them before the guest starts.
+consumers: deps
+	@bash tests/consumers/build.sh
+
+# The API reference (docs/API.md, docs/man/*.3, docs/man/safeverbs.7), generated from the header
+# by tools/gen_api.py. `make docs` writes it; `make check-docs` (part of `make check`) fails when
+# it is stale, when a public function has no entry, or when a comment promises a result the
+# code cannot return.
+.PHONY: docs check-docs
+docs:
+	@rm -f docs/man/*.3 docs/man/*.7
+	@python3 tools/gen_api.py docs
+
+check-docs:
+	@python3 tools/gen_api.py --check
+
+# tests/nodev/test_log.c runs the tests of tests/test_log.c on the fake NIC.
+$(BUILD)/nodev/test_log $(BUILD)/nodev/asan/test_log: tests/test_log.c
+
+# examples/mpi_allgather.c needs Open MPI's headers: built with mpicc where it exists (tools/deps.sh
+# installs it); without, it builds to a program that says so and exits 77.
+$(BUILD)/mpi_allgather: CC := $(if $(shell command -v mpicc 2>/dev/null),mpicc,$(CC))
+
+# C++: examples/raii.cpp (handles in std::unique_ptr, a scope from a capturing lambda), warnings
+# as errors; tests/cxx.test.sh runs it on rxe.
+CXX ?= g++
+all: $(BUILD)/raii
+$(BUILD)/raii: examples/raii.cpp safeverbs.h | $(BUILD)
+	$(CXX) -std=c++17 $(CFLAGS) $(WARN) -I. -o $@ $< $(LDLIBS)
+all: $(BUILD)/readme_cxx.o
+$(BUILD)/readme_cxx.o: tests/compile/readme_cxx.cpp safeverbs.h | $(BUILD)
+	$(CXX) -std=c++11 $(WARN) -I. -c -o $@ $<

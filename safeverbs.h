@@ -7,10 +7,10 @@
 
    CONTENTS (each part starts at a ">>name" line: search for it)
    ========
-   Declarations     >>results >>handles >>devices >>pd and cq >>memory regions >>raw verbs
+   Declarations     >>results >>log >>handles >>devices >>pd and cq >>memory regions >>raw verbs
                     >>remote regions >>elements >>channel (>>pending >>batches >>atomics >>scopes)
                     >>events >>srq >>leases >>multi-channel >>exchange >>node
-   Implementation   >>inflight hooks >>impl results >>impl refcounts >>impl devices >>impl pd and cq
+   Implementation   >>inflight hooks >>impl log >>impl results >>impl refcounts >>impl devices >>impl pd and cq
                     >>impl memory regions >>impl elements >>impl remote regions >>impl channel
                     >>impl inflight >>impl completions >>impl posting >>impl pending work
                     >>impl scopes >>impl events >>impl srq >>impl leases >>impl multi-channel
@@ -204,9 +204,38 @@
 #define SAFEVERBS_VERSION_MINOR 4
 #define SAFEVERBS_VERSION_PATCH 0
 #define SAFEVERBS_VERSION_STRING "0.4.0"
+/* True when this header is version maj.min.patch or newer; for #if:
+   #if !SAFEVERBS_VERSION_AT_LEAST(0, 4, 0)
+   #error "needs safeverbs 0.4.0 or newer"
+   #endif */
+#define SAFEVERBS_VERSION_AT_LEAST(maj, min, patch)                                            \
+    (SAFEVERBS_VERSION_MAJOR > (maj) ||                                                        \
+     (SAFEVERBS_VERSION_MAJOR == (maj) && (SAFEVERBS_VERSION_MINOR > (min) ||                  \
+      (SAFEVERBS_VERSION_MINOR == (min) && SAFEVERBS_VERSION_PATCH >= (patch)))))
 
 #ifndef SAFEVERBS_API
 #define SAFEVERBS_API extern
+#endif
+/* In front of the functions whose result must not be ignored (all that return sfv_result but
+   the releases): [[nodiscard]] in C++17, warn_unused_result in gcc and clang (gcc's cannot be
+   silenced by a (void) cast: test the result). #define SFV_NODISCARD (empty) before including
+   to turn it off. */
+#ifndef SFV_NODISCARD
+#if defined(__cplusplus) && __cplusplus >= 201703L
+#define SFV_NODISCARD [[nodiscard]]
+#elif defined(__GNUC__) || defined(__clang__)
+#define SFV_NODISCARD __attribute__((warn_unused_result))
+#else
+#define SFV_NODISCARD
+#endif
+#endif
+
+/* A zero initialiser for any safeverbs struct (a desc: every default) that no compiler warns
+   about: {0} in C, {} in C++ (where {0} warns under -Wextra). sfv_channel_desc d = SFV_ZERO_INIT; */
+#ifdef __cplusplus
+#define SFV_ZERO_INIT {}
+#else
+#define SFV_ZERO_INIT {0}
 #endif
 
 #ifdef __cplusplus
@@ -260,7 +289,30 @@ SAFEVERBS_API const sfv_error *sfv_last_error(void);
 /* Maps an errno to its class as the crate does: EINVAL -> INVALID; ENOMEM, EAGAIN, EMFILE ->
    RESOURCE; EPERM, EACCES -> PERMISSION; ENOENT, ENODEV -> NOT_FOUND; EOPNOTSUPP -> UNSUPPORTED;
    anything else -> DRIVER. */
-SAFEVERBS_API sfv_result sfv_result_from_errno(int errnum);
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_result_from_errno(int errnum);
+
+/* >>log -------------------------------------------------------------------------------------- */
+/* A trace of what the library does, for debugging a handshake on a real fabric without a
+   debugger: errors (every failure a call records in sfv_last_error, refusals included), state
+   changes and handshakes (devices opened and closed, channels created, connected, broken and
+   destroyed, nodes connected) and, at debug, the exchange's steps, each naming its objects
+   ("rxe0 qp 17"). Nothing is reported by default, and the data path pays nothing for it: a post
+   or poll that succeeds never looks at the log; a failure tests one flag. */
+typedef enum sfv_log_level {
+    SFV_LOG_OFF = 0,     /* nothing */
+    SFV_LOG_ERROR = 1,   /* failures, with the verb or check and the message of sfv_last_error */
+    SFV_LOG_INFO = 2,    /* and state changes: opened, connected (with the peer), broken, closed */
+    SFV_LOG_DEBUG = 3    /* and object creation and the exchange's steps */
+} sfv_log_level;
+/* Called on the thread that does the work, with one line without its newline. */
+typedef void (*sfv_log_fn)(void *user, sfv_log_level level, const char *message);
+/* Reports messages of `level` and below to fn(user, ...); fn NULL: to stderr as
+   "safeverbs: LEVEL: message"; SFV_LOG_OFF: nothing. Without a call, the environment variable
+   SAFEVERBS_LOG (off, error, info, debug or 0..3; read once, at the first failure or the first
+   sfv_get_device_list, sfv_open_device, sfv_context_wrap or exchange) sets the level, to stderr.
+   A call overrides it. Thread safety: set it before other threads use safeverbs (the hook is
+   read without a lock); fn may be called from any thread that uses safeverbs. */
+SAFEVERBS_API void sfv_set_log(sfv_log_fn fn, void *user, sfv_log_level level);
 
 /* >>handles ---------------------------------------------------------------------------------- */
 typedef struct sfv_device_list sfv_device_list;
@@ -280,12 +332,14 @@ struct ibv_qp;
 struct ibv_srq;
 
 /* >>devices ---------------------------------------------------------------------------------- */
-SAFEVERBS_API sfv_result sfv_get_device_list(sfv_device_list **out);
+/* The RDMA devices of this machine (none: an empty list and SFV_OK; free it with
+   sfv_free_device_list), and how many it holds (0 for NULL). */
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_get_device_list(sfv_device_list **out);
 SAFEVERBS_API size_t sfv_device_list_len(const sfv_device_list *list);
 /* NULL when i is out of range. Valid until sfv_free_device_list. */
 SAFEVERBS_API const char *sfv_device_list_name(const sfv_device_list *list, size_t i);
 /* The node GUID in host byte order (its bytes as printed, most significant first). */
-SAFEVERBS_API sfv_result sfv_device_list_guid(const sfv_device_list *list, size_t i, uint64_t *out);
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_device_list_guid(const sfv_device_list *list, size_t i, uint64_t *out);
 SAFEVERBS_API void sfv_free_device_list(sfv_device_list *list);
 /* The crate's Guid helpers: the IEEE OUI (the top 24 bits), and "reserved" (all zero). */
 SAFEVERBS_API uint32_t sfv_guid_oui(uint64_t guid);
@@ -293,8 +347,8 @@ SAFEVERBS_API bool sfv_guid_is_reserved(uint64_t guid);
 
 /* Opens a device by name (NULL or "" = the first one; unknown name = SFV_ERR_NOT_FOUND) and
    checks that port 1 is ACTIVE or ARMED (otherwise SFV_ERR_RESOURCE naming the state). */
-SAFEVERBS_API sfv_result sfv_open_device(const char *name, sfv_context **out);
-SAFEVERBS_API sfv_result sfv_open_device_at(const sfv_device_list *list, size_t i, sfv_context **out);
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_open_device(const char *name, sfv_context **out);
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_open_device_at(const sfv_device_list *list, size_t i, sfv_context **out);
 /* Drops the caller's reference; the device closes when no PD, CQ, MR or channel uses it. */
 SAFEVERBS_API sfv_result sfv_close_device(sfv_context *ctx);
 SAFEVERBS_API const char *sfv_context_name(const sfv_context *ctx);
@@ -303,10 +357,10 @@ SAFEVERBS_API const char *sfv_context_name(const sfv_context *ctx);
 SAFEVERBS_API int sfv_context_numa_node(const sfv_context *ctx);
 /* Binds the calling thread to the CPUs of NUMA node `node`. SFV_ERR_NOT_FOUND for a node this
    machine does not have; SFV_ERR_UNSUPPORTED when built without _GNU_SOURCE (see the top). */
-SAFEVERBS_API sfv_result sfv_bind_thread_to_numa_node(int node);
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_bind_thread_to_numa_node(int node);
 /* Binds the calling thread to the device's node. A device without one: SFV_OK and no change,
    or SFV_ERR_NOT_FOUND when `strict`. */
-SAFEVERBS_API sfv_result sfv_context_bind_thread_to_numa(const sfv_context *ctx, bool strict);
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_context_bind_thread_to_numa(const sfv_context *ctx, bool strict);
 
 typedef enum sfv_port_state { /* values equal enum ibv_port_state */
     SFV_PORT_NOP = 0, SFV_PORT_DOWN = 1, SFV_PORT_INIT = 2, SFV_PORT_ARMED = 3,
@@ -323,7 +377,8 @@ typedef struct sfv_port_attr {
     uint16_t lid;
     uint32_t gid_tbl_len;
 } sfv_port_attr;
-SAFEVERBS_API sfv_result sfv_query_port(sfv_context *ctx, uint8_t port, sfv_port_attr *out);
+/* A port's state, MTUs, link layer and LID; port: 1 .. the device's phys_port_cnt. */
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_query_port(sfv_context *ctx, uint8_t port, sfv_port_attr *out);
 
 typedef enum sfv_atomic_cap { /* values equal enum ibv_atomic_cap */
     SFV_ATOMIC_NONE = 0,      /* no RDMA atomics */
@@ -359,7 +414,7 @@ typedef struct sfv_device_attr {
 /* The device's limits, as queried when the context was opened or wrapped (they do not change
    while it is open: no verb is called). NULL out or context: SFV_ERR_INVALID; *out is zeroed
    on failure. Thread safety: any thread. */
-SAFEVERBS_API sfv_result sfv_query_device(sfv_context *ctx, sfv_device_attr *out);
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_query_device(sfv_context *ctx, sfv_device_attr *out);
 SAFEVERBS_API const char *sfv_port_state_str(sfv_port_state s);
 
 typedef struct sfv_gid { uint8_t raw[16]; } sfv_gid;
@@ -372,7 +427,7 @@ typedef struct sfv_gid_entry {
     uint32_t ifindex;        /* the netdev behind a RoCE GID, 0 if none */
 } sfv_gid_entry;
 /* SFV_ERR_NOT_FOUND for an empty or missing table entry. */
-SAFEVERBS_API sfv_result sfv_query_gid(sfv_context *ctx, uint8_t port, uint32_t index, sfv_gid_entry *out);
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_query_gid(sfv_context *ctx, uint8_t port, uint32_t index, sfv_gid_entry *out);
 /* True for ::ffff:a.b.c.d, the GID of an IPv4 address. */
 SAFEVERBS_API bool sfv_gid_is_ipv4(const sfv_gid *gid);
 /* How much a channel wants a GID when it picks one itself (higher is better; 0 for NULL):
@@ -383,10 +438,11 @@ SAFEVERBS_API int sfv_gid_preference(const sfv_gid_entry *e);
 /* The GID a channel picks by default: the usable one sfv_gid_preference likes best, the lowest
    index among equals. Where two hosts differ (an IPv6-only one, a second netdev, a VLAN), set
    the index yourself: both sides must use the same type, on the interface that reaches the peer. */
-SAFEVERBS_API sfv_result sfv_choose_gid(sfv_context *ctx, uint8_t port, uint32_t *index_out);
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_choose_gid(sfv_context *ctx, uint8_t port, uint32_t *index_out);
 
 /* >>pd and cq -------------------------------------------------------------------------------- */
-SAFEVERBS_API sfv_result sfv_alloc_pd(sfv_context *ctx, sfv_pd **out);
+/* A protection domain on the device; it holds a reference on the context. */
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_alloc_pd(sfv_context *ctx, sfv_pd **out);
 /* Drops a reference; MRs and channels keep it. NULL: SFV_OK. */
 SAFEVERBS_API sfv_result sfv_dealloc_pd(sfv_pd *pd);
 SAFEVERBS_API sfv_context *sfv_pd_context(const sfv_pd *pd);
@@ -435,6 +491,8 @@ typedef struct sfv_work_completion {
                                         if that channel is destroyed by now); NULL for all else */
 } sfv_work_completion;
 
+/* A status's name ("REM_ACCESS_ERR"), its class, a hint for humans, and a class's name: never
+   NULL, also for a value outside the enum. */
 SAFEVERBS_API const char *sfv_wc_status_str(sfv_wc_status s);
 SAFEVERBS_API sfv_work_error_class sfv_wc_status_class(sfv_wc_status s);
 SAFEVERBS_API const char *sfv_wc_status_hint(sfv_wc_status s);
@@ -446,12 +504,12 @@ SAFEVERBS_API const char *sfv_work_error_class_str(sfv_work_error_class c);
    come back through sfv_poll_cq with your wr_ids, as sfv_work_completion. min_entries: 1 ..
    the device's max_cqe (sfv_query_device). Destroy your QPs before sfv_destroy_cq (a CQ that a
    QP still uses cannot be destroyed, and would leak). No completion channel: poll it. */
-SAFEVERBS_API sfv_result sfv_create_cq(sfv_context *ctx, uint32_t min_entries, sfv_cq **out);
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_create_cq(sfv_context *ctx, uint32_t min_entries, sfv_cq **out);
 SAFEVERBS_API sfv_result sfv_destroy_cq(sfv_cq *cq);
 SAFEVERBS_API uint32_t sfv_cq_capacity(const sfv_cq *cq);
 /* Non-blocking: takes up to max completions, *count says how many (0: none ready). wr_id is
    your QP's own; byte_len is set for receives only. */
-SAFEVERBS_API sfv_result sfv_poll_cq(sfv_cq *cq, sfv_work_completion *out, size_t max, size_t *count);
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_poll_cq(sfv_cq *cq, sfv_work_completion *out, size_t max, size_t *count);
 
 /* >>memory regions --------------------------------------------------------------------------- */
 /* Values equal IBV_ACCESS_*. */
@@ -468,18 +526,18 @@ enum {
 };
 
 /* Local write only: the NIC touches this memory only through elements you post. Safe. */
-SAFEVERBS_API sfv_result sfv_reg_mr_local(sfv_pd *pd, void *addr, size_t length, sfv_mr **out);
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_reg_mr_local(sfv_pd *pd, void *addr, size_t length, sfv_mr **out);
 /* Local write + remote read + remote write. YOU are responsible, as long as any peer holds the
    rkey: (1) keep the memory allocated, (2) have a way to revoke it (deregister, then tell the
    peers), (3) not read or write it locally while a peer may be writing it. */
-SAFEVERBS_API sfv_result sfv_reg_mr_shared(sfv_pd *pd, void *addr, size_t length, sfv_mr **out);
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_reg_mr_shared(sfv_pd *pd, void *addr, size_t length, sfv_mr **out);
 /* Explicit SFV_ACCESS_* flags. With any remote flag, the duties of sfv_reg_mr_shared are yours. */
-SAFEVERBS_API sfv_result sfv_reg_mr_access(sfv_pd *pd, void *addr, size_t length, unsigned access, sfv_mr **out);
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_reg_mr_access(sfv_pd *pd, void *addr, size_t length, unsigned access, sfv_mr **out);
 /* DMA-BUF: the MR starts at `offset` in the buffer behind `fd`; the NIC addresses it at `iova`,
    whose offset within a page must equal offset's (refused with SFV_ERR_INVALID before the verb). */
-SAFEVERBS_API sfv_result sfv_reg_dmabuf_mr_local(sfv_pd *pd, int fd, uint64_t offset, size_t length, uint64_t iova, sfv_mr **out);
-SAFEVERBS_API sfv_result sfv_reg_dmabuf_mr_shared(sfv_pd *pd, int fd, uint64_t offset, size_t length, uint64_t iova, sfv_mr **out);
-SAFEVERBS_API sfv_result sfv_reg_dmabuf_mr_access(sfv_pd *pd, int fd, uint64_t offset, size_t length, uint64_t iova, unsigned access, sfv_mr **out);
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_reg_dmabuf_mr_local(sfv_pd *pd, int fd, uint64_t offset, size_t length, uint64_t iova, sfv_mr **out);
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_reg_dmabuf_mr_shared(sfv_pd *pd, int fd, uint64_t offset, size_t length, uint64_t iova, sfv_mr **out);
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_reg_dmabuf_mr_access(sfv_pd *pd, int fd, uint64_t offset, size_t length, uint64_t iova, unsigned access, sfv_mr **out);
 /* Deregisters and frees. If the verb refuses, the MR stays registered and valid (a remote one's
    rkey still works: do not free its memory) and the call can be repeated. NULL: SFV_OK.
    Refused, the MR kept, with SFV_ERR_INVALID (errno EBUSY): while leases on it live (>>leases);
@@ -487,6 +545,8 @@ SAFEVERBS_API sfv_result sfv_reg_dmabuf_mr_access(sfv_pd *pd, int fd, uint64_t o
    contract first (SFV_ASSERT, naming the work), the refusal only where SFV_ASSERT returns. */
 SAFEVERBS_API sfv_result sfv_dereg_mr(sfv_mr *mr);
 
+/* The MR's keys, address, length, SFV_ACCESS_* flags and PD (not a new reference); 0 or NULL
+   for a NULL mr. */
 SAFEVERBS_API uint32_t sfv_mr_lkey(const sfv_mr *mr);
 SAFEVERBS_API uint32_t sfv_mr_rkey(const sfv_mr *mr);
 SAFEVERBS_API uint64_t sfv_mr_addr(const sfv_mr *mr);   /* the iova for a DMA-BUF MR */
@@ -519,7 +579,7 @@ SAFEVERBS_API struct ibv_srq *sfv_srq_raw(const sfv_srq *srq);
    child's destroy or release; a multi-channel's or node's channels go with it). On failure
    *out is NULL and `raw` is still yours, whatever take_ownership said. NULL raw or out:
    SFV_ERR_INVALID. */
-SAFEVERBS_API sfv_result sfv_context_wrap(struct ibv_context *raw, bool take_ownership, sfv_context **out);
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_context_wrap(struct ibv_context *raw, bool take_ownership, sfv_context **out);
 /* A PD over one you allocated yourself (ibv_alloc_pd) on ctx's device context, which must be
    the very one (sfv_context_raw(ctx); another context, even of the same device: SFV_ERR_INVALID).
    The PD holds a reference on ctx as sfv_alloc_pd's does. With take_ownership, safeverbs calls
@@ -527,7 +587,7 @@ SAFEVERBS_API sfv_result sfv_context_wrap(struct ibv_context *raw, bool take_own
    sfv_dealloc_pd and after every MR, channel, multi-channel and node made on it is destroyed,
    and before you close its context. On failure *out is NULL and `raw` is still yours. NULL
    ctx, raw or out: SFV_ERR_INVALID. */
-SAFEVERBS_API sfv_result sfv_pd_wrap(sfv_context *ctx, struct ibv_pd *raw, bool take_ownership, sfv_pd **out);
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_pd_wrap(sfv_context *ctx, struct ibv_pd *raw, bool take_ownership, sfv_pd **out);
 
 /* >>remote regions --------------------------------------------------------------------------- */
 /* [addr, addr + length) of a peer's memory, with its rkey. No region may pass 2^64: one that
@@ -543,17 +603,17 @@ SAFEVERBS_API uint64_t sfv_remote_mr_length(sfv_remote_mr region);
 SAFEVERBS_API uint32_t sfv_remote_mr_rkey(sfv_remote_mr region);
 /* Every checked helper below zeroes *out when it refuses (and NULL out is SFV_ERR_INVALID).
    [offset, length): SFV_ERR_SLICE_NOT_WITHIN_BOUNDS when offset > length. */
-SAFEVERBS_API sfv_result sfv_remote_mr_sub(sfv_remote_mr region, uint64_t offset, sfv_remote_mr *out);
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_remote_mr_sub(sfv_remote_mr region, uint64_t offset, sfv_remote_mr *out);
 /* No check against the length; still no wrap: the address saturates at 2^64 - 1, the length
    floors at 0 and is cut to what fits below 2^64. A region outside the peer's MR fails there
    with a remote access error. */
 SAFEVERBS_API sfv_remote_mr sfv_remote_mr_sub_unchecked(sfv_remote_mr region, uint64_t offset);
 /* [offset, offset+length) inside r, or SFV_ERR_SLICE_NOT_WITHIN_BOUNDS. */
-SAFEVERBS_API sfv_result sfv_remote_mr_slice(sfv_remote_mr region, uint64_t offset, uint64_t length, sfv_remote_mr *out);
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_remote_mr_slice(sfv_remote_mr region, uint64_t offset, uint64_t length, sfv_remote_mr *out);
 SAFEVERBS_API sfv_remote_mr sfv_remote_mr_slice_unchecked(sfv_remote_mr region, uint64_t offset, uint64_t length);
 /* Field [field_offset, +field_size) of element `index` of an array of elem_size-byte items at
    the start of r; every product and sum is overflow-checked. */
-SAFEVERBS_API sfv_result sfv_remote_mr_array_field(sfv_remote_mr region, uint64_t elem_size, uint64_t index, uint64_t field_offset, uint64_t field_size, sfv_remote_mr *out);
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_remote_mr_array_field(sfv_remote_mr region, uint64_t elem_size, uint64_t index, uint64_t field_offset, uint64_t field_size, sfv_remote_mr *out);
 /* The same without the bounds check; saturating arithmetic, so still no wrap. */
 SAFEVERBS_API sfv_remote_mr sfv_remote_mr_array_field_unchecked(sfv_remote_mr region, uint64_t elem_size, uint64_t index, uint64_t field_offset, uint64_t field_size);
 
@@ -580,7 +640,7 @@ SAFEVERBS_API sfv_remote_mr sfv_remote_mr_array_field_unchecked(sfv_remote_mr re
 #define SFV_REMOTE_MR_ENCODED_SIZE 24
 SAFEVERBS_API void sfv_remote_mr_encode(sfv_remote_mr region, uint8_t out[SFV_REMOTE_MR_ENCODED_SIZE]);
 /* SFV_ERR_INVALID for short input, a bad magic, version or reserved byte, or addr+length wrapping. */
-SAFEVERBS_API sfv_result sfv_remote_mr_decode(const uint8_t *in, size_t size, sfv_remote_mr *out);
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_remote_mr_decode(const uint8_t *in, size_t size, sfv_remote_mr *out);
 
 /* >>elements --------------------------------------------------------------------------------- */
 /* Two layouts of struct ibv_sge that the compiler keeps apart: a gather element is memory the
@@ -594,8 +654,8 @@ typedef struct sfv_scatter_element { uint64_t addr; uint32_t length; uint32_t lk
 SAFEVERBS_API sfv_gather_element sfv_mr_gather_element(const sfv_mr *mr, const void *data, size_t len);
 SAFEVERBS_API sfv_scatter_element sfv_mr_scatter_element(const sfv_mr *mr, void *data, size_t len);
 /* Checked: SFV_ERR_SLICE_TOO_BIG or SFV_ERR_SLICE_NOT_WITHIN_BOUNDS, *out zeroed. */
-SAFEVERBS_API sfv_result sfv_mr_gather_element_checked(const sfv_mr *mr, const void *data, size_t len, sfv_gather_element *out);
-SAFEVERBS_API sfv_result sfv_mr_scatter_element_checked(const sfv_mr *mr, void *data, size_t len, sfv_scatter_element *out);
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_mr_gather_element_checked(const sfv_mr *mr, const void *data, size_t len, sfv_gather_element *out);
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_mr_scatter_element_checked(const sfv_mr *mr, void *data, size_t len, sfv_scatter_element *out);
 /* Unchecked: no checks at all; a length over 32 bits is truncated. The NIC reports a local
    protection error for memory outside the MR. */
 SAFEVERBS_API sfv_gather_element sfv_mr_gather_element_unchecked(const sfv_mr *mr, const void *data, size_t len);
@@ -682,21 +742,21 @@ typedef struct sfv_endpoint {
    encodes 32 zero bytes (which decode refuses). Decode takes at least SFV_ENDPOINT_ENCODED_SIZE
    bytes and reads the first that many; anything else is SFV_ERR_INVALID with *out zeroed. */
 SAFEVERBS_API void sfv_endpoint_encode(const sfv_endpoint *ep, uint8_t out[SFV_ENDPOINT_ENCODED_SIZE]);
-SAFEVERBS_API sfv_result sfv_endpoint_decode(const uint8_t *in, size_t size, sfv_endpoint *out);
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_endpoint_decode(const uint8_t *in, size_t size, sfv_endpoint *out);
 
 /* The desc with every default filled in for this PD's device (port and GID resolved). */
-SAFEVERBS_API sfv_result sfv_channel_desc_resolve(sfv_pd *pd, const sfv_channel_desc *desc, sfv_channel_desc *out);
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_channel_desc_resolve(sfv_pd *pd, const sfv_channel_desc *desc, sfv_channel_desc *out);
 /* A channel (an RC queue pair with its own CQ) in INIT, so receives can be posted before the
    handshake. Needs the port ACTIVE (else SFV_ERR_RESOURCE naming its state); desc fields out of
    range: SFV_ERR_INVALID naming the field. */
-SAFEVERBS_API sfv_result sfv_create_channel(sfv_pd *pd, const sfv_channel_desc *desc, sfv_channel **out);
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_create_channel(sfv_pd *pd, const sfv_channel_desc *desc, sfv_channel **out);
 /* Flushes work in flight (the QP goes to the error state and the flushed work is drained), then
    frees; the NIC touches none of the channel's buffers afterwards. If a verb refuses to destroy,
    the channel stays valid, nothing is freed, and the call can be retried. NULL: SFV_OK. */
 SAFEVERBS_API sfv_result sfv_destroy_channel(sfv_channel *ch);
-SAFEVERBS_API sfv_result sfv_channel_endpoint(const sfv_channel *ch, sfv_endpoint *out);
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_channel_endpoint(const sfv_channel *ch, sfv_endpoint *out);
 /* RESET -> INIT -> RTR -> RTS against the peer's endpoint; sets a GRH when the peer has a GID. */
-SAFEVERBS_API sfv_result sfv_channel_handshake(sfv_channel *ch, const sfv_endpoint *peer);
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_channel_handshake(sfv_channel *ch, const sfv_endpoint *peer);
 /* Recovers a broken channel (or moves a working one to a new peer) without destroying it: the
    work in flight is flushed first (the QP to the error state, drained; every pending handle of
    it then reports WR_FLUSH_ERR, and its buffers are free), the QP is destroyed and a new one is
@@ -709,7 +769,7 @@ SAFEVERBS_API sfv_result sfv_channel_handshake(sfv_channel *ch, const sfv_endpoi
    reused). Refused inside a scope (SFV_ERR_INVALID); a verb that fails leaves the channel broken
    with no QP, and the call can be repeated. Handles of the old work stay valid until consumed.
    Thread safety: as the channel's. */
-SAFEVERBS_API sfv_result sfv_channel_reset(sfv_channel *ch);
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_channel_reset(sfv_channel *ch);
 SAFEVERBS_API sfv_pd *sfv_channel_pd(const sfv_channel *ch);
 SAFEVERBS_API const sfv_channel_desc *sfv_channel_get_desc(const sfv_channel *ch);
 /* The completion channel's fd (SFV_WAIT_EVENT), else -1. Readable after sfv_channel_arm once
@@ -720,7 +780,7 @@ SAFEVERBS_API const sfv_channel_desc *sfv_channel_get_desc(const sfv_channel *ch
    poll/epoll on the fd, (4) when it is readable, sfv_channel_ack_events, and go to (1). The
    channel's own waits do exactly this. */
 SAFEVERBS_API int sfv_channel_fd(const sfv_channel *ch);
-SAFEVERBS_API sfv_result sfv_channel_arm(sfv_channel *ch);
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_channel_arm(sfv_channel *ch);
 SAFEVERBS_API sfv_result sfv_channel_ack_events(sfv_channel *ch);
 /* Places taken in the channel's two queues: work posted and not yet consumed by a pending
    handle or a scope, plus work consumed before older work that is not (its place frees when
@@ -731,12 +791,12 @@ SAFEVERBS_API size_t sfv_channel_outstanding(const sfv_channel *ch);
    5 s on a NIC slow to flush, after which the QP is destroyed). On SFV_ERR_TIMEOUT (or a wait that fails:
    a CQ error) the channel has flushed the work (and is broken), so the buffers are free again.
    wc may be NULL. */
-SAFEVERBS_API sfv_result sfv_channel_send(sfv_channel *ch, const sfv_gather_element *sges, size_t n, sfv_work_completion *wc);
-SAFEVERBS_API sfv_result sfv_channel_send_imm(sfv_channel *ch, const sfv_gather_element *sges, size_t n, uint32_t imm, sfv_work_completion *wc);
-SAFEVERBS_API sfv_result sfv_channel_receive(sfv_channel *ch, const sfv_scatter_element *sges, size_t n, sfv_work_completion *wc);
-SAFEVERBS_API sfv_result sfv_channel_write(sfv_channel *ch, const sfv_gather_element *sges, size_t n, sfv_remote_mr remote, sfv_work_completion *wc);
-SAFEVERBS_API sfv_result sfv_channel_write_imm(sfv_channel *ch, const sfv_gather_element *sges, size_t n, sfv_remote_mr remote, uint32_t imm, sfv_work_completion *wc);
-SAFEVERBS_API sfv_result sfv_channel_read(sfv_channel *ch, const sfv_scatter_element *sges, size_t n, sfv_remote_mr remote, sfv_work_completion *wc);
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_channel_send(sfv_channel *ch, const sfv_gather_element *sges, size_t n, sfv_work_completion *wc);
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_channel_send_imm(sfv_channel *ch, const sfv_gather_element *sges, size_t n, uint32_t imm, sfv_work_completion *wc);
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_channel_receive(sfv_channel *ch, const sfv_scatter_element *sges, size_t n, sfv_work_completion *wc);
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_channel_write(sfv_channel *ch, const sfv_gather_element *sges, size_t n, sfv_remote_mr remote, sfv_work_completion *wc);
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_channel_write_imm(sfv_channel *ch, const sfv_gather_element *sges, size_t n, sfv_remote_mr remote, uint32_t imm, sfv_work_completion *wc);
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_channel_read(sfv_channel *ch, const sfv_scatter_element *sges, size_t n, sfv_remote_mr remote, sfv_work_completion *wc);
 
 /* >>pending ---------------------------------------------------------------------------------- */
 /* Pending work lives in storage the caller provides (a local, an array): no allocation per
@@ -753,12 +813,12 @@ typedef struct sfv_pending {
 /* Unpolled posts. The buffers belong to the NIC until the pending work is done: wait for it
    (sfv_pending_wait), or post inside a scope, which waits for you. `pending` may be NULL only
    inside a scope (the scope then polls it). */
-SAFEVERBS_API sfv_result sfv_channel_post_send(sfv_channel *ch, const sfv_gather_element *sges, size_t n, sfv_pending *pending);
-SAFEVERBS_API sfv_result sfv_channel_post_send_imm(sfv_channel *ch, const sfv_gather_element *sges, size_t n, uint32_t imm, sfv_pending *pending);
-SAFEVERBS_API sfv_result sfv_channel_post_receive(sfv_channel *ch, const sfv_scatter_element *sges, size_t n, sfv_pending *pending);
-SAFEVERBS_API sfv_result sfv_channel_post_write(sfv_channel *ch, const sfv_gather_element *sges, size_t n, sfv_remote_mr remote, sfv_pending *pending);
-SAFEVERBS_API sfv_result sfv_channel_post_write_imm(sfv_channel *ch, const sfv_gather_element *sges, size_t n, sfv_remote_mr remote, uint32_t imm, sfv_pending *pending);
-SAFEVERBS_API sfv_result sfv_channel_post_read(sfv_channel *ch, const sfv_scatter_element *sges, size_t n, sfv_remote_mr remote, sfv_pending *pending);
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_channel_post_send(sfv_channel *ch, const sfv_gather_element *sges, size_t n, sfv_pending *pending);
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_channel_post_send_imm(sfv_channel *ch, const sfv_gather_element *sges, size_t n, uint32_t imm, sfv_pending *pending);
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_channel_post_receive(sfv_channel *ch, const sfv_scatter_element *sges, size_t n, sfv_pending *pending);
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_channel_post_write(sfv_channel *ch, const sfv_gather_element *sges, size_t n, sfv_remote_mr remote, sfv_pending *pending);
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_channel_post_write_imm(sfv_channel *ch, const sfv_gather_element *sges, size_t n, sfv_remote_mr remote, uint32_t imm, sfv_pending *pending);
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_channel_post_read(sfv_channel *ch, const sfv_scatter_element *sges, size_t n, sfv_remote_mr remote, sfv_pending *pending);
 
 /* >>batches ---------------------------------------------------------------------------------- */
 /* Batches: `count` work requests (at most SFV_BATCH_MAX) behind one post call, so one doorbell
@@ -772,10 +832,10 @@ SAFEVERBS_API sfv_result sfv_channel_post_read(sfv_channel *ch, const sfv_scatte
    those handles wait as after a success (the rest are zeroed). A send-side batch the verb took
    only part of: SFV_ERR_BROKEN (its unsignaled work can only end by a flush). */
 #define SFV_BATCH_MAX 64
-SAFEVERBS_API sfv_result sfv_channel_post_send_batch(sfv_channel *ch, const sfv_gather_element *sges, size_t per_wr, size_t count, sfv_pending *pending);
-SAFEVERBS_API sfv_result sfv_channel_post_write_batch(sfv_channel *ch, const sfv_gather_element *sges, size_t per_wr, size_t count, const sfv_remote_mr *remotes, sfv_pending *pending);
-SAFEVERBS_API sfv_result sfv_channel_post_read_batch(sfv_channel *ch, const sfv_scatter_element *sges, size_t per_wr, size_t count, const sfv_remote_mr *remotes, sfv_pending *pending);
-SAFEVERBS_API sfv_result sfv_channel_post_receive_batch(sfv_channel *ch, const sfv_scatter_element *sges, size_t per_wr, size_t count, sfv_pending *pendings);
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_channel_post_send_batch(sfv_channel *ch, const sfv_gather_element *sges, size_t per_wr, size_t count, sfv_pending *pending);
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_channel_post_write_batch(sfv_channel *ch, const sfv_gather_element *sges, size_t per_wr, size_t count, const sfv_remote_mr *remotes, sfv_pending *pending);
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_channel_post_read_batch(sfv_channel *ch, const sfv_scatter_element *sges, size_t per_wr, size_t count, const sfv_remote_mr *remotes, sfv_pending *pending);
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_channel_post_receive_batch(sfv_channel *ch, const sfv_scatter_element *sges, size_t per_wr, size_t count, sfv_pending *pendings);
 
 /* A read batch's completion (wc->byte_len) gives the bytes of the whole batch, every request's
    (at most UINT32_MAX), not only its last request's. (Posted in a scope with a NULL handle, each
@@ -791,9 +851,9 @@ SAFEVERBS_API sfv_result sfv_channel_post_receive_batch(sfv_channel *ch, const s
 typedef struct sfv_send_request { const sfv_gather_element *sges; size_t n; bool has_imm; uint32_t imm; } sfv_send_request;
 typedef struct sfv_write_request { const sfv_gather_element *sges; size_t n; sfv_remote_mr remote; bool has_imm; uint32_t imm; } sfv_write_request;
 typedef struct sfv_read_request { const sfv_scatter_element *sges; size_t n; sfv_remote_mr remote; } sfv_read_request;
-SAFEVERBS_API sfv_result sfv_channel_post_sends(sfv_channel *ch, const sfv_send_request *reqs, size_t count, sfv_pending *pending);
-SAFEVERBS_API sfv_result sfv_channel_post_writes(sfv_channel *ch, const sfv_write_request *reqs, size_t count, sfv_pending *pending);
-SAFEVERBS_API sfv_result sfv_channel_post_reads(sfv_channel *ch, const sfv_read_request *reqs, size_t count, sfv_pending *pending);
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_channel_post_sends(sfv_channel *ch, const sfv_send_request *reqs, size_t count, sfv_pending *pending);
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_channel_post_writes(sfv_channel *ch, const sfv_write_request *reqs, size_t count, sfv_pending *pending);
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_channel_post_reads(sfv_channel *ch, const sfv_read_request *reqs, size_t count, sfv_pending *pending);
 
 /* A pending handle dies with its channel: using one after sfv_destroy_channel is a broken contract,
    caught by SFV_ASSERT in debug builds (a registry of live channels, one lookup per poll or wait);
@@ -806,10 +866,10 @@ SAFEVERBS_API sfv_result sfv_channel_post_reads(sfv_channel *ch, const sfv_read_
    non-OK result leaves a matching sfv_last_error(): for SFV_ERR_WORK it names the operation,
    the status, its class and a hint.
    Checks once: SFV_OK (done), SFV_NOT_DONE, or SFV_ERR_WORK (done, failed; detail in wc). */
-SAFEVERBS_API sfv_result sfv_pending_poll(sfv_pending *pending, sfv_work_completion *wc);
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_pending_poll(sfv_pending *pending, sfv_work_completion *wc);
 /* Waits up to timeout_ms (< 0: the channel's timeout_ms). SFV_ERR_TIMEOUT leaves the work
    tracked: wait again, or destroy the channel. */
-SAFEVERBS_API sfv_result sfv_pending_wait(sfv_pending *pending, int timeout_ms, sfv_work_completion *wc);
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_pending_wait(sfv_pending *pending, int timeout_ms, sfv_work_completion *wc);
 SAFEVERBS_API bool sfv_pending_done(const sfv_pending *pending);
 
 /* >>atomics ---------------------------------------------------------------------------------- */
@@ -853,11 +913,11 @@ SAFEVERBS_API bool sfv_pending_done(const sfv_pending *pending);
    refused; a refusal before posting as above; SFV_ERR_TIMEOUT after desc.timeout_ms (the channel
    flushed the work and is broken). wc may be NULL; opcode SFV_WC_OP_COMP_SWAP / _FETCH_ADD,
    byte_len 8. */
-SAFEVERBS_API sfv_result sfv_channel_compare_swap(sfv_channel *ch, const sfv_scatter_element *old, sfv_remote_mr remote, uint64_t compare, uint64_t swap, sfv_work_completion *wc);
-SAFEVERBS_API sfv_result sfv_channel_fetch_add(sfv_channel *ch, const sfv_scatter_element *old, sfv_remote_mr remote, uint64_t add, sfv_work_completion *wc);
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_channel_compare_swap(sfv_channel *ch, const sfv_scatter_element *old, sfv_remote_mr remote, uint64_t compare, uint64_t swap, sfv_work_completion *wc);
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_channel_fetch_add(sfv_channel *ch, const sfv_scatter_element *old, sfv_remote_mr remote, uint64_t add, sfv_work_completion *wc);
 /* Pending: the same work, unpolled; `old` is valid once sfv_pending_poll / _wait says SFV_OK. */
-SAFEVERBS_API sfv_result sfv_channel_post_compare_swap(sfv_channel *ch, const sfv_scatter_element *old, sfv_remote_mr remote, uint64_t compare, uint64_t swap, sfv_pending *pending);
-SAFEVERBS_API sfv_result sfv_channel_post_fetch_add(sfv_channel *ch, const sfv_scatter_element *old, sfv_remote_mr remote, uint64_t add, sfv_pending *pending);
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_channel_post_compare_swap(sfv_channel *ch, const sfv_scatter_element *old, sfv_remote_mr remote, uint64_t compare, uint64_t swap, sfv_pending *pending);
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_channel_post_fetch_add(sfv_channel *ch, const sfv_scatter_element *old, sfv_remote_mr remote, uint64_t add, sfv_pending *pending);
 
 /* >>scopes ----------------------------------------------------------------------------------- */
 /* Scopes: fn posts work through ch; when the scope returns, all of it has completed, whether fn
@@ -874,7 +934,7 @@ typedef struct sfv_scope_report {
 /* SFV_OK; SFV_ERR_SCOPE_FN (fn failed: report->fn_result); SFV_ERR_SCOPE_AUTOPOLL (fn succeeded,
    `failed` auto-polled work requests did not: report->first_error; a deadline that expired shows
    as first_error.result == SFV_ERR_TIMEOUT, after the channel flushed the work). report may be NULL. */
-SAFEVERBS_API sfv_result sfv_channel_scope(sfv_channel *ch, sfv_scope_fn fn, void *user, sfv_scope_report *report);
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_channel_scope(sfv_channel *ch, sfv_scope_fn fn, void *user, sfv_scope_report *report);
 /* sfv_channel_scope, handing the caller the completion of every work request the scope
    consumed for fn (those posted with a NULL pending handle): on_wc(wc, wc_user) once for each, as
    it is consumed, the send queue's in posting order, then the receive queue's in posting order.
@@ -894,14 +954,14 @@ typedef void (*sfv_scope_wc_fn)(const sfv_work_completion *wc, void *wc_user);
    or as the scope's auto-polled failure. Each needs room for itself and the fence
    (SFV_ERR_RESOURCE otherwise). The fence is not counted in the report, nor handed to on_wc,
    unless it failed. */
-SAFEVERBS_API sfv_result sfv_channel_post_send_unsignaled(sfv_channel *ch, const sfv_gather_element *sges, size_t n);
-SAFEVERBS_API sfv_result sfv_channel_post_write_unsignaled(sfv_channel *ch, const sfv_gather_element *sges, size_t n, sfv_remote_mr remote);
-SAFEVERBS_API sfv_result sfv_channel_post_read_unsignaled(sfv_channel *ch, const sfv_scatter_element *sges, size_t n, sfv_remote_mr remote);
-SAFEVERBS_API sfv_result sfv_channel_scope_wc(sfv_channel *ch, sfv_scope_fn fn, void *user, sfv_scope_wc_fn on_wc, void *wc_user,
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_channel_post_send_unsignaled(sfv_channel *ch, const sfv_gather_element *sges, size_t n);
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_channel_post_write_unsignaled(sfv_channel *ch, const sfv_gather_element *sges, size_t n, sfv_remote_mr remote);
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_channel_post_read_unsignaled(sfv_channel *ch, const sfv_scatter_element *sges, size_t n, sfv_remote_mr remote);
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_channel_scope_wc(sfv_channel *ch, sfv_scope_fn fn, void *user, sfv_scope_wc_fn on_wc, void *wc_user,
                                               sfv_scope_report *report);
 /* Returns fn's result as it is. If fn succeeded but left work unconsumed by a pending handle,
    that is a broken contract (SFV_ASSERT); if fn failed, remaining work is drained quietly. */
-SAFEVERBS_API sfv_result sfv_channel_manual_scope(sfv_channel *ch, sfv_scope_fn fn, void *user);
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_channel_manual_scope(sfv_channel *ch, sfv_scope_fn fn, void *user);
 
 /* >>events ----------------------------------------------------------------------------------- */
 /* The device's asynchronous events (ibv_get_async_event): a port that went down or came up, a
@@ -955,12 +1015,12 @@ SAFEVERBS_API const char *sfv_event_type_str(sfv_event_type t);
    while events wait, in the device or in the context's queue; made on the first call, kept
    until the context closes (do not close it). Then call sfv_context_events until it gives 0.
    Thread safety: any thread. */
-SAFEVERBS_API sfv_result sfv_context_event_fd(sfv_context *ctx, int *fd_out);
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_context_event_fd(sfv_context *ctx, int *fd_out);
 /* Reads what the device has (non-blocking), acting on it as above, then takes up to max of the
    queued events, oldest first, into out; *count says how many (0: none). The queue keeps the
    last 64 events read by anyone (a wait included) until they are taken here. Thread safety:
    any thread. */
-SAFEVERBS_API sfv_result sfv_context_events(sfv_context *ctx, sfv_event *out, size_t max, size_t *count);
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_context_events(sfv_context *ctx, sfv_event *out, size_t max, size_t *count);
 /* Whether the channel is broken (an error completion, a flush, an expired deadline, or an event
    above), and the event that broke it, SFV_EVENT_OTHER if none did. NULL: true. */
 SAFEVERBS_API bool sfv_channel_broken(const sfv_channel *ch, sfv_event_type *by_event);
@@ -997,16 +1057,16 @@ typedef struct sfv_srq_desc {     /* zero-filled: the defaults */
 } sfv_srq_desc;
 /* SFV_ERR_INVALID for a desc field out of range (naming it), SFV_ERR_UNSUPPORTED for a device
    without SRQs (max_srq 0). */
-SAFEVERBS_API sfv_result sfv_create_srq(sfv_pd *pd, const sfv_srq_desc *desc, sfv_srq **out);
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_create_srq(sfv_pd *pd, const sfv_srq_desc *desc, sfv_srq **out);
 /* Drops the caller's reference (see Lifetime above). NULL: SFV_OK. */
 SAFEVERBS_API sfv_result sfv_destroy_srq(sfv_srq *srq);
 /* Posts one receive to the SRQ: the same rules as sfv_channel_post_receive (elements, room in
    max_wr, a handle that is not NULL); the handle is done when some channel's message filled it. */
-SAFEVERBS_API sfv_result sfv_srq_post_receive(sfv_srq *srq, const sfv_scatter_element *sges, size_t n, sfv_pending *pending);
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_srq_post_receive(sfv_srq *srq, const sfv_scatter_element *sges, size_t n, sfv_pending *pending);
 /* count receives behind one call, as sfv_channel_post_receive_batch. */
-SAFEVERBS_API sfv_result sfv_srq_post_receive_batch(sfv_srq *srq, const sfv_scatter_element *sges, size_t per_wr, size_t count, sfv_pending *pendings);
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_srq_post_receive_batch(sfv_srq *srq, const sfv_scatter_element *sges, size_t per_wr, size_t count, sfv_pending *pendings);
 /* Arms the low-water limit (0 < limit < max_wr; 0 disarms where the device allows). */
-SAFEVERBS_API sfv_result sfv_srq_set_limit(sfv_srq *srq, uint32_t limit);
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_srq_set_limit(sfv_srq *srq, uint32_t limit);
 /* Receives posted and not yet consumed by a pending handle. */
 SAFEVERBS_API size_t sfv_srq_outstanding(const sfv_srq *srq);
 
@@ -1042,7 +1102,7 @@ SAFEVERBS_API size_t sfv_srq_outstanding(const sfv_srq *srq);
    A revoked lease is freed: the handle is gone. Thread safety: a lease is its channel's (grant
    and revoke on the thread that uses the channel). */
 typedef struct sfv_lease sfv_lease;
-SAFEVERBS_API sfv_result sfv_lease_grant(sfv_channel *ch, sfv_mr *mr, size_t offset, size_t length, unsigned access, sfv_lease **out);
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_lease_grant(sfv_channel *ch, sfv_mr *mr, size_t offset, size_t length, unsigned access, sfv_lease **out);
 /* What to send the peer: the slice's address, length and the window's rkey (zeros for NULL). */
 SAFEVERBS_API sfv_remote_mr sfv_lease_remote(const sfv_lease *lease);
 /* Invalidates the rkey (the peer's next access fails) and frees the lease. NULL: SFV_OK. If the
@@ -1056,7 +1116,7 @@ SAFEVERBS_API sfv_result sfv_lease_revoke(sfv_lease *lease);
    at once. Thread safety: as a channel (one thread at a time), for all of its channels. */
 typedef struct sfv_multi_channel sfv_multi_channel;
 /* n >= 1 channels made with the same desc (NULL or zero-filled: defaults). */
-SAFEVERBS_API sfv_result sfv_create_multi_channel(sfv_pd *pd, size_t n, const sfv_channel_desc *desc, sfv_multi_channel **out);
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_create_multi_channel(sfv_pd *pd, size_t n, const sfv_channel_desc *desc, sfv_multi_channel **out);
 /* Destroys every channel as sfv_destroy_channel does (work in flight is flushed first). If one
    refuses, the multi-channel stays valid and the call can be retried. NULL: SFV_OK. */
 SAFEVERBS_API sfv_result sfv_destroy_multi_channel(sfv_multi_channel *mc);
@@ -1064,11 +1124,11 @@ SAFEVERBS_API size_t sfv_multi_channel_len(const sfv_multi_channel *mc);
 /* Channel `peer`, owned by mc (do not destroy it); NULL when peer is out of range. */
 SAFEVERBS_API sfv_channel *sfv_multi_channel_peer(const sfv_multi_channel *mc, size_t peer);
 /* out[i] = channel i's endpoint; n must equal the length (else SFV_ERR_INVALID). */
-SAFEVERBS_API sfv_result sfv_multi_channel_endpoints(const sfv_multi_channel *mc, sfv_endpoint *out, size_t n);
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_multi_channel_endpoints(const sfv_multi_channel *mc, sfv_endpoint *out, size_t n);
 /* Connects channel i with peers[i]; n must equal the length. Every endpoint is checked before any
    channel connects (SFV_ERR_INVALID, nothing done, can be repeated); a verb that refuses after
    some channel connected: SFV_ERR_BROKEN (destroy the multi-channel). */
-SAFEVERBS_API sfv_result sfv_multi_channel_handshake(sfv_multi_channel *mc, const sfv_endpoint *peers, size_t n);
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_multi_channel_handshake(sfv_multi_channel *mc, const sfv_endpoint *peers, size_t n);
 
 /* One work request for one peer. The element types keep the directions apart here too. */
 typedef struct sfv_peer_send { size_t peer; const sfv_gather_element *sges; size_t n; bool has_imm; uint32_t imm; } sfv_peer_send;
@@ -1089,20 +1149,20 @@ typedef struct sfv_peer_read { size_t peer; const sfv_scatter_element *sges; siz
    already posted have completed, and the wcs of the requests not posted carry it. A wait that
    fails (a CQ error) returns that error the same way, after flushing its channel. No
    allocation: as the channel's own calls. */
-SAFEVERBS_API sfv_result sfv_multi_channel_scatter_send(sfv_multi_channel *mc, const sfv_peer_send *reqs, size_t count, sfv_work_completion *wcs);
-SAFEVERBS_API sfv_result sfv_multi_channel_scatter_write(sfv_multi_channel *mc, const sfv_peer_write *reqs, size_t count, sfv_work_completion *wcs);
-SAFEVERBS_API sfv_result sfv_multi_channel_gather_receive(sfv_multi_channel *mc, const sfv_peer_receive *reqs, size_t count, sfv_work_completion *wcs);
-SAFEVERBS_API sfv_result sfv_multi_channel_gather_read(sfv_multi_channel *mc, const sfv_peer_read *reqs, size_t count, sfv_work_completion *wcs);
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_multi_channel_scatter_send(sfv_multi_channel *mc, const sfv_peer_send *reqs, size_t count, sfv_work_completion *wcs);
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_multi_channel_scatter_write(sfv_multi_channel *mc, const sfv_peer_write *reqs, size_t count, sfv_work_completion *wcs);
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_multi_channel_gather_receive(sfv_multi_channel *mc, const sfv_peer_receive *reqs, size_t count, sfv_work_completion *wcs);
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_multi_channel_gather_read(sfv_multi_channel *mc, const sfv_peer_read *reqs, size_t count, sfv_work_completion *wcs);
 /* The same message to each of peers[0 .. npeers); wcs: npeers entries or NULL. */
-SAFEVERBS_API sfv_result sfv_multi_channel_multicast_send(sfv_multi_channel *mc, const size_t *peers, size_t npeers, const sfv_gather_element *sges, size_t n, sfv_work_completion *wcs);
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_multi_channel_multicast_send(sfv_multi_channel *mc, const size_t *peers, size_t npeers, const sfv_gather_element *sges, size_t n, sfv_work_completion *wcs);
 
 /* A scope over every channel of mc: fn posts through sfv_multi_channel_peer(mc, i) (pending
    handles may be NULL); when the scope returns, all of it has completed. Results and report as
    sfv_channel_scope and sfv_channel_manual_scope, summed over the channels. The many-peer calls
    work inside it; a second scope of the same mc inside it is refused (SFV_ERR_INVALID). */
 typedef sfv_result (*sfv_multi_scope_fn)(sfv_multi_channel *mc, void *user);
-SAFEVERBS_API sfv_result sfv_multi_channel_scope(sfv_multi_channel *mc, sfv_multi_scope_fn fn, void *user, sfv_scope_report *report);
-SAFEVERBS_API sfv_result sfv_multi_channel_manual_scope(sfv_multi_channel *mc, sfv_multi_scope_fn fn, void *user);
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_multi_channel_scope(sfv_multi_channel *mc, sfv_multi_scope_fn fn, void *user, sfv_scope_report *report);
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_multi_channel_manual_scope(sfv_multi_channel *mc, sfv_multi_scope_fn fn, void *user);
 
 /* >>exchange --------------------------------------------------------------------------------- */
 /* The crate's NetworkConfig and Exchanger: how the ranks of a job find each other. */
@@ -1114,7 +1174,7 @@ typedef struct sfv_net_node {
 } sfv_net_node;
 /* SFV_ERR_INVALID, naming the rank, unless: n >= 1, nodes[i].rank == i (the first is 0, no gap,
    no duplicate), every host is non-NULL and every port non-zero. */
-SAFEVERBS_API sfv_result sfv_net_config_check(const sfv_net_node *nodes, size_t n);
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_net_config_check(const sfv_net_node *nodes, size_t n);
 /* Every rank gives `size` bytes and receives everyone's: all[r * size ..] holds rank r's, its
    own included. Over TCP: a rank listens on its own host and port and accepts every lower rank,
    and connects to every higher rank (retrying while it does not listen yet). size is at most
@@ -1170,8 +1230,8 @@ typedef struct sfv_exchange_desc {  /* zero-filled: the defaults */
     uint32_t proof_timeout_ms;      /* how long an accepted connection has to prove the key; 0: 1000 */
     bool insecure_without_key;      /* no key at all: run on any address anyway (see above) */
 } sfv_exchange_desc;
-SAFEVERBS_API sfv_result sfv_exchange_all(const sfv_net_node *nodes, size_t n, size_t rank, const void *mine, size_t size, void *all, int timeout_ms);
-SAFEVERBS_API sfv_result sfv_exchange_all_keyed(const sfv_net_node *nodes, size_t n, size_t rank, const void *mine, size_t size, void *all,
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_exchange_all(const sfv_net_node *nodes, size_t n, size_t rank, const void *mine, size_t size, void *all, int timeout_ms);
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_exchange_all_keyed(const sfv_net_node *nodes, size_t n, size_t rank, const void *mine, size_t size, void *all,
                                                 const sfv_exchange_desc *desc, int timeout_ms);
 
 /* >>node ------------------------------------------------------------------------------------- */
@@ -1186,12 +1246,12 @@ typedef enum sfv_barrier_kind {
 } sfv_barrier_kind;
 typedef struct sfv_node_desc {
     size_t rank;
-    size_t world_size;           /* 1 .. 4096 */
+    size_t world_size;           /* 1 .. 4096; 0: rank and world size from the launcher (sfv_launcher_rank; none: SFV_ERR_INVALID) */
     sfv_barrier_kind barrier;
     sfv_channel_desc channel;    /* for every channel; zero-filled: defaults */
 } sfv_node_desc;
 typedef struct sfv_node sfv_node;
-SAFEVERBS_API sfv_result sfv_create_node(sfv_pd *pd, const sfv_node_desc *desc, sfv_node **out);
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_create_node(sfv_pd *pd, const sfv_node_desc *desc, sfv_node **out);
 /* As sfv_destroy_multi_channel, then frees the barrier's memory. NULL: SFV_OK. */
 SAFEVERBS_API sfv_result sfv_destroy_node(sfv_node *node);
 SAFEVERBS_API size_t sfv_node_rank(const sfv_node *node);
@@ -1204,7 +1264,7 @@ SAFEVERBS_API sfv_multi_channel *sfv_node_multi_channel(const sfv_node *node);
 #define SFV_NODE_ENDPOINT_SIZE(world_size) \
     (16 + (size_t)(world_size) * (SFV_ENDPOINT_ENCODED_SIZE + SFV_REMOTE_MR_ENCODED_SIZE))
 /* size must be SFV_NODE_ENDPOINT_SIZE(world size). */
-SAFEVERBS_API sfv_result sfv_node_endpoint(const sfv_node *node, uint8_t *out, size_t size);
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_node_endpoint(const sfv_node *node, uint8_t *out, size_t size);
 /* all: world_size blobs of SFV_NODE_ENDPOINT_SIZE bytes in rank order. Takes from each the part
    meant for this rank and connects that rank's channel. Every entry is checked before any channel
    connects: SFV_ERR_INVALID (nothing connected, the call can be repeated) for a wrong size, a blob
@@ -1216,7 +1276,7 @@ SAFEVERBS_API sfv_result sfv_node_endpoint(const sfv_node *node, uint8_t *out, s
    drops what comes to a channel not connected yet, and after the retries (about half a second
    by default) the write fails. Sync the ranks (sfv_exchange_all of 0 bytes), or connect with
    sfv_node_connect, which does it all. */
-SAFEVERBS_API sfv_result sfv_node_handshake(sfv_node *node, const uint8_t *all, size_t size);
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_node_handshake(sfv_node *node, const uint8_t *all, size_t size);
 /* Connects the node to the job in one call: its endpoint to every rank and theirs back
    (sfv_exchange_all over nodes, world_size of them), the handshake, then an empty exchange, so
    that when it returns every rank's channels are connected. One deadline for all of it
@@ -1227,8 +1287,36 @@ SAFEVERBS_API sfv_result sfv_node_handshake(sfv_node *node, const uint8_t *all, 
    exchanges prove the job key as sfv_exchange_all_keyed says: sfv_node_connect takes it from
    SAFEVERBS_JOB_KEY (without one, loopback addresses only), sfv_node_connect_keyed from desc
    (NULL: as sfv_node_connect). */
-SAFEVERBS_API sfv_result sfv_node_connect(sfv_node *node, const sfv_net_node *nodes, int timeout_ms);
-SAFEVERBS_API sfv_result sfv_node_connect_keyed(sfv_node *node, const sfv_net_node *nodes, const sfv_exchange_desc *desc, int timeout_ms);
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_node_connect(sfv_node *node, const sfv_net_node *nodes, int timeout_ms);
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_node_connect_keyed(sfv_node *node, const sfv_net_node *nodes, const sfv_exchange_desc *desc, int timeout_ms);
+/* Pluggable bootstrap. An allgather: every rank calls it with its own `size` bytes at `mine`,
+   and it returns with rank r's bytes at all + r * size for every rank of the job, in rank order
+   (size 0: a barrier, all may be NULL); SFV_OK, or a failure (SFV_ERR_TIMEOUT when it could not
+   finish in time, ...). MPI_Allgather is one (examples/mpi_allgather.c), the TCP exchange another
+   (sfv_exchange_allgather). */
+typedef sfv_result (*sfv_allgather_fn)(void *user, const void *mine, void *all, size_t size);
+/* sfv_node_connect over any allgather: the endpoints through it, the handshake, then an
+   allgather of 0 bytes, so that when it returns every rank's channels are connected. A failure
+   of fn that set no sfv_last_error is recorded as the result fn returned (a non-negative one:
+   SFV_ERR_DRIVER). fn must be collective over exactly the node's world, in rank order: a blob
+   that says another rank or world size is refused by the handshake (SFV_ERR_INVALID). It
+   allocates as sfv_node_connect does. */
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_node_connect_with(sfv_node *node, sfv_allgather_fn fn, void *user);
+/* The TCP exchange as an sfv_allgather_fn: user points to an sfv_exchange_allgather_ctx, and
+   each call is sfv_exchange_all_keyed(nodes, n, rank, mine, size, all, desc, timeout_ms). */
+typedef struct sfv_exchange_allgather_ctx {
+    const sfv_net_node *nodes;
+    size_t n, rank;
+    const sfv_exchange_desc *desc;   /* NULL: the key from SAFEVERBS_JOB_KEY, as sfv_exchange_all */
+    int timeout_ms;                  /* for each call */
+} sfv_exchange_allgather_ctx;
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_exchange_allgather(void *user, const void *mine, void *all, size_t size);
+/* This process's rank and the job's size from its launcher's environment: Open MPI's mpirun
+   (OMPI_COMM_WORLD_RANK, OMPI_COMM_WORLD_SIZE), PMI launchers such as MPICH's hydra and Slurm
+   with --mpi=pmi2 (PMI_RANK, PMI_SIZE), Slurm's srun (SLURM_PROCID, SLURM_NTASKS), looked for in
+   that order. SFV_ERR_NOT_FOUND when none is set; SFV_ERR_INVALID when a pair is partial, not a
+   number, or the rank is not below the size. Outputs 0 on failure. */
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_launcher_rank(size_t *rank, size_t *world_size);
 /* Returns once every rank in peers[0 .. n) has entered the same barrier (peers NULL: every rank).
    peers must be sorted, without duplicates, in range and include this rank (else
    SFV_ERR_INVALID, the barrier stays usable): a sub-group barrier. Every member must call it
@@ -1237,10 +1325,10 @@ SAFEVERBS_API sfv_result sfv_node_connect_keyed(sfv_node *node, const sfv_net_no
    timeout_ms (< 0: the channels' timeout_ms); each of this rank's writes is bounded by its
    channel's timeout_ms. A timeout or a failed write leaves the barrier half done on some ranks,
    so it poisons it: every later call returns SFV_ERR_BROKEN. */
-SAFEVERBS_API sfv_result sfv_node_barrier(sfv_node *node, const size_t *peers, size_t n, int timeout_ms);
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_node_barrier(sfv_node *node, const size_t *peers, size_t n, int timeout_ms);
 /* The same without checking that peers are sorted and unique (the caller vouches that every
    member passes the same list); ranks are still checked against the world, as they index memory. */
-SAFEVERBS_API sfv_result sfv_node_barrier_unchecked(sfv_node *node, const size_t *peers, size_t n, int timeout_ms);
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_node_barrier_unchecked(sfv_node *node, const size_t *peers, size_t n, int timeout_ms);
 
 #ifdef __cplusplus
 }
@@ -1416,7 +1504,71 @@ static sfv_result sfv__inflight_dereg_refused(void);
 #define SFV__INFLIGHT_DEREG(mr) ((void)0)
 #endif
 
+/* >>impl log ------------------------------------------------------------------------------- */
+/* The hook and its level. sfv__log_level is the only thing a hot path may test (a failure's
+   path, never a success's); SFV__LOG evaluates its arguments only when the level is on. */
+static sfv_log_fn sfv__log_fn;
+static void *sfv__log_user;
+static int sfv__log_level;
+static int sfv__log_ready; /* 0: SAFEVERBS_LOG not read yet; 1: being read; 2: read or overridden */
+#define SFV__LOG(level, ...)                                                               \
+    do {                                                                                   \
+        if (SFV__UNLIKELY(__atomic_load_n(&sfv__log_level, __ATOMIC_RELAXED) >= (level))) \
+            sfv__log(level, __VA_ARGS__);                                                  \
+    } while (0)
+
+static void sfv__log_stderr(void *user, sfv_log_level level, const char *message) {
+    static const char *const names[] = {"off", "error", "info", "debug"};
+    (void)user;
+    fprintf(stderr, "safeverbs: %s: %s\n", names[level >= 0 && level <= SFV_LOG_DEBUG ? level : 0], message);
+}
+
+/* Reads SAFEVERBS_LOG once (the first caller wins; sfv_set_log first: never). */
+static void sfv__log_init(void) {
+    int expect = 0;
+    const char *v;
+    int level = SFV_LOG_OFF;
+    if (SFV__LIKELY(__atomic_load_n(&sfv__log_ready, __ATOMIC_ACQUIRE) == 2)) return;
+    if (!__atomic_compare_exchange_n(&sfv__log_ready, &expect, 1, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) return;
+    v = getenv("SAFEVERBS_LOG");
+    if (v && *v) {
+        if (!strcmp(v, "error") || !strcmp(v, "1")) level = SFV_LOG_ERROR;
+        else if (!strcmp(v, "info") || !strcmp(v, "2")) level = SFV_LOG_INFO;
+        else if (!strcmp(v, "debug") || !strcmp(v, "3")) level = SFV_LOG_DEBUG;
+        else if (strcmp(v, "off") && strcmp(v, "0"))
+            fprintf(stderr, "safeverbs: SAFEVERBS_LOG=%s is not off, error, info, debug or 0..3: ignored\n", v);
+    }
+    sfv__log_fn = sfv__log_stderr;
+    sfv__log_user = NULL;
+    __atomic_store_n(&sfv__log_level, level, __ATOMIC_RELEASE);
+    __atomic_store_n(&sfv__log_ready, 2, __ATOMIC_RELEASE);
+}
+
+SAFEVERBS_API void sfv_set_log(sfv_log_fn fn, void *user, sfv_log_level level) {
+    __atomic_store_n(&sfv__log_ready, 2, __ATOMIC_RELEASE); /* SAFEVERBS_LOG no longer counts */
+    __atomic_store_n(&sfv__log_level, SFV_LOG_OFF, __ATOMIC_RELEASE);
+    sfv__log_fn = fn ? fn : sfv__log_stderr;
+    sfv__log_user = fn ? user : NULL;
+    if (level < SFV_LOG_OFF) level = SFV_LOG_OFF;
+    if (level > SFV_LOG_DEBUG) level = SFV_LOG_DEBUG;
+    __atomic_store_n(&sfv__log_level, (int)level, __ATOMIC_RELEASE);
+}
+
+static SFV__PRINTF(2, 3) void sfv__log(sfv_log_level level, const char *fmt, ...) {
+    char msg[320];
+    va_list ap;
+    const int saved = errno;
+    if (__atomic_load_n(&sfv__log_level, __ATOMIC_ACQUIRE) < (int)level || !sfv__log_fn) return;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    sfv__log_fn(sfv__log_user, level, msg);
+    errno = saved;
+}
+
 /* >>impl results ----------------------------------------------------------------------------- */
+/* A result deliberately dropped (gcc's warn_unused_result, SFV_NODISCARD, ignores a (void) cast). */
+static inline void sfv__ignore(sfv_result r) { (void)r; }
 static SFV__THREAD_LOCAL sfv_error sfv__last = {SFV_OK, 0, "", ""};
 
 SAFEVERBS_API const char *sfv_result_str(sfv_result r) {
@@ -1469,6 +1621,8 @@ static SFV__PRINTF(4, 5) sfv_result sfv__fail(sfv_result r, int errnum, const ch
     sfv__last.verb = verb;
     memcpy(sfv__last.message, msg, sizeof msg);
     sfv__failures++;
+    sfv__log_init();
+    SFV__LOG(SFV_LOG_ERROR, "%s: %s (%s)", verb, msg, sfv_result_str(r));
     return r;
 }
 
@@ -1527,6 +1681,7 @@ static void sfv__leases_drop(sfv_channel *ch);
 SAFEVERBS_API sfv_result sfv_get_device_list(sfv_device_list **out) {
     sfv_device_list *list;
     int n = 0;
+    sfv__log_init();
     SFV__CHECK_ARG(out, "out");
     *out = NULL;
     list = (sfv_device_list *)SFV_CALLOC(1, sizeof *list);
@@ -1635,6 +1790,7 @@ static sfv_result sfv__open(struct ibv_device *dev, sfv_context **out) {
     ctx->owned = true;
     ctx->refs = 1;
     *out = ctx;
+    SFV__LOG(SFV_LOG_INFO, "%s: opened (%u ports, max_qp_wr %d)", ctx->name, ctx->attr.phys_port_cnt, ctx->attr.max_qp_wr);
     return SFV_OK;
 close_dev:
     ibv_close_device(ctx->ctx);
@@ -1648,6 +1804,7 @@ SAFEVERBS_API sfv_result sfv_context_wrap(struct ibv_context *raw, bool take_own
     sfv_result r;
     SFV__CHECK_ARG(out, "out");
     *out = NULL;
+    sfv__log_init();
     SFV__CHECK_ARG(raw, "raw context (NULL)");
     ctx = (sfv_context *)SFV_CALLOC(1, sizeof *ctx);
     if (!ctx) return sfv__fail_verb("calloc", ENOMEM);
@@ -1661,6 +1818,7 @@ SAFEVERBS_API sfv_result sfv_context_wrap(struct ibv_context *raw, bool take_own
     ctx->owned = take_ownership;
     ctx->refs = 1;
     *out = ctx;
+    SFV__LOG(SFV_LOG_INFO, "%s: wrapped (%s)", ctx->name, take_ownership ? "owned" : "not owned");
     return SFV_OK;
 }
 
@@ -1703,6 +1861,7 @@ static sfv_result sfv__context_unref(sfv_context *ctx) {
         }
         if (ctx->ev_epfd >= 0) close(ctx->ev_epfd);
         if (ctx->ev_efd >= 0) close(ctx->ev_efd);
+        SFV__LOG(SFV_LOG_INFO, "%s: closed", ctx->name);
         SFV_FREE(ctx);
     }
     return SFV_OK;
@@ -2873,7 +3032,12 @@ SAFEVERBS_API sfv_result sfv_create_channel(sfv_pd *pd, const sfv_channel_desc *
     SFV__CHECK_ARG(out, "out");
     *out = NULL;
     r = sfv__desc_resolve(pd, desc, &resolved, &facts);
-    return r ? r : sfv__channel_new(pd, &resolved, &facts, out);
+    r = r ? r : sfv__channel_new(pd, &resolved, &facts, out);
+    if (r == SFV_OK)
+        SFV__LOG(SFV_LOG_DEBUG, "%s qp %u: created (port %u, gid index %u, path mtu %u, %u/%u work requests)",
+                 sfv_context_name(sfv_pd_context(pd)), (*out)->qp->qp_num, resolved.port, resolved.gid_index,
+                 resolved.path_mtu, resolved.max_send_wr, resolved.max_recv_wr);
+    return r;
 }
 
 SAFEVERBS_API sfv_result sfv_channel_endpoint(const sfv_channel *ch, sfv_endpoint *out) {
@@ -3000,6 +3164,9 @@ SAFEVERBS_API sfv_result sfv_channel_handshake(sfv_channel *ch, const sfv_endpoi
     }
     ch->connected = true;
     ch->can_send = true;
+    SFV__LOG(SFV_LOG_INFO, "%s qp %u: connected to qp %u (lid %u, %s gid %02x%02x..%02x%02x, mtu %u, read depth %u)",
+             sfv_context_name(sfv_pd_context(ch->pd)), ch->qp->qp_num, peer->qpn, peer->lid, peer->has_gid ? "with" : "no",
+             peer->gid.raw[0], peer->gid.raw[1], peer->gid.raw[14], peer->gid.raw[15], mtu, qa.max_rd_atomic);
     return SFV_OK;
 }
 
@@ -3309,6 +3476,7 @@ SFV__SLOW sfv_result sfv__inflight_dereg_refused(void) {
 /* >>impl completions ------------------------------------------------------------------------ */
 /* After an error completion, a flush or a partial post: nothing more may be posted. */
 static void sfv__break(sfv_channel *ch) {
+    if (!ch->broken) SFV__LOG(SFV_LOG_INFO, "%s qp %u: broken (no more work; destroy it)", sfv_context_name(sfv_pd_context(ch->pd)), ch->qp ? ch->qp->qp_num : 0);
     ch->broken = true;
     ch->can_send = ch->can_recv = false;
 }
@@ -4277,7 +4445,7 @@ static sfv_result sfv__blocking(sfv_channel *ch, sfv_result posted, sfv_pending 
     if (SFV__UNLIKELY(posted)) return sfv__wc_none(wc, posted); /* never a zero (SFV_OK) completion for a refused post */
     r = sfv_pending_wait(pending, -1, wc);
     if (r != SFV_OK && r != SFV_ERR_WORK) { /* timed out, or the wait failed (the CQ): flush all the same */
-        SFV__KEEPING_ERROR(sfv__abort(ch); (void)sfv_pending_wait(pending, -1, wc));
+        SFV__KEEPING_ERROR(sfv__abort(ch); sfv__ignore(sfv_pending_wait(pending, -1, wc)));
         if (wc) wc->result = r;
     }
     return r;
@@ -4907,7 +5075,7 @@ static sfv_result sfv__lease_bind(sfv_channel *ch, struct ibv_send_wr *wr) {
     sfv__cover(&ch->sq, &p, 1);
     r = sfv_pending_wait(&p, -1, &wc);
     if (r == SFV_ERR_TIMEOUT) { /* never leave the bind in flight */
-        SFV__KEEPING_ERROR(sfv__abort(ch); (void)sfv_pending_wait(&p, -1, NULL));
+        SFV__KEEPING_ERROR(sfv__abort(ch); sfv__ignore(sfv_pending_wait(&p, -1, NULL)));
     }
     return r;
 }
@@ -5194,6 +5362,8 @@ SAFEVERBS_API sfv_result sfv_channel_manual_scope(sfv_channel *ch, sfv_scope_fn 
 
 SAFEVERBS_API sfv_result sfv_destroy_channel(sfv_channel *ch) {
     if (!ch) return SFV_OK;
+    SFV__LOG(SFV_LOG_DEBUG, "%s qp %u: destroying (%zu work requests outstanding)", sfv_context_name(sfv_pd_context(ch->pd)),
+             ch->qp ? ch->qp->qp_num : 0, sfv_channel_outstanding(ch));
     if (ch->scope_depth > 0)
         return sfv__fail(SFV_ERR_INVALID, EINVAL, "sfv_destroy_channel", "the channel is inside an open scope (or many-peer call): destroy it after the scope returns");
     sfv__leases_drop(ch); /* >>impl leases */
@@ -6469,8 +6639,12 @@ static sfv_result sfv__exchange(const sfv_net_node *nodes, size_t n, size_t rank
 
 SAFEVERBS_API sfv_result sfv_exchange_all_keyed(const sfv_net_node *nodes, size_t n, size_t rank, const void *mine, size_t size, void *all,
                                                 const sfv_exchange_desc *desc, int timeout_ms) {
-    sfv_result r = sfv__exchange(nodes, n, rank, mine, size, all, desc, timeout_ms);
+    sfv_result r;
+    sfv__log_init();
+    SFV__LOG(SFV_LOG_DEBUG, "exchange: rank %zu of %zu, %zu bytes each%s", rank, n, size, size ? "" : " (a barrier)");
+    r = sfv__exchange(nodes, n, rank, mine, size, all, desc, timeout_ms);
     if (r && all && size && n <= SFV__MAX_PEERS && size <= SFV__EX_MAX_SIZE) memset(all, 0, n * size); /* no half-exchange left */
+    if (r == SFV_OK) SFV__LOG(SFV_LOG_DEBUG, "exchange: rank %zu of %zu: done", rank, n);
     return r;
 }
 
@@ -6517,23 +6691,26 @@ static void sfv__node_free(sfv_node *node) {
 SAFEVERBS_API sfv_result sfv_create_node(sfv_pd *pd, const sfv_node_desc *desc, sfv_node **out) {
     sfv_node *node;
     sfv_result r;
-    size_t w;
+    size_t w, rank;
     SFV__CHECK_ARG(out, "out");
     *out = NULL;
     SFV__CHECK_ARG(pd, "pd");
     SFV__CHECK_ARG(desc, "desc");
     w = desc->world_size;
+    rank = desc->rank;
+    if (w == 0 && (r = sfv_launcher_rank(&rank, &w)) != SFV_OK)
+        return r != SFV_ERR_NOT_FOUND ? r : sfv__fail(SFV_ERR_INVALID, EINVAL, "sfv_node_desc", "sfv_node_desc.world_size = 0 and no launcher's rank in the environment (OMPI_COMM_WORLD_RANK/SIZE, PMI_RANK/SIZE, SLURM_PROCID/NTASKS)");
     if (w == 0 || w > SFV__MAX_PEERS)
         return sfv__fail(SFV_ERR_INVALID, EINVAL, "sfv_node_desc", "sfv_node_desc.world_size = %zu is out of range (1 .. %d)", w, SFV__MAX_PEERS);
-    if (desc->rank >= w)
-        return sfv__fail(SFV_ERR_INVALID, EINVAL, "sfv_node_desc", "sfv_node_desc.rank = %zu is out of range (below world_size %zu)", desc->rank, w);
+    if (rank >= w)
+        return sfv__fail(SFV_ERR_INVALID, EINVAL, "sfv_node_desc", "sfv_node_desc.rank = %zu is out of range (below world_size %zu)", rank, w);
     if (desc->channel.access && !(desc->channel.access & SFV_ACCESS_REMOTE_WRITE))
         return sfv__fail(SFV_ERR_INVALID, EINVAL, "sfv_node_desc", "sfv_node_desc.channel.access must let peers write (SFV_ACCESS_REMOTE_WRITE): the barrier writes into them");
     if ((unsigned)desc->barrier > (unsigned)SFV_BARRIER_DISSEMINATION)
         return sfv__fail(SFV_ERR_INVALID, EINVAL, "sfv_node_desc", "sfv_node_desc.barrier = %d is not a barrier kind", (int)desc->barrier);
     node = (sfv_node *)SFV_CALLOC(1, sizeof *node);
     if (!node) return sfv__fail_verb("calloc", ENOMEM);
-    node->rank = desc->rank;
+    node->rank = rank;
     node->world = w;
     node->kind = desc->barrier == SFV_BARRIER_DEFAULT ? SFV_BARRIER_BINARY_TREE : desc->barrier;
     node->in = (uint64_t *)SFV_CALLOC(w, sizeof *node->in);
@@ -6681,11 +6858,88 @@ SAFEVERBS_API sfv_result sfv_node_connect_keyed(sfv_node *node, const sfv_net_no
     if (r == SFV_OK) r = sfv_exchange_all_keyed(nodes, node->world, node->rank, NULL, 0, NULL, desc, sfv__ms_until(deadline));
     SFV_FREE(mine);
     SFV_FREE(all);
+    if (r == SFV_OK) SFV__LOG(SFV_LOG_INFO, "node rank %u of %u: connected to every rank", (unsigned)node->rank, (unsigned)node->world);
     return r;
 }
 
 SAFEVERBS_API sfv_result sfv_node_connect(sfv_node *node, const sfv_net_node *nodes, int timeout_ms) {
     return sfv_node_connect_keyed(node, nodes, NULL, timeout_ms);
+}
+
+SAFEVERBS_API sfv_result sfv_node_connect_with(sfv_node *node, sfv_allgather_fn fn, void *user) {
+    size_t each;
+    uint8_t *mine, *all;
+    sfv_result r;
+    unsigned long failures;
+    SFV__CHECK_ARG(node, "node");
+    SFV__CHECK_ARG(fn, "allgather function (NULL)");
+    if (node->connected) return sfv__fail(SFV_ERR_INVALID, EINVAL, "sfv_node_connect", "the node is already connected");
+    if (node->poisoned) return sfv__fail(SFV_ERR_BROKEN, EIO, "sfv_node_connect", "the node is broken: destroy it");
+    each = SFV_NODE_ENDPOINT_SIZE(node->world);
+    mine = (uint8_t *)SFV_MALLOC(each);
+    all = (uint8_t *)SFV_CALLOC(node->world, each);
+    r = mine && all ? SFV_OK : sfv__fail_verb("malloc", ENOMEM);
+    if (r == SFV_OK) r = sfv_node_endpoint(node, mine, each);
+    if (r == SFV_OK) {
+        failures = sfv__failures;
+        r = fn(user, mine, all, each);
+        if (r == SFV_OK) r = sfv_node_handshake(node, all, node->world * each);
+        else if (failures == sfv__failures)
+            r = sfv__fail(r < 0 ? r : SFV_ERR_DRIVER, EIO, "node", "the allgather of the endpoints failed (%s)", sfv_result_str(r));
+    }
+    if (r == SFV_OK) {
+        failures = sfv__failures;
+        r = fn(user, NULL, NULL, 0);
+        if (r != SFV_OK && failures == sfv__failures)
+            r = sfv__fail(r < 0 ? r : SFV_ERR_DRIVER, EIO, "node", "the allgather of the sync after the handshake failed (%s)", sfv_result_str(r));
+    }
+    SFV_FREE(mine);
+    SFV_FREE(all);
+    if (r == SFV_OK) SFV__LOG(SFV_LOG_INFO, "node rank %u of %u: connected to every rank (through the caller's allgather)", (unsigned)node->rank, (unsigned)node->world);
+    return r;
+}
+
+SAFEVERBS_API sfv_result sfv_exchange_allgather(void *user, const void *mine, void *all, size_t size) {
+    const sfv_exchange_allgather_ctx *x = (const sfv_exchange_allgather_ctx *)user;
+    SFV__CHECK_ARG(x, "user (NULL: no sfv_exchange_allgather_ctx)");
+    return sfv_exchange_all_keyed(x->nodes, x->n, x->rank, mine, size, all, x->desc, x->timeout_ms);
+}
+
+/* A decimal size_t from the environment: 1 found, 0 not set, -1 set but not a number. */
+static int sfv__env_size(const char *name, size_t *out) {
+    const char *v = getenv(name);
+    char *end;
+    unsigned long long x;
+    if (!v) return 0;
+    errno = 0;
+    x = strtoull(v, &end, 10);
+    if (!*v || *end || errno || *v == '-' || x > SIZE_MAX) return -1;
+    *out = (size_t)x;
+    return 1;
+}
+
+SAFEVERBS_API sfv_result sfv_launcher_rank(size_t *rank, size_t *world_size) {
+    static const char *const vars[][2] = {{"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"},
+                                          {"PMI_RANK", "PMI_SIZE"},
+                                          {"SLURM_PROCID", "SLURM_NTASKS"}};
+    size_t i, r = 0, n = 0;
+    SFV__CHECK_ARG(rank, "rank");
+    *rank = 0;
+    SFV__CHECK_ARG(world_size, "world_size");
+    *world_size = 0;
+    for (i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+        const int a = sfv__env_size(vars[i][0], &r), b = sfv__env_size(vars[i][1], &n);
+        if (a == 0 && b == 0) continue;
+        if (a != 1 || b != 1 || n == 0 || r >= n)
+            return sfv__fail(SFV_ERR_INVALID, EINVAL, "sfv_launcher_rank", "%s=%s and %s=%s are not a rank below a world size",
+                             vars[i][0], getenv(vars[i][0]) ? getenv(vars[i][0]) : "(unset)", vars[i][1],
+                             getenv(vars[i][1]) ? getenv(vars[i][1]) : "(unset)");
+        *rank = r;
+        *world_size = n;
+        return SFV_OK;
+    }
+    return sfv__fail(SFV_ERR_NOT_FOUND, ENOENT, "sfv_launcher_rank",
+                     "no launcher's rank in the environment (OMPI_COMM_WORLD_RANK/SIZE, PMI_RANK/SIZE, SLURM_PROCID/NTASKS)");
 }
 
 /* Tells rank `to` that we reached the next epoch: one RDMA write of out[to] into its in[rank]. */

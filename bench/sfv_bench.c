@@ -358,7 +358,7 @@ static void lib_wait(sfv_pending *p) {
     sfv_result r = sfv_pending_wait(p, -1, NULL);
     if (r == SFV_ERR_WORK) {
         sfv_work_completion wc;
-        sfv_pending_poll(p, &wc);
+        (void)!sfv_pending_poll(p, &wc); /* its result is in wc */
         die("work failed: %s (%s)", sfv_wc_status_str(wc.status), sfv_wc_status_hint(wc.status));
     }
     xmust(r, "sfv_pending_wait");

@@ -726,7 +726,7 @@ static void manual_scope_violation(void) {
     x.b = &b;
     sc = S(&b, 0, 64);
     CHECK_OK(sfv_channel_post_receive(b.ch, &sc, 1, &rx));
-    (void)sfv_channel_manual_scope(a.ch, manual_leaves_work, &x);
+    (void)!sfv_channel_manual_scope(a.ch, manual_leaves_work, &x);
 }
 
 static void t_manual_scope_contract(void) {
@@ -768,7 +768,7 @@ static void t_stale_pending_is_a_broken_contract(void) {
     {
         sfv_pending copy = rx;
         copy.state_ = 1; /* a forged "still waiting" copy of a consumed handle */
-        CHECK_ABORTS(sfv_pending_poll(&copy, NULL));
+        CHECK_ABORTS((void)!sfv_pending_poll(&copy, NULL));
     }
     pair_close(&a, &b);
 }
@@ -1129,7 +1129,7 @@ static void t_every_failure_sets_last_error(void) {
     pair_open(&a, &b, &d, &d, SFV_ACCESS_LOCAL_WRITE); /* b's memory: no remote access */
     g = G(&a, 0, 64);
     /* a blocking call: SFV_ERR_WORK and the last error names the status and its hint */
-    (void)sfv_open_device("no-such-device", NULL); /* an older, unrelated failure */
+    (void)!sfv_open_device("no-such-device", NULL); /* an older, unrelated failure */
     CHECK_RESULT(sfv_channel_write(a.ch, &g, 1, sfv_mr_remote(b.mr), &wc), SFV_ERR_WORK);
     CHECK_EQ(sfv_last_error()->result, SFV_ERR_WORK);
     CHECK(strstr(sfv_last_error()->message, "REM_ACCESS_ERR") != NULL);
@@ -1142,7 +1142,7 @@ static void t_every_failure_sets_last_error(void) {
     CHECK_OK(sfv_channel_post_write(a.ch, &g, 1, sfv_mr_remote(b.mr), &p));
     CHECK_RESULT(sfv_pending_wait(&p, -1, NULL), SFV_ERR_WORK); /* no wc asked for: still said */
     CHECK_EQ(sfv_last_error()->result, SFV_ERR_WORK);
-    (void)sfv_open_device("no-such-device", NULL);
+    (void)!sfv_open_device("no-such-device", NULL);
     CHECK_RESULT(sfv_pending_poll(&p, &wc), SFV_ERR_WORK);
     CHECK_EQ(sfv_last_error()->result, SFV_ERR_WORK);
     CHECK_EQ(wc.status, SFV_WC_REM_ACCESS_ERR);
@@ -1156,11 +1156,11 @@ static void t_every_failure_sets_last_error(void) {
     CHECK_RESULT(sfv_channel_send(a.ch, &g, 1, &wc), SFV_ERR_BROKEN);
     CHECK(wc.result == SFV_ERR_BROKEN && wc.status == 0 && wc.byte_len == 0 && wc.wr_id == 0);
     /* a scope whose function fails without saying why: SCOPE_FN, and the last error says that */
-    (void)sfv_open_device("no-such-device", NULL);
+    (void)!sfv_open_device("no-such-device", NULL);
     CHECK_RESULT(sfv_channel_scope(b.ch, scope_fails_quietly, NULL, &rep), SFV_ERR_SCOPE_FN);
     CHECK_EQ(sfv_last_error()->result, SFV_ERR_SCOPE_FN);
     CHECK(strstr(sfv_last_error()->message, "SFV_ERR_PERMISSION") != NULL);
-    (void)sfv_open_device("no-such-device", NULL);
+    (void)!sfv_open_device("no-such-device", NULL);
     CHECK_RESULT(sfv_channel_manual_scope(b.ch, scope_fails_quietly, NULL), SFV_ERR_PERMISSION);
     CHECK_EQ(sfv_last_error()->result, SFV_ERR_PERMISSION);
     /* a successful call after all that leaves the last error as it was */
@@ -1218,8 +1218,8 @@ static void t_pending_outlived_by_channel(void) {
     CHECK_OK(sfv_channel_post_receive(s.ch, &sc, 1, &rx));
     CHECK_OK(sfv_destroy_channel(s.ch));
     s.ch = NULL;
-    CHECK_ABORTS(sfv_pending_wait(&rx, 0, NULL));
-    CHECK_ABORTS(sfv_pending_poll(&rx, NULL));
+    CHECK_ABORTS((void)!sfv_pending_wait(&rx, 0, NULL));
+    CHECK_ABORTS((void)!sfv_pending_poll(&rx, NULL));
     sfv_dereg_mr(s.mr);
     sfv_dealloc_pd(s.pd);
     sfv_close_device(s.ctx);

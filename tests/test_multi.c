@@ -404,7 +404,7 @@ static void manual_scope_violation(void) {
     pair_open(&a, &b, &d);
     x.a = &a;
     post_rx(&b, 1, 0, 64, &rx);
-    (void)sfv_multi_channel_manual_scope(a.mc, leaves_work, &x);
+    (void)!sfv_multi_channel_manual_scope(a.mc, leaves_work, &x);
 }
 
 static void t_multi_channel_scopes(void) {

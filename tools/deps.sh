@@ -13,6 +13,8 @@ xz-utils zstd"
 PKGS="$PKGS libclang-rt-14-dev"
 # the peers `make bench` runs beside safeverbs (bench/peers.sh): UCX, libfabric, qperf
 PKGS="$PKGS ucx-utils libucx-dev libfabric-bin libfabric-dev qperf"
+# Build-system consumers (make consumers), the API reference generator, the MPI example.
+PKGS="$PKGS cmake meson ninja-build pkg-config python3 libopenmpi-dev openmpi-bin"
 
 missing=
 for p in $PKGS; do

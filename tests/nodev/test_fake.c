@@ -711,7 +711,7 @@ static void t_scopes(void) {
     CHECK(sfv_pending_done(&u.held));
     CHECK_OK(sfv_pending_poll(&u.held, NULL)); /* a consumed handle gives its result again */
     /* a manual scope that leaves work unpolled breaks the contract */
-    CHECK_ABORTS(sfv_channel_manual_scope(a, tf_scope_fn, &u));
+    CHECK_ABORTS((void)!sfv_channel_manual_scope(a, tf_scope_fn, &u));
     /* NULL pending outside a scope */
     g = sfv_mr_gather_element(e.mr, e.buf, 8);
     CHECK_RESULT(sfv_channel_post_send(a, &g, 1, NULL), SFV_ERR_INVALID);
