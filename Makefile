@@ -48,6 +48,14 @@ $(BUILD)/%: examples/%.c safeverbs.h $(wildcard examples/*.h) | $(BUILD)
 $(BUILD)/%: bench/%.c safeverbs.h $(wildcard bench/*.h) examples/tcp.h | $(BUILD)
 	$(CC) $(CFLAGS) -DNDEBUG $(WARN) -I. -o $@ $< $(LDLIBS)
 
+# What the in-flight tracking costs (make bench, stage 5): the bench in a debug build (SFV_DEBUG,
+# as a user's tests would run) with SFV_TRACK_INFLIGHT on and off.
+$(BUILD)/sfv_bench_track: bench/sfv_bench.c safeverbs.h $(wildcard bench/*.h) examples/tcp.h | $(BUILD)
+	$(CC) $(CFLAGS) $(WARN) -I. -o $@ $< $(LDLIBS)
+$(BUILD)/sfv_bench_notrack: bench/sfv_bench.c safeverbs.h $(wildcard bench/*.h) examples/tcp.h | $(BUILD)
+	$(CC) $(CFLAGS) -DSFV_TRACK_INFLIGHT=0 $(WARN) -I. -o $@ $< $(LDLIBS)
+all: $(BUILD)/sfv_bench_track $(BUILD)/sfv_bench_notrack
+
 deps:
 	@bash tools/deps.sh
 

@@ -992,6 +992,18 @@ static void scale_section(FILE *o, const char *dir) {
     }
 }
 
+/* ---- what the in-flight tracking costs (issue 15) --------------------------------------------- */
+static void inflight_section(FILE *o) {
+    const double t = fig("inflight", "send", "debug", 64, "track", "ir_per_op"), n = fig("inflight", "send", "debug", 64, "notrack", "ir_per_op");
+    fprintf(o, "\n## What the in-flight tracking costs\n\n"
+               "SFV_TRACK_INFLIGHT (on by default in debug builds, absent from release builds): callgrind "
+               "instructions per 64 B send + receive (one per post, loopback), the bench built without NDEBUG, "
+               "with the tracking on and off.\n\n"
+               "| build | instructions per send + receive |\n|---|---:|\n"
+               "| debug, tracking on | %s |\n| debug, tracking off (-DSFV_TRACK_INFLIGHT=0) | %s |\n| on / off | %s |\n",
+            num(t, 1), num(n, 1), ratio(t, n));
+}
+
 /* ---- the peers on one device (bench/peers.sh) ---------------------------------------------- */
 static const char *const PEER_TOOLS[] = {"sfv", "raw", "perftest", "uct", "ucp", "fi", "qperf"};
 static const char *const PEER_NAMES[] = {"safeverbs (sfv_bench --impl sfv)", "raw verbs (sfv_bench --impl raw)",
@@ -1317,6 +1329,7 @@ int main(int argc, char **argv) {
     cost_section(body);
     peers_section(body, argv[4]);
     scale_section(body, argv[4]);
+    inflight_section(body);
     alloc_section(body);
     syscall_section(body);
     fclose(body);

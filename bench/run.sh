@@ -169,6 +169,21 @@ callgrind() { # IMPL BATCH: both runs, each annotated per step (.incl) and per f
 }
 log "callgrind: instructions per post and per poll"
 for batch in 1 $RATE_BATCH; do callgrind sfv "$batch"; callgrind raw "$batch"; callgrind hand "$batch"; done
+# What SFV_TRACK_INFLIGHT costs: the same loop in a debug build (SFV_DEBUG 1), tracking on and off.
+inflight_cost() { # VARIANT (track, notrack)
+    local f=$WORK/cg.inflight.$1 n1=$CG_N n2=$((2 * CG_N)) n
+    for n in "$n1" "$n2"; do
+        LD_BIND_NOW=1 timeout 600 valgrind --tool=callgrind --callgrind-out-file="$f.$n" --collect-atstart=no \
+            --toggle-collect='cost_*' "build/sfv_bench_$1" -d "$SDEV" -x "$GID" --test cost --impl sfv --batch 1 \
+            --sizes 64 -n "$n" --warmup 0 --settle-us 2000 >"$f.$n.log" 2>&1 || continue
+        callgrind_annotate --inclusive=yes "$f.$n" >"$f.$n.incl" 2>/dev/null
+        callgrind_annotate --inclusive=no --threshold=100 "$f.$n" >"$f.$n.self" 2>/dev/null
+    done
+    figures "callgrind debug build, in-flight tracking $1" callgrind "inflight,send,debug,64,$1" "$n1" "$n2" 1 "$f.$n1" "$f.$n2"
+}
+log "callgrind: the in-flight tracking's cost (debug build)"
+inflight_cost track
+inflight_cost notrack
 
 # ---- 6. system calls per operation (strace -c -f on the client), N and 2N iterations ------
 syscalls() { # VARIANT N ARGS...
