@@ -48,6 +48,9 @@ $(BUILD)/%: examples/%.c safeverbs.h $(wildcard examples/*.h) | $(BUILD)
 $(BUILD)/%: bench/%.c safeverbs.h $(wildcard bench/*.h) examples/tcp.h | $(BUILD)
 	$(CC) $(CFLAGS) -DNDEBUG $(WARN) -I. -o $@ $< $(LDLIBS)
 
+# The RDMA-CM part (SAFEVERBS_RDMACM) needs librdmacm as well.
+$(BUILD)/test_rdmacm $(BUILD)/asan/test_rdmacm $(BUILD)/rping: LDLIBS += -lrdmacm
+
 deps:
 	@bash tools/deps.sh
 
