@@ -1046,6 +1046,9 @@ typedef struct sfv_cm_conn sfv_cm_conn;
 #define SFV_CM_ACCEPT_PRIVATE_MAX 192   /* 196 of an RC REP, less the header */
 #define SFV_CM_REJECT_PRIVATE_MAX 148   /* a REJ's, all the caller's */
 
+/* Opens the RDMA device that owns the local address addr (numeric), for the PD of a listener's
+   or a connection's channels. None: SFV_ERR_NOT_FOUND. */
+SAFEVERBS_API sfv_result sfv_cm_open_device(const char *addr, sfv_context **out);
 /* A listener on addr (a numeric IPv4 or IPv6 address, NULL: every address) and port (0: one the
    kernel chooses, see sfv_cm_listener_port). backlog <= 0: 16. */
 SAFEVERBS_API sfv_result sfv_cm_listen(const char *addr, uint16_t port, int backlog, sfv_cm_listener **out);
@@ -5509,6 +5512,28 @@ fail:
     SFV_FREE(l);
     return r;
 }
+SAFEVERBS_API sfv_result sfv_cm_open_device(const char *addr, sfv_context **out) {
+    static const char fn[] = "sfv_cm_open_device";
+    struct sockaddr_storage ss;
+    struct rdma_event_channel *ec;
+    struct rdma_cm_id *id = NULL;
+    char name[IBV_SYSFS_NAME_MAX];
+    sfv_result r;
+    SFV__CHECK_ARG(out, "out");
+    *out = NULL;
+    SFV__CHECK_ARG(addr, "addr");
+    r = sfv__cm_addr(fn, addr, 0, &ss);
+    if (r) return r;
+    ec = sfv__cm_channel();
+    if (!ec) return sfv__last.result;
+    if (rdma_create_id(ec, &id, NULL, RDMA_PS_TCP)) r = sfv__cm_fail("rdma_create_id", errno, addr);
+    else if (rdma_bind_addr(id, (struct sockaddr *)&ss)) r = sfv__cm_fail("rdma_bind_addr", errno, addr);
+    else if (!id->verbs) r = sfv__cm_fail("rdma_bind_addr", ENODEV, addr);
+    else snprintf(name, sizeof name, "%s", ibv_get_device_name(id->verbs->device));
+    if (id) rdma_destroy_id(id);
+    rdma_destroy_event_channel(ec);
+    return r ? r : sfv_open_device(name, out);
+}
 SAFEVERBS_API uint16_t sfv_cm_listener_port(const sfv_cm_listener *l) { return l ? l->port : 0; }
 SAFEVERBS_API int sfv_cm_listener_fd(const sfv_cm_listener *l) { return l ? l->ec->fd : -1; }
 
@@ -5682,7 +5707,7 @@ SAFEVERBS_API sfv_result sfv_cm_connect(sfv_pd *pd, const char *src, const char 
     r = sfv__cm_expect(c->ec, RDMA_CM_EVENT_CONNECT_RESPONSE, deadline, "connect", where, &ev);
     if (r) goto fail;
     sfv__cm_take_private(ev->param.conn.private_data, ev->param.conn.private_data_len, &peer_rd, c->priv, sizeof c->priv, &c->len);
-    if (!peer_rd) peer_rd = ev->param.conn.responder_resources;
+    if (!peer_rd) peer_rd = ev->param.conn.initiator_depth; /* the reads we may issue: the peer's responder resources */
     rdma_ack_cm_event(ev);
     r = sfv__cm_ready(c, peer_rd);
     if (r) { const sfv_error why = sfv__last; (void)rdma_reject(c->id, NULL, 0); sfv__last = why; goto fail; }
