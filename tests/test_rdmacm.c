@@ -43,6 +43,7 @@ static int open_fds(void) {
 typedef struct client {
     uint16_t port;
     const char *addr;
+    const char *src;      /* NULL: CLI_ADDR */
     int timeout_ms;
     int mode;             /* 0: echo one message back; 1: post a receive and wait for the peer to go; 2: connect and close */
     const char *priv;
@@ -66,7 +67,7 @@ static void *client_run(void *arg) {
     for (i = 0; i < (c->cycles ? c->cycles : 1); i++) {
         sfv_cm_conn *conn = NULL;
         const double t0 = test_seconds();
-        c->result = sfv_cm_connect(s.pd, CLI_ADDR, c->addr ? c->addr : SRV_ADDR, c->port, NULL, c->priv, c->priv ? strlen(c->priv) : 0,
+        c->result = sfv_cm_connect(s.pd, c->src ? c->src : CLI_ADDR, c->addr ? c->addr : SRV_ADDR, c->port, NULL, c->priv, c->priv ? strlen(c->priv) : 0,
                                    c->timeout_ms, &conn);
         c->seconds = test_seconds() - t0;
         c->err = *sfv_last_error();
@@ -312,6 +313,7 @@ static void test_200_cycles_no_fd_growth(void) {
     sfv_cm_listener *l;
     int i, fds0 = 0;
     side_open(&s, 0);
+    memset(&c, 0, sizeof c);
     l = listen_any_port(&c.port);
     /* one warm-up cycle: librdmacm opens its devices once, on first use */
     for (i = 0; i < 2; i++) {
@@ -396,7 +398,50 @@ static void test_cm_and_handshaken_channel_on_one_pd(void) {
     side_close(&s);
 }
 
+/* IPv6 link-local, with scopes: fe80::1 on sva (rxe0), fe80::2 on svb (rxe1) (tests/vm/run.sh). */
+static void test_ipv6_link_local(void) {
+    side s;
+    client c;
+    pthread_t t;
+    sfv_cm_listener *l;
+    sfv_cm_request *req;
+    sfv_cm_conn *conn;
+    sfv_context *owner;
+    sfv_scatter_element in;
+    sfv_gather_element out;
+    sfv_pending rx;
+    CHECK_OK(sfv_cm_open_device("fe80::1%sva", &owner));
+    CHECK(strcmp(sfv_context_name(owner), test_device(0)) == 0);
+    CHECK_OK(sfv_close_device(owner));
+    side_open(&s, 0);
+    memset(&c, 0, sizeof c);
+    CHECK_OK(sfv_cm_listen("fe80::1%sva", 0, 0, &l));
+    c.port = sfv_cm_listener_port(l);
+    c.addr = "fe80::1%svb";
+    c.src = "fe80::2%svb";
+    c.priv = "v6";
+    CHECK(pthread_create(&t, NULL, client_run, &c) == 0);
+    if (sfv_cm_get_request(l, 10000, &req) != SFV_OK) {
+        pthread_join(t, NULL);
+        FAIL("no request; the client got %s: %s", sfv_result_str(c.result), c.err.message);
+    }
+    CHECK_OK(sfv_cm_accept(req, s.pd, NULL, NULL, 0, 10000, &conn));
+    memcpy(s.buf, "over IPv6", 10);
+    in = sfv_mr_scatter_element(s.mr, s.buf + 1024, 64);
+    out = sfv_mr_gather_element(s.mr, s.buf, 64);
+    CHECK_OK(sfv_channel_post_receive(sfv_cm_channel(conn), &in, 1, &rx));
+    CHECK_OK(sfv_channel_send(sfv_cm_channel(conn), &out, 1, NULL));
+    CHECK_OK(sfv_pending_wait(&rx, -1, NULL));
+    CHECK(strcmp(s.buf + 1024, "over IPv6") == 0);
+    CHECK(pthread_join(t, NULL) == 0);
+    CHECK_OK(c.result);
+    CHECK_OK(sfv_cm_close(conn, 0));
+    CHECK_OK(sfv_cm_destroy_listener(l));
+    side_close(&s);
+}
+
 static const harness_test tests[] = {
+    TEST(test_ipv6_link_local, 60),
     TEST(test_connect_accept_data, 60),
     TEST(test_no_device_has_address, 30),
     TEST(test_address_in_use, 30),

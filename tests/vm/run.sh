@@ -71,6 +71,17 @@ rule add pref 11 iif lo from 192.0.2.2 to 192.0.2.1 lookup 102
 route add 192.0.2.1 dev svb src 192.0.2.2 table 102
 neigh replace 192.0.2.2 lladdr 02:00:c0:00:02:02 dev sva nud permanent
 neigh replace 192.0.2.1 lladdr 02:00:c0:00:02:01 dev svb nud permanent'
+# IPv6 link-local (RDMA-CM tests, rping): fe80::1 on sva, fe80::2 on svb, routed like the IPv4 pair.
+NET6='addr add fe80::1/64 dev sva nodad
+addr add fe80::2/64 dev svb nodad
+rule add pref 100 lookup local
+rule del pref 0
+rule add pref 10 iif lo from fe80::1 to fe80::2 lookup 101
+route add fe80::2 dev sva src fe80::1 table 101
+rule add pref 11 iif lo from fe80::2 to fe80::1 lookup 102
+route add fe80::1 dev svb src fe80::2 table 102
+neigh replace fe80::2 lladdr 02:00:c0:00:02:02 dev sva nud permanent
+neigh replace fe80::1 lladdr 02:00:c0:00:02:01 dev svb nud permanent'
 RXE='link add rxe0 type rxe netdev sva
 link add rxe1 type rxe netdev svb'
 in_guest() {
@@ -85,6 +96,7 @@ in_guest() {
         mp -a crc32_generic veth ib_core ib_uverbs rdma_rxe rdma_ucm   # rdma_ucm: RDMA-CM (>>rdmacm, rping)
     mp -q crc32_pclmul 2>/dev/null || true   # optional: faster crc32, needs PCLMULQDQ
     step "network: lo, veth sva/svb, 192.0.2.1-2/24, policy routing (ip -batch)" ip -batch - <<<"$NET"
+    step "network: IPv6 link-local fe80::1-2, policy routing (ip -6 -batch)" ip -6 -batch - <<<"$NET6"
     step "sysctls accept_local=1 rp_filter=0" sysctls
     step "rdma link add rxe0 on sva, rxe1 on svb (rdma -b)" rdma -b - <<<"$RXE"
     local deadline=$((SECONDS + 30))
