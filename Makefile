@@ -49,7 +49,7 @@ $(BUILD)/%: bench/%.c safeverbs.h $(wildcard bench/*.h) examples/tcp.h | $(BUILD
 	$(CC) $(CFLAGS) -DNDEBUG $(WARN) -I. -o $@ $< $(LDLIBS)
 
 # The RDMA-CM part (SAFEVERBS_RDMACM) needs librdmacm as well.
-$(BUILD)/test_rdmacm $(BUILD)/asan/test_rdmacm $(BUILD)/rping: LDLIBS += -lrdmacm
+$(BUILD)/test_rdmacm $(BUILD)/asan/test_rdmacm $(BUILD)/rping $(BUILD)/cm_setup: LDLIBS += -lrdmacm
 
 deps:
 	@bash tools/deps.sh

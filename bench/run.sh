@@ -188,6 +188,16 @@ syscalls lat-busy "$ST_N" --test lat --op send --sizes 8
 syscalls lat-event $((ST_N / 3)) --test lat --op send --sizes 8 --wait event --echo-delay-us 2000
 syscalls "rate-batch$RATE_BATCH" $((ST_N * RATE_BATCH)) --test bw --op send --sizes 8 --batch "$RATE_BATCH"
 
+# ---- 7. connection set-up through RDMA-CM: connect to first completed send, A-B-B-A ---------
+# (build/cm_setup: safeverbs' >>rdmacm against raw librdmacm; rows test=setup in results.csv)
+if [[ -x build/cm_setup ]]; then
+    log "connection set-up: RDMA-CM"
+    timeout 600 "${IDLE[@]}" build/cm_setup -n "$([[ -n $QUICK ]] && echo 10 || echo 40)" >"$WORK/cm_setup.out" 2>&1
+    rc=$?
+    sed -n 's/^result,//p' "$WORK/cm_setup.out" >>"$CSV"
+    check "cm_setup (RDMA-CM connection set-up)" "$rc" "$(tail -n 2 "$WORK/cm_setup.out")"
+fi
+
 # ---- report --------------------------------------------------------------------------------
 log "report"
 load=${SAFEVERBS_VM_SHARE:-/nonexistent}/bench-hostload.txt
