@@ -51,6 +51,8 @@ sysctls() {  # each address must reach the other out of its own veth end, not vi
     local c
     for c in all sva svb; do
         echo 1 >/proc/sys/net/ipv4/conf/"$c"/accept_local && echo 0 >/proc/sys/net/ipv4/conf/"$c"/rp_filter || return
+        # a test that takes sva down and up again must not lose its IPv6 addresses (the default)
+        echo 1 >/proc/sys/net/ipv6/conf/"$c"/keep_addr_on_down || return
     done
 }
 # Every exec of a host binary over 9p costs ~50-150 ms under TCG, so setup batches its
@@ -96,8 +98,8 @@ in_guest() {
         mp -a crc32_generic veth ib_core ib_uverbs rdma_rxe rdma_ucm   # rdma_ucm: RDMA-CM (>>rdmacm, rping)
     mp -q crc32_pclmul 2>/dev/null || true   # optional: faster crc32, needs PCLMULQDQ
     step "network: lo, veth sva/svb, 192.0.2.1-2/24, policy routing (ip -batch)" ip -batch - <<<"$NET"
+    step "sysctls accept_local=1 rp_filter=0 keep_addr_on_down=1" sysctls
     step "network: IPv6 link-local fe80::1-2, policy routing (ip -6 -batch)" ip -6 -batch - <<<"$NET6"
-    step "sysctls accept_local=1 rp_filter=0" sysctls
     step "rdma link add rxe0 on sva, rxe1 on svb (rdma -b)" rdma -b - <<<"$RXE"
     local deadline=$((SECONDS + 30))
     until port_ready rxe0 && port_ready rxe1 || ((SECONDS > deadline)); do sleep 0.1; done
