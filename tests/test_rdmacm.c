@@ -262,6 +262,40 @@ static void test_private_data_limits_and_wrong_pd(void) {
     side_close(&s);
 }
 
+/* Too many bytes to accept or reject with: refused, and the request is still answered (rejected). */
+static void test_accept_and_reject_private_limits(void) {
+    side s;
+    client c;
+    pthread_t t;
+    sfv_cm_listener *l;
+    sfv_cm_request *req;
+    sfv_cm_conn *conn = (sfv_cm_conn *)1;
+    static char big[SFV_CM_ACCEPT_PRIVATE_MAX + 1];
+    int k;
+    side_open(&s, 0);
+    l = listen_any_port(&c.port);
+    for (k = 0; k < 2; k++) {
+        const uint16_t port = c.port;
+        memset(&c, 0, sizeof c);
+        c.port = port;
+        CHECK(pthread_create(&t, NULL, client_run, &c) == 0);
+        CHECK_OK(sfv_cm_get_request(l, 10000, &req));
+        if (k == 0) {
+            CHECK_RESULT(sfv_cm_accept(req, s.pd, NULL, big, sizeof big, 10000, &conn), SFV_ERR_INVALID);
+            CHECK(conn == NULL);
+            CHECK(strstr(sfv_last_error()->message, "at most 192") != NULL);
+        } else {
+            CHECK_RESULT(sfv_cm_reject(req, big, SFV_CM_REJECT_PRIVATE_MAX + 1), SFV_ERR_INVALID);
+            CHECK(strstr(sfv_last_error()->message, "at most 148") != NULL);
+        }
+        CHECK(pthread_join(t, NULL) == 0);
+        CHECK_EQ(c.result, SFV_ERR_REJECTED); /* answered all the same, not left to its deadline */
+        CHECK(c.seconds < 8.0);
+    }
+    CHECK_OK(sfv_cm_destroy_listener(l));
+    side_close(&s);
+}
+
 static void test_peer_disconnects_mid_stream(void) {
     side s;
     client c;
@@ -465,6 +499,7 @@ static const harness_test tests[] = {
     TEST(test_timed_out, 60),
     TEST(test_unreachable, 60),
     TEST(test_private_data_limits_and_wrong_pd, 60),
+    TEST(test_accept_and_reject_private_limits, 60),
     TEST(test_peer_disconnects_mid_stream, 60),
     TEST(test_listener_destroyed_with_requests_pending, 60),
     TEST(test_200_cycles_no_fd_growth, 600),
