@@ -55,6 +55,8 @@ $(BUILD)/sfv_bench_track: bench/sfv_bench.c safeverbs.h $(wildcard bench/*.h) ex
 $(BUILD)/sfv_bench_notrack: bench/sfv_bench.c safeverbs.h $(wildcard bench/*.h) examples/tcp.h | $(BUILD)
 	$(CC) $(CFLAGS) -DSFV_TRACK_INFLIGHT=0 $(WARN) -I. -o $@ $< $(LDLIBS)
 all: $(BUILD)/sfv_bench_track $(BUILD)/sfv_bench_notrack
+# The RDMA-CM part (SAFEVERBS_RDMACM) needs librdmacm as well.
+$(BUILD)/test_rdmacm $(BUILD)/asan/test_rdmacm $(BUILD)/rping $(BUILD)/cm_setup: LDLIBS += -lrdmacm
 
 deps:
 	@bash tools/deps.sh

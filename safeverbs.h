@@ -9,12 +9,12 @@
    ========
    Declarations     >>results >>log >>handles >>devices >>pd and cq >>memory regions >>raw verbs
                     >>remote regions >>elements >>channel (>>pending >>batches >>atomics >>scopes)
-                    >>events >>srq >>leases >>multi-channel >>exchange >>node
+                    >>events >>srq >>leases >>multi-channel >>exchange >>node >>rdmacm (SAFEVERBS_RDMACM)
    Implementation   >>inflight hooks >>impl log >>impl results >>impl refcounts >>impl devices >>impl pd and cq
                     >>impl memory regions >>impl elements >>impl remote regions >>impl channel
                     >>impl inflight >>impl completions >>impl posting >>impl pending work
                     >>impl scopes >>impl events >>impl srq >>impl leases >>impl multi-channel
-                    >>impl exchange >>impl node >>impl raw verbs
+                    >>impl exchange >>impl node >>impl rdmacm >>impl raw verbs
    Licence          >>licence
 
    LAYERS
@@ -55,6 +55,10 @@
    SFV_MALLOC(sz), SFV_CALLOC(n, sz), SFV_FREE(p)
                     The allocator behind every allocation and free of the library (default:
                     malloc, calloc, free). Define all three or none. Implementation-only.
+   SAFEVERBS_RDMACM Defined: the >>rdmacm part (connect by IP address through librdmacm) is
+                    declared and implemented, and the program links -lrdmacm as well (Debian:
+                    librdmacm-dev). Not defined: neither, and -libverbs alone is enough. Global:
+                    define it (or not) the same way in every file.
    SAFEVERBS_API    Put in front of every public function (default: extern). Global: define it the
                     same way in every file.
 
@@ -259,7 +263,11 @@ extern "C" {
     X(SFV_ERR_TIMEOUT, -10, "timed out")                                                       \
     X(SFV_ERR_BROKEN, -11, "channel is in the error state")                                    \
     X(SFV_ERR_SCOPE_FN, -12, "scope function failed")                                          \
-    X(SFV_ERR_SCOPE_AUTOPOLL, -13, "work auto-polled at scope end failed")
+    X(SFV_ERR_SCOPE_AUTOPOLL, -13, "work auto-polled at scope end failed")                    \
+    X(SFV_ERR_UNREACHABLE, -14, "address or peer unreachable")                                 \
+    X(SFV_ERR_REFUSED, -15, "connection refused: nothing listens there")                      \
+    X(SFV_ERR_REJECTED, -16, "connection rejected by the peer")                               \
+    X(SFV_ERR_ADDR_IN_USE, -17, "address in use")
 
 typedef enum sfv_result {
 #define SFV__X(name, value, text) name = value,
@@ -1329,6 +1337,79 @@ SFV_NODISCARD SAFEVERBS_API sfv_result sfv_node_barrier(sfv_node *node, const si
 /* The same without checking that peers are sorted and unique (the caller vouches that every
    member passes the same list); ranks are still checked against the world, as they index memory. */
 SFV_NODISCARD SAFEVERBS_API sfv_result sfv_node_barrier_unchecked(sfv_node *node, const size_t *peers, size_t n, int timeout_ms);
+
+#ifdef SAFEVERBS_RDMACM
+/* >>rdmacm ----------------------------------------------------------------------------------- */
+/* Connect by IP address through the RDMA connection manager (librdmacm). Only with
+   SAFEVERBS_RDMACM defined (in every file, before including), and then link -lrdmacm too.
+   A listener is bound to an address (IPv4 "192.0.2.1", IPv6 "fe80::1%eth0" with its scope) and
+   port, on whichever RDMA device owns that address; sfv_cm_get_request takes the next
+   connection request, sfv_cm_accept or sfv_cm_reject answers it. sfv_cm_connect connects to an
+   address and port. Either gives an sfv_cm_conn that owns an ordinary channel (sfv_cm_channel:
+   the whole channel API works on it; never destroy it yourself) made on the caller's PD, which
+   must be on the device that owns the address (else SFV_ERR_INVALID saying which devices).
+   The CM negotiates the path, PSNs and read depths; this side's read depth also travels in the
+   private data (a 4-byte "SC" header a peer without it, such as rdma-core's rping, may omit),
+   after which come up to SFV_CM_CONNECT_PRIVATE_MAX / SFV_CM_ACCEPT_PRIVATE_MAX bytes of the
+   caller's own (more: SFV_ERR_INVALID). A reject carries up to SFV_CM_REJECT_PRIVATE_MAX bytes.
+   Every step has a deadline (timeout_ms; 0: the desc's timeout_ms); nothing blocks past it.
+   Errors, each with a last-error message that says it:
+     SFV_ERR_NOT_FOUND    no RDMA device has this address (listen), or the address is not valid
+     SFV_ERR_UNREACHABLE  no route to the address, or no answer from the peer's CM
+     SFV_ERR_REFUSED      nothing listens on that address and port
+     SFV_ERR_REJECTED     the listener rejected us: sfv_cm_reject_reason() gives its bytes
+     SFV_ERR_TIMEOUT      a step did not finish before its deadline
+     SFV_ERR_ADDR_IN_USE  another listener has this address and port
+   Events: sfv_cm_fd (a connection) and sfv_cm_listener_fd are non-blocking fds for poll/epoll;
+   when one is readable call sfv_cm_events (a connection: a peer's disconnect breaks the channel
+   and flushes its work at once, so waits on it end then, and it returns SFV_ERR_BROKEN) or
+   sfv_cm_get_request with timeout_ms -1 (a listener: just looks). */
+typedef struct sfv_cm_listener sfv_cm_listener;
+typedef struct sfv_cm_request sfv_cm_request;
+typedef struct sfv_cm_conn sfv_cm_conn;
+#define SFV_CM_CONNECT_PRIVATE_MAX 52   /* 56 bytes of an RC REQ, less the 4-byte header */
+#define SFV_CM_ACCEPT_PRIVATE_MAX 192   /* 196 of an RC REP, less the header */
+#define SFV_CM_REJECT_PRIVATE_MAX 148   /* a REJ's, all the caller's */
+
+/* Opens the RDMA device that owns the local address addr (numeric), for the PD of a listener's
+   or a connection's channels. None: SFV_ERR_NOT_FOUND. */
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_cm_open_device(const char *addr, sfv_context **out);
+/* A listener on addr (a numeric IPv4 or IPv6 address, NULL: every address) and port (0: one the
+   kernel chooses, see sfv_cm_listener_port). backlog <= 0: 16. */
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_cm_listen(const char *addr, uint16_t port, int backlog, sfv_cm_listener **out);
+SAFEVERBS_API uint16_t sfv_cm_listener_port(const sfv_cm_listener *l);
+SAFEVERBS_API int sfv_cm_listener_fd(const sfv_cm_listener *l);
+/* Rejects every request not yet answered (their connecting sides see SFV_ERR_REJECTED or
+   SFV_ERR_REFUSED), then frees. Requests taken and not answered must be answered first. */
+SAFEVERBS_API sfv_result sfv_cm_destroy_listener(sfv_cm_listener *l);
+/* The next connection request, waiting up to timeout_ms (< 0: not at all: SFV_ERR_TIMEOUT at
+   once if none is there). */
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_cm_get_request(sfv_cm_listener *l, int timeout_ms, sfv_cm_request **out);
+/* The caller's bytes the connecting side sent (without the header); *len may be 0. */
+SAFEVERBS_API const uint8_t *sfv_cm_request_private(const sfv_cm_request *req, size_t *len);
+/* Answers the request (freed, whatever the result): a channel on pd made from desc, connected;
+   waits for the connection to be established, up to timeout_ms. */
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_cm_accept(sfv_cm_request *req, sfv_pd *pd, const sfv_channel_desc *desc, const void *priv, size_t len,
+                                       int timeout_ms, sfv_cm_conn **out);
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_cm_reject(sfv_cm_request *req, const void *reason, size_t len);
+/* Resolves addr (numeric) and its route, then connects to the listener at port. src: the local
+   address to connect from (numeric; NULL: the one routing picks), whose device the PD must be on. */
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_cm_connect(sfv_pd *pd, const char *src, const char *addr, uint16_t port, const sfv_channel_desc *desc, const void *priv,
+                                        size_t len, int timeout_ms, sfv_cm_conn **out);
+/* After SFV_ERR_REJECTED: the reason bytes the listener gave (this thread's last reject). */
+SAFEVERBS_API const uint8_t *sfv_cm_reject_reason(size_t *len);
+SAFEVERBS_API sfv_channel *sfv_cm_channel(const sfv_cm_conn *c);
+/* The peer's own bytes (accepting side's answer, or the request's); *len may be 0. */
+SAFEVERBS_API const uint8_t *sfv_cm_peer_private(const sfv_cm_conn *c, size_t *len);
+SAFEVERBS_API int sfv_cm_fd(const sfv_cm_conn *c);
+/* Handles what arrived on the connection's CM fd without waiting: SFV_OK (still connected) or
+   SFV_ERR_BROKEN (the peer disconnected: the channel is broken, its work flushed). */
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_cm_events(sfv_cm_conn *c);
+/* Disconnects (the channel's work flushed first) and frees everything. timeout_ms > 0: first
+   waits up to that long for the peer to confirm (it does when it handles its own events or
+   closes); <= 0: does not wait (the kernel's CM finishes the exchange). NULL: SFV_OK. */
+SAFEVERBS_API sfv_result sfv_cm_close(sfv_cm_conn *c, int timeout_ms);
+#endif /* SAFEVERBS_RDMACM */
 
 #ifdef __cplusplus
 }
@@ -5266,6 +5347,34 @@ static int sfv__channel_send_room(const sfv_channel *ch, size_t count) {
     return ch->sq.head - ch->sq.tail + count <= ch->sq.cap;
 }
 static bool sfv__channel_broken(const sfv_channel *ch) { return ch->broken; }
+#ifdef SAFEVERBS_RDMACM
+/* A channel brought to RTR and RTS from attributes someone else worked out (the connection
+   manager's rdma_init_qp_attr, >>impl rdmacm), instead of the endpoint handshake. The channel
+   records the path MTU and send PSN the attributes set, and is connected, as after a handshake. */
+static sfv_result sfv__channel_ready_from(sfv_channel *ch, struct ibv_qp_attr *rtr, int rtr_mask, struct ibv_qp_attr *rts, int rts_mask) {
+    sfv_result r;
+    if (ch->connected || ch->broken || !ch->qp)
+        return sfv__fail(SFV_ERR_INVALID, EINVAL, "sfv_channel", "the channel is %s", ch->connected ? "already connected" : "broken");
+    r = sfv__modify(ch->qp, rtr, rtr_mask, "RTR");
+    if (r) return r;
+    r = sfv__modify(ch->qp, rts, rts_mask, "RTS");
+    if (r) {
+        const sfv_error why = sfv__last;
+        sfv__break(ch);
+        return sfv__fail(SFV_ERR_BROKEN, why.errnum, why.verb, "the channel is broken (destroy it): %s", why.message);
+    }
+    if ((rtr_mask & IBV_QP_PATH_MTU) && sfv__mtu_bytes(rtr->path_mtu)) ch->desc.path_mtu = sfv__mtu_bytes(rtr->path_mtu);
+    if (rts_mask & IBV_QP_SQ_PSN) ch->desc.send_psn = rts->sq_psn;
+    ch->connected = true;
+    ch->can_send = true;
+    return SFV_OK;
+}
+/* The peer is gone (a connection manager said so): the channel breaks and its work is flushed
+   now, so that waits on it end at once instead of at their deadlines. */
+static void sfv__channel_peer_gone(sfv_channel *ch) {
+    if (!ch->aborted) sfv__abort(ch);
+}
+#endif /* SAFEVERBS_RDMACM */
 
 /* Free places in ch's send or receive queue. */
 static uint64_t sfv__channel_room(const sfv_channel *ch, bool recv) {
@@ -7048,6 +7157,554 @@ SAFEVERBS_API sfv_result sfv_node_barrier(sfv_node *node, const size_t *peers, s
 SAFEVERBS_API sfv_result sfv_node_barrier_unchecked(sfv_node *node, const size_t *peers, size_t n, int timeout_ms) {
     return sfv__barrier(node, peers, n, timeout_ms, false);
 }
+
+#ifdef SAFEVERBS_RDMACM
+/* >>impl rdmacm ------------------------------------------------------------------------------ */
+/* Built on the channel's public calls plus sfv__channel_ready_from and sfv__channel_peer_gone
+   (>>impl channel internals). The QP is the channel's own (user-managed for the CM: its number
+   goes in rdma_conn_param), moved to RTR and RTS with what rdma_init_qp_attr gives. Each
+   connection has its own event channel (an accepted id is migrated to one), non-blocking and
+   polled against the step's deadline. */
+#include <rdma/rdma_cma.h>
+
+enum { SFV__CM_HDR = 4 };
+struct sfv_cm_listener { struct rdma_event_channel *ec; struct rdma_cm_id *id; uint16_t port; };
+struct sfv_cm_request {
+    struct rdma_cm_id *id;
+    struct rdma_conn_param param;    /* what the peer asked for (read depths) */
+    uint8_t rd_atomic;               /* the peer's read depth from our header, 0: none */
+    size_t len;
+    uint8_t priv[256];
+};
+struct sfv_cm_conn {
+    struct rdma_event_channel *ec;
+    struct rdma_cm_id *id;
+    sfv_channel *ch;
+    bool disconnected;               /* the CM said the connection is gone */
+    size_t len;
+    uint8_t priv[256];               /* the peer's own bytes */
+};
+static SFV__THREAD_LOCAL uint8_t sfv__reject_buf[256];
+static SFV__THREAD_LOCAL size_t sfv__reject_len;
+
+static int sfv__cm_timeout(int timeout_ms, const sfv_channel_desc *desc) {
+    if (timeout_ms > 0) return timeout_ms;
+    return desc && desc->timeout_ms ? (int)desc->timeout_ms : 10000;
+}
+
+/* A numeric address and port; scope ids ("%eth0") for IPv6 link-local. */
+static sfv_result sfv__cm_addr(const char *fn, const char *addr, uint16_t port, struct sockaddr_storage *ss) {
+    struct addrinfo hints, *ai = NULL;
+    char svc[8];
+    int rc;
+    memset(ss, 0, sizeof *ss);
+    memset(&hints, 0, sizeof hints);
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_flags = AI_NUMERICHOST | AI_NUMERICSERV | AI_PASSIVE;
+    snprintf(svc, sizeof svc, "%u", (unsigned)port);
+    rc = getaddrinfo(addr, svc, &hints, &ai);
+    if (rc || !ai) return sfv__fail(SFV_ERR_NOT_FOUND, EINVAL, fn, "%s: \"%s\" is not a numeric IPv4 or IPv6 address (%s)", fn,
+                                    addr ? addr : "(null)", gai_strerror(rc));
+    memcpy(ss, ai->ai_addr, ai->ai_addrlen);
+    freeaddrinfo(ai);
+    return SFV_OK;
+}
+
+/* A failed rdma_* call, with the classes people act on. */
+static sfv_result sfv__cm_fail(const char *verb, int e, const char *what) {
+    if (e == EADDRINUSE) return sfv__fail(SFV_ERR_ADDR_IN_USE, e, verb, "%s: address in use (%s)", verb, what);
+    if (e == EADDRNOTAVAIL || e == ENODEV)
+        return sfv__fail(SFV_ERR_NOT_FOUND, e, verb, "%s: no RDMA device has the address %s", verb, what);
+    if (e == ENETUNREACH || e == EHOSTUNREACH)
+        return sfv__fail(SFV_ERR_UNREACHABLE, e, verb, "%s: %s is unreachable (%s)", verb, what, strerror(e));
+    if (e == ETIMEDOUT) return sfv__fail(SFV_ERR_TIMEOUT, e, verb, "%s: %s did not answer in time", verb, what);
+    return sfv__fail(sfv_result_from_errno(e), e, verb, "%s failed: %s (%s)", verb, strerror(e), what);
+}
+
+/* Whether the kernel has a route to dst (from src): the CM's address resolution retries a missing
+   route until its timeout, where a UDP socket's connect says so at once. */
+static sfv_result sfv__cm_route(const struct sockaddr_storage *src, const struct sockaddr_storage *dst, const char *where) {
+    const socklen_t n = dst->ss_family == AF_INET ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6);
+    int e = 0, fd = socket(dst->ss_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return SFV_OK; /* no socket to ask: the CM answers, later */
+    if (src && src->ss_family == dst->ss_family) {
+        struct sockaddr_storage s = *src;
+        if (s.ss_family == AF_INET) ((struct sockaddr_in *)&s)->sin_port = 0; else ((struct sockaddr_in6 *)&s)->sin6_port = 0;
+        if (bind(fd, (const struct sockaddr *)&s, n) < 0) e = errno;
+    }
+    if (!e && connect(fd, (const struct sockaddr *)dst, n) < 0) e = errno;
+    close(fd);
+    if (e == ENETUNREACH || e == EHOSTUNREACH) return sfv__cm_fail("connect", e, where);
+    if (e == EADDRNOTAVAIL) return sfv__cm_fail("bind", e, "of the source");
+    return SFV_OK;
+}
+
+static struct rdma_event_channel *sfv__cm_channel(void) {
+    struct rdma_event_channel *ec;
+    errno = 0;
+    ec = rdma_create_event_channel();
+    if (!ec) { sfv__cm_fail("rdma_create_event_channel", errno ? errno : ENOMEM, "event channel"); return NULL; }
+    if (!sfv__fd_flags(ec->fd, true)) {
+        const int e = errno;
+        rdma_destroy_event_channel(ec);
+        sfv__fail_verb("fcntl", e);
+        return NULL;
+    }
+    return ec;
+}
+
+/* The next event of ec before the deadline: SFV_OK with *ev (ack it), or SFV_ERR_TIMEOUT. */
+static sfv_result sfv__cm_next(struct rdma_event_channel *ec, uint64_t deadline, const char *step, struct rdma_cm_event **ev) {
+    *ev = NULL;
+    for (;;) {
+        struct pollfd p;
+        int n;
+        if (rdma_get_cm_event(ec, ev) == 0) return SFV_OK;
+        if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) return sfv__fail_verb("rdma_get_cm_event", errno);
+        p.fd = ec->fd;
+        p.events = POLLIN;
+        p.revents = 0;
+        if (sfv__ms_left(deadline) == 0) break;
+        n = poll(&p, 1, sfv__ms_left(deadline));
+        if (n < 0 && errno != EINTR) return sfv__fail_verb("poll", errno);
+    }
+    return sfv__fail(SFV_ERR_TIMEOUT, ETIMEDOUT, "wait", "%s did not finish before the deadline", step);
+}
+
+/* Waits for `want` on ec; any other event ends the step with the error it stands for. A
+   rejection's reason bytes are kept for sfv_cm_reject_reason. On success *ev is acked by the caller. */
+static sfv_result sfv__cm_expect(struct rdma_event_channel *ec, enum rdma_cm_event_type want, uint64_t deadline, const char *step,
+                                 const char *where, struct rdma_cm_event **out) {
+    struct rdma_cm_event *ev;
+    sfv_result r;
+    *out = NULL;
+    r = sfv__cm_next(ec, deadline, step, &ev);
+    if (r) return r;
+    if (ev->event == want) { *out = ev; return SFV_OK; }
+    switch (ev->event) {
+    case RDMA_CM_EVENT_REJECTED:
+        /* IB CM reason 8 (invalid service ID): no listener on that port; 28: the consumer rejected */
+        if (ev->status == 8) {
+            r = sfv__fail(SFV_ERR_REFUSED, ECONNREFUSED, "rdma_connect", "%s: connection refused: nothing listens at %s", step, where);
+        } else {
+            const size_t n = ev->param.conn.private_data && ev->param.conn.private_data_len ? ev->param.conn.private_data_len : 0;
+            sfv__reject_len = n > sizeof sfv__reject_buf ? sizeof sfv__reject_buf : n;
+            if (sfv__reject_len) memcpy(sfv__reject_buf, ev->param.conn.private_data, sfv__reject_len);
+            r = sfv__fail(SFV_ERR_REJECTED, ECONNREFUSED, "rdma_connect", "%s: the peer at %s rejected the connection (reason %d, %zu reason bytes: sfv_cm_reject_reason)",
+                          step, where, ev->status, sfv__reject_len);
+        }
+        break;
+    case RDMA_CM_EVENT_ADDR_ERROR:
+    case RDMA_CM_EVENT_ROUTE_ERROR:
+        r = sfv__cm_fail(ev->event == RDMA_CM_EVENT_ADDR_ERROR ? "rdma_resolve_addr" : "rdma_resolve_route",
+                         ev->status < 0 ? -ev->status : EHOSTUNREACH, where);
+        if (r != SFV_ERR_TIMEOUT && r != SFV_ERR_NOT_FOUND && r != SFV_ERR_UNREACHABLE)
+            r = sfv__fail(SFV_ERR_UNREACHABLE, -ev->status, sfv__last.verb, "%s: %s is unreachable (%s)", step, where, strerror(-ev->status));
+        break;
+    case RDMA_CM_EVENT_UNREACHABLE:
+    case RDMA_CM_EVENT_CONNECT_ERROR:
+        r = sfv__fail(SFV_ERR_UNREACHABLE, EHOSTUNREACH, "rdma_connect", "%s: the peer's CM at %s did not answer (%s, status %d)", step, where,
+                      rdma_event_str(ev->event), ev->status);
+        break;
+    case RDMA_CM_EVENT_DISCONNECTED:
+    case RDMA_CM_EVENT_DEVICE_REMOVAL:
+        r = sfv__fail(SFV_ERR_BROKEN, ECONNRESET, "rdma_cm", "%s: the connection to %s ended (%s)", step, where, rdma_event_str(ev->event));
+        break;
+    default:
+        r = sfv__fail(SFV_ERR_DRIVER, EPROTO, "rdma_cm", "%s: unexpected event %s (status %d) from %s", step, rdma_event_str(ev->event),
+                      ev->status, where);
+    }
+    rdma_ack_cm_event(ev);
+    return r;
+}
+
+/* The PD must be on the device the CM chose for the address. */
+static sfv_result sfv__cm_same_device(sfv_pd *pd, struct rdma_cm_id *id, const char *fn, const char *where) {
+    const char *mine = sfv_context_name(sfv_pd_context(pd));
+    if (!id->verbs) return sfv__fail(SFV_ERR_NOT_FOUND, ENODEV, fn, "%s: no RDMA device has the address %s", fn, where);
+    if (!mine || strcmp(mine, ibv_get_device_name(id->verbs->device)) != 0)
+        return sfv__fail(SFV_ERR_INVALID, EINVAL, fn, "%s: the PD is on %s, but %s belongs to %s: allocate the PD on that device", fn,
+                         mine ? mine : "?", where, ibv_get_device_name(id->verbs->device));
+    return SFV_OK;
+}
+
+/* Header plus the caller's bytes. */
+static sfv_result sfv__cm_private(const char *fn, const void *priv, size_t len, size_t max, uint8_t rd, uint8_t *buf) {
+    if (len > max) return sfv__fail(SFV_ERR_INVALID, EMSGSIZE, fn, "%s: %zu bytes of private data, at most %zu fit", fn, len, max);
+    if (len && !priv) return sfv__fail(SFV_ERR_INVALID, EINVAL, fn, "%s: priv is NULL with len %zu", fn, len);
+    buf[0] = 'S'; buf[1] = 'C'; buf[2] = 1; buf[3] = rd;
+    if (len) memcpy(buf + SFV__CM_HDR, priv, len);
+    return SFV_OK;
+}
+/* The peer's private data: its read depth (0: no header) and its own bytes. */
+static void sfv__cm_take_private(const void *data, size_t n, uint8_t *rd, uint8_t *buf, size_t cap, size_t *len) {
+    const uint8_t *p = (const uint8_t *)data;
+    *rd = 0;
+    *len = 0;
+    if (!p) return;
+    if (n >= SFV__CM_HDR && p[0] == 'S' && p[1] == 'C' && p[2] == 1) { *rd = p[3]; p += SFV__CM_HDR; n -= SFV__CM_HDR; }
+    /* the CM pads private data to the message's size with zeroes: they are the caller's to judge */
+    if (n > cap) n = cap;
+    memcpy(buf, p, n);
+    *len = n;
+}
+
+static void sfv__cm_conn_free(sfv_cm_conn *c) {
+    if (c->ch) (void)sfv_destroy_channel(c->ch);
+    if (c->id) rdma_destroy_id(c->id);
+    if (c->ec) rdma_destroy_event_channel(c->ec);
+    SFV_FREE(c);
+}
+
+/* RTR and RTS from the CM, with the read depths both sides agreed on. */
+static sfv_result sfv__cm_ready(sfv_cm_conn *c, uint8_t peer_rd) {
+    struct ibv_qp_attr rtr, rts;
+    int rtr_mask = 0, rts_mask = 0;
+    const sfv_channel_desc *d = sfv_channel_get_desc(c->ch);
+    memset(&rtr, 0, sizeof rtr);
+    memset(&rts, 0, sizeof rts);
+    rtr.qp_state = IBV_QPS_RTR;
+    if (rdma_init_qp_attr(c->id, &rtr, &rtr_mask)) return sfv__fail_verb("rdma_init_qp_attr", errno);
+    rts.qp_state = IBV_QPS_RTS;
+    if (rdma_init_qp_attr(c->id, &rts, &rts_mask)) return sfv__fail_verb("rdma_init_qp_attr", errno);
+    rtr.max_dest_rd_atomic = (uint8_t)d->max_rd_atomic;
+    rtr.min_rnr_timer = d->min_rnr_timer;
+    rtr_mask |= IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
+    rts.max_rd_atomic = (uint8_t)(peer_rd && peer_rd < d->max_rd_atomic ? peer_rd : d->max_rd_atomic);
+    rts.timeout = d->ack_timeout;
+    rts.retry_cnt = d->ack_retries;
+    rts.rnr_retry = d->rnr_retries;
+    rts_mask |= IBV_QP_MAX_QP_RD_ATOMIC | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY;
+    return sfv__channel_ready_from(c->ch, &rtr, rtr_mask, &rts, rts_mask);
+}
+
+static sfv_result sfv__cm_make_channel(sfv_cm_conn *c, sfv_pd *pd, const sfv_channel_desc *desc) {
+    sfv_channel_desc d;
+    if (desc) d = *desc; else memset(&d, 0, sizeof d);
+    if (!d.port) d.port = c->id->port_num;
+    return sfv_create_channel(pd, &d, &c->ch);
+}
+
+static void sfv__cm_param(struct rdma_conn_param *p, const sfv_channel *ch, const uint8_t *priv, size_t len) {
+    const sfv_channel_desc *d = sfv_channel_get_desc(ch);
+    sfv_endpoint me;
+    memset(p, 0, sizeof *p);
+    sfv__ignore(sfv_channel_endpoint(ch, &me));
+    p->private_data = priv;
+    p->private_data_len = (uint8_t)len;
+    p->responder_resources = (uint8_t)d->max_rd_atomic;
+    p->initiator_depth = (uint8_t)d->max_rd_atomic;
+    p->retry_count = d->ack_retries;
+    p->rnr_retry_count = d->rnr_retries;
+    p->flow_control = 1;
+    p->qp_num = me.qpn;
+}
+
+SAFEVERBS_API sfv_result sfv_cm_listen(const char *addr, uint16_t port, int backlog, sfv_cm_listener **out) {
+    static const char fn[] = "sfv_cm_listen";
+    struct sockaddr_storage ss;
+    sfv_cm_listener *l;
+    char where[80];
+    sfv_result r;
+    SFV__CHECK_ARG(out, "out");
+    *out = NULL;
+    if (addr) {
+        r = sfv__cm_addr(fn, addr, port, &ss);
+        if (r) return r;
+    } else {
+        struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&ss;
+        memset(&ss, 0, sizeof ss);
+        s6->sin6_family = AF_INET6;
+        s6->sin6_port = htons(port);
+    }
+    snprintf(where, sizeof where, "%s port %u", addr ? addr : "(any)", (unsigned)port);
+    l = (sfv_cm_listener *)SFV_CALLOC(1, sizeof *l);
+    if (!l) return sfv__fail_verb("calloc", ENOMEM);
+    l->ec = sfv__cm_channel();
+    if (!l->ec) { r = sfv__last.result; goto fail; }
+    if (rdma_create_id(l->ec, &l->id, l, RDMA_PS_TCP)) { r = sfv__cm_fail("rdma_create_id", errno, where); goto fail; }
+    if (rdma_bind_addr(l->id, (struct sockaddr *)&ss)) { r = sfv__cm_fail("rdma_bind_addr", errno, where); goto fail; }
+    if (addr && !l->id->verbs) { r = sfv__cm_fail("rdma_bind_addr", ENODEV, where); goto fail; }
+    if (rdma_listen(l->id, backlog > 0 ? backlog : 16)) { r = sfv__cm_fail("rdma_listen", errno, where); goto fail; }
+    l->port = ntohs(rdma_get_src_port(l->id));
+    *out = l;
+    return SFV_OK;
+fail:
+    if (l->id) rdma_destroy_id(l->id);
+    if (l->ec) rdma_destroy_event_channel(l->ec);
+    SFV_FREE(l);
+    return r;
+}
+SAFEVERBS_API sfv_result sfv_cm_open_device(const char *addr, sfv_context **out) {
+    static const char fn[] = "sfv_cm_open_device";
+    struct sockaddr_storage ss;
+    struct rdma_event_channel *ec;
+    struct rdma_cm_id *id = NULL;
+    char name[IBV_SYSFS_NAME_MAX];
+    sfv_result r;
+    SFV__CHECK_ARG(out, "out");
+    *out = NULL;
+    SFV__CHECK_ARG(addr, "addr");
+    r = sfv__cm_addr(fn, addr, 0, &ss);
+    if (r) return r;
+    ec = sfv__cm_channel();
+    if (!ec) return sfv__last.result;
+    if (rdma_create_id(ec, &id, NULL, RDMA_PS_TCP)) r = sfv__cm_fail("rdma_create_id", errno, addr);
+    else if (rdma_bind_addr(id, (struct sockaddr *)&ss)) r = sfv__cm_fail("rdma_bind_addr", errno, addr);
+    else if (!id->verbs) r = sfv__cm_fail("rdma_bind_addr", ENODEV, addr);
+    else snprintf(name, sizeof name, "%s", ibv_get_device_name(id->verbs->device));
+    if (id) rdma_destroy_id(id);
+    rdma_destroy_event_channel(ec);
+    return r ? r : sfv_open_device(name, out);
+}
+SAFEVERBS_API uint16_t sfv_cm_listener_port(const sfv_cm_listener *l) { return l ? l->port : 0; }
+SAFEVERBS_API int sfv_cm_listener_fd(const sfv_cm_listener *l) { return l ? l->ec->fd : -1; }
+
+SAFEVERBS_API sfv_result sfv_cm_get_request(sfv_cm_listener *l, int timeout_ms, sfv_cm_request **out) {
+    const uint64_t deadline = sfv__now_ns() + (timeout_ms > 0 ? sfv__timeout_ns((uint32_t)timeout_ms) : 0);
+    SFV__CHECK_ARG(out, "out");
+    *out = NULL;
+    SFV__CHECK_ARG(l, "listener");
+    for (;;) {
+        struct rdma_cm_event *ev;
+        sfv_cm_request *req;
+        const sfv_result r = sfv__cm_next(l->ec, deadline, "sfv_cm_get_request", &ev);
+        if (r) return r;
+        if (ev->event != RDMA_CM_EVENT_CONNECT_REQUEST) { /* a listener sees nothing else worth a caller's time */
+            rdma_ack_cm_event(ev);
+            continue;
+        }
+        req = (sfv_cm_request *)SFV_CALLOC(1, sizeof *req);
+        if (!req) {
+            (void)rdma_reject(ev->id, NULL, 0);
+            rdma_destroy_id(ev->id);
+            rdma_ack_cm_event(ev);
+            return sfv__fail_verb("calloc", ENOMEM);
+        }
+        req->id = ev->id;
+        req->param = ev->param.conn;
+        sfv__cm_take_private(ev->param.conn.private_data, ev->param.conn.private_data_len, &req->rd_atomic, req->priv,
+                             sizeof req->priv, &req->len);
+        req->param.private_data = NULL;
+        rdma_ack_cm_event(ev);
+        *out = req;
+        return SFV_OK;
+    }
+}
+
+SAFEVERBS_API const uint8_t *sfv_cm_request_private(const sfv_cm_request *req, size_t *len) {
+    if (len) *len = req ? req->len : 0;
+    return req ? req->priv : NULL;
+}
+
+SAFEVERBS_API sfv_result sfv_cm_reject(sfv_cm_request *req, const void *reason, size_t len) {
+    static const char fn[] = "sfv_cm_reject";
+    sfv_result r = SFV_OK;
+    SFV__CHECK_ARG(req, "request");
+    if (len > SFV_CM_REJECT_PRIVATE_MAX || (len && !reason))
+        r = sfv__fail(SFV_ERR_INVALID, EMSGSIZE, fn, "%s: a reason of %zu bytes (at most %d, not NULL)", fn, len, SFV_CM_REJECT_PRIVATE_MAX);
+    /* EINVAL: the request is no longer waiting (its side gave up): nothing is left to refuse */
+    if (rdma_reject(req->id, r ? NULL : reason, r ? 0 : (uint8_t)len) && !r && errno != EINVAL) r = sfv__fail_verb("rdma_reject", errno);
+    rdma_destroy_id(req->id);
+    SFV_FREE(req);
+    return r;
+}
+
+SAFEVERBS_API sfv_result sfv_cm_accept(sfv_cm_request *req, sfv_pd *pd, const sfv_channel_desc *desc, const void *priv, size_t len,
+                                       int timeout_ms, sfv_cm_conn **out) {
+    static const char fn[] = "sfv_cm_accept";
+    uint8_t buf[SFV__CM_HDR + SFV_CM_ACCEPT_PRIVATE_MAX];
+    struct rdma_conn_param param;
+    struct rdma_cm_event *ev;
+    sfv_cm_conn *c;
+    uint64_t deadline;
+    sfv_result r;
+    SFV__CHECK_ARG(out, "out");
+    *out = NULL;
+    SFV__CHECK_ARG(req, "request");
+    if (!pd) { sfv__ignore(sfv_cm_reject(req, NULL, 0)); return sfv__fail(SFV_ERR_INVALID, EINVAL, fn, "%s: invalid pd (the request was rejected)", fn); }
+    deadline = sfv__now_ns() + sfv__timeout_ns((uint32_t)sfv__cm_timeout(timeout_ms, desc));
+    c = (sfv_cm_conn *)SFV_CALLOC(1, sizeof *c);
+    if (!c) { sfv__ignore(sfv_cm_reject(req, NULL, 0)); return sfv__fail_verb("calloc", ENOMEM); }
+    c->id = req->id;
+    memcpy(c->priv, req->priv, req->len);
+    c->len = req->len;
+    r = sfv__cm_same_device(pd, c->id, fn, "the request's address");
+    if (!r) r = sfv__cm_make_channel(c, pd, desc);
+    if (!r) r = sfv__cm_private(fn, priv, len, SFV_CM_ACCEPT_PRIVATE_MAX, (uint8_t)sfv_channel_get_desc(c->ch)->max_rd_atomic, buf);
+    if (!r && (c->ec = sfv__cm_channel()) == NULL) r = sfv__last.result;
+    if (!r && rdma_migrate_id(c->id, c->ec)) r = sfv__fail_verb("rdma_migrate_id", errno);
+    if (!r) r = sfv__cm_ready(c, req->rd_atomic ? req->rd_atomic : req->param.initiator_depth);
+    if (r) { /* refuse the peer rather than leave it to its deadline */
+        const sfv_error why = sfv__last;
+        (void)rdma_reject(c->id, NULL, 0);
+        sfv__last = why;
+        goto fail;
+    }
+    sfv__cm_param(&param, c->ch, buf, SFV__CM_HDR + len);
+    if (rdma_accept(c->id, &param)) { r = sfv__cm_fail("rdma_accept", errno, "the request"); goto fail; }
+    r = sfv__cm_next(c->ec, deadline, "sfv_cm_accept", &ev);
+    if (!r && ev->event == RDMA_CM_EVENT_DISCONNECTED) {
+        /* the peer connected and already left (its RTU and DREQ came together): connected, and
+           gone, as if sfv_cm_events had seen it */
+        rdma_ack_cm_event(ev);
+        c->disconnected = true;
+        (void)rdma_disconnect(c->id);
+        sfv__channel_peer_gone(c->ch);
+        SFV_FREE(req);
+        *out = c;
+        return SFV_OK;
+    }
+    if (!r) {
+        if (ev->event != RDMA_CM_EVENT_ESTABLISHED) { /* the peer gave up or its CM timed out */
+            r = sfv__fail(ev->event == RDMA_CM_EVENT_REJECTED || ev->event == RDMA_CM_EVENT_UNREACHABLE ||
+                                  ev->event == RDMA_CM_EVENT_CONNECT_ERROR ? SFV_ERR_UNREACHABLE : SFV_ERR_DRIVER,
+                          EPROTO, "rdma_accept", "sfv_cm_accept: the connecting peer did not complete the connection (%s, status %d)",
+                          rdma_event_str(ev->event), ev->status);
+        }
+        rdma_ack_cm_event(ev);
+    }
+    if (r) goto fail;
+    SFV_FREE(req);
+    *out = c;
+    return SFV_OK;
+fail:
+    SFV_FREE(req);
+    sfv__cm_conn_free(c);
+    return r;
+}
+
+SAFEVERBS_API sfv_result sfv_cm_connect(sfv_pd *pd, const char *src, const char *addr, uint16_t port, const sfv_channel_desc *desc,
+                                        const void *priv, size_t len, int timeout_ms, sfv_cm_conn **out) {
+    static const char fn[] = "sfv_cm_connect";
+    uint8_t buf[SFV__CM_HDR + SFV_CM_CONNECT_PRIVATE_MAX];
+    struct sockaddr_storage ss, from;
+    struct rdma_conn_param param;
+    struct rdma_cm_event *ev;
+    sfv_cm_conn *c;
+    char where[80];
+    uint64_t deadline;
+    uint8_t peer_rd = 0;
+    sfv_result r;
+    SFV__CHECK_ARG(out, "out");
+    *out = NULL;
+    SFV__CHECK_ARG(pd, "pd");
+    SFV__CHECK_ARG(addr, "addr");
+    if (len > SFV_CM_CONNECT_PRIVATE_MAX || (len && !priv))
+        return sfv__fail(SFV_ERR_INVALID, EMSGSIZE, fn, "%s: %zu bytes of private data, at most %d fit (and not NULL)", fn, len,
+                         SFV_CM_CONNECT_PRIVATE_MAX);
+    r = sfv__cm_addr(fn, addr, port, &ss);
+    if (!r && src) r = sfv__cm_addr(fn, src, 0, &from);
+    if (r) return r;
+    snprintf(where, sizeof where, "%s port %u", addr, (unsigned)port);
+    deadline = sfv__now_ns() + sfv__timeout_ns((uint32_t)sfv__cm_timeout(timeout_ms, desc));
+    r = sfv__cm_route(src ? &from : NULL, &ss, where);
+    if (r) return r;
+    c = (sfv_cm_conn *)SFV_CALLOC(1, sizeof *c);
+    if (!c) return sfv__fail_verb("calloc", ENOMEM);
+    c->ec = sfv__cm_channel();
+    if (!c->ec) { r = sfv__last.result; goto fail; }
+    if (rdma_create_id(c->ec, &c->id, c, RDMA_PS_TCP)) { r = sfv__cm_fail("rdma_create_id", errno, where); goto fail; }
+    if (rdma_resolve_addr(c->id, src ? (struct sockaddr *)&from : NULL, (struct sockaddr *)&ss, sfv__ms_until(deadline) ? sfv__ms_until(deadline) : 1)) {
+        r = sfv__cm_fail("rdma_resolve_addr", errno, where);
+        goto fail;
+    }
+    r = sfv__cm_expect(c->ec, RDMA_CM_EVENT_ADDR_RESOLVED, deadline, "address resolution", where, &ev);
+    if (r) goto fail;
+    rdma_ack_cm_event(ev);
+    r = sfv__cm_same_device(pd, c->id, fn, where);
+    if (r) goto fail;
+    if (rdma_resolve_route(c->id, sfv__ms_until(deadline) ? sfv__ms_until(deadline) : 1)) {
+        r = sfv__cm_fail("rdma_resolve_route", errno, where);
+        goto fail;
+    }
+    r = sfv__cm_expect(c->ec, RDMA_CM_EVENT_ROUTE_RESOLVED, deadline, "route resolution", where, &ev);
+    if (r) goto fail;
+    rdma_ack_cm_event(ev);
+    r = sfv__cm_make_channel(c, pd, desc);
+    if (!r) r = sfv__cm_private(fn, priv, len, SFV_CM_CONNECT_PRIVATE_MAX, (uint8_t)sfv_channel_get_desc(c->ch)->max_rd_atomic, buf);
+    if (r) goto fail;
+    sfv__cm_param(&param, c->ch, buf, SFV__CM_HDR + len);
+    if (rdma_connect(c->id, &param)) { r = sfv__cm_fail("rdma_connect", errno, where); goto fail; }
+    /* a user-managed QP gets CONNECT_RESPONSE: we bring it up, then rdma_establish */
+    r = sfv__cm_expect(c->ec, RDMA_CM_EVENT_CONNECT_RESPONSE, deadline, "connect", where, &ev);
+    if (r) goto fail;
+    sfv__cm_take_private(ev->param.conn.private_data, ev->param.conn.private_data_len, &peer_rd, c->priv, sizeof c->priv, &c->len);
+    if (!peer_rd) peer_rd = ev->param.conn.initiator_depth; /* the reads we may issue: the peer's responder resources */
+    rdma_ack_cm_event(ev);
+    r = sfv__cm_ready(c, peer_rd);
+    if (r) { const sfv_error why = sfv__last; (void)rdma_reject(c->id, NULL, 0); sfv__last = why; goto fail; }
+    if (rdma_establish(c->id)) { r = sfv__cm_fail("rdma_establish", errno, where); goto fail; }
+    *out = c;
+    return SFV_OK;
+fail:
+    sfv__cm_conn_free(c);
+    return r;
+}
+
+SAFEVERBS_API const uint8_t *sfv_cm_reject_reason(size_t *len) {
+    if (len) *len = sfv__reject_len;
+    return sfv__reject_buf;
+}
+SAFEVERBS_API sfv_channel *sfv_cm_channel(const sfv_cm_conn *c) { return c ? c->ch : NULL; }
+SAFEVERBS_API const uint8_t *sfv_cm_peer_private(const sfv_cm_conn *c, size_t *len) {
+    if (len) *len = c ? c->len : 0;
+    return c ? c->priv : NULL;
+}
+SAFEVERBS_API int sfv_cm_fd(const sfv_cm_conn *c) { return c ? c->ec->fd : -1; }
+
+SAFEVERBS_API sfv_result sfv_cm_events(sfv_cm_conn *c) {
+    struct rdma_cm_event *ev;
+    SFV__CHECK_ARG(c, "connection");
+    while (!c->disconnected && rdma_get_cm_event(c->ec, &ev) == 0) {
+        if (ev->event == RDMA_CM_EVENT_DISCONNECTED || ev->event == RDMA_CM_EVENT_DEVICE_REMOVAL ||
+            ev->event == RDMA_CM_EVENT_TIMEWAIT_EXIT) {
+            c->disconnected = true;
+            (void)rdma_disconnect(c->id); /* answer the peer's DREQ */
+            sfv__channel_peer_gone(c->ch);
+        }
+        rdma_ack_cm_event(ev);
+    }
+    if (c->disconnected) return sfv__fail(SFV_ERR_BROKEN, ECONNRESET, "rdma_cm", "the peer disconnected: the channel is broken, its work flushed");
+    return SFV_OK;
+}
+
+SAFEVERBS_API sfv_result sfv_cm_close(sfv_cm_conn *c, int timeout_ms) {
+    uint64_t deadline;
+    if (!c) return SFV_OK;
+    deadline = sfv__now_ns() + (timeout_ms > 0 ? sfv__timeout_ns((uint32_t)timeout_ms) : 0);
+    sfv__channel_peer_gone(c->ch); /* nothing of ours is in the NIC's hands past this point */
+    if (!c->disconnected && rdma_disconnect(c->id) == 0 && timeout_ms > 0) {
+        struct rdma_cm_event *ev;
+        while (sfv__cm_next(c->ec, deadline, "disconnect", &ev) == SFV_OK) {
+            const bool done = ev->event == RDMA_CM_EVENT_DISCONNECTED || ev->event == RDMA_CM_EVENT_DEVICE_REMOVAL;
+            rdma_ack_cm_event(ev);
+            if (done) break;
+        }
+    }
+    sfv__cm_conn_free(c);
+    return SFV_OK;
+}
+
+SAFEVERBS_API sfv_result sfv_cm_destroy_listener(sfv_cm_listener *l) {
+    struct rdma_cm_event *ev;
+    if (!l) return SFV_OK;
+    while (rdma_get_cm_event(l->ec, &ev) == 0) { /* requests nobody took: refuse them now */
+        if (ev->event == RDMA_CM_EVENT_CONNECT_REQUEST) {
+            struct rdma_cm_id *id = ev->id;
+            (void)rdma_reject(id, NULL, 0);
+            rdma_ack_cm_event(ev);
+            rdma_destroy_id(id);
+        } else {
+            rdma_ack_cm_event(ev);
+        }
+    }
+    rdma_destroy_id(l->id);
+    rdma_destroy_event_channel(l->ec);
+    SFV_FREE(l);
+    return SFV_OK;
+}
+#endif /* SAFEVERBS_RDMACM */
 
 /* >>impl raw verbs --------------------------------------------------------------------------- */
 SAFEVERBS_API struct ibv_srq *sfv_srq_raw(const sfv_srq *srq) { return srq ? srq->srq : NULL; }

@@ -266,6 +266,16 @@ for c in 1 64; do
     figures "scaling: callgrind, $c peers" callgrind "scale,cost,peers$c,64,sfv" 128 256 1 "$f.128" "$f.256"
 done
 
+# ---- 9. connection set-up through RDMA-CM: connect to first completed send, A-B-B-A ---------
+# (build/cm_setup: safeverbs' >>rdmacm against raw librdmacm; rows test=setup in results.csv)
+if [[ -x build/cm_setup ]]; then
+    log "connection set-up: RDMA-CM"
+    timeout 600 "${IDLE[@]}" build/cm_setup -n "$([[ -n $QUICK ]] && echo 10 || echo 40)" >"$WORK/cm_setup.out" 2>&1
+    rc=$?
+    sed -n 's/^result,//p' "$WORK/cm_setup.out" >>"$CSV"
+    check "cm_setup (RDMA-CM connection set-up)" "$rc" "$(tail -n 2 "$WORK/cm_setup.out")"
+fi
+
 # ---- report --------------------------------------------------------------------------------
 log "report"
 load=${SAFEVERBS_VM_SHARE:-/nonexistent}/bench-hostload.txt

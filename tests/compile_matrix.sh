@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # compile_matrix.sh: safeverbs.h must compile cleanly, alone and with its implementation, in a
 # program of two translation units, with gcc and clang as C99 and C11 and g++ as C++11, with
-# SFV_DEBUG on and off, under -Wall -Wextra -Wpedantic -Wshadow -Werror.
+# SFV_DEBUG on and off, SAFEVERBS_RDMACM off and on, under -Wall -Wextra -Wpedantic -Wshadow -Werror.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=build/compile-matrix
@@ -10,18 +10,23 @@ ok=0 bad=0
 for cc in "gcc -std=c99" "gcc -std=c11" "clang -std=c99" "clang -std=c11" "g++ -std=c++11 -x c++"; do
     extra="-Wstrict-prototypes -Wmissing-prototypes"
     case $cc in g++*) extra="" ;; esac
+    # without SAFEVERBS_RDMACM the program links with -libverbs alone; with it, -lrdmacm too
+    for cm in "" "-DSAFEVERBS_RDMACM"; do
     for dbg in 0 1; do
-        tag=$(echo "$cc-d$dbg" | tr -c 'a-z0-9+\n-' '_')
-        if $cc -DSFV_DEBUG=$dbg -I. -Wall -Wextra -Wpedantic -Wshadow -Werror $extra \
+        tag=$(echo "$cc-d$dbg$cm" | tr -c 'a-z0-9+\n-' '_')
+        libs=-libverbs
+        [ -n "$cm" ] && libs="-lrdmacm -libverbs"
+        if $cc $cm -DSFV_DEBUG=$dbg -I. -Wall -Wextra -Wpedantic -Wshadow -Werror $extra \
                -c tests/compile/impl.c -o "$out/$tag-impl.o" &&
-           $cc -DSFV_DEBUG=$dbg -I. -Wall -Wextra -Wpedantic -Wshadow -Werror $extra \
+           $cc $cm -DSFV_DEBUG=$dbg -I. -Wall -Wextra -Wpedantic -Wshadow -Werror $extra \
                -c tests/compile/use.c -o "$out/$tag-use.o" &&
-           g++ -o "$out/$tag" "$out/$tag-impl.o" "$out/$tag-use.o" -libverbs; then
+           g++ -o "$out/$tag" "$out/$tag-impl.o" "$out/$tag-use.o" $libs; then
             ok=$((ok + 1))
         else
-            echo "FAIL compile: $cc SFV_DEBUG=$dbg"
+            echo "FAIL compile: $cc SFV_DEBUG=$dbg $cm"
             bad=$((bad + 1))
         fi
+    done
     done
 done
 # Direction safety: each misuse in wrong_direction.c must be a compile error (and WRONG=0, the
@@ -38,5 +43,5 @@ for cc in "gcc -std=c11" "clang -std=c11" "g++ -std=c++11 -x c++"; do
         fi
     done
 done
-echo "compile matrix: $ok of $((ok + bad)) checks passed (10 clean builds, 12 rejected misuses)"
+echo "compile matrix: $ok of $((ok + bad)) checks passed (20 clean builds: 10 without and 10 with SAFEVERBS_RDMACM; 12 rejected misuses)"
 [ "$bad" -eq 0 ]

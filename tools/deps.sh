@@ -8,6 +8,8 @@ set -eu
 PKGS="gcc g++ make clang libibverbs-dev ibverbs-providers ibverbs-utils rdma-core
 iproute2 kmod qemu-system-x86 busybox-static perftest gnuplot-nox valgrind strace cpio
 xz-utils zstd"
+# RDMA-CM (SAFEVERBS_RDMACM, examples/rping.c) and rdma-core's rping to test it against
+PKGS="$PKGS librdmacm-dev rdmacm-utils"
 # clang's sanitizer and libFuzzer runtimes (make check-fuzz): only recommended by clang, so
 # --no-install-recommends leaves them out.
 PKGS="$PKGS libclang-rt-14-dev"

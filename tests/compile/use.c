@@ -13,5 +13,8 @@ int main(void) {
     memset(&desc, 0, sizeof desc);
     (void)desc;
     if (raw || qp || sfv_query_device(NULL, &attr) != SFV_ERR_INVALID) return 1;
+#ifdef SAFEVERBS_RDMACM /* the RDMA-CM part, declared only with the macro (links -lrdmacm) */
+    if (sfv_cm_close(NULL, 0) != SFV_OK || sfv_cm_fd(NULL) != -1) return 1;
+#endif
     return sfv_remote_mr_sub(r, 4, &o) == SFV_OK && o.length == 12 ? 0 : 1;
 }

@@ -51,12 +51,16 @@ sysctls() {  # each address must reach the other out of its own veth end, not vi
     local c
     for c in all sva svb; do
         echo 1 >/proc/sys/net/ipv4/conf/"$c"/accept_local && echo 0 >/proc/sys/net/ipv4/conf/"$c"/rp_filter || return
+        # a test that takes sva down and up again must not lose its IPv6 addresses (the default)
+        echo 1 >/proc/sys/net/ipv6/conf/"$c"/keep_addr_on_down || return
     done
 }
 # Every exec of a host binary over 9p costs ~50-150 ms under TCG, so setup batches its
-# commands: one modprobe, one ip -batch, one rdma -b.
+# commands: one modprobe, one ip -batch, one rdma -b. Fixed MACs and permanent neighbours: the
+# RDMA-CM's address resolution (rdma_resolve_addr) does not see the first ARP answer between two
+# local addresses, and would wait out its timeout on the first connection.
 NET='link set lo up
-link add sva type veth peer name svb
+link add sva address 02:00:c0:00:02:01 type veth peer name svb address 02:00:c0:00:02:02
 addr add 192.0.2.1/24 dev sva
 addr add 192.0.2.2/24 dev svb
 link set sva up
@@ -66,7 +70,20 @@ rule del pref 0
 rule add pref 10 iif lo from 192.0.2.1 to 192.0.2.2 lookup 101
 route add 192.0.2.2 dev sva src 192.0.2.1 table 101
 rule add pref 11 iif lo from 192.0.2.2 to 192.0.2.1 lookup 102
-route add 192.0.2.1 dev svb src 192.0.2.2 table 102'
+route add 192.0.2.1 dev svb src 192.0.2.2 table 102
+neigh replace 192.0.2.2 lladdr 02:00:c0:00:02:02 dev sva nud permanent
+neigh replace 192.0.2.1 lladdr 02:00:c0:00:02:01 dev svb nud permanent'
+# IPv6 link-local (RDMA-CM tests, rping): fe80::1 on sva, fe80::2 on svb, routed like the IPv4 pair.
+NET6='addr add fe80::1/64 dev sva nodad
+addr add fe80::2/64 dev svb nodad
+rule add pref 100 lookup local
+rule del pref 0
+rule add pref 10 iif lo from fe80::1 to fe80::2 lookup 101
+route add fe80::2 dev sva src fe80::1 table 101
+rule add pref 11 iif lo from fe80::2 to fe80::1 lookup 102
+route add fe80::1 dev svb src fe80::2 table 102
+neigh replace fe80::2 lladdr 02:00:c0:00:02:02 dev sva nud permanent
+neigh replace fe80::1 lladdr 02:00:c0:00:02:01 dev svb nud permanent'
 RXE='link add rxe0 type rxe netdev sva
 link add rxe1 type rxe netdev svb'
 in_guest() {
@@ -78,10 +95,11 @@ in_guest() {
     # rxe needs crc32 from the crypto API; the guest cannot auto-load it from the kernel's
     # unpacked module tree, so "rdma link add" would fail with ENOENT without it.
     step "load modules crc32_generic veth ib_core ib_uverbs rdma_rxe rdma_ucm" \
-        mp -a crc32_generic veth ib_core ib_uverbs rdma_rxe rdma_ucm
+        mp -a crc32_generic veth ib_core ib_uverbs rdma_rxe rdma_ucm   # rdma_ucm: RDMA-CM (>>rdmacm, rping)
     mp -q crc32_pclmul 2>/dev/null || true   # optional: faster crc32, needs PCLMULQDQ
     step "network: lo, veth sva/svb, 192.0.2.1-2/24, policy routing (ip -batch)" ip -batch - <<<"$NET"
-    step "sysctls accept_local=1 rp_filter=0" sysctls
+    step "sysctls accept_local=1 rp_filter=0 keep_addr_on_down=1" sysctls
+    step "network: IPv6 link-local fe80::1-2, policy routing (ip -6 -batch)" ip -6 -batch - <<<"$NET6"
     step "rdma link add rxe0 on sva, rxe1 on svb (rdma -b)" rdma -b - <<<"$RXE"
     local deadline=$((SECONDS + 30))
     until port_ready rxe0 && port_ready rxe1 || ((SECONDS > deadline)); do sleep 0.1; done

@@ -1,0 +1,205 @@
+/* rping.c - a safeverbs channel connected through RDMA-CM (>>rdmacm), talking to rdma-core's
+   own rping (rdmacm-utils) in either role.
+
+   It speaks rping's protocol. Each side's control message is 16 bytes: a buffer's address
+   (big-endian 64 bits), its rkey and its size (big-endian 32 bits each). For each ping:
+   - the client fills its start buffer with "rdma-ping-N: " and then letters (A..z, starting one
+     later each ping; the last byte 0) and sends the start buffer's address;
+   - the server RDMA-reads it into its own buffer and sends a go-ahead (16 bytes);
+   - the client sends the address of its second buffer; the server RDMA-writes what it read
+     there (strlen + 1 bytes) and sends another 16 bytes: done;
+   - the client, with -V, checks that the second buffer now equals the start buffer.
+   After -C pings the client disconnects; the server serves one client and exits.
+
+       build/rping -s -a 192.0.2.1 -C 10 -V &      rping -c -a 192.0.2.1 -I 192.0.2.2 -C 10 -V
+       rping -s -a 192.0.2.1 -C 10 -V &            build/rping -c -a 192.0.2.1 -I 192.0.2.2 -C 10 -V
+
+   Options (rping's): -s server, -c client, -a address (server: to listen on; client: to connect
+   to), -I source address (client), -p port (7174), -S size (64; 23 .. 65535), -C count (0: for
+   ever), -v print each ping's data, -V validate, -d (accepted, ignored). Exits 0 when every ping
+   went through (and validated). Build: needs -lrdmacm (make build/rping). */
+#define _GNU_SOURCE
+#define SAFEVERBS_RDMACM
+#define SAFEVERBS_IMPLEMENTATION
+#include "safeverbs.h"
+
+#include <endian.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define TRY(call)                                                                      \
+    do {                                                                               \
+        sfv_result r_ = (call);                                                        \
+        if (r_ != SFV_OK) {                                                            \
+            fprintf(stderr, "rping: %s: %s\n", #call, sfv_last_error()->message);       \
+            return 1;                                                                  \
+        }                                                                              \
+    } while (0)
+
+enum { INFO = 16, MIN_SIZE = 23, MAX_SIZE = 65535 }; /* rping's own bounds */
+
+typedef struct state {
+    sfv_pd *pd;
+    sfv_cm_conn *conn;
+    sfv_channel *ch;
+    sfv_mr *ctl;                   /* recv (0..15) and send (16..31) control buffers */
+    uint8_t ctlbuf[2 * INFO];
+    int verbose;
+} state;
+
+static void put_info(uint8_t *out, const void *addr, uint32_t rkey, uint32_t size) {
+    uint64_t a = htobe64((uint64_t)(uintptr_t)addr);
+    uint32_t k = htobe32(rkey), s = htobe32(size);
+    memcpy(out, &a, 8); memcpy(out + 8, &k, 4); memcpy(out + 12, &s, 4);
+}
+static sfv_remote_mr get_info(const uint8_t *in) {
+    uint64_t a; uint32_t k, s;
+    memcpy(&a, in, 8); memcpy(&k, in + 8, 4); memcpy(&s, in + 12, 4);
+    return sfv_remote_mr_make(be64toh(a), be32toh(s), be32toh(k));
+}
+
+/* Waits for a posted receive; a disconnect seen on the CM fd ends it (its work is flushed). */
+static sfv_result wait_recv(state *st, sfv_pending *rx) {
+    for (;;) {
+        struct pollfd p;
+        sfv_result r = sfv_pending_poll(rx, NULL);
+        if (r != SFV_NOT_DONE) return r;
+        p.fd = sfv_cm_fd(st->conn);
+        p.events = POLLIN;
+        if (poll(&p, 1, 1) == 1) (void)(void)!sfv_cm_events(st->conn);
+    }
+}
+
+static int serve(state *st, uint32_t size) {
+    uint8_t *buf = (uint8_t *)calloc(1, size);
+    sfv_mr *mr;
+    sfv_scatter_element in = sfv_mr_scatter_element(st->ctl, st->ctlbuf, INFO);
+    sfv_gather_element go = sfv_mr_gather_element(st->ctl, st->ctlbuf + INFO, INFO);
+    if (!buf) return 1;
+    TRY(sfv_reg_mr_local(st->pd, buf, size, &mr));
+    for (;;) {
+        sfv_pending rx;
+        sfv_remote_mr remote;
+        sfv_scatter_element into;
+        sfv_gather_element from;
+        TRY(sfv_channel_post_receive(st->ch, &in, 1, &rx));
+        if (wait_recv(st, &rx) != SFV_OK) break; /* the client is gone: done */
+        remote = get_info(st->ctlbuf);
+        if (sfv_remote_mr_length(remote) > size) {
+            fprintf(stderr, "rping: the client's buffer (%llu bytes) is larger than -S %u\n",
+                    (unsigned long long)sfv_remote_mr_length(remote), size);
+            return 1;
+        }
+        into = sfv_mr_scatter_element(mr, buf, (size_t)sfv_remote_mr_length(remote));
+        TRY(sfv_channel_read(st->ch, &into, 1, remote, NULL));
+        buf[size - 1] = 0;
+        if (st->verbose) printf("server ping data: %s\n", (char *)buf);
+        TRY(sfv_channel_post_receive(st->ch, &in, 1, &rx));
+        TRY(sfv_channel_send(st->ch, &go, 1, NULL));
+        TRY(wait_recv(st, &rx));
+        remote = get_info(st->ctlbuf);
+        from = sfv_mr_gather_element(mr, buf, strlen((char *)buf) + 1);
+        TRY(sfv_channel_write(st->ch, &from, 1, remote, NULL));
+        TRY(sfv_channel_send(st->ch, &go, 1, NULL));
+    }
+    TRY(sfv_dereg_mr(mr));
+    free(buf);
+    return 0;
+}
+
+static int ping(state *st, uint32_t size, long count, int validate) {
+    char *start = (char *)calloc(1, size), *got = (char *)calloc(1, size);
+    sfv_mr *smr, *gmr;
+    sfv_scatter_element in = sfv_mr_scatter_element(st->ctl, st->ctlbuf, INFO);
+    sfv_gather_element info = sfv_mr_gather_element(st->ctl, st->ctlbuf + INFO, INFO);
+    int letter = 'A';
+    long n;
+    if (!start || !got) return 1;
+    TRY(sfv_reg_mr_access(st->pd, start, size, SFV_ACCESS_LOCAL_WRITE | SFV_ACCESS_REMOTE_READ, &smr));
+    TRY(sfv_reg_mr_access(st->pd, got, size, SFV_ACCESS_LOCAL_WRITE | SFV_ACCESS_REMOTE_WRITE, &gmr));
+    for (n = 0; count == 0 || n < count; n++) {
+        sfv_pending rx;
+        int i = snprintf(start, size, "rdma-ping-%ld: ", n), c = letter;
+        for (; i < (int)size; i++) {
+            start[i] = (char)c;
+            if (++c > 'z') c = 'A';
+        }
+        if (++letter > 'z') letter = 'A';
+        start[size - 1] = 0;
+        memset(got, 0, size);
+        put_info(st->ctlbuf + INFO, start, sfv_mr_rkey(smr), size);
+        TRY(sfv_channel_post_receive(st->ch, &in, 1, &rx));
+        TRY(sfv_channel_send(st->ch, &info, 1, NULL));
+        TRY(wait_recv(st, &rx));               /* the server read it */
+        put_info(st->ctlbuf + INFO, got, sfv_mr_rkey(gmr), size);
+        TRY(sfv_channel_post_receive(st->ch, &in, 1, &rx));
+        TRY(sfv_channel_send(st->ch, &info, 1, NULL));
+        TRY(wait_recv(st, &rx));               /* the server wrote it back */
+        if (validate && memcmp(start, got, size) != 0) {
+            fprintf(stderr, "rping: data mismatch at ping %ld\n", n);
+            return 1;
+        }
+        if (st->verbose) printf("ping data: %s\n", got);
+    }
+    TRY(sfv_dereg_mr(smr));
+    TRY(sfv_dereg_mr(gmr));
+    free(start);
+    free(got);
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    const char *addr = NULL, *src = NULL;
+    int server = -1, validate = 0, opt, rc;
+    long port = 7174, size = 64, count = 0;
+    sfv_context *ctx;
+    sfv_channel_desc desc;
+    state st;
+    memset(&st, 0, sizeof st);
+    while ((opt = getopt(argc, argv, "scdvVa:I:p:S:C:")) != -1) {
+        switch (opt) {
+        case 's': server = 1; break;
+        case 'c': server = 0; break;
+        case 'a': addr = optarg; break;
+        case 'I': src = optarg; break;
+        case 'p': port = strtol(optarg, NULL, 0); break;
+        case 'S': size = strtol(optarg, NULL, 0); break;
+        case 'C': count = strtol(optarg, NULL, 0); break;
+        case 'v': st.verbose = 1; break;
+        case 'V': validate = 1; break;
+        case 'd': break;
+        default: goto usage;
+        }
+    }
+    if (server < 0 || !addr || port <= 0 || port > 65535 || size < MIN_SIZE || size > MAX_SIZE || count < 0) goto usage;
+    memset(&desc, 0, sizeof desc);
+    desc.timeout_ms = 30000;
+    TRY(sfv_cm_open_device(server ? addr : src ? src : addr, &ctx));
+    TRY(sfv_alloc_pd(ctx, &st.pd));
+    TRY(sfv_reg_mr_local(st.pd, st.ctlbuf, sizeof st.ctlbuf, &st.ctl));
+    if (server) {
+        sfv_cm_listener *l;
+        sfv_cm_request *req;
+        TRY(sfv_cm_listen(addr, (uint16_t)port, 1, &l));
+        TRY(sfv_cm_get_request(l, 60000, &req));
+        TRY(sfv_cm_accept(req, st.pd, &desc, NULL, 0, 30000, &st.conn));
+        TRY(sfv_cm_destroy_listener(l));
+        st.ch = sfv_cm_channel(st.conn);
+        rc = serve(&st, (uint32_t)size);
+    } else {
+        TRY(sfv_cm_connect(st.pd, src, addr, (uint16_t)port, &desc, NULL, 0, 30000, &st.conn));
+        st.ch = sfv_cm_channel(st.conn);
+        rc = ping(&st, (uint32_t)size, count, validate);
+    }
+    TRY(sfv_cm_close(st.conn, 2000));
+    TRY(sfv_dereg_mr(st.ctl));
+    TRY(sfv_dealloc_pd(st.pd));
+    TRY(sfv_close_device(ctx));
+    return rc;
+usage:
+    fprintf(stderr, "usage: rping -s|-c -a address [-I source] [-p port] [-S size %d..%d] [-C count] [-v] [-V]\n", MIN_SIZE, MAX_SIZE);
+    return 2;
+}
