@@ -1544,34 +1544,6 @@ static void t_unsignaled_in_scopes(void) {
 /* The local link goes down under a channel: the completion's class and the last error say so
    (rxe reports LOC_QP_OP_ERR, which alone would read as a programming error). The link comes
    back before the test ends. */
-static int port_state_is(const char *dev, const char *want, double seconds) {
-    char path[128], st[64];
-    double end = test_seconds() + seconds;
-    snprintf(path, sizeof path, "/sys/class/infiniband/%s/ports/1/state", dev);
-    while (test_seconds() < end) {
-        FILE *f = fopen(path, "r");
-        size_t k = f ? fread(st, 1, sizeof st - 1, f) : 0;
-        if (f) fclose(f);
-        st[k] = 0;
-        if (strstr(st, want)) return 1;
-        usleep(20000);
-    }
-    return 0;
-}
-static int gid1_present(const char *dev, double seconds) {
-    char path[128], gid[64];
-    double end = test_seconds() + seconds;
-    snprintf(path, sizeof path, "/sys/class/infiniband/%s/ports/1/gids/1", dev);
-    while (test_seconds() < end) {
-        FILE *f = fopen(path, "r");
-        size_t k = f ? fread(gid, 1, sizeof gid - 1, f) : 0;
-        if (f) fclose(f);
-        gid[k] = 0;
-        if (k && !strstr(gid, "0000:0000:0000:0000:0000:0000:0000:0000")) return 1;
-        usleep(20000);
-    }
-    return 0;
-}
 static void t_link_down_is_not_a_programming_error(void) {
     side a, b;
     sfv_channel_desc d = desc_default();

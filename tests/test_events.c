@@ -52,34 +52,6 @@ static void pair_open(side *a, side *b, const sfv_channel_desc *d) {
     CHECK_OK(sfv_channel_handshake(b->ch, &ea));
 }
 
-static int port_state_is(const char *dev, const char *want, double seconds) {
-    char path[128], st[64];
-    double end = test_seconds() + seconds;
-    snprintf(path, sizeof path, "/sys/class/infiniband/%s/ports/1/state", dev);
-    while (test_seconds() < end) {
-        FILE *f = fopen(path, "r");
-        size_t k = f ? fread(st, 1, sizeof st - 1, f) : 0;
-        if (f) fclose(f);
-        st[k] = 0;
-        if (strstr(st, want)) return 1;
-        usleep(20000);
-    }
-    return 0;
-}
-static int gid1_present(const char *dev, double seconds) {
-    char path[128], gid[64];
-    double end = test_seconds() + seconds;
-    snprintf(path, sizeof path, "/sys/class/infiniband/%s/ports/1/gids/1", dev);
-    while (test_seconds() < end) {
-        FILE *f = fopen(path, "r");
-        size_t k = f ? fread(gid, 1, sizeof gid - 1, f) : 0;
-        if (f) fclose(f);
-        gid[k] = 0;
-        if (k && !strstr(gid, "0000:0000:0000:0000:0000:0000:0000:0000")) return 1;
-        usleep(20000);
-    }
-    return 0;
-}
 /* The link back up, both ports ACTIVE with their IPv4 GIDs, and the guest's policy routes
    (tests/vm/run.sh) back in place should the kernel have dropped them with the link. */
 static void link_restore(void) {
