@@ -1232,14 +1232,19 @@ static void t_gid_kinds_differ(void) {
     side a, b;
     sfv_channel_desc da = desc_default(), db = desc_default();
     sfv_endpoint ea, eb;
-    sfv_gid_entry e0;
+    sfv_gid_entry e0, e2;
     sfv_context *probe;
+    uint32_t v6 = 0;
     CHECK_OK(sfv_open_device(test_device(0), &probe));
     CHECK_OK(sfv_query_gid(probe, 1, 0, &e0));
+    /* The guest's fe80::1 (GID 2 of both devices, with a route and a permanent neighbour each way)
+       where it is there; the default link-local GID 0 otherwise (its neighbour is found by ND,
+       which on a loaded guest has missed rxe's resolution deadline). */
+    if (sfv_query_gid(probe, 1, 2, &e2) == SFV_OK && !sfv_gid_is_ipv4(&e2.gid) && e2.gid.raw[0] == 0xfe) v6 = 2;
     sfv_close_device(probe);
-    if (sfv_gid_is_ipv4(&e0.gid)) SKIP("GID 0 of %s is an IPv4 GID here", test_device(0));
+    if (!v6 && sfv_gid_is_ipv4(&e0.gid)) SKIP("GID 0 of %s is an IPv4 GID here", test_device(0));
     da.gid_index_set = true;
-    da.gid_index = 0;
+    da.gid_index = v6;
     a = side_open(test_device(0), &da, SHARED);
     b = side_open(test_device(1), &db, SHARED); /* the IPv4 GID by preference */
     CHECK_OK(sfv_channel_endpoint(a.ch, &ea));
