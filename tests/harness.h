@@ -101,33 +101,30 @@ static inline double test_seconds(void) {
 /* Where a test takes a link down and back (test_channel, test_events): whether port 1 of dev
    reaches the state `want` ("ACTIVE", "DOWN") within `seconds`; whether its GID 1 (the IPv4 one)
    is back within `seconds`. */
-static inline int port_state_is(const char *dev, const char *want, double seconds) {
-    char path[128], st[64];
+/* Reads a sysfs file every 20 ms for up to `seconds` until its text is not empty, holds `has`
+   (unless NULL) and does not hold `lacks` (unless NULL): 1, else 0. */
+static inline int sysfs_poll(const char *path, double seconds, const char *has, const char *lacks) {
+    char text[64];
     double end = test_seconds() + seconds;
-    snprintf(path, sizeof path, "/sys/class/infiniband/%s/ports/1/state", dev);
     while (test_seconds() < end) {
         FILE *f = fopen(path, "r");
-        size_t k = f ? fread(st, 1, sizeof st - 1, f) : 0;
+        size_t k = f ? fread(text, 1, sizeof text - 1, f) : 0;
         if (f) fclose(f);
-        st[k] = 0;
-        if (strstr(st, want)) return 1;
+        text[k] = 0;
+        if (k && (!has || strstr(text, has)) && (!lacks || !strstr(text, lacks))) return 1;
         usleep(20000);
     }
     return 0;
 }
+static inline int port_state_is(const char *dev, const char *want, double seconds) {
+    char path[128];
+    snprintf(path, sizeof path, "/sys/class/infiniband/%s/ports/1/state", dev);
+    return sysfs_poll(path, seconds, want, NULL);
+}
 static inline int gid1_present(const char *dev, double seconds) {
-    char path[128], gid[64];
-    double end = test_seconds() + seconds;
+    char path[128];
     snprintf(path, sizeof path, "/sys/class/infiniband/%s/ports/1/gids/1", dev);
-    while (test_seconds() < end) {
-        FILE *f = fopen(path, "r");
-        size_t k = f ? fread(gid, 1, sizeof gid - 1, f) : 0;
-        if (f) fclose(f);
-        gid[k] = 0;
-        if (k && !strstr(gid, "0000:0000:0000:0000:0000:0000:0000:0000")) return 1;
-        usleep(20000);
-    }
-    return 0;
+    return sysfs_poll(path, seconds, NULL, "0000:0000:0000:0000:0000:0000:0000:0000");
 }
 
 static inline int harness_main(int argc, char **argv, const harness_test *tests, size_t n) {
