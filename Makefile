@@ -17,6 +17,8 @@ NODEV    := $(patsubst tests/nodev/%.c,$(BUILD)/nodev/%,$(wildcard tests/nodev/t
 NODEV    += $(patsubst tests/nodev/%.c,$(BUILD)/nodev/asan/%,$(wildcard tests/nodev/test_*.c))
 NODEV_DEPS := tests/nodev/fake_verbs.c tests/nodev/fake_verbs.h tests/harness.h safeverbs.h
 ON_RXE   := bash tools/on-rxe.sh
+# make check builds with as many jobs as the host has cores (the rules are safe in parallel).
+JOBS     ?= $(shell nproc 2>/dev/null || echo 2)
 
 .PHONY: all deps check check-nodev demo bench compile-matrix clean
 
@@ -84,7 +86,7 @@ $(BUILD)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c safeverbs.h $(wildcard tests/fuzz/*.h)
 fuzzers: $(FUZZERS)
 
 check-fuzz: deps
-	@$(MAKE) --no-print-directory fuzzers
+	@$(MAKE) --no-print-directory -j$(JOBS) fuzzers
 	@bash tests/fuzz/run.sh check $(FUZZ_CHECK_SECONDS)
 
 fuzz: deps
@@ -98,7 +100,7 @@ fuzz-seeds: tests/fuzz/seeds.c safeverbs.h
 	$(BUILD)/fuzz/seeds
 
 check: deps
-	@$(MAKE) --no-print-directory all
+	@$(MAKE) --no-print-directory -j$(JOBS) all
 	@$(MAKE) --no-print-directory check-nodev
 	@$(MAKE) --no-print-directory compile-matrix
 	@$(MAKE) --no-print-directory check-fuzz
@@ -108,7 +110,7 @@ check: deps
 
 # On this host, no device and no libibverbs needed: a failure shows in seconds, before the guest boots.
 check-nodev:
-	@$(MAKE) --no-print-directory $(NODEV)
+	@$(MAKE) --no-print-directory -j$(JOBS) $(NODEV)
 	@bash tests/nodev/run.sh
 
 # The demo builds only the two examples it runs.

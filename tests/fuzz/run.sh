@@ -16,13 +16,16 @@ case $mode in check) scratch=build/fuzz/check-corpus ;; fuzz) scratch=build/fuzz
 [ "$mode" = check ] && rm -rf "$scratch"
 mkdir -p build/fuzz/findings
 pass=0 fail=0
-log=$(mktemp)
-for bin in build/fuzz/fuzz_*; do
-    [ -x "$bin" ] || continue
-    name=${bin##*/fuzz_}
+# The targets run side by side, as many at once as the host has cores (libFuzzer runs one
+# thread); each one's report is printed in turn, in the order of their names.
+jobs=$(nproc 2>/dev/null || echo 2)
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+one() {  # one NAME BIN: runs a target; its report goes to $tmp/NAME.report, its verdict to $tmp/NAME.ok
+    local name=$1 bin=$2 log=$tmp/$1.log seeds=() d rc runs rate
     mkdir -p "$scratch/$name"
-    seeds=()
     for d in "tests/fuzz/corpus/$name" "tests/fuzz/corpus/fuzz_$name"; do [ -d "$d" ] && seeds+=("$d"); done
+    {
     echo "== fuzz_$name: ${secs}s from ${seeds[*]:-no seeds}"
     "$bin" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
         -artifact_prefix="build/fuzz/findings/$name-" "$scratch/$name" "${seeds[@]}" >"$log" 2>&1
@@ -31,14 +34,26 @@ for bin in build/fuzz/fuzz_*; do
     rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log")
     if [ "$rc" -eq 0 ]; then
         echo "ok   fuzz_$name: ${runs:-?} runs, ${rate:-?}/s, corpus $(ls "$scratch/$name" | wc -l) files"
-        pass=$((pass + 1))
+        touch "$tmp/$name.ok"
     else
         # The report: the sanitizer's or the property's lines, not libFuzzer's progress.
         grep -v -E '^#[0-9]+|^INFO:|^MS:|^base unit:|^0x|^\\|^stat::' "$log" | head -n 60
         echo "FAIL fuzz_$name: exit $rc, input saved as $(ls -t build/fuzz/findings/"$name"-* 2>/dev/null | head -n 1)"
-        fail=$((fail + 1))
     fi
+    } >"$tmp/$name.report"
+}
+names=()
+for bin in build/fuzz/fuzz_*; do
+    [ -x "$bin" ] || continue
+    name=${bin##*/fuzz_}
+    names+=("$name")
+    while [ "$(jobs -rp | wc -l)" -ge "$jobs" ]; do wait -n || :; done
+    one "$name" "$bin" &
 done
-rm -f "$log"
+wait
+for name in "${names[@]}"; do
+    cat "$tmp/$name.report"
+    if [ -e "$tmp/$name.ok" ]; then pass=$((pass + 1)); else fail=$((fail + 1)); fi
+done
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ] && [ "$pass" -gt 0 ]
