@@ -27,11 +27,11 @@ all: $(TESTS) $(ASAN_TESTS) $(EXAMPLES) $(BENCHES)
 $(BUILD):
 	@mkdir -p $@
 
-$(BUILD)/test_%: tests/test_%.c tests/harness.h safeverbs.h | $(BUILD)
+$(BUILD)/test_%: tests/test_%.c tests/harness.h tests/pair.h safeverbs.h | $(BUILD)
 	$(CC) $(CFLAGS) $(WARN) -I. -o $@ $< $(LDLIBS)
 
 # The same tests with AddressSanitizer and LeakSanitizer: no overflow, no leak, on any path.
-$(BUILD)/asan/test_%: tests/test_%.c tests/harness.h safeverbs.h
+$(BUILD)/asan/test_%: tests/test_%.c tests/harness.h tests/pair.h safeverbs.h
 	@mkdir -p $(@D)
 	$(CC) -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined $(WARN) -I. -o $@ $< $(LDLIBS)
 

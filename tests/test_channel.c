@@ -15,56 +15,9 @@
 #include <sys/socket.h>
 #include <sys/utsname.h>
 
-#define BUF (2u << 20) /* 2 MiB per side: room for the 1 MiB size class */
+#define PAIR_BUF (2u << 20) /* 2 MiB per side: room for the 1 MiB size class */
+#include "pair.h"
 
-typedef struct side {
-    sfv_context *ctx;
-    sfv_pd *pd;
-    sfv_channel *ch;
-    sfv_mr *mr;
-    char *buf;
-} side;
-
-static sfv_channel_desc desc_default(void) {
-    sfv_channel_desc d;
-    memset(&d, 0, sizeof d);
-    return d;
-}
-
-/* Opens a device, registers a buffer (with `access`) and makes a channel. */
-static side side_open(const char *dev, const sfv_channel_desc *d, unsigned access) {
-    side s;
-    s.buf = (char *)aligned_alloc(4096, BUF);
-    CHECK(s.buf != NULL);
-    memset(s.buf, 0, BUF);
-    CHECK_OK(sfv_open_device(dev, &s.ctx));
-    CHECK_OK(sfv_alloc_pd(s.ctx, &s.pd));
-    CHECK_OK(sfv_reg_mr_access(s.pd, s.buf, BUF, access, &s.mr));
-    CHECK_OK(sfv_create_channel(s.pd, d, &s.ch));
-    return s;
-}
-static void side_close(side *s) {
-    CHECK_OK(sfv_destroy_channel(s->ch));
-    sfv_dereg_mr(s->mr);
-    sfv_dealloc_pd(s->pd);
-    sfv_close_device(s->ctx);
-    free(s->buf);
-}
-static const unsigned SHARED = SFV_ACCESS_LOCAL_WRITE | SFV_ACCESS_REMOTE_READ | SFV_ACCESS_REMOTE_WRITE;
-
-static void connect_pair(side *a, side *b) {
-    sfv_endpoint ea, eb;
-    CHECK_OK(sfv_channel_endpoint(a->ch, &ea));
-    CHECK_OK(sfv_channel_endpoint(b->ch, &eb));
-    CHECK_OK(sfv_channel_handshake(a->ch, &eb));
-    CHECK_OK(sfv_channel_handshake(b->ch, &ea));
-}
-/* a on rxe0, b on rxe1, connected over their chosen (IPv4) GIDs. */
-static void pair_open(side *a, side *b, const sfv_channel_desc *da, const sfv_channel_desc *db, unsigned access_b) {
-    *a = side_open(test_device(0), da, SHARED);
-    *b = side_open(test_device(1), db, access_b);
-    connect_pair(a, b);
-}
 /* A pair whose sender a gives up after `rnr_retries` RNR NAKs from b (b asks for the shortest wait). */
 static void pair_open_rnr(side *a, side *b, uint8_t rnr_retries) {
     sfv_channel_desc da = desc_default(), db = desc_default();
@@ -72,10 +25,6 @@ static void pair_open_rnr(side *a, side *b, uint8_t rnr_retries) {
     da.rnr_retries = rnr_retries;
     db.min_rnr_timer = 1;
     pair_open(a, b, &da, &db, SHARED);
-}
-static void pair_close(side *a, side *b) {
-    side_close(a);
-    side_close(b);
 }
 
 static sfv_gather_element G(side *s, size_t off, size_t len) { return sfv_mr_gather_element(s->mr, s->buf + off, len); }

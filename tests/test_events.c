@@ -14,43 +14,7 @@
 #include <pthread.h>
 #include <stdint.h>
 
-#define BUF (1u << 16)
-
-typedef struct side {
-    sfv_context *ctx;
-    sfv_pd *pd;
-    sfv_channel *ch;
-    sfv_mr *mr;
-    char *buf;
-} side;
-
-static side side_open(const char *dev, const sfv_channel_desc *d) {
-    side s;
-    s.buf = (char *)aligned_alloc(4096, BUF);
-    CHECK(s.buf != NULL);
-    memset(s.buf, 0, BUF);
-    CHECK_OK(sfv_open_device(dev, &s.ctx));
-    CHECK_OK(sfv_alloc_pd(s.ctx, &s.pd));
-    CHECK_OK(sfv_reg_mr_local(s.pd, s.buf, BUF, &s.mr));
-    CHECK_OK(sfv_create_channel(s.pd, d, &s.ch));
-    return s;
-}
-static void side_close(side *s) {
-    CHECK_OK(sfv_destroy_channel(s->ch));
-    CHECK_OK(sfv_dereg_mr(s->mr));
-    CHECK_OK(sfv_dealloc_pd(s->pd));
-    CHECK_OK(sfv_close_device(s->ctx));
-    free(s->buf);
-}
-static void pair_open(side *a, side *b, const sfv_channel_desc *d) {
-    sfv_endpoint ea, eb;
-    *a = side_open(test_device(0), d);
-    *b = side_open(test_device(1), d);
-    CHECK_OK(sfv_channel_endpoint(a->ch, &ea));
-    CHECK_OK(sfv_channel_endpoint(b->ch, &eb));
-    CHECK_OK(sfv_channel_handshake(a->ch, &eb));
-    CHECK_OK(sfv_channel_handshake(b->ch, &ea));
-}
+#include "pair.h"
 
 /* The link back up, both ports ACTIVE with their IPv4 GIDs, and the guest's policy routes
    (tests/vm/run.sh) back in place should the kernel have dropped them with the link. */
@@ -126,7 +90,7 @@ static void port_down_wakes_receive(sfv_wait_mode mode) {
     memset(&d, 0, sizeof d);
     d.wait_mode = mode;
     d.timeout_ms = 10000;
-    pair_open(&a, &b, &d);
+    pair_open(&a, &b, &d, &d, SFV_ACCESS_LOCAL_WRITE);
     CHECK_OK(sfv_context_event_fd(a.ctx, &efd));
     CHECK(efd >= 0);
     CHECK(!fd_readable(efd));
@@ -187,14 +151,14 @@ static void t_destroy_with_events_untaken(void) {
     sfv_pending rx;
     if (!getenv("SAFEVERBS_IN_VM")) SKIP("takes the guest's sva link down; runs only in the test guest");
     memset(&d, 0, sizeof d);
-    pair_open(&a, &b, &d);
+    pair_open(&a, &b, &d, &d, SFV_ACCESS_LOCAL_WRITE);
     CHECK(system("ip link set sva down") == 0);
     CHECK(port_state_is(test_device(0), "DOWN", 10));
     link_restore();
     side_close(&a);
     side_close(&b);
     /* and the devices carry traffic again */
-    pair_open(&a, &b, &d);
+    pair_open(&a, &b, &d, &d, SFV_ACCESS_LOCAL_WRITE);
     e = sfv_mr_scatter_element(b.mr, b.buf, 8);
     g = sfv_mr_gather_element(a.mr, a.buf, 8);
     memcpy(a.buf, "events!", 8);
@@ -238,8 +202,8 @@ static void t_reset_recovers(void) {
     sfv_pending rx;
     uint32_t qpn0, qpn1, qpn2;
     memset(&d, 0, sizeof d);
-    a = side_open(test_device(0), &d);
-    b = side_open(test_device(1), &d);
+    a = side_open(test_device(0), &d, SFV_ACCESS_LOCAL_WRITE);
+    b = side_open(test_device(1), &d, SFV_ACCESS_LOCAL_WRITE);
     exchange(a.ch, b.ch, &qpn0);
     traffic(&a, &b, "before");
     e = sfv_mr_scatter_element(a.mr, a.buf + 1024, 16);

@@ -11,47 +11,18 @@
 
 #include <stdint.h>
 
-#define BUF (1u << 16)
+#include "pair.h"
 
-typedef struct side {
-    sfv_context *ctx;
-    sfv_pd *pd;
-    sfv_channel *ch;
-    sfv_mr *mr;
-    char *buf;
-} side;
-
-static side side_open(const char *dev) {
-    side s;
-    sfv_channel_desc d;
-    memset(&d, 0, sizeof d);
-    s.buf = (char *)malloc(BUF); /* fresh malloc memory: never written before a receive */
-    CHECK(s.buf != NULL);
-    CHECK_OK(sfv_open_device(dev, &s.ctx));
-    CHECK_OK(sfv_alloc_pd(s.ctx, &s.pd));
-    CHECK_OK(sfv_reg_mr_access(s.pd, s.buf, BUF, SFV_ACCESS_LOCAL_WRITE | SFV_ACCESS_REMOTE_READ | SFV_ACCESS_REMOTE_WRITE, &s.mr));
-    CHECK_OK(sfv_create_channel(s.pd, &d, &s.ch));
-    return s;
+/* A side on fresh malloc memory (never written before a receive), as the ASan and valgrind
+   checks of received bytes want. */
+static side side_fresh(const char *dev) {
+    sfv_channel_desc d = desc_default();
+    return side_open_on(dev, &d, SHARED, (char *)malloc(BUF));
 }
-static void side_close(side *s) {
-    CHECK_OK(sfv_destroy_channel(s->ch));
-    CHECK_OK(sfv_dereg_mr(s->mr));
-    CHECK_OK(sfv_dealloc_pd(s->pd));
-    CHECK_OK(sfv_close_device(s->ctx));
-    free(s->buf);
-}
-static void pair_open(side *a, side *b) {
-    sfv_endpoint ea, eb;
-    *a = side_open(test_device(0));
-    *b = side_open(test_device(1));
-    CHECK_OK(sfv_channel_endpoint(a->ch, &ea));
-    CHECK_OK(sfv_channel_endpoint(b->ch, &eb));
-    CHECK_OK(sfv_channel_handshake(a->ch, &eb));
-    CHECK_OK(sfv_channel_handshake(b->ch, &ea));
-}
-static void pair_close(side *a, side *b) {
-    side_close(a);
-    side_close(b);
+static void pair_fresh(side *a, side *b) {
+    *a = side_fresh(test_device(0));
+    *b = side_fresh(test_device(1));
+    connect_pair(a, b);
 }
 
 /* Runs `stmt` in a child whose stderr is kept; it must die (SIGABRT from SFV_ASSERT, or the exit
@@ -94,7 +65,7 @@ static void t_receive_over_receive_dies(void) {
     sfv_scatter_element s1, s2;
     sfv_pending p1, p2;
     char r1[64], r2[64];
-    pair_open(&a, &b);
+    pair_fresh(&a, &b);
     s1 = sfv_mr_scatter_element(a.mr, a.buf, 64);
     s2 = sfv_mr_scatter_element(a.mr, a.buf + 63, 64);
     CHECK_OK(sfv_channel_post_receive(a.ch, &s1, 1, &p1));
@@ -115,7 +86,7 @@ static void t_gather_and_scatter(void) {
     sfv_scatter_element s;
     sfv_pending tx1, tx2, rx;
     char r1[64];
-    pair_open(&a, &b);
+    pair_fresh(&a, &b);
     g = sfv_mr_gather_element(a.mr, a.buf, 256);
     CHECK_OK(sfv_channel_post_send(a.ch, &g, 1, &tx1));
     CHECK_OK(sfv_channel_post_send(a.ch, &g, 1, &tx2)); /* gather over gather: the NIC only reads */
@@ -136,7 +107,7 @@ static void t_reuse_after_completion(void) {
     sfv_pending rx, tx;
     sfv_work_completion wc;
     int i;
-    pair_open(&a, &b);
+    pair_fresh(&a, &b);
     for (i = 0; i < 20; i++) { /* the same 64 bytes, received into again and again */
         s = sfv_mr_scatter_element(b.mr, b.buf, 64);
         CHECK_OK(sfv_channel_post_receive(b.ch, &s, 1, &rx));
@@ -165,7 +136,7 @@ static void t_batch_releases_all(void) {
     sfv_scatter_element s[4];
     sfv_pending rx[4], tx;
     int i;
-    pair_open(&a, &b);
+    pair_fresh(&a, &b);
     for (i = 0; i < 4; i++) {
         s[i] = sfv_mr_scatter_element(b.mr, b.buf + 128 * i, 128);
         g[i] = sfv_mr_gather_element(a.mr, a.buf + 128 * i, 128);
@@ -195,7 +166,7 @@ static void t_dereg_in_flight_dies(void) {
     sfv_scatter_element s;
     sfv_pending rx;
     char r[64];
-    pair_open(&a, &b);
+    pair_fresh(&a, &b);
     s = sfv_mr_scatter_element(a.mr, a.buf + 4096, 100);
     CHECK_OK(sfv_channel_post_receive(a.ch, &s, 1, &rx));
     CHECK_DIES(sfv_dereg_mr(a.mr), "sfv_dereg_mr of the MR", hex_range(r, a.buf + 4096, 100));
@@ -215,7 +186,7 @@ static void t_destroy_forgets(void) {
     sfv_scatter_element s;
     sfv_gather_element g;
     sfv_pending rx, tx;
-    pair_open(&a, &b);
+    pair_fresh(&a, &b);
     s = sfv_mr_scatter_element(b.mr, b.buf, 64);
     CHECK_OK(sfv_channel_post_receive(b.ch, &s, 1, &rx));
     g = sfv_mr_gather_element(a.mr, a.buf, 64);
@@ -243,7 +214,7 @@ static void t_asan_receive_poisoned(void) {
     sfv_gather_element g;
     sfv_pending rx;
     volatile char *vb;
-    pair_open(&a, &b);
+    pair_fresh(&a, &b);
     vb = b.buf;
     s = sfv_mr_scatter_element(b.mr, b.buf + 64, 64);
     CHECK_OK(sfv_channel_post_receive(b.ch, &s, 1, &rx));
@@ -274,7 +245,7 @@ static void t_asan_unaligned(void) {
     side a, b;
     sfv_scatter_element s;
     sfv_pending rx;
-    pair_open(&a, &b);
+    pair_fresh(&a, &b);
     s = sfv_mr_scatter_element(b.mr, b.buf + 3, 30); /* [3, 33): whole granules [8, 32) */
     CHECK_OK(sfv_channel_post_receive(b.ch, &s, 1, &rx));
     CHECK(!__asan_address_is_poisoned(b.buf + 2));
@@ -297,7 +268,7 @@ static void t_receive_into_malloc(void) {
     sfv_pending rx;
     sfv_work_completion wc;
     unsigned i, sum = 0;
-    pair_open(&a, &b);
+    pair_fresh(&a, &b);
     for (i = 0; i < 100; i++) a.buf[i] = (char)i;
     s = sfv_mr_scatter_element(b.mr, b.buf, 200);
     CHECK_OK(sfv_channel_post_receive(b.ch, &s, 1, &rx));
