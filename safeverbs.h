@@ -8,12 +8,12 @@
    CONTENTS (each part starts at a ">>name" line: search for it)
    ========
    Declarations     >>results >>log >>handles >>devices >>pd and cq >>memory regions >>raw verbs
-                    >>remote regions >>elements >>channel (>>pending >>batches >>atomics >>scopes)
+                    >>remote regions >>elements >>channel (>>pending >>batches >>atomics >>scopes >>inject)
                     >>events >>srq >>leases >>multi-channel >>exchange >>node >>rdmacm (SAFEVERBS_RDMACM)
    Implementation   >>inflight hooks >>impl log >>impl results >>impl refcounts >>impl devices >>impl pd and cq
                     >>impl memory regions >>impl elements >>impl remote regions >>impl channel
-                    >>impl inflight >>impl completions >>impl posting >>impl pending work
-                    >>impl scopes >>impl events >>impl srq >>impl leases >>impl multi-channel
+                    >>impl inflight >>impl completions >>impl posting >>impl inject
+                    >>impl pending work >>impl scopes >>impl events >>impl srq >>impl leases >>impl multi-channel
                     >>impl exchange >>impl node >>impl rdmacm >>impl raw verbs
    Licence          >>licence
 
@@ -678,7 +678,17 @@ typedef enum sfv_wait_mode {
 
 /* A zero-filled desc means every default:
      cq_entries       max_send_wr + max_recv_wr      max_send_wr, max_recv_wr   128
-     max_send_sge     4        max_recv_sge  4       max_inline_data            0 (none)
+     max_send_sge     4        max_recv_sge  4
+     max_inline_data  0: what the device grants, capped at SFV_INLINE_DEFAULT (256 bytes).
+                      A send, write or write with immediate whose byte total fits goes inline
+                      (the CPU copies the bytes into the work request at the post: no memory
+                      region read by the NIC, and the buffer is free on return); sfv_channel_inject
+                      needs it. SFV_INLINE_NONE: no inline data at all. Another value: asked of
+                      the device as it is (at most 65536; the channel uses what it grants, at
+                      most that). sfv_channel_get_desc gives what the channel uses (SFV_INLINE_NONE
+                      where that is nothing); sfv_channel_desc_resolve, which makes no QP, the ask.
+                      Measured on rxe (Linux 6.1 guest, rxe0 -> rxe1, sfv_bench --test lat, send,
+                      inline against not, alternating in one process pair): see SFV_INLINE_DEFAULT.
      access           LOCAL_WRITE | REMOTE_WRITE | REMOTE_READ (what the QP lets peers do; add
                       REMOTE_ATOMIC on the side whose memory peers' atomics target: >>atomics)
      port             1
@@ -705,6 +715,18 @@ typedef enum sfv_wait_mode {
      wait_mode        SFV_WAIT_BUSY
      srq              NULL (a receive queue of its own; see >>srq)
    Values out of range are refused by sfv_create_channel with SFV_ERR_INVALID naming the field. */
+/* The default cap of desc.max_inline_data (0): a device that grants more is used up to this.
+   Where inline stops paying, measured on rxe (Linux 6.1 guest, rxe0 -> rxe1 over veth, send
+   round trips, bench/sfv_bench --test lat --impl sfv --inline 0 against --inline 512, 4
+   alternating rounds of 1500 per size; the fastest samples, min and 10th percentile, as the
+   host's cores were shared): inline was faster by 5% (min) at 8 B, 5-6% at 64 B and 128 B, 7% /
+   5% at 256 B, and by 1-2% at 384 B and 512 B, within the noise. Up to 256 B it pays; beyond,
+   the copy through the CPU costs what it saves. (rxe grants up to 512 B; a NIC's own limit is
+   often near 256 B too.) */
+#define SFV_INLINE_DEFAULT 256u
+/* desc.max_inline_data: no inline data (sends and writes always read their elements from their
+   MR; sfv_channel_inject is refused). */
+#define SFV_INLINE_NONE 0xFFFFFFFFu
 typedef struct sfv_channel_desc {
     uint32_t cq_entries;
     uint32_t max_send_wr;
@@ -970,6 +992,46 @@ SFV_NODISCARD SAFEVERBS_API sfv_result sfv_channel_scope_wc(sfv_channel *ch, sfv
 /* Returns fn's result as it is. If fn succeeded but left work unconsumed by a pending handle,
    that is a broken contract (SFV_ASSERT); if fn failed, remaining work is drained quietly. */
 SFV_NODISCARD SAFEVERBS_API sfv_result sfv_channel_manual_scope(sfv_channel *ch, sfv_scope_fn fn, void *user);
+
+/* >>inject ----------------------------------------------------------------------------------- */
+/* Fire and forget, as libfabric's fi_inject: `len` bytes from plain memory (no memory region, no
+   element) go INLINE, so they are copied into the work request before the call returns, and
+   `buf` is the caller's again at once. No pending handle, no completion per operation: an inject
+   is posted unsignaled, except every SFV_INJECT_SIGNAL_EVERY(max_send_wr)-th one (half the send
+   queue, at least 1), and one that leaves no room for another, which are signaled: RC completes a
+   send queue in order, so that completion gives back the places of every inject before it. An
+   inject polls the channel's CQ (one ibv_poll_cq) when it posts a signaled one, and when the send
+   queue has no room: then it polls until room comes back, within desc.timeout_ms (else
+   SFV_ERR_TIMEOUT; room taken by work waiting for its own pending handle or scope, which polling
+   cannot free: SFV_ERR_RESOURCE at once). Completions it polls for other work wait in their
+   places for their handles, as any poll's do. Injects keep one place of the send queue free
+   (a scope's fence, a signaled post): a channel needs max_send_wr >= 2 for them.
+   The weaker promise: SFV_OK means POSTED, not delivered. A send inject needs a receive posted
+   by the peer, as any send (the default rnr_retries waits for one for ever). An inject that
+   fails (the peer gone: retries exhausted; RNR with a finite rnr_retries; a refused remote key)
+   breaks the channel as any failed work does; that failure is seen by the first call that polls
+   after it came in (a wait, a blocking call, an inject that polls), and every post from then on
+   is refused with SFV_ERR_BROKEN whose sfv_last_error() names the inject, e.g. "inject #1234
+   (send, 64 B) failed: RETRY_EXC_ERR ...", counted from 1 on the channel; a pending handle
+   flushed by it names it too. After sfv_channel_reset the count goes on.
+   Refused (SFV_ERR_INVALID, nothing posted): len over the channel's granted inline limit, or a
+   channel without inline data (desc.max_inline_data SFV_INLINE_NONE, or a device that grants
+   none), the message naming both numbers; buf NULL with len > 0 (len 0 with buf NULL is a
+   zero-length message). A write's remote region is checked as sfv_channel_post_write's: `len`
+   bytes that do not fit it, SFV_ERR_SLICE_NOT_WITHIN_BOUNDS; a region that wraps, SFV_ERR_INVALID.
+   Every other refusal of a post (not connected, broken) as sfv_channel_post_send's.
+   Injects need no in-flight tracking (SFV_TRACK_INFLIGHT: the NIC reads no memory of the caller's
+   after the post). A place an inject holds counts in sfv_channel_outstanding until a later
+   completion (or flush) gives it back. Inside a scope, an inject left last on the send queue is
+   fenced as an unsignaled post is, and the scope does not wait for injects themselves, nor report
+   them. Destroy and reset flush them like any work. The data path allocates nothing and makes
+   no system call beyond the post's own. Thread safety: as the channel's. */
+#define SFV_INJECT_SIGNAL_EVERY(max_send_wr) ((max_send_wr) / 2 > 0 ? (max_send_wr) / 2 : 1)
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_channel_inject(sfv_channel *ch, const void *buf, size_t len);
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_channel_inject_write(sfv_channel *ch, const void *buf, size_t len, sfv_remote_mr remote);
+/* The peer's receive completes with the immediate (SFV_WC_OP_RECV_IMM, imm_data) as for
+   sfv_channel_post_write_imm: the peer must have a receive posted. */
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_channel_inject_write_imm(sfv_channel *ch, const void *buf, size_t len, sfv_remote_mr remote, uint32_t imm);
 
 /* >>events ----------------------------------------------------------------------------------- */
 /* The device's asynchronous events (ibv_get_async_event): a port that went down or came up, a
@@ -2304,6 +2366,14 @@ typedef struct sfv__slot {
 SFV__STATIC_ASSERT(offsetof(sfv__slot, has_imm) == offsetof(sfv__slot, state) + 3, slot_small_fields_adjacent);
 
 static bool sfv__op_is_atomic(uint8_t op) { return op == SFV_WC_OP_COMP_SWAP || op == SFV_WC_OP_FETCH_ADD; }
+/* Injects (>>impl inject): the ops their places are tracked as (never one the user posts), and
+   the wr_id bit that takes every completion of one off the common path (a place's seq stays
+   below 2^62: sfv__ring_init). */
+#define SFV__OP_INJECT_SEND 0x7C
+#define SFV__OP_INJECT_WRITE 0x7D
+#define SFV__OP_INJECT_WRITE_IMM 0x7E
+#define SFV__WRID_INJECT (1ull << 63)
+static bool sfv__op_is_inject(uint8_t op) { return op >= SFV__OP_INJECT_SEND && op <= SFV__OP_INJECT_WRITE_IMM; }
 
 static sfv_result sfv__slot_result(const sfv__slot *s) { return s->status == IBV_WC_SUCCESS ? SFV_OK : SFV_ERR_WORK; }
 
@@ -2720,6 +2790,16 @@ struct sfv_channel {
     sfv_channel *srq_next;        /* the SRQ's list of its channels */
     sfv_srq *core_of;             /* non-NULL only in an SRQ's own inner channel (its CQ and ring) */
     uint64_t last_unsignaled;     /* the place + 1 of the last unsignaled post (>>scopes), 0: none */
+    uint32_t inline_max;          /* the granted inline limit (0: none): a post's one compare */
+    uint32_t inject_lim;          /* inline_max + 1, 0 without inline: an inject's one compare */
+    uint32_t inject_every;        /* SFV_INJECT_SIGNAL_EVERY(max_send_wr) (>>impl inject) */
+    uint32_t inject_left;         /* injects until the next signaled one */
+    uint64_t injects;             /* injects posted, ever: the number of the last one */
+    struct {                      /* the first inject that failed (no == 0: none) */
+        uint64_t no;
+        uint32_t len, vendor_err;
+        uint8_t op, status, cls;
+    } inject_failed;
     uint8_t async_cause;          /* set by whichever thread read the event that broke it (sfv__cause), 0: none */
     uint8_t async_event;          /* and that event (sfv_event_type) */
 };
@@ -2899,7 +2979,9 @@ static sfv_result sfv__desc_resolve(sfv_pd *pd, const sfv_channel_desc *in, sfv_
     if (!o->cq_entries) o->cq_entries = o->max_send_wr + o->max_recv_wr;
     if (o->cq_entries < o->max_send_wr + o->max_recv_wr || o->cq_entries > (uint32_t)a->max_cqe)
         return sfv__bad_field("cq_entries", o->cq_entries, "max_send_wr + max_recv_wr .. device max_cqe");
-    if (o->max_inline_data > 65536) return sfv__bad_field("max_inline_data", o->max_inline_data, "0 .. 65536");
+    if (!o->max_inline_data) o->max_inline_data = SFV_INLINE_DEFAULT;
+    if (o->max_inline_data > 65536 && o->max_inline_data != SFV_INLINE_NONE)
+        return sfv__bad_field("max_inline_data", o->max_inline_data, "0 .. 65536, or SFV_INLINE_NONE");
     if (!o->access) o->access = SFV_ACCESS_LOCAL_WRITE | SFV_ACCESS_REMOTE_WRITE | SFV_ACCESS_REMOTE_READ;
     if (o->access & ~(unsigned)(SFV_ACCESS_LOCAL_WRITE | SFV_ACCESS_REMOTE_WRITE | SFV_ACCESS_REMOTE_READ | SFV_ACCESS_REMOTE_ATOMIC))
         return sfv__bad_field("access", o->access, "LOCAL_WRITE, REMOTE_WRITE, REMOTE_READ, REMOTE_ATOMIC");
@@ -2957,8 +3039,9 @@ SAFEVERBS_API sfv_result sfv_channel_desc_resolve(sfv_pd *pd, const sfv_channel_
     return r;
 }
 
-/* Every ring of the process numbers its work from its own base, 2^40 apart (2^22 rings before
-   the bases come round again), so a stale pending handle never names a place of a newer ring
+/* Every ring of the process numbers its work from its own base, 2^40 apart (2^21 rings before
+   the bases come round again; every seq stays below 2^62, so wr_id's top bit is free for
+   SFV__WRID_INJECT), so a stale pending handle never names a place of a newer ring
    that reuses a dead one's memory: its slot check fails instead. */
 static uint64_t sfv__ring_bases;
 
@@ -2971,7 +3054,7 @@ static sfv_result sfv__ring_init(sfv__ring *q, sfv_channel *ch, uint32_t cap) {
     q->ch = ch;
     q->mask = size - 1;
     q->cap = cap;
-    q->base = ((__atomic_fetch_add(&sfv__ring_bases, 1, __ATOMIC_RELAXED) & ((1u << 22) - 1)) + 1) << 40;
+    q->base = ((__atomic_fetch_add(&sfv__ring_bases, 1, __ATOMIC_RELAXED) & ((1u << 21) - 1)) + 1) << 40;
     q->head = q->tail = q->completed = q->base;
     return SFV_OK;
 }
@@ -3004,6 +3087,7 @@ static sfv_result sfv__qp_make(sfv_channel *ch, sfv_pd *pd) {
     struct ibv_qp_init_attr qi;
     struct ibv_qp_attr qa;
     sfv_result r;
+    uint32_t ask;
     memset(&qi, 0, sizeof qi);
     qi.send_cq = qi.recv_cq = ch->cq;
     qi.qp_type = IBV_QPT_RC;
@@ -3012,20 +3096,34 @@ static sfv_result sfv__qp_make(sfv_channel *ch, sfv_pd *pd) {
     qi.cap.max_recv_wr = ch->desc.max_recv_wr;
     qi.cap.max_send_sge = ch->desc.max_send_sge;
     qi.cap.max_recv_sge = ch->desc.max_recv_sge;
-    qi.cap.max_inline_data = ch->desc.max_inline_data;
     if (ch->desc.srq) { /* receives from the SRQ, completing to its CQ (>>impl srq) */
         qi.srq = ch->desc.srq->srq;
         qi.recv_cq = ch->desc.srq->core.cq;
         qi.cap.max_recv_wr = qi.cap.max_recv_sge = 0;
     }
-    errno = 0;
-    ch->qp = ibv_create_qp(pd->pd, &qi);
+    /* Inline data as asked; an ask the device refuses (EINVAL: over its limit, which no attribute
+       tells) is halved until one is taken, down to none. */
+    ask = ch->desc.max_inline_data == SFV_INLINE_NONE ? 0 : ch->desc.max_inline_data;
+    for (;;) {
+        const struct ibv_qp_cap cap = qi.cap;
+        qi.cap.max_inline_data = ask;
+        errno = 0;
+        ch->qp = ibv_create_qp(pd->pd, &qi);
+        if (ch->qp || errno != EINVAL || ask == 0) break;
+        qi.cap = cap;
+        ask /= 2;
+    }
     if (!ch->qp) {
         r = sfv__fail_verb("ibv_create_qp", errno);
         return r;
     }
-    /* The caps come back at least as asked; should a driver give less inline room, use what it gave. */
-    if (qi.cap.max_inline_data < ch->desc.max_inline_data) ch->desc.max_inline_data = qi.cap.max_inline_data;
+    /* The caps come back at least as asked (rxe gives room for max_send_sge elements, 64 bytes at
+       the default 4); never more than the ask is used. */
+    ch->inline_max = qi.cap.max_inline_data < ask ? qi.cap.max_inline_data : ask;
+    ch->desc.max_inline_data = ch->inline_max ? ch->inline_max : SFV_INLINE_NONE;
+    ch->inject_lim = ch->inline_max ? ch->inline_max + 1 : 0;
+    ch->inject_every = SFV_INJECT_SIGNAL_EVERY(ch->desc.max_send_wr);
+    ch->inject_left = ch->inject_every;
     ch->max_read_sge = ch->desc.max_send_sge;
     if (pd->ctx->attr.max_sge_rd > 0 && (uint32_t)pd->ctx->attr.max_sge_rd < ch->max_read_sge)
         ch->max_read_sge = (uint32_t)pd->ctx->attr.max_sge_rd;
@@ -3607,23 +3705,63 @@ SFV__SLOW sfv_work_error_class sfv__failure_class(sfv_channel *ch, uint8_t op, e
     return sfv_wc_status_class((sfv_wc_status)status);
 }
 
+/* Moves q's tail past the places freed at its front (injects' places, given back by a completion). */
+static void sfv__tail_free(sfv__ring *q) {
+    uint64_t t = q->tail;
+    while (t < q->head && q->slots[t & q->mask].state == SFV__SLOT_FREE) t++;
+    q->tail = t;
+}
+
+/* An inject's place completed with `status` (a failure): the channel remembers the first inject
+   that failed, by its number (injects posted before it + 1), for the message of every refusal
+   that follows (>>impl inject). Never on a fast path. */
+SFV__SLOW void sfv__inject_failed(sfv_channel *ch, const sfv__ring *q, const sfv__slot *s, enum ibv_wc_status status) {
+    const uint8_t cls = (uint8_t)sfv__failure_class(ch, s->op, status);
+    uint64_t later = 0, t;
+    if (ch->inject_failed.no || (ch->aborted && status == IBV_WC_WR_FLUSH_ERR)) return; /* flushed by our abort: not its failure */
+    for (t = s->seq + 1; t < q->head; t++) { /* the injects after it have not completed: count them */
+        const sfv__slot *u = &q->slots[t & q->mask];
+        if (u->seq == t && u->state == SFV__SLOT_INFLIGHT && sfv__op_is_inject(u->op)) later++;
+    }
+    ch->inject_failed.no = ch->injects - later;
+    ch->inject_failed.len = s->byte_len;
+    ch->inject_failed.op = s->op;
+    ch->inject_failed.status = (uint8_t)status;
+    ch->inject_failed.cls = cls;
+}
+
 /* A queue completes in order, so the unsignaled work before a completion is finished too:
    successfully, unless the completion is a flush (then it was flushed). False: not ours. */
 SFV__SLOW bool sfv__catch_up(sfv_channel *ch, sfv__ring *q, uint64_t seq, enum ibv_wc_status status) {
+    bool injects = false;
     if (seq < q->completed || seq >= q->head) return false; /* cannot happen: the CQ is ours */
     if (status != IBV_WC_WR_FLUSH_ERR) { /* the common case: the work before it succeeded */
         for (; q->completed < seq; q->completed++) {
             sfv__slot *s = &q->slots[q->completed & q->mask];
-            if (s->state == SFV__SLOT_INFLIGHT) sfv__finish_quiet(s, false);
+            if (s->state != SFV__SLOT_INFLIGHT) continue;
+            if (sfv__op_is_inject(s->op)) { /* nobody consumes an inject: its place is free now */
+                s->state = SFV__SLOT_FREE;
+                injects = true;
+            } else {
+                sfv__finish_quiet(s, false);
+            }
         }
+        if (injects) sfv__tail_free(q);
         return true;
     }
     for (; q->completed < seq; q->completed++) {
         sfv__slot *s = &q->slots[q->completed & q->mask];
         if (s->state != SFV__SLOT_INFLIGHT) continue;
+        if (sfv__op_is_inject(s->op)) {
+            sfv__inject_failed(ch, q, s, status);
+            s->state = SFV__SLOT_FREE;
+            injects = true;
+            continue;
+        }
         sfv__finish_quiet(s, true);
         s->has_imm = (uint8_t)sfv__failure_class(ch, s->op, status);
     }
+    if (injects) sfv__tail_free(q);
     return true;
 }
 
@@ -3643,13 +3781,23 @@ static void sfv__srq_complete(sfv__ring *q, const struct ibv_wc *w);
 /* A completion out of order (unsignaled work came before it) or a failed one: out of line, so
    the common path keeps one test and no call. */
 SFV__SLOW void sfv__complete_slow(sfv_channel *ch, sfv__ring *q, const struct ibv_wc *w) {
-    const uint64_t seq = w->wr_id >> 1;
+    const uint64_t seq = (w->wr_id & ~SFV__WRID_INJECT) >> 1;
     sfv__slot *s;
     if (seq != q->completed && !sfv__catch_up(ch, q, seq, w->status)) {
         if (ch->core_of) sfv__srq_complete(q, w); /* an SRQ's: every completion comes here (>>impl srq) */
         return;
     }
     s = &q->slots[seq & q->mask];
+    if (w->wr_id & SFV__WRID_INJECT) { /* an inject's (>>impl inject): nobody consumes it, its place is free now */
+        if (w->status != IBV_WC_SUCCESS) {
+            sfv__inject_failed(ch, q, s, w->status);
+            sfv__break(ch);
+        }
+        s->state = SFV__SLOT_FREE;
+        q->completed = seq + 1;
+        sfv__tail_free(q);
+        return;
+    }
     if (w->status == IBV_WC_SUCCESS) {
         sfv__complete_ok(s, w);
     } else {
@@ -3693,8 +3841,11 @@ static bool sfv__inflight(const sfv_channel *ch) {
 static void sfv__ring_flush(sfv__ring *q) {
     for (; q->completed < q->head; q->completed++) {
         sfv__slot *s = &q->slots[q->completed & q->mask];
-        if (s->state == SFV__SLOT_INFLIGHT) sfv__finish_quiet(s, true);
+        if (s->state != SFV__SLOT_INFLIGHT) continue;
+        if (sfv__op_is_inject(s->op)) s->state = SFV__SLOT_FREE; /* nobody waits for an inject */
+        else sfv__finish_quiet(s, true);
     }
+    sfv__tail_free(q);
 }
 
 static bool sfv__destroy_qp(sfv_channel *ch) {
@@ -3703,6 +3854,35 @@ static bool sfv__destroy_qp(sfv_channel *ch) {
     sfv__ring_flush(&ch->sq);
     sfv__ring_flush(&ch->rq);
     return true;
+}
+
+/* Injects (>>impl inject) left last on the send queue, unsignaled, may have completed with no
+   completion to say so. With the QP in ERR, one more work request is flushed at once, with a
+   completion, which ends them all (it is tracked as an inject: its place frees itself). */
+static void sfv__abort_mark(sfv_channel *ch) {
+    sfv__ring *q = &ch->sq;
+    struct ibv_send_wr wr, *bad = NULL;
+    const sfv__slot *s = &q->slots[(q->head - 1) & q->mask];
+    if (q->head == q->completed || q->head - q->tail >= q->cap || s->state != SFV__SLOT_INFLIGHT || !sfv__op_is_inject(s->op)) return;
+    memset(&wr, 0, sizeof wr);
+    wr.wr_id = q->head << 1 | SFV__WRID_INJECT;
+    wr.opcode = IBV_WR_RDMA_WRITE;
+    wr.send_flags = IBV_SEND_SIGNALED;
+    if (ibv_post_send(ch->qp, &wr, &bad) == 0) { /* tracked as sfv__track does */
+        sfv__slot *t = &q->slots[q->head & q->mask];
+        memset(t, 0, sizeof *t);
+        t->seq = q->head++;
+        t->state = SFV__SLOT_INFLIGHT;
+        t->op = SFV__OP_INJECT_WRITE;
+    }
+}
+/* Whether work whose buffers are the caller's is still in flight: injects at the end of the send
+   queue hold none (their bytes were copied at the post), so a drain never waits for them. */
+static bool sfv__inflight_owned(const sfv_channel *ch) {
+    const sfv__ring *q = &ch->sq;
+    uint64_t end = q->head;
+    while (end > q->completed && sfv__op_is_inject(q->slots[(end - 1) & q->mask].op)) end--;
+    return ch->rq.completed != ch->rq.head || q->completed != end;
 }
 
 /* Stops all work so no buffer stays in the NIC's hands: QP to ERR, drain the flushed work;
@@ -3715,9 +3895,12 @@ static void sfv__abort(sfv_channel *ch) {
     if (!ch->qp) return;
     memset(&qa, 0, sizeof qa);
     qa.qp_state = IBV_QPS_ERR;
-    if (ibv_modify_qp(ch->qp, &qa, IBV_QP_STATE) == 0) /* else nothing ends the work: destroy the QP below */
-        while (sfv__inflight(ch) && sfv__now_ns() < deadline)
+    if (ibv_modify_qp(ch->qp, &qa, IBV_QP_STATE) == 0) { /* else nothing ends the work: destroy the QP below */
+        sfv__abort_mark(ch);
+        while (sfv__inflight_owned(ch) && sfv__now_ns() < deadline)
             if (sfv__drain(ch) < 0) break;
+        while (sfv__inflight(ch) && sfv__drain(ch) > 0) {} /* what came of the injects: their places */
+    }
     if (sfv__inflight(ch)) (void)sfv__destroy_qp(ch);
 }
 
@@ -3860,6 +4043,9 @@ static const char *sfv__op_name(uint8_t op) {
     case SFV_WC_OP_COMP_SWAP: return "atomic compare-and-swap";
     case SFV_WC_OP_FETCH_ADD: return "atomic fetch-and-add";
     case 0x7F: return "the scope's fence (a zero-length RDMA write after unsignaled work)";
+    case SFV__OP_INJECT_SEND: return "inject (send)";
+    case SFV__OP_INJECT_WRITE: return "inject (RDMA write)";
+    case SFV__OP_INJECT_WRITE_IMM: return "inject (RDMA write with immediate)";
     default: return "work request";
     }
 }
@@ -3891,9 +4077,19 @@ static const char *sfv__failure_hint(const sfv_channel *ch, const sfv__slot *s) 
     return sfv_wc_status_hint((sfv_wc_status)s->status);
 }
 
+/* What an inject was, in its failure's message. */
+static const char *sfv__inject_kind(uint8_t op) {
+    return op == SFV__OP_INJECT_WRITE ? "RDMA write" : op == SFV__OP_INJECT_WRITE_IMM ? "RDMA write with immediate" : "send";
+}
+
 /* Records a failed completion as the thread's last error: SFV_ERR_WORK. Never on a fast path. */
 SFV__SLOW sfv_result sfv__fail_work(const sfv_channel *ch, const sfv__slot *s) {
     const sfv_work_error_class c = s->has_imm ? (sfv_work_error_class)s->has_imm : sfv_wc_status_class((sfv_wc_status)s->status);
+    if (ch && ch->inject_failed.no && s->status == IBV_WC_WR_FLUSH_ERR)
+        return sfv__fail(SFV_ERR_WORK, 0, "completion", "%s failed: %s (%s): flushed after inject #%llu (%s, %u B) failed: %s",
+                         sfv__op_name(s->op), sfv_wc_status_str((sfv_wc_status)s->status), sfv_work_error_class_str(c),
+                         (unsigned long long)ch->inject_failed.no, sfv__inject_kind(ch->inject_failed.op), (unsigned)ch->inject_failed.len,
+                         sfv_wc_status_str((sfv_wc_status)ch->inject_failed.status));
     return sfv__fail(SFV_ERR_WORK, 0, "completion", "%s failed: %s (%s): %s", sfv__op_name(s->op),
                      sfv_wc_status_str((sfv_wc_status)s->status), sfv_work_error_class_str(c), sfv__failure_hint(ch, s));
 }
@@ -3977,6 +4173,18 @@ SFV__SLOW sfv_result sfv__batch_failed(sfv_channel *ch, sfv_pending *pending, si
                      posted, strerror(rc));
 }
 
+/* The refusal of every post after an inject failed: it names the inject (>>inject). */
+SFV__SLOW sfv_result sfv__inject_failure(const sfv_channel *ch) {
+    sfv__slot s;
+    memset(&s, 0, sizeof s);
+    s.op = ch->inject_failed.op;
+    s.status = ch->inject_failed.status;
+    return sfv__fail(SFV_ERR_BROKEN, EIO, "post", "inject #%llu (%s, %u B) failed: %s (%s): %s; the channel is broken (reset or destroy it)",
+                     (unsigned long long)ch->inject_failed.no, sfv__inject_kind(ch->inject_failed.op), (unsigned)ch->inject_failed.len,
+                     sfv_wc_status_str((sfv_wc_status)s.status), sfv_work_error_class_str((sfv_work_error_class)ch->inject_failed.cls),
+                     sfv__failure_hint(ch, &s));
+}
+
 static sfv_result sfv__post_refused(sfv_channel *ch, sfv__post_kind kind, const void *sges, size_t n, size_t count, sfv_pending *pending) {
     const bool recv = kind == SFV__POST_RECV;
     const sfv__ring *q;
@@ -3998,6 +4206,7 @@ static sfv_result sfv__post_refused(sfv_channel *ch, sfv__post_kind kind, const 
     if (SFV__UNLIKELY(ch->async_cause))
         return sfv__fail(SFV_ERR_BROKEN, EIO, "post", "the channel is broken: the device reported %s%s",
                          sfv_event_type_str((sfv_event_type)ch->async_event), ch->async_cause == SFV__CAUSE_PORT_DOWN ? " (its port went down)" : "");
+    if (SFV__UNLIKELY(ch->broken && ch->inject_failed.no)) return sfv__inject_failure(ch);
     if (SFV__UNLIKELY(ch->broken || (!ch->qp && !ch->core_of))) /* an SRQ's inner channel has no QP */
         return sfv__fail(SFV_ERR_BROKEN, EIO, "post", "the %s is in the error state (an earlier work request failed)", ch->core_of ? "SRQ" : "channel");
     if (SFV__UNLIKELY(!recv && !ch->connected))
@@ -4052,13 +4261,15 @@ SFV__SLOW sfv_result sfv__remote_refused(const sfv_remote_mr *remote, uint64_t t
 }
 
 /* Fills one send-queue work request. The byte total is summed only where it is needed: to keep
-   a write or read inside its remote region, and to decide on inline data. */
+   a write or read inside its remote region, and to decide on inline data, which is one compare
+   against the limit the channel cached at creation (reads never go inline: their limit is 0). */
 SFV__HOT_INLINE sfv_result sfv__fill_send(const sfv_channel *ch, struct ibv_send_wr *w, uint64_t seq, enum ibv_wr_opcode opcode,
                                           const struct ibv_sge *sg, size_t n, const sfv_remote_mr *remote, uint32_t imm,
                                           unsigned flags, uint32_t *total_out) {
     uint64_t total = 0;
     size_t k;
-    if (remote || ch->desc.max_inline_data) {
+    const uint32_t inline_max = opcode == IBV_WR_RDMA_READ ? 0 : ch->inline_max;
+    if (remote || inline_max) {
         for (k = 0; k < n; k++) total += sg[k].length;
         if (remote && SFV__UNLIKELY(total > remote->length || sfv__remote_wraps(*remote))) return sfv__remote_refused(remote, total);
     }
@@ -4068,7 +4279,7 @@ SFV__HOT_INLINE sfv_result sfv__fill_send(const sfv_channel *ch, struct ibv_send
     w->num_sge = (int)n;
     w->opcode = opcode;
     w->send_flags = flags;
-    if (total && total <= ch->desc.max_inline_data && opcode != IBV_WR_RDMA_READ) w->send_flags |= IBV_SEND_INLINE;
+    if (total - 1 < inline_max) w->send_flags |= IBV_SEND_INLINE; /* 1 .. inline_max bytes */
     w->imm_data = htonl(imm);
     if (remote) {
         w->wr.rdma.remote_addr = remote->addr;
@@ -4379,6 +4590,106 @@ SAFEVERBS_API sfv_result sfv_channel_post_read_unsignaled(sfv_channel *ch, const
     return sfv__post_unsignaled(ch, IBV_WR_RDMA_READ, sges, n, &remote);
 }
 
+/* >>impl inject ----------------------------------------------------------------------------- */
+/* An inject (>>inject) is one inline work request from plain memory, its place in the send ring
+   tracked as SFV__OP_INJECT_* with its length, and wr_id's top bit set: its completion (the
+   signaled ones, a failure, a flush) takes the slow path of sfv__complete, which frees its place
+   instead of leaving it for a handle, and a completion after unsignaled injects frees theirs
+   (sfv__catch_up). No element is tracked in flight: the bytes are in the work request. */
+
+/* Why an inject is refused before anything is posted (the rules of every post last). */
+SFV__SLOW sfv_result sfv__inject_refused(sfv_channel *ch, const void *buf, size_t len) {
+    sfv_pending stands_in; /* an inject needs no handle: only the channel's own rules apply */
+    if (!ch) return sfv__fail(SFV_ERR_INVALID, EINVAL, "inject", "channel (NULL)");
+    if (!ch->inline_max)
+        return sfv__fail(SFV_ERR_INVALID, EINVAL, "inject", "%zu bytes over the channel's inline limit of 0 bytes: it has no inline data "
+                         "(desc.max_inline_data SFV_INLINE_NONE, or a device that grants none), and an inject goes inline", len);
+    if (len > ch->inline_max)
+        return sfv__fail(SFV_ERR_INVALID, EINVAL, "inject", "%zu bytes over the channel's inline limit of %u bytes (desc.max_inline_data): "
+                         "post them from a memory region instead", len, (unsigned)ch->inline_max);
+    if (!buf && len) return sfv__fail(SFV_ERR_INVALID, EINVAL, "inject", "buf NULL with %zu bytes", len);
+    memset(&stands_in, 0, sizeof stands_in);
+    return sfv__post_refused(ch, SFV__POST_SEND, &sfv__no_sge, 0, 1, &stands_in);
+}
+
+/* Before a signaled inject, or when the send queue has no room for an inject and one more place:
+   polls the CQ once, and while the room is missing, until the completion that gives back the
+   places of the injects at the queue's front comes, within desc.timeout_ms. */
+SFV__SLOW sfv_result sfv__inject_reap(sfv_channel *ch) {
+    sfv__ring *q = &ch->sq;
+    uint64_t deadline = 0;
+    unsigned spins = 0;
+    int n;
+    ch->inject_left = ch->inject_every;
+    if (SFV__UNLIKELY(q->cap < 2))
+        return sfv__fail(SFV_ERR_RESOURCE, ENOMEM, "inject", "the send queue has %llu place: an inject needs max_send_wr >= 2 (one place stays free)",
+                         (unsigned long long)q->cap);
+    n = sfv__drain(ch);
+    if (n < 0) return sfv__fail_poll(n);
+    while (ch->can_send && q->head - q->tail + 2 > q->cap) {
+        const sfv__slot *t = &q->slots[q->tail & q->mask];
+        if (t->state != SFV__SLOT_INFLIGHT || !sfv__op_is_inject(t->op))
+            return sfv__fail(SFV_ERR_RESOURCE, ENOMEM, "inject", "send queue full: %llu of %llu places, the oldest held by work that waits for its "
+                             "pending handle or scope (polling cannot give it back; an inject keeps one place free)",
+                             (unsigned long long)(q->head - q->tail), (unsigned long long)q->cap);
+        n = sfv__drain(ch);
+        if (n < 0) return sfv__fail_poll(n);
+        if (n == 0 && (++spins & 63) == 0 && sfv__wait_tick(ch, spins, &deadline, ch->desc.timeout_ms))
+            return sfv__fail(SFV_ERR_TIMEOUT, ETIMEDOUT, "inject", "send queue full for desc.timeout_ms (%u ms): no completion gave back the places "
+                             "of the injects in flight (is the peer there, and for a send, has it posted receives?)", (unsigned)ch->desc.timeout_ms);
+    }
+    if (SFV__UNLIKELY(!ch->can_send)) return sfv__inject_refused(ch, "", 0); /* it broke: say why */
+    return SFV_OK;
+}
+
+SFV__HOT_INLINE sfv_result sfv__inject(sfv_channel *ch, enum ibv_wr_opcode opcode, uint8_t op, const void *buf, size_t len,
+                                       const sfv_remote_mr *remote, uint32_t imm) {
+    struct ibv_send_wr wr, *bad = NULL;
+    struct ibv_sge sge;
+    sfv__ring *q;
+    unsigned flags = IBV_SEND_INLINE;
+    int rc;
+    if (SFV__UNLIKELY(!ch || !ch->can_send || len >= ch->inject_lim || (!buf && len))) return sfv__inject_refused(ch, buf, len);
+    if (remote && SFV__UNLIKELY(len > remote->length || sfv__remote_wraps(*remote))) return sfv__remote_refused(remote, len);
+    q = &ch->sq;
+    /* every inject_every-th is signaled, and one that leaves no room for the next: the reap of a
+       full queue then always has a completion to wait for */
+    if (SFV__UNLIKELY(--ch->inject_left == 0 || q->head - q->tail + 3 > q->cap)) {
+        const sfv_result r = sfv__inject_reap(ch);
+        if (r) return r;
+        flags |= IBV_SEND_SIGNALED;
+    }
+    sge.addr = (uint64_t)(uintptr_t)buf;
+    sge.length = (uint32_t)len;
+    sge.lkey = 0; /* inline: no memory region */
+    wr.wr_id = q->head << 1 | SFV__WRID_INJECT;
+    wr.next = NULL;
+    wr.sg_list = &sge;
+    wr.num_sge = len != 0;
+    wr.opcode = opcode;
+    wr.send_flags = flags;
+    wr.imm_data = htonl(imm);
+    if (remote) {
+        wr.wr.rdma.remote_addr = remote->addr;
+        wr.wr.rdma.rkey = remote->rkey;
+    }
+    rc = ibv_post_send(ch->qp, &wr, &bad);
+    if (SFV__UNLIKELY(rc)) return sfv__fail_verb("ibv_post_send", rc);
+    sfv__track(q, (sfv_wc_opcode)op, (uint32_t)len);
+    ch->injects++;
+    if (SFV__UNLIKELY(ch->scope_depth > 0) && !(flags & IBV_SEND_SIGNALED)) ch->last_unsignaled = q->head; /* the scope fences it */
+    return SFV_OK;
+}
+SAFEVERBS_API sfv_result sfv_channel_inject(sfv_channel *ch, const void *buf, size_t len) {
+    return sfv__inject(ch, IBV_WR_SEND, SFV__OP_INJECT_SEND, buf, len, NULL, 0);
+}
+SAFEVERBS_API sfv_result sfv_channel_inject_write(sfv_channel *ch, const void *buf, size_t len, sfv_remote_mr remote) {
+    return sfv__inject(ch, IBV_WR_RDMA_WRITE, SFV__OP_INJECT_WRITE, buf, len, &remote, 0);
+}
+SAFEVERBS_API sfv_result sfv_channel_inject_write_imm(sfv_channel *ch, const void *buf, size_t len, sfv_remote_mr remote, uint32_t imm) {
+    return sfv__inject(ch, IBV_WR_RDMA_WRITE_WITH_IMM, SFV__OP_INJECT_WRITE_IMM, buf, len, &remote, imm);
+}
+
 /* >>impl pending work ----------------------------------------------------------------------- */
 SFV__STATIC_ASSERT(sizeof(sfv__slot) <= sizeof(((sfv_pending *)0)->done_), pending_holds_a_slot);
 
@@ -4596,6 +4907,7 @@ static void sfv__settle(sfv_channel *ch, sfv__ring *q, uint64_t from, uint64_t d
         sfv_result w;
         bool fence, failed;
         if (s->state == SFV__SLOT_FREE || s->seq != seq) continue; /* consumed by its handle */
+        if (sfv__op_is_inject(s->op)) continue; /* its place comes back with the work after it (the fence) */
         fence = s->op == SFV__OP_FENCE; /* the scope's own (sfv__scope_fence): the user's only if it failed */
         w = sfv__take_by(ch, q, seq, deadline, &wc);
         failed = wc.result != SFV_OK || w != SFV_OK;
@@ -5093,6 +5405,7 @@ SAFEVERBS_API sfv_result sfv_channel_reset(sfv_channel *ch) {
     if (!ch->desc.send_psn) ch->desc.send_psn = 1;
     ch->connected = ch->broken = ch->aborted = false;
     ch->first_status = ch->first_op = ch->first_cause = 0;
+    memset(&ch->inject_failed, 0, sizeof ch->inject_failed); /* the count of injects goes on */
     sfv__ev_enter(ch->pd->ctx);
     ch->async_cause = ch->async_event = 0;
     sfv__ev_leave(ch->pd->ctx);

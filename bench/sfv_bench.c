@@ -27,6 +27,8 @@
                   --impl hand (this test only): raw verbs with the least tracking that gives
                   safeverbs' guarantees (per-request records, a channel state, a capacity
                   check, a sequence number per request; see "hand-tracked raw verbs").
+                  --impl inject (this test only): sfv_channel_inject from plain memory (inline,
+                  no send completion to wait for) and the receive, as fi_inject is used.
    Every timed loop counts heap allocations (malloc, calloc, realloc, posix_memalign are counted
    through an interposed wrapper); the count is printed per operation.
 
@@ -34,7 +36,7 @@
        build/sfv_bench -d rxe1 [-p PORT] --test lat --op send --sizes 8,64 127.0.0.1   client
        build/sfv_bench -d rxe0 --test cost --impl sfv -n 1000                     loopback cost
 
-   Options (client): --test, --op send|write|write_imm|read, --impl sfv|raw|both,
+   Options (client): --test, --op send|write|write_imm|read, --impl sfv|raw|both (cost: also hand, inject),
    --sizes LIST (bytes; k and m suffixes), -n/--iters N (per implementation and size; 0: by
    time), --time SEC (time per implementation and size when -n is 0), --min-iters, --max-iters,
    --warmup N, --wait busy|event, --inline BYTES (max_inline_data; sends that fit go inline),
@@ -202,10 +204,10 @@ static uint64_t get_be(const uint8_t *p, int n) {
 /* ---- configuration ----------------------------------------------------------------------- */
 enum test { TEST_LAT = 1, TEST_BW, TEST_COST };
 enum op { OP_SEND = 1, OP_WRITE, OP_WRITE_IMM, OP_READ };
-enum impl { IMPL_SFV = 0, IMPL_RAW = 1, IMPL_HAND = 2 /* the cost test only */ };
+enum impl { IMPL_SFV = 0, IMPL_RAW = 1, IMPL_HAND = 2, IMPL_INJECT = 3 /* hand and inject: the cost test only */ };
 static const char *const TEST_NAMES[] = {"", "lat", "bw", "cost"};
 static const char *const OP_NAMES[] = {"", "send", "write", "write_imm", "read"};
-static const char *const IMPL_NAMES[] = {"sfv", "raw", "hand"};
+static const char *const IMPL_NAMES[] = {"sfv", "raw", "hand", "inject"};
 
 /* What both sides must agree on: sent by the client as one text line. */
 typedef struct session {
@@ -316,7 +318,7 @@ static void lib_side_open(lib_side *s, const char *dev, int gid, const session *
     d.max_recv_wr = ss->rx_depth;
     d.max_send_sge = 1;
     d.max_recv_sge = 1;
-    d.max_inline_data = ss->inline_size;
+    d.max_inline_data = ss->inline_size ? ss->inline_size : SFV_INLINE_NONE; /* 0: none, as the raw side */
     d.gid_index_set = true;
     d.gid_index = (uint8_t)gid;
     d.timeout_ms = 60000;
@@ -1029,6 +1031,7 @@ NOINLINE void cost_hand_post_recv(cost_hand *c, unsigned batch);
 NOINLINE void cost_hand_post_send(cost_hand *c, unsigned batch);
 NOINLINE void cost_hand_poll_send(cost_hand *c);
 NOINLINE void cost_hand_poll_recv(cost_hand *c, unsigned batch);
+NOINLINE void cost_inject_send(sfv_channel *ch, cost_sfv *c);
 
 /* the failures, out of line */
 __attribute__((cold, noinline)) static void cost_sfv_failed(const char *what, sfv_result r, sfv_pending *p) {
@@ -1064,6 +1067,13 @@ NOINLINE void cost_sfv_poll_recv(cost_sfv *c) {
     for (unsigned i = 0; i < c->batch; i++) {
         sfv_result r = sfv_pending_wait(&c->rx[i], -1, NULL);
         if (__builtin_expect(r != SFV_OK, 0)) cost_sfv_failed("wait receive", r, &c->rx[i]);
+    }
+}
+/* inject: the bytes from plain memory, no handle, no send completion to wait for */
+NOINLINE void cost_inject_send(sfv_channel *ch, cost_sfv *c) {
+    for (unsigned i = 0; i < c->batch; i++) {
+        sfv_result r = sfv_channel_inject(ch, c->s->buf, c->g[0].length);
+        if (__builtin_expect(r != SFV_OK, 0)) cost_sfv_failed("inject", r, NULL);
     }
 }
 NOINLINE void cost_raw_post_recv(raw_side *r, raw_recv *w, unsigned batch) { raw_post_recv(r, w, batch); }
@@ -1109,7 +1119,8 @@ static void settle(int us) {
 static int run_cost(options *o) {
     const size_t size = o->nsizes ? o->sizes[0] : 64;
     const unsigned batch = o->batch;
-    const int impl = (o->s.impls & (1u << IMPL_HAND)) ? IMPL_HAND : (o->s.impls & (1u << IMPL_RAW)) ? IMPL_RAW : IMPL_SFV;
+    const int impl = (o->s.impls & (1u << IMPL_INJECT)) ? IMPL_INJECT : (o->s.impls & (1u << IMPL_HAND)) ? IMPL_HAND
+                   : (o->s.impls & (1u << IMPL_RAW)) ? IMPL_RAW : IMPL_SFV;
     const uint32_t iters = o->iters ? (uint32_t)o->iters : 1000;
     char variant[64];
     span sp;
@@ -1118,7 +1129,8 @@ static int run_cost(options *o) {
     o->s.op = OP_SEND;
     if (o->s.depth < batch || o->s.rx_depth < batch) o->s.depth = o->s.rx_depth = batch;
     snprintf(variant, sizeof variant, "%s-batch%u", o->variant ? o->variant : "loopback", batch);
-    if (impl == IMPL_SFV) {
+    if (impl == IMPL_INJECT && o->s.inline_size < size) o->s.inline_size = (unsigned)size; /* an inject goes inline */
+    if (impl == IMPL_SFV || impl == IMPL_INJECT) {
         static lib_side s;
         static cost_sfv c;
         uint8_t wire[WIRE_SIZE];
@@ -1134,9 +1146,14 @@ static int run_cost(options *o) {
         for (i = 0; i < iters + (uint32_t)o->warmup; i++) {
             if (i == (uint32_t)o->warmup) span_start(&sp);
             cost_sfv_post_recv(s.ch, &c);
-            cost_sfv_post_send(s.ch, &c);
-            settle(o->settle_us);
-            cost_sfv_poll_send(&c);
+            if (impl == IMPL_INJECT) {
+                cost_inject_send(s.ch, &c);
+                settle(o->settle_us);
+            } else {
+                cost_sfv_post_send(s.ch, &c);
+                settle(o->settle_us);
+                cost_sfv_poll_send(&c);
+            }
             cost_sfv_poll_recv(&c);
         }
         span_stop(&sp);
@@ -1475,7 +1492,7 @@ static int run_client(options *o) {
 /* ---- main -------------------------------------------------------------------------------- */
 static void usage(void) {
     fprintf(stderr, "usage: sfv_bench [-d DEV] [-p PORT] [-x GID] [--test lat|bw|cost] [--op send|write|write_imm|read]\n"
-                    "                 [--impl sfv|raw|both|hand] [--sizes LIST] [-n ITERS | --time SEC] [--warmup N]\n"
+                    "                 [--impl sfv|raw|both|hand|inject] [--sizes LIST] [-n ITERS | --time SEC] [--warmup N]\n"
                     "                 [--wait busy|event] [--inline N] [--depth N] [--rx-depth N] [--batch N]\n"
                     "                 [--variant NAME] [--rounds R | --block-ms MS] [--dump FILE] [--settle-us N]\n"
                     "                 [HOST]   (no HOST: be the server)\n");
@@ -1521,7 +1538,7 @@ int main(int argc, char **argv) {
             break;
         case 'i':
             o.s.impls = strcmp(optarg, "sfv") == 0 ? 1 : strcmp(optarg, "raw") == 0 ? 2 : strcmp(optarg, "both") == 0 ? 3
-                      : strcmp(optarg, "hand") == 0 ? 4 : 0;
+                      : strcmp(optarg, "hand") == 0 ? 4 : strcmp(optarg, "inject") == 0 ? 8 : 0;
             if (!o.s.impls) usage();
             break;
         case 's': {
@@ -1562,7 +1579,7 @@ int main(int argc, char **argv) {
         o.rounds < 1 || o.rounds > 64 || o.block_ms < 0)
         usage();
     if (o.s.test == TEST_COST) return run_cost(&o);
-    if (o.s.impls & (1u << IMPL_HAND)) die("--impl hand: the cost test only");
+    if (o.s.impls & (1u << IMPL_HAND | 1u << IMPL_INJECT)) die("--impl hand and --impl inject: the cost test only");
     if (!o.host) return run_server(&o);
     if (!o.nsizes) o.sizes[o.nsizes++] = 8;
     if (o.s.test == TEST_BW && (o.s.depth % (unsigned)o.batch || o.s.rx_depth % (unsigned)o.batch))

@@ -825,9 +825,12 @@ static void t_work_errors(void) {
     sfv_gather_element g;
     sfv_scatter_element s;
     sfv_pending rx;
+    sfv_channel_desc none;
+    memset(&none, 0, sizeof none);
+    none.max_inline_data = SFV_INLINE_NONE; /* inline bytes are copied at the post: no MR is checked */
     tf_open(&e, 256);
     /* an element outside its MR: local protection error */
-    tf_pair(&e, NULL, &a, &b);
+    tf_pair(&e, &none, &a, &b);
     g = sfv_mr_gather_element_unchecked(e.mr, e.buf + 250, 16);
     CHECK_RESULT(sfv_channel_write(a, &g, 1, sfv_mr_remote(e.mr), &wc), SFV_ERR_WORK);
     CHECK(wc.status == SFV_WC_LOC_PROT_ERR && wc.error_class == SFV_WORK_ERROR_LOCAL_PROGRAMMING && wc.vendor_err != 0);
@@ -1402,6 +1405,255 @@ static void t_srq_events(void) {
     tf_close(&e);
 }
 
+/* ---- inject (>>inject) ---------------------------------------------------------------------- */
+#define CHECK_MSG(sub)                                                                             \
+    do {                                                                                           \
+        if (!strstr(sfv_last_error()->message, (sub))) FAIL("last error \"%s\" lacks \"%s\"", sfv_last_error()->message, (sub)); \
+    } while (0)
+
+/* 64 bytes of e's MR at `off`, as a peer's remote region. */
+static sfv_remote_mr tf_at(const tf_env *e, size_t off) { return sfv_remote_mr_make(sfv_mr_addr(e->mr) + off, 64, sfv_mr_rkey(e->mr)); }
+
+/* The default inline limit, SFV_INLINE_NONE, and what an inject refuses before posting. */
+static void t_inject_refusals(void) {
+    tf_env e;
+    sfv_channel_desc d;
+    sfv_channel *a, *b;
+    char big[SFV_INLINE_DEFAULT + 1];
+    memset(big, 'x', sizeof big);
+    tf_open(&e, 4096);
+    tf_pair(&e, NULL, &a, &b);
+    CHECK_EQ(sfv_channel_get_desc(a)->max_inline_data, SFV_INLINE_DEFAULT); /* the fake grants what is asked */
+    CHECK_RESULT(sfv_channel_inject(a, big, sizeof big), SFV_ERR_INVALID);
+    CHECK_MSG("257 bytes over the channel's inline limit of 256 bytes");
+    CHECK_RESULT(sfv_channel_inject(a, NULL, 8), SFV_ERR_INVALID);
+    CHECK_MSG("buf NULL with 8 bytes");
+    CHECK_RESULT(sfv_channel_inject(NULL, big, 8), SFV_ERR_INVALID);
+    CHECK_RESULT(sfv_channel_inject_write(a, big, 64, sfv_remote_mr_make(sfv_mr_addr(e.mr), 63, sfv_mr_rkey(e.mr))),
+                 SFV_ERR_SLICE_NOT_WITHIN_BOUNDS);
+    CHECK_RESULT(sfv_channel_inject_write_imm(a, big, 8, sfv_remote_mr_make(UINT64_MAX - 4, 64, sfv_mr_rkey(e.mr)), 1), SFV_ERR_INVALID);
+    CHECK_EQ(sfv_channel_outstanding(a), 0); /* nothing was posted */
+    CHECK_OK(sfv_destroy_channel(a));
+    CHECK_OK(sfv_destroy_channel(b));
+    /* no inline data: every inject is refused, naming both numbers */
+    memset(&d, 0, sizeof d);
+    d.max_inline_data = SFV_INLINE_NONE;
+    tf_pair(&e, &d, &a, &b);
+    CHECK_EQ(sfv_channel_get_desc(a)->max_inline_data, SFV_INLINE_NONE);
+    CHECK_RESULT(sfv_channel_inject(a, big, 8), SFV_ERR_INVALID);
+    CHECK_MSG("8 bytes over the channel's inline limit of 0 bytes");
+    CHECK_RESULT(sfv_channel_inject(a, NULL, 0), SFV_ERR_INVALID);
+    CHECK_OK(sfv_destroy_channel(a));
+    CHECK_OK(sfv_destroy_channel(b));
+    /* an explicit limit is used as granted; not connected: refused as any post */
+    d.max_inline_data = 32;
+    CHECK_OK(sfv_create_channel(e.pd, &d, &a));
+    CHECK_EQ(sfv_channel_get_desc(a)->max_inline_data, 32);
+    CHECK_RESULT(sfv_channel_inject(a, big, 8), SFV_ERR_INVALID);
+    CHECK_MSG("not connected");
+    CHECK_OK(sfv_destroy_channel(a));
+    tf_close(&e);
+}
+
+/* A stream of injects many times longer than the send queue, of varying sizes, each received and
+   checked byte by byte; the buffer is reused at once; places come back (outstanding stays low). */
+static void t_inject_stream(void) {
+    tf_env e;
+    sfv_channel_desc d;
+    sfv_channel *a, *b;
+    sfv_pending rx[4];
+    sfv_work_completion wc;
+    unsigned char msg[256];
+    size_t k, i, j, max_out = 0;
+    memset(&d, 0, sizeof d);
+    d.max_send_wr = 8;
+    tf_open(&e, 4 * 256);
+    tf_pair(&e, &d, &a, &b);
+    for (k = 0; k < 2000; k += 4) {
+        for (i = 0; i < 4; i++) {
+            sfv_scatter_element s = sfv_mr_scatter_element(e.mr, e.buf + 256 * i, 256);
+            CHECK_OK(sfv_channel_post_receive(b, &s, 1, &rx[i]));
+        }
+        for (i = 0; i < 4; i++) {
+            const size_t len = (k + i) % 257;
+            for (j = 0; j < len; j++) msg[j] = (unsigned char)(k + i + j);
+            CHECK_OK(sfv_channel_inject(a, len ? msg : NULL, len));
+            memset(msg, 0xEE, sizeof msg); /* the caller's again: already copied */
+            if (sfv_channel_outstanding(a) > max_out) max_out = sfv_channel_outstanding(a);
+        }
+        for (i = 0; i < 4; i++) {
+            const size_t len = (k + i) % 257;
+            CHECK_OK(sfv_pending_wait(&rx[i], -1, &wc));
+            CHECK_EQ(wc.byte_len, len);
+            for (j = 0; j < len; j++)
+                if (e.buf[256 * i + j] != (unsigned char)(k + i + j)) FAIL("inject %zu byte %zu", k + i, j);
+        }
+    }
+    CHECK(max_out <= 7); /* one place always free */
+    CHECK_OK(sfv_destroy_channel(a));
+    CHECK_OK(sfv_destroy_channel(b));
+    tf_close(&e);
+}
+
+/* Injects beside signaled work with pending handles, writes with and without an immediate, and
+   inside a scope (fenced: its places come back by the time the scope returns). */
+static sfv_result tf_inject_in_scope(sfv_channel *ch, void *user) {
+    (void)user;
+    return sfv_channel_inject(ch, "scoped", 7);
+}
+static void t_inject_mixed(void) {
+    tf_env e;
+    sfv_channel *a, *b;
+    sfv_pending rx[3], tx, wx;
+    sfv_work_completion wc;
+    sfv_gather_element g;
+    sfv_scatter_element s;
+    sfv_scope_report rep;
+    double t0;
+    int i;
+    tf_open(&e, 4096);
+    tf_pair(&e, NULL, &a, &b);
+    for (i = 0; i < 3; i++) {
+        s = sfv_mr_scatter_element(e.mr, e.buf + 64 * i, 64);
+        CHECK_OK(sfv_channel_post_receive(b, &s, 1, &rx[i]));
+    }
+    memcpy(e.buf + 1024, "signaled", 9);
+    g = sfv_mr_gather_element(e.mr, e.buf + 1024, 9);
+    CHECK_OK(sfv_channel_inject(a, "first", 6));
+    CHECK_OK(sfv_channel_post_send(a, &g, 1, &tx));
+    CHECK_OK(sfv_channel_inject_write(a, "written", 8, tf_at(&e, 2048)));
+    CHECK_OK(sfv_channel_post_write(a, &g, 1, tf_at(&e, 2100), &wx));
+    CHECK_OK(sfv_channel_inject_write_imm(a, "imm!", 5, tf_at(&e, 2200), 0xC0FFEE));
+    CHECK_OK(sfv_pending_wait(&wx, -1, NULL)); /* out of order: the send's handle is still unconsumed */
+    CHECK_OK(sfv_pending_wait(&tx, -1, NULL));
+    CHECK_OK(sfv_pending_wait(&rx[0], -1, &wc));
+    CHECK(wc.byte_len == 6 && strcmp((char *)e.buf, "first") == 0);
+    CHECK_OK(sfv_pending_wait(&rx[1], -1, &wc));
+    CHECK(wc.byte_len == 9 && strcmp((char *)e.buf + 64, "signaled") == 0);
+    CHECK_OK(sfv_pending_wait(&rx[2], -1, &wc));
+    CHECK(wc.opcode == SFV_WC_OP_RECV_IMM && wc.has_imm && wc.imm_data == 0xC0FFEE && wc.byte_len == 5);
+    CHECK(strcmp((char *)e.buf + 2048, "written") == 0 && strcmp((char *)e.buf + 2200, "imm!") == 0);
+    CHECK(strcmp((char *)e.buf + 2100, "signaled") == 0);
+    /* a scope whose last work is an unsignaled inject fences it */
+    s = sfv_mr_scatter_element(e.mr, e.buf, 64);
+    CHECK_OK(sfv_channel_post_receive(b, &s, 1, &rx[0]));
+    CHECK_OK(sfv_channel_scope(a, tf_inject_in_scope, NULL, &rep));
+    CHECK_EQ(rep.auto_polled, 0);
+    CHECK_EQ(sfv_channel_outstanding(a), 0);
+    CHECK_OK(sfv_pending_wait(&rx[0], -1, &wc));
+    CHECK(strcmp((char *)e.buf, "scoped") == 0);
+    /* a zero-length inject: a message of no bytes */
+    CHECK_OK(sfv_channel_post_receive(b, &s, 1, &rx[0]));
+    CHECK_OK(sfv_channel_inject(a, NULL, 0));
+    CHECK_OK(sfv_pending_wait(&rx[0], -1, &wc));
+    CHECK_EQ(wc.byte_len, 0);
+    /* a delivered inject left last, unsignaled (no completion will say so): a reset does not wait for it */
+    CHECK_OK(sfv_channel_post_receive(b, &s, 1, &rx[0]));
+    CHECK_OK(sfv_channel_inject(a, "tail", 5));
+    CHECK_OK(sfv_pending_wait(&rx[0], -1, &wc));
+    CHECK(sfv_channel_outstanding(a) >= 1);
+    t0 = test_seconds();
+    CHECK_OK(sfv_channel_reset(a));
+    CHECK(test_seconds() - t0 < 1.0);
+    CHECK_EQ(sfv_channel_outstanding(a), 0);
+    CHECK_OK(sfv_destroy_channel(a));
+    CHECK_OK(sfv_destroy_channel(b));
+    tf_close(&e);
+}
+
+/* The send queue full of work waiting for its handles: SFV_ERR_RESOURCE at once; full of injects
+   no completion gives back (the peer posts no receive): SFV_ERR_TIMEOUT after desc.timeout_ms;
+   and a destroy with injects in flight does not hang. */
+static void t_inject_full(void) {
+    tf_env e;
+    sfv_channel_desc d;
+    sfv_channel *a, *b;
+    sfv_pending tx[3];
+    sfv_gather_element g;
+    double t0;
+    int i;
+    sfv_result r = SFV_OK;
+    memset(&d, 0, sizeof d);
+    d.max_send_wr = 4;
+    d.timeout_ms = 100;
+    tf_open(&e, 4096);
+    tf_pair(&e, &d, &a, &b);
+    for (i = 0; i < 3; i++) { /* no receive on b: the sends wait (RNR, retried) */
+        g = sfv_mr_gather_element(e.mr, e.buf + 16 * i, 16);
+        CHECK_OK(sfv_channel_post_send(a, &g, 1, &tx[i]));
+    }
+    CHECK_RESULT(sfv_channel_inject(a, "x", 1), SFV_ERR_RESOURCE);
+    CHECK_MSG("send queue full: 3 of 4 places");
+    CHECK_OK(sfv_destroy_channel(a)); /* flushes the sends */
+    CHECK_OK(sfv_destroy_channel(b));
+    tf_pair(&e, &d, &a, &b);
+    t0 = test_seconds();
+    for (i = 0; i < 10 && r == SFV_OK; i++) r = sfv_channel_inject(a, "y", 1);
+    CHECK_RESULT(r, SFV_ERR_TIMEOUT);
+    CHECK(i == 4); /* three places taken, one kept free */
+    CHECK(test_seconds() - t0 >= 0.09);
+    CHECK_MSG("send queue full for desc.timeout_ms");
+    t0 = test_seconds();
+    CHECK_OK(sfv_destroy_channel(a)); /* three injects in flight: flushed, no hang */
+    CHECK(test_seconds() - t0 < 1.0);
+    CHECK_OK(sfv_destroy_channel(b));
+    tf_close(&e);
+}
+
+/* The peer gone before an inject completes: the failure comes back from a call that polls, names
+   the inject, breaks the channel (every post after it refused with the same message, a flushed
+   handle names it too); a reset makes it work again. */
+static void t_inject_peer_gone(void) {
+    tf_env e;
+    sfv_channel_desc d;
+    sfv_channel *a, *b;
+    sfv_pending rx, brx;
+    sfv_scatter_element s;
+    sfv_gather_element g;
+    sfv_work_completion wc;
+    sfv_endpoint ea, eb;
+    sfv_result r = SFV_OK;
+    int i;
+    memset(&d, 0, sizeof d);
+    d.max_send_wr = 8; /* a signaled inject every 4 */
+    tf_open(&e, 4096);
+    tf_pair(&e, &d, &a, &b);
+    s = sfv_mr_scatter_element(e.mr, e.buf, 64);
+    CHECK_OK(sfv_channel_post_receive(b, &s, 1, &brx));
+    CHECK_OK(sfv_channel_inject(a, "one", 4)); /* inject #1, delivered */
+    CHECK_OK(sfv_pending_wait(&brx, -1, NULL));
+    s = sfv_mr_scatter_element(e.mr, e.buf + 64, 64);
+    CHECK_OK(sfv_channel_post_receive(a, &s, 1, &rx));
+    CHECK_OK(sfv_destroy_channel(b)); /* the peer is gone */
+    CHECK_OK(sfv_channel_inject(a, "two", 4)); /* inject #2: posted, fails on the wire */
+    for (i = 0; i < 8 && r == SFV_OK; i++) r = sfv_channel_inject(a, "more", 5);
+    CHECK_RESULT(r, SFV_ERR_BROKEN); /* by the next inject that polls */
+    CHECK(i <= 4);
+    CHECK_MSG("inject #2 (send, 4 B) failed: RETRY_EXC_ERR");
+    g = sfv_mr_gather_element(e.mr, e.buf, 8);
+    CHECK_RESULT(sfv_channel_send(a, &g, 1, NULL), SFV_ERR_BROKEN);
+    CHECK_MSG("inject #2 (send, 4 B) failed");
+    CHECK_RESULT(sfv_pending_wait(&rx, -1, &wc), SFV_ERR_WORK); /* flushed */
+    CHECK_EQ(wc.status, SFV_WC_WR_FLUSH_ERR);
+    CHECK_MSG("flushed after inject #2 (send, 4 B) failed: RETRY_EXC_ERR");
+    /* reset, and a new peer: it works again, and the count goes on */
+    CHECK_OK(sfv_channel_reset(a));
+    CHECK_OK(sfv_create_channel(e.pd, &d, &b));
+    CHECK_OK(sfv_channel_endpoint(a, &ea));
+    CHECK_OK(sfv_channel_endpoint(b, &eb));
+    CHECK_OK(sfv_channel_handshake(a, &eb));
+    CHECK_OK(sfv_channel_handshake(b, &ea));
+    CHECK_EQ(sfv_channel_outstanding(a), 0);
+    s = sfv_mr_scatter_element(e.mr, e.buf, 64);
+    CHECK_OK(sfv_channel_post_receive(b, &s, 1, &brx));
+    CHECK_OK(sfv_channel_inject(a, "again", 6));
+    CHECK_OK(sfv_pending_wait(&brx, -1, &wc));
+    CHECK(strcmp((char *)e.buf, "again") == 0);
+    CHECK_OK(sfv_destroy_channel(a));
+    CHECK_OK(sfv_destroy_channel(b));
+    tf_close(&e);
+}
+
 static const harness_test TESTS[] = {
     TEST(t_lease_unsupported, 10),
     TEST(t_result_strings, 10),
@@ -1417,6 +1669,11 @@ static const harness_test TESTS[] = {
     TEST(t_loopback, 10),
     TEST(t_two_channels, 10),
     TEST(t_inline, 10),
+    TEST(t_inject_refusals, 10),
+    TEST(t_inject_stream, 20),
+    TEST(t_inject_mixed, 10),
+    TEST(t_inject_full, 10),
+    TEST(t_inject_peer_gone, 10),
     TEST(t_batches, 10),
     TEST(t_partial_post, 10),
     TEST(t_scopes, 10),
