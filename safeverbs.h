@@ -2366,14 +2366,13 @@ typedef struct sfv__slot {
 SFV__STATIC_ASSERT(offsetof(sfv__slot, has_imm) == offsetof(sfv__slot, state) + 3, slot_small_fields_adjacent);
 
 static bool sfv__op_is_atomic(uint8_t op) { return op == SFV_WC_OP_COMP_SWAP || op == SFV_WC_OP_FETCH_ADD; }
-/* Injects (>>impl inject): the ops their places are tracked as (never one the user posts), and
-   the wr_id bit that takes every completion of one off the common path (a place's seq stays
+/* Injects (>>impl inject): the ops their places are tracked as (never one the user posts; the
+   place's state is SFV__SLOT_INJECT while in flight), and the wr_id bit that takes every completion of one off the common path (a place's seq stays
    below 2^62: sfv__ring_init). */
 #define SFV__OP_INJECT_SEND 0x7C
 #define SFV__OP_INJECT_WRITE 0x7D
 #define SFV__OP_INJECT_WRITE_IMM 0x7E
 #define SFV__WRID_INJECT (1ull << 63)
-static bool sfv__op_is_inject(uint8_t op) { return op >= SFV__OP_INJECT_SEND && op <= SFV__OP_INJECT_WRITE_IMM; }
 
 static sfv_result sfv__slot_result(const sfv__slot *s) { return s->status == IBV_WC_SUCCESS ? SFV_OK : SFV_ERR_WORK; }
 
@@ -2749,7 +2748,8 @@ SAFEVERBS_API sfv_result sfv_remote_mr_decode(const uint8_t *in, size_t size, sf
    A slot lives from post until its completion is consumed (by a pending handle or a scope), so
    a completion polled on behalf of another handle waits in its slot: fixed memory, no map.
    RC completes each queue in order, so `completed` also completes unsignaled work before it. */
-enum { SFV__SLOT_FREE = 0, SFV__SLOT_INFLIGHT = 1, SFV__SLOT_DONE = 2 };
+enum { SFV__SLOT_FREE = 0, SFV__SLOT_INFLIGHT = 1, SFV__SLOT_DONE = 2,
+       SFV__SLOT_INJECT = 3 /* an inject in flight (>>impl inject): nobody consumes it, a completion frees it */ };
 enum { SFV__PENDING_WAITING = 1, SFV__PENDING_DONE = 2 };
 
 
@@ -3707,8 +3707,10 @@ SFV__SLOW sfv_work_error_class sfv__failure_class(sfv_channel *ch, uint8_t op, e
 
 /* Moves q's tail past the places freed at its front (injects' places, given back by a completion). */
 static void sfv__tail_free(sfv__ring *q) {
+    const sfv__slot *const slots = q->slots;
+    const uint64_t mask = q->mask, head = q->head;
     uint64_t t = q->tail;
-    while (t < q->head && q->slots[t & q->mask].state == SFV__SLOT_FREE) t++;
+    while (t < head && slots[t & mask].state == SFV__SLOT_FREE) t++;
     q->tail = t;
 }
 
@@ -3721,7 +3723,7 @@ SFV__SLOW void sfv__inject_failed(sfv_channel *ch, const sfv__ring *q, const sfv
     if (ch->inject_failed.no || (ch->aborted && status == IBV_WC_WR_FLUSH_ERR)) return; /* flushed by our abort: not its failure */
     for (t = s->seq + 1; t < q->head; t++) { /* the injects after it have not completed: count them */
         const sfv__slot *u = &q->slots[t & q->mask];
-        if (u->seq == t && u->state == SFV__SLOT_INFLIGHT && sfv__op_is_inject(u->op)) later++;
+        if (u->seq == t && u->state == SFV__SLOT_INJECT) later++;
     }
     ch->inject_failed.no = ch->injects - later;
     ch->inject_failed.len = s->byte_len;
@@ -3736,28 +3738,33 @@ SFV__SLOW bool sfv__catch_up(sfv_channel *ch, sfv__ring *q, uint64_t seq, enum i
     bool injects = false;
     if (seq < q->completed || seq >= q->head) return false; /* cannot happen: the CQ is ours */
     if (status != IBV_WC_WR_FLUSH_ERR) { /* the common case: the work before it succeeded */
-        for (; q->completed < seq; q->completed++) {
-            sfv__slot *s = &q->slots[q->completed & q->mask];
-            if (s->state != SFV__SLOT_INFLIGHT) continue;
-            if (sfv__op_is_inject(s->op)) { /* nobody consumes an inject: its place is free now */
-                s->state = SFV__SLOT_FREE;
-                injects = true;
-            } else {
+        sfv__slot *const slots = q->slots; /* in registers: the byte stores below may alias q's fields */
+        const uint64_t mask = q->mask;
+        const uint64_t c0 = q->completed;
+        uint64_t c, freed = 0;
+        for (c = c0; c < seq; c++) {
+            sfv__slot *s = &slots[c & mask];
+            if (s->state == SFV__SLOT_INFLIGHT) {
                 sfv__finish_quiet(s, false);
+            } else if (s->state == SFV__SLOT_INJECT) { /* nobody consumes an inject: its place is free now */
+                s->state = SFV__SLOT_FREE;
+                freed++;
             }
         }
-        if (injects) sfv__tail_free(q);
+        q->completed = c;
+        if (freed && q->tail == c0 && freed == c - c0) q->tail = c; /* only injects from the tail on: past them */
+        else if (freed) sfv__tail_free(q);
         return true;
     }
     for (; q->completed < seq; q->completed++) {
         sfv__slot *s = &q->slots[q->completed & q->mask];
-        if (s->state != SFV__SLOT_INFLIGHT) continue;
-        if (sfv__op_is_inject(s->op)) {
+        if (s->state == SFV__SLOT_INJECT) {
             sfv__inject_failed(ch, q, s, status);
             s->state = SFV__SLOT_FREE;
             injects = true;
             continue;
         }
+        if (s->state != SFV__SLOT_INFLIGHT) continue;
         sfv__finish_quiet(s, true);
         s->has_imm = (uint8_t)sfv__failure_class(ch, s->op, status);
     }
@@ -3841,9 +3848,8 @@ static bool sfv__inflight(const sfv_channel *ch) {
 static void sfv__ring_flush(sfv__ring *q) {
     for (; q->completed < q->head; q->completed++) {
         sfv__slot *s = &q->slots[q->completed & q->mask];
-        if (s->state != SFV__SLOT_INFLIGHT) continue;
-        if (sfv__op_is_inject(s->op)) s->state = SFV__SLOT_FREE; /* nobody waits for an inject */
-        else sfv__finish_quiet(s, true);
+        if (s->state == SFV__SLOT_INJECT) s->state = SFV__SLOT_FREE; /* nobody waits for an inject */
+        else if (s->state == SFV__SLOT_INFLIGHT) sfv__finish_quiet(s, true);
     }
     sfv__tail_free(q);
 }
@@ -3863,7 +3869,7 @@ static void sfv__abort_mark(sfv_channel *ch) {
     sfv__ring *q = &ch->sq;
     struct ibv_send_wr wr, *bad = NULL;
     const sfv__slot *s = &q->slots[(q->head - 1) & q->mask];
-    if (q->head == q->completed || q->head - q->tail >= q->cap || s->state != SFV__SLOT_INFLIGHT || !sfv__op_is_inject(s->op)) return;
+    if (q->head == q->completed || q->head - q->tail >= q->cap || s->state != SFV__SLOT_INJECT) return;
     memset(&wr, 0, sizeof wr);
     wr.wr_id = q->head << 1 | SFV__WRID_INJECT;
     wr.opcode = IBV_WR_RDMA_WRITE;
@@ -3872,7 +3878,7 @@ static void sfv__abort_mark(sfv_channel *ch) {
         sfv__slot *t = &q->slots[q->head & q->mask];
         memset(t, 0, sizeof *t);
         t->seq = q->head++;
-        t->state = SFV__SLOT_INFLIGHT;
+        t->state = SFV__SLOT_INJECT;
         t->op = SFV__OP_INJECT_WRITE;
     }
 }
@@ -3881,7 +3887,7 @@ static void sfv__abort_mark(sfv_channel *ch) {
 static bool sfv__inflight_owned(const sfv_channel *ch) {
     const sfv__ring *q = &ch->sq;
     uint64_t end = q->head;
-    while (end > q->completed && sfv__op_is_inject(q->slots[(end - 1) & q->mask].op)) end--;
+    while (end > q->completed && q->slots[(end - 1) & q->mask].state == SFV__SLOT_INJECT) end--;
     return ch->rq.completed != ch->rq.head || q->completed != end;
 }
 
@@ -4217,11 +4223,12 @@ static sfv_result sfv__post_refused(sfv_channel *ch, sfv__post_kind kind, const 
     return sfv__fail(SFV_ERR_INVALID, EINVAL, "post", "refused"); /* unreachable: every rule is named above */
 }
 
-/* Takes the next n slots for n posted work requests (the ring's fields stay in registers). */
-SFV__HOT_INLINE void sfv__track_n(sfv__ring *q, sfv_wc_opcode op, const uint32_t *read_len, size_t n) {
+/* Takes the next n slots for n posted work requests (the ring's fields stay in registers), in
+   `state` (INFLIGHT; INJECT for an inject's). */
+SFV__HOT_INLINE void sfv__track_state(sfv__ring *q, uint8_t state, sfv_wc_opcode op, const uint32_t *read_len, size_t n) {
     sfv__slot *const slots = q->slots;
     const uint64_t mask = q->mask;
-    const uint8_t small[4] = {SFV__SLOT_INFLIGHT, (uint8_t)op, 0, 0}; /* state, op, status, has_imm */
+    const uint8_t small[4] = {state, (uint8_t)op, 0, 0}; /* state, op, status, has_imm */
     uint64_t head = q->head;
     size_t i;
     for (i = 0; i < n; i++, head++) {
@@ -4231,6 +4238,9 @@ SFV__HOT_INLINE void sfv__track_n(sfv__ring *q, sfv_wc_opcode op, const uint32_t
         s->byte_len = read_len[i];
     }
     q->head = head;
+}
+SFV__HOT_INLINE void sfv__track_n(sfv__ring *q, sfv_wc_opcode op, const uint32_t *read_len, size_t n) {
+    sfv__track_state(q, SFV__SLOT_INFLIGHT, op, read_len, n);
 }
 
 SFV__HOT_INLINE void sfv__track(sfv__ring *q, sfv_wc_opcode op, uint32_t read_len) { sfv__track_n(q, op, &read_len, 1); }
@@ -4262,16 +4272,18 @@ SFV__SLOW sfv_result sfv__remote_refused(const sfv_remote_mr *remote, uint64_t t
 
 /* Fills one send-queue work request. The byte total is summed only where it is needed: to keep
    a write or read inside its remote region, and to decide on inline data, which is one compare
-   against the limit the channel cached at creation (reads never go inline: their limit is 0). */
-SFV__HOT_INLINE sfv_result sfv__fill_send(const sfv_channel *ch, struct ibv_send_wr *w, uint64_t seq, enum ibv_wr_opcode opcode,
+   against the limit the channel cached at creation, read once per call (sfv__inline_max). */
+/* The inline limit of a post: the channel's, 0 for a read (never inline). */
+SFV__HOT_INLINE uint32_t sfv__inline_max(const sfv_channel *ch, enum ibv_wr_opcode opcode) { return opcode == IBV_WR_RDMA_READ ? 0 : ch->inline_max; }
+SFV__HOT_INLINE sfv_result sfv__fill_send(struct ibv_send_wr *w, uint64_t seq, enum ibv_wr_opcode opcode, uint32_t inline_max,
                                           const struct ibv_sge *sg, size_t n, const sfv_remote_mr *remote, uint32_t imm,
                                           unsigned flags, uint32_t *total_out) {
     uint64_t total = 0;
     size_t k;
-    const uint32_t inline_max = opcode == IBV_WR_RDMA_READ ? 0 : ch->inline_max;
     if (remote || inline_max) {
         for (k = 0; k < n; k++) total += sg[k].length;
         if (remote && SFV__UNLIKELY(total > remote->length || sfv__remote_wraps(*remote))) return sfv__remote_refused(remote, total);
+        if (total - 1 < inline_max) flags |= IBV_SEND_INLINE; /* 1 .. inline_max bytes */
     }
     w->wr_id = seq << 1;
     w->next = NULL;
@@ -4279,7 +4291,6 @@ SFV__HOT_INLINE sfv_result sfv__fill_send(const sfv_channel *ch, struct ibv_send
     w->num_sge = (int)n;
     w->opcode = opcode;
     w->send_flags = flags;
-    if (total - 1 < inline_max) w->send_flags |= IBV_SEND_INLINE; /* 1 .. inline_max bytes */
     w->imm_data = htonl(imm);
     if (remote) {
         w->wr.rdma.remote_addr = remote->addr;
@@ -4298,7 +4309,7 @@ SFV__HOT_INLINE sfv_result sfv__post_one(sfv_channel *ch, enum ibv_wr_opcode opc
     int rc;
     const sfv__post_kind kind = opcode == IBV_WR_RDMA_READ ? SFV__POST_READ : SFV__POST_SEND;
     if (SFV__UNLIKELY(!ch || !sfv__postable(ch, kind, sges, n, 1, pending))) return sfv__post_refused(ch, kind, sges, n, 1, pending);
-    r = sfv__fill_send(ch, &wr, ch->sq.head, opcode, (const struct ibv_sge *)sges, n, remote, imm, signaled, &total);
+    r = sfv__fill_send(&wr, ch->sq.head, opcode, sfv__inline_max(ch, opcode), (const struct ibv_sge *)sges, n, remote, imm, signaled, &total);
     if (SFV__UNLIKELY(r)) {
         sfv__pending_clear(pending, 1);
         return r;
@@ -4321,6 +4332,8 @@ static sfv_result sfv__post_batch(sfv_channel *ch, enum ibv_wr_opcode opcode, co
     const struct ibv_sge *sg = sges ? (const struct ibv_sge *)sges : &sfv__no_sge; /* never arithmetic on NULL */
     const bool rdma = opcode == IBV_WR_RDMA_WRITE || opcode == IBV_WR_RDMA_READ;
     const sfv_wc_opcode op = sfv__op_of(opcode);
+    uint32_t inline_max;
+    uint64_t head;
     size_t i, posted;
     int rc;
     const sfv__post_kind kind = opcode == IBV_WR_RDMA_READ ? SFV__POST_READ : SFV__POST_SEND;
@@ -4330,8 +4343,10 @@ static sfv_result sfv__post_batch(sfv_channel *ch, enum ibv_wr_opcode opcode, co
         sfv__pending_clear(pending, 1);
         return sfv__fail(SFV_ERR_INVALID, EINVAL, "post", "remote regions (NULL)");
     }
+    inline_max = sfv__inline_max(ch, opcode); /* once: the stores below may alias the channel */
+    head = ch->sq.head;
     for (i = 0; i < count; i++) {
-        sfv_result r = sfv__fill_send(ch, &wrs[i], ch->sq.head + i, opcode, sg + i * per_wr, per_wr,
+        sfv_result r = sfv__fill_send(&wrs[i], head + i, opcode, inline_max, sg + i * per_wr, per_wr,
                                       rdma ? &remotes[i] : NULL, 0, i + 1 == count ? IBV_SEND_SIGNALED : 0, &totals[i]);
         if (r) {
             sfv__pending_clear(pending, 1);
@@ -4521,7 +4536,7 @@ static sfv_result sfv__post_requests(sfv_channel *ch, sfv__post_kind kind, bool 
         const enum ibv_wr_opcode opcode = kind == SFV__POST_READ ? IBV_WR_RDMA_READ
                                         : write ? (q.has_imm ? IBV_WR_RDMA_WRITE_WITH_IMM : IBV_WR_RDMA_WRITE)
                                                 : (q.has_imm ? IBV_WR_SEND_WITH_IMM : IBV_WR_SEND);
-        sfv_result r = sfv__fill_send(ch, &wrs[i], ch->sq.head + i, opcode, q.sg ? q.sg : &sfv__no_sge, q.n, q.remote, q.imm,
+        sfv_result r = sfv__fill_send(&wrs[i], ch->sq.head + i, opcode, sfv__inline_max(ch, opcode), q.sg ? q.sg : &sfv__no_sge, q.n, q.remote, q.imm,
                                       i + 1 == count ? IBV_SEND_SIGNALED : 0, &totals[i]);
         if (r) {
             sfv__pending_clear(pending, 1);
@@ -4628,7 +4643,7 @@ SFV__SLOW sfv_result sfv__inject_reap(sfv_channel *ch) {
     if (n < 0) return sfv__fail_poll(n);
     while (ch->can_send && q->head - q->tail + 2 > q->cap) {
         const sfv__slot *t = &q->slots[q->tail & q->mask];
-        if (t->state != SFV__SLOT_INFLIGHT || !sfv__op_is_inject(t->op))
+        if (t->state != SFV__SLOT_INJECT)
             return sfv__fail(SFV_ERR_RESOURCE, ENOMEM, "inject", "send queue full: %llu of %llu places, the oldest held by work that waits for its "
                              "pending handle or scope (polling cannot give it back; an inject keeps one place free)",
                              (unsigned long long)(q->head - q->tail), (unsigned long long)q->cap);
@@ -4675,7 +4690,10 @@ SFV__HOT_INLINE sfv_result sfv__inject(sfv_channel *ch, enum ibv_wr_opcode opcod
     }
     rc = ibv_post_send(ch->qp, &wr, &bad);
     if (SFV__UNLIKELY(rc)) return sfv__fail_verb("ibv_post_send", rc);
-    sfv__track(q, (sfv_wc_opcode)op, (uint32_t)len);
+    {
+        const uint32_t len32 = (uint32_t)len;
+        sfv__track_state(q, SFV__SLOT_INJECT, (sfv_wc_opcode)op, &len32, 1);
+    }
     ch->injects++;
     if (SFV__UNLIKELY(ch->scope_depth > 0) && !(flags & IBV_SEND_SIGNALED)) ch->last_unsignaled = q->head; /* the scope fences it */
     return SFV_OK;
@@ -4907,7 +4925,7 @@ static void sfv__settle(sfv_channel *ch, sfv__ring *q, uint64_t from, uint64_t d
         sfv_result w;
         bool fence, failed;
         if (s->state == SFV__SLOT_FREE || s->seq != seq) continue; /* consumed by its handle */
-        if (sfv__op_is_inject(s->op)) continue; /* its place comes back with the work after it (the fence) */
+        if (s->state == SFV__SLOT_INJECT) continue; /* its place comes back with the work after it (the fence) */
         fence = s->op == SFV__OP_FENCE; /* the scope's own (sfv__scope_fence): the user's only if it failed */
         w = sfv__take_by(ch, q, seq, deadline, &wc);
         failed = wc.result != SFV_OK || w != SFV_OK;
@@ -5603,7 +5621,7 @@ static void sfv__scope_fence(sfv_channel *ch) {
     const bool needed = ch->last_unsignaled == ch->sq.head; /* nothing was posted after it */
     const sfv__slot *s = &ch->sq.slots[last & ch->sq.mask];
     ch->last_unsignaled = 0;
-    if (!needed || s->seq != last || s->state != SFV__SLOT_INFLIGHT) return; /* completed by later work already */
+    if (!needed || s->seq != last || (s->state != SFV__SLOT_INFLIGHT && s->state != SFV__SLOT_INJECT)) return; /* completed by later work already */
     if (!ch->can_send || !ch->qp) { /* broken: only a flush ends the work */
         sfv__abort(ch);
         return;

@@ -168,7 +168,7 @@ callgrind() { # IMPL BATCH: both runs, each annotated per step (.incl) and per f
         --warmup 10 --settle-us 200 | sed -n 's/^result,//p' >>"$CSV"
 }
 log "callgrind: instructions per post and per poll"
-for batch in 1 $RATE_BATCH; do callgrind sfv "$batch"; callgrind raw "$batch"; callgrind hand "$batch"; done
+for batch in 1 $RATE_BATCH; do callgrind sfv "$batch"; callgrind raw "$batch"; callgrind hand "$batch"; callgrind inject "$batch"; done
 # What SFV_TRACK_INFLIGHT costs: the same loop in a debug build (SFV_DEBUG 1), tracking on and off.
 inflight_cost() { # VARIANT (track, notrack)
     local f=$WORK/cg.inflight.$1 n1=$CG_N n2=$((2 * CG_N)) n

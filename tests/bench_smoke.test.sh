@@ -69,6 +69,8 @@ alone "cost raw" --test cost --impl raw -n 20 --warmup 2 --settle-us 100
 alone "cost sfv, batch 16" --test cost --impl sfv --batch 16 -n 4 --warmup 1 --settle-us 100
 alone "cost hand-tracked raw" --test cost --impl hand -n 20 --warmup 2 --settle-us 100
 alone "cost hand-tracked raw, batch 16" --test cost --impl hand --batch 16 -n 4 --warmup 1 --settle-us 100
+alone "cost inject" --test cost --impl inject -n 20 --warmup 2 --settle-us 100
+alone "cost inject, batch 16" --test cost --impl inject --batch 16 -n 4 --warmup 1 --settle-us 100
 
 # The peers beside safeverbs (bench/peers.sh), one short round; the instruction fit for
 # safeverbs only (valgrind is slow). ucp is left out: UCX's ucp cannot run on rxe here (see
