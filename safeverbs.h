@@ -4657,6 +4657,14 @@ SFV__SLOW sfv_result sfv__inject_reap(sfv_channel *ch) {
     return SFV_OK;
 }
 
+/* The verb refused an inject tracked before it: its place and number are taken back. */
+SFV__SLOW sfv_result sfv__inject_unpost(sfv_channel *ch, int rc) {
+    ch->sq.head--;
+    ch->injects--;
+    ch->sq.slots[ch->sq.head & ch->sq.mask].state = SFV__SLOT_FREE;
+    return sfv__fail_verb("ibv_post_send", rc);
+}
+
 SFV__HOT_INLINE sfv_result sfv__inject(sfv_channel *ch, enum ibv_wr_opcode opcode, uint8_t op, const void *buf, size_t len,
                                        const sfv_remote_mr *remote, uint32_t imm) {
     struct ibv_send_wr wr, *bad = NULL;
@@ -4688,14 +4696,14 @@ SFV__HOT_INLINE sfv_result sfv__inject(sfv_channel *ch, enum ibv_wr_opcode opcod
         wr.wr.rdma.remote_addr = remote->addr;
         wr.wr.rdma.rkey = remote->rkey;
     }
-    rc = ibv_post_send(ch->qp, &wr, &bad);
-    if (SFV__UNLIKELY(rc)) return sfv__fail_verb("ibv_post_send", rc);
-    {
+    { /* tracked before the post, so little stays live across the call; taken back if the verb refuses */
         const uint32_t len32 = (uint32_t)len;
         sfv__track_state(q, SFV__SLOT_INJECT, (sfv_wc_opcode)op, &len32, 1);
     }
     ch->injects++;
-    if (SFV__UNLIKELY(ch->scope_depth > 0) && !(flags & IBV_SEND_SIGNALED)) ch->last_unsignaled = q->head; /* the scope fences it */
+    rc = ibv_post_send(ch->qp, &wr, &bad);
+    if (SFV__UNLIKELY(rc)) return sfv__inject_unpost(ch, rc);
+    if (SFV__UNLIKELY(ch->scope_depth > 0) && !(flags & IBV_SEND_SIGNALED)) ch->last_unsignaled = ch->sq.head; /* the scope fences it */
     return SFV_OK;
 }
 SAFEVERBS_API sfv_result sfv_channel_inject(sfv_channel *ch, const void *buf, size_t len) {

@@ -58,6 +58,7 @@ static long fk_live_n[FK_KINDS];
 static int fk_link_layer = IBV_LINK_LAYER_ETHERNET;
 static int fk_port_state = IBV_PORT_ACTIVE;
 static enum ibv_atomic_cap fk_atomic_cap = IBV_ATOMIC_HCA;
+static unsigned fk_max_inline = 65536; /* the largest max_inline_data a QP may ask for */
 static int fk_partial; /* a failed post of a list first posts this many of its work requests */
 
 static bool fk_inject_detail(const char *name, const char *detail) {
@@ -82,6 +83,7 @@ void fk_reset(void) {
     fk_link_layer = IBV_LINK_LAYER_ETHERNET;
     fk_port_state = IBV_PORT_ACTIVE;
     fk_partial = 0;
+    fk_max_inline = 65536;
     fk_atomic_cap = IBV_ATOMIC_HCA;
 }
 void fk_set_partial_post(int n) { fk_partial = n; }
@@ -90,6 +92,7 @@ static int fk_budget(int len) { return fk_partial < len ? fk_partial : 0; }
 void fk_set_link_layer(int link_layer) { fk_link_layer = link_layer; }
 void fk_set_port_state(int state) { fk_port_state = state; }
 void fk_set_atomic_cap(int cap) { fk_atomic_cap = (enum ibv_atomic_cap)cap; }
+void fk_set_max_inline(unsigned max) { fk_max_inline = max; }
 void fk_fail_nth(long n) {
     fk_ncalls = 0;
     fk_fail_at = n;
@@ -598,7 +601,7 @@ struct ibv_qp *ibv_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *a) {
     }
     if (a->qp_type != IBV_QPT_RC || !a->send_cq || !a->recv_cq || a->srq || a->cap.max_send_wr < 1 ||
         a->cap.max_recv_wr < 1 || a->cap.max_send_wr > 4096 || a->cap.max_recv_wr > 4096 ||
-        a->cap.max_send_sge > FK_MAX_SGE || a->cap.max_recv_sge > FK_MAX_SGE || a->cap.max_inline_data > 65536) {
+        a->cap.max_send_sge > FK_MAX_SGE || a->cap.max_recv_sge > FK_MAX_SGE || a->cap.max_inline_data > fk_max_inline) {
         errno = EINVAL;
         return NULL;
     }

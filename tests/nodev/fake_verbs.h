@@ -23,6 +23,8 @@ void fk_reset(void);
 void fk_set_link_layer(int link_layer);
 /* enum ibv_atomic_cap the devices report (default IBV_ATOMIC_HCA); read when a device opens. */
 void fk_set_atomic_cap(int cap);
+/* The largest max_inline_data a QP may ask for (default 65536); more: ibv_create_qp fails with EINVAL. */
+void fk_set_max_inline(unsigned max);
 /* enum ibv_port_state of every port. */
 void fk_set_port_state(int state);
 

@@ -1445,6 +1445,24 @@ static void t_inject_refusals(void) {
     CHECK_RESULT(sfv_channel_inject(a, NULL, 0), SFV_ERR_INVALID);
     CHECK_OK(sfv_destroy_channel(a));
     CHECK_OK(sfv_destroy_channel(b));
+    /* a device that refuses the default ask (EINVAL over its limit): it is halved until taken */
+    fk_set_max_inline(100);
+    CHECK_OK(sfv_create_channel(e.pd, NULL, &a));
+    CHECK_EQ(sfv_channel_get_desc(a)->max_inline_data, 64); /* 256, 128 refused */
+    CHECK_OK(sfv_destroy_channel(a));
+    fk_set_max_inline(0); /* none at all */
+    CHECK_OK(sfv_create_channel(e.pd, NULL, &a));
+    CHECK_EQ(sfv_channel_get_desc(a)->max_inline_data, SFV_INLINE_NONE);
+    CHECK_OK(sfv_destroy_channel(a));
+    fk_set_max_inline(65536);
+    /* a send queue of 1: no room for an inject and the place it keeps free */
+    memset(&d, 0, sizeof d);
+    d.max_send_wr = 1;
+    tf_pair(&e, &d, &a, &b);
+    CHECK_RESULT(sfv_channel_inject(a, big, 8), SFV_ERR_RESOURCE);
+    CHECK_MSG("an inject needs max_send_wr >= 2");
+    CHECK_OK(sfv_destroy_channel(a));
+    CHECK_OK(sfv_destroy_channel(b));
     /* an explicit limit is used as granted; not connected: refused as any post */
     d.max_inline_data = 32;
     CHECK_OK(sfv_create_channel(e.pd, &d, &a));
