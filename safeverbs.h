@@ -684,11 +684,14 @@ typedef enum sfv_wait_mode {
                       (the CPU copies the bytes into the work request at the post: no memory
                       region read by the NIC, and the buffer is free on return); sfv_channel_inject
                       needs it. SFV_INLINE_NONE: no inline data at all. Another value: asked of
-                      the device as it is (at most 65536; the channel uses what it grants, at
-                      most that). sfv_channel_get_desc gives what the channel uses (SFV_INLINE_NONE
-                      where that is nothing); sfv_channel_desc_resolve, which makes no QP, the ask.
-                      Measured on rxe (Linux 6.1 guest, rxe0 -> rxe1, sfv_bench --test lat, send,
-                      inline against not, alternating in one process pair): see SFV_INLINE_DEFAULT.
+                      the device (at most 65536; the channel uses what it grants, at most that).
+                      An ask the QP creation refuses (EINVAL: devices do not say their limit) is
+                      halved until one is taken, down to none. sfv_channel_get_desc gives what
+                      the channel uses (SFV_INLINE_NONE where that is nothing);
+                      sfv_channel_desc_resolve, which makes no QP, the ask. Inline bytes are read
+                      by the CPU at the post, so no MR is checked for them (an element outside
+                      its MR is not refused by the NIC): SFV_INLINE_NONE where that matters.
+                      Why 256: the measurement at SFV_INLINE_DEFAULT.
      access           LOCAL_WRITE | REMOTE_WRITE | REMOTE_READ (what the QP lets peers do; add
                       REMOTE_ATOMIC on the side whose memory peers' atomics target: >>atomics)
      port             1
