@@ -7924,8 +7924,8 @@ static void sfv__ncm_make(const sfv__ex_key *k, char kind, const sfv_node *node,
     sfv__ncm_mac(k, out, to, qpn, req, out + SFV__NCM_BODY);
 }
 /* NULL when p (n bytes) is a good `kind` message to this node from a rank of its world: *from
-   and *barrier say whose and where its barrier is. Else what is wrong with it. */
-static const char *sfv__ncm_check(const sfv__ex_key *k, const uint8_t *p, size_t n, char kind, const sfv_node *node, uint32_t qpn,
+   and *barrier say whose and where its barrier is. Else what is wrong with it (both zero). */
+static const char *sfv__ncm_judge(const sfv__ex_key *k, const uint8_t *p, size_t n, char kind, const sfv_node *node, uint32_t qpn,
                                   const uint8_t *req, size_t *from, sfv_remote_mr *barrier) {
     uint8_t mac[16];
     size_t i;
@@ -7942,6 +7942,15 @@ static const char *sfv__ncm_check(const sfv__ex_key *k, const uint8_t *p, size_t
     SFV__KEEPING_ERROR(i = sfv_remote_mr_decode(p + 12, SFV_REMOTE_MR_ENCODED_SIZE, barrier) == SFV_OK); /* a stranger's: not the caller's failure */
     if (!i || sfv_remote_mr_length(*barrier) < sfv_node_world_size(node) * sizeof(uint64_t)) return "a barrier region that is malformed or too small";
     return NULL;
+}
+static const char *sfv__ncm_check(const sfv__ex_key *k, const uint8_t *p, size_t n, char kind, const sfv_node *node, uint32_t qpn,
+                                  const uint8_t *req, size_t *from, sfv_remote_mr *barrier) {
+    const char *why = sfv__ncm_judge(k, p, n, kind, node, qpn, req, from, barrier);
+    if (why) {
+        *from = 0;
+        memset(barrier, 0, sizeof *barrier);
+    }
+    return why;
 }
 
 /* Whether a and b are the same host address (the port aside). */
