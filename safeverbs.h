@@ -1364,7 +1364,8 @@ SFV_NODISCARD SAFEVERBS_API sfv_result sfv_node_barrier_unchecked(sfv_node *node
    watches the connection's CM fd (in event mode it polls it beside the completion fd; a busy
    wait reads it as often as the device's events, every 16384 empty polls), so its work is
    flushed and the wait returns SFV_ERR_WORK, class SFV_WORK_ERROR_TRANSPORT, the hint "the peer
-   disconnected", not at its deadline; later posts say SFV_ERR_BROKEN. sfv_cm_fd (a connection)
+   disconnected", not at its deadline; later posts say SFV_ERR_BROKEN (receives of a channel on
+   an SRQ wait on the SRQ, which no connection watches). sfv_cm_fd (a connection)
    and sfv_cm_listener_fd are non-blocking fds for poll/epoll; when one is readable call
    sfv_cm_events (a connection: SFV_ERR_BROKEN once the peer disconnected) or sfv_cm_get_request
    with timeout_ms -1 (a listener: just looks). A connection's events are read by the thread
@@ -1401,8 +1402,9 @@ SFV_NODISCARD SAFEVERBS_API sfv_result sfv_cm_reject(sfv_cm_request *req, const 
    address to connect from (numeric; NULL: the one routing picks), whose device the PD must be on. */
 SFV_NODISCARD SAFEVERBS_API sfv_result sfv_cm_connect(sfv_pd *pd, const char *src, const char *addr, uint16_t port, const sfv_channel_desc *desc, const void *priv,
                                         size_t len, int timeout_ms, sfv_cm_conn **out);
-/* The same on a channel of the caller's (a multi-channel's peer, say): it must be fresh (made,
-   never connected: else SFV_ERR_INVALID, and accept rejects the request), on the device and port
+/* The same on a channel of the caller's (a multi-channel's peer, say): it must be fresh (made or
+   reset, not connected since, no connection on it: else SFV_ERR_INVALID, and accept rejects the
+   request; sfv_channel_reset ends a connection's hold on it), on the device and port
    that own the address (else SFV_ERR_INVALID naming them). The connection does not own it: the
    channel and the connection may be destroyed in either order (sfv_cm_close breaks the channel
    it still has, flushing its work; sfv_destroy_channel first leaves the connection nothing to
@@ -1419,19 +1421,25 @@ SFV_NODISCARD SAFEVERBS_API sfv_result sfv_cm_connect_channel(sfv_channel *ch, c
    key (desc->key, else SAFEVERBS_JOB_KEY; none: SFV_ERR_PERMISSION before anything is done,
    unless desc->insecure_without_key): a 16-byte HMAC-SHA256 over the sender's and receiver's
    ranks, the world size, the barrier region and the sender's QP number (an answer's also over
-   its request), and a request must come from its rank's own address. A request that fails any
-   of it (nonsense, no or a wrong proof, a rank not due or already connected, another world
-   size, another address) is rejected with the reason and takes no rank's place. What the MAC
-   cannot stop: someone who records a request on the wire and replays it from the same address
-   before the real one arrives takes nothing (the QP number is the real rank's) but makes the
-   real rank fail. When it returns every channel is connected (no sync is needed: a channel is
-   up on both sides once its connection is). One deadline for all (timeout_ms < 0: 60 s).
+   its request), and the source address a request names (as the CM reports it: a check against
+   mistakes, not against someone who forges CM packets) must be its rank's. A request that
+   fails any of it (nonsense, no or a wrong proof, a rank not due or already connected, another
+   world size, another address) is rejected with the reason and takes no rank's place. The MAC
+   has no nonce of the run: give every job a fresh random key (a request recorded in a job is
+   good in another job with the same key); within a job, a request replayed before the real
+   one arrives carries the real rank's QP number, so it can make the real rank's connection
+   fail (at its deadline), never put other bytes in its place. A rank whose request is
+   rejected without a reason (a full backlog) or refused (not listening yet) tries again until
+   the deadline. When it returns every channel is connected (no sync is needed: a channel is up
+   on both sides once its connection is). One deadline for all (timeout_ms < 0: 60 s).
    Errors: a node already connected (SFV_ERR_INVALID) or broken (SFV_ERR_BROKEN), at once; nodes
    that fail sfv_net_config_check or are not numeric; a listener's (SFV_ERR_ADDR_IN_USE, ...);
    SFV_ERR_TIMEOUT naming the rank that did not listen or connect in time; SFV_ERR_PERMISSION
-   for an answer that does not prove the key. Before any channel connected the node is as it
-   was (the call can be repeated); after, SFV_ERR_BROKEN: destroy the node. The connections
-   live with the node; a peer's disconnect ends waits on its channel at once, as above. */
+   for an answer that does not prove the key. Before any channel was brought up the node is as
+   it was (the call can be repeated); after, the result is still what failed, the last error
+   says the node is broken, and every later call on it says SFV_ERR_BROKEN: destroy it. The
+   connections live with the node; a peer's disconnect ends waits on its channel at once, as
+   above. */
 SFV_NODISCARD SAFEVERBS_API sfv_result sfv_node_connect_cm(sfv_node *node, const sfv_net_node *nodes, const sfv_exchange_desc *desc, int timeout_ms);
 /* After SFV_ERR_REJECTED: the reason bytes the listener gave (this thread's last reject). */
 SAFEVERBS_API const uint8_t *sfv_cm_reject_reason(size_t *len);
@@ -5144,6 +5152,7 @@ SAFEVERBS_API sfv_result sfv_channel_reset(sfv_channel *ch) {
     sfv__leases_drop(ch); /* windows bound to the old QP hold it (>>impl leases); its leases end, dead, until revoked */
     if (sfv__inflight(ch) || (ch->qp && !ch->aborted)) sfv__abort(ch); /* everything in flight flushed */
     if (!sfv__destroy_qp(ch)) return sfv__fail_verb("ibv_destroy_qp", EBUSY);
+    if (ch->watch) ch->watch->detach(ch->watch); /* the old QP's connection is over: it forgets the channel */
     while (sfv__drain(ch) > 0) {} /* the old QP's last completions: their places are done already */
     r = sfv__qp_make(ch, ch->pd);
     if (r) return r; /* broken, without a QP: try again */
@@ -5435,9 +5444,10 @@ static void sfv__channel_peer_gone(sfv_channel *ch, bool by_peer) {
     if (!ch->aborted) sfv__abort(ch);
 }
 /* Made and never connected nor broken: a connection manager may bring it up. */
-static bool sfv__channel_fresh(const sfv_channel *ch) { return ch->qp && !ch->connected && !ch->broken; }
+static bool sfv__channel_fresh(const sfv_channel *ch) { return ch->qp && !ch->connected && !ch->broken && !ch->watch; }
 /* w watches ch from now on (NULL: nothing does). */
 static void sfv__channel_watch(sfv_channel *ch, sfv__watch *w) { ch->watch = w; }
+static bool sfv__channel_watched_by(const sfv_channel *ch, const sfv__watch *w) { return ch->watch == w; }
 #endif /* SAFEVERBS_RDMACM */
 
 /* Free places in ch's send or receive queue. */
@@ -7443,7 +7453,7 @@ static void sfv__cm_take_private(const void *data, size_t n, uint8_t *rd, uint8_
 
 static void sfv__cm_conn_free(sfv_cm_conn *c) {
     if (c->ch) {
-        sfv__channel_watch(c->ch, NULL);
+        if (sfv__channel_watched_by(c->ch, &c->watch)) sfv__channel_watch(c->ch, NULL);
         if (c->owns_ch) (void)sfv_destroy_channel(c->ch);
     }
     if (c->id) rdma_destroy_id(c->id);
@@ -7457,9 +7467,9 @@ static void sfv__cm_conn_free(sfv_cm_conn *c) {
 static bool sfv__cm_poll(sfv_cm_conn *c) {
     struct rdma_cm_event *ev;
     const int saved = errno; /* a wait may call this between its own calls */
-    while (!c->disconnected && rdma_get_cm_event(c->ec, &ev) == 0) {
-        if (ev->event == RDMA_CM_EVENT_DISCONNECTED || ev->event == RDMA_CM_EVENT_DEVICE_REMOVAL ||
-            ev->event == RDMA_CM_EVENT_TIMEWAIT_EXIT) {
+    while (rdma_get_cm_event(c->ec, &ev) == 0) { /* every event read and acked: the fd never stays readable */
+        if (!c->disconnected && (ev->event == RDMA_CM_EVENT_DISCONNECTED || ev->event == RDMA_CM_EVENT_DEVICE_REMOVAL ||
+                                 ev->event == RDMA_CM_EVENT_TIMEWAIT_EXIT)) {
             c->disconnected = true;
             (void)rdma_disconnect(c->id); /* answer the peer's DREQ */
             if (c->ch) sfv__channel_peer_gone(c->ch, true);
@@ -7473,7 +7483,7 @@ static bool sfv__cm_poll(sfv_cm_conn *c) {
 static void sfv__cm_watch_check(sfv__watch *w) { (void)sfv__cm_poll(SFV__CM_OF(w)); }
 static void sfv__cm_watch_detach(sfv__watch *w) {
     sfv_cm_conn *c = SFV__CM_OF(w);
-    if (c->ch) sfv__channel_watch(c->ch, NULL);
+    if (c->ch && sfv__channel_watched_by(c->ch, w)) sfv__channel_watch(c->ch, NULL);
     c->ch = NULL;
 }
 /* From now on the channel's waits read c's events too. */
@@ -7865,11 +7875,13 @@ SAFEVERBS_API sfv_result sfv_cm_close(sfv_cm_conn *c, int timeout_ms) {
     if (c->ch) sfv__channel_peer_gone(c->ch, false); /* nothing of ours is in the NIC's hands past this point */
     if (!c->disconnected && rdma_disconnect(c->id) == 0 && timeout_ms > 0) {
         struct rdma_cm_event *ev;
+        const sfv_error before = sfv__last; /* a peer that does not confirm in time is no failure of close */
         while (sfv__cm_next(c->ec, deadline, "disconnect", &ev) == SFV_OK) {
             const bool done = ev->event == RDMA_CM_EVENT_DISCONNECTED || ev->event == RDMA_CM_EVENT_DEVICE_REMOVAL;
             rdma_ack_cm_event(ev);
             if (done) break;
         }
+        sfv__last = before;
     }
     sfv__cm_conn_free(c);
     return SFV_OK;
@@ -7963,6 +7975,14 @@ static bool sfv__cm_same_host(const struct sockaddr *a, const struct sockaddr_st
     return false;
 }
 
+/* Whether any of the node's channels broke (a failed bring-up). */
+static bool sfv__ncm_any_broken(const sfv_node *node) {
+    size_t i;
+    for (i = 0; i < sfv_node_world_size(node); i++)
+        if (sfv__channel_broken(sfv_multi_channel_peer(sfv_node_multi_channel(node), i))) return true;
+    return false;
+}
+
 /* What a node connected through the CM keeps: a connection per rank (its own: NULL). */
 typedef struct sfv__ncm { size_t n; sfv_cm_conn *conns[1]; } sfv__ncm;
 static void sfv__ncm_free(void *p) {
@@ -7993,7 +8013,8 @@ static sfv_result sfv__ncm_connect(sfv_node *node, const sfv_net_node *nodes, si
             return sfv__fail(SFV_ERR_TIMEOUT, ETIMEDOUT, "sfv_node_connect_cm", "sfv_node_connect_cm: rank %zu (%s port %u) did not listen before the deadline", j,
                              nodes[j].host, (unsigned)nodes[j].port);
         r = sfv_cm_connect_channel(ch, nodes[me].host, nodes[j].host, nodes[j].port, req, SFV__NCM_SIZE, ms, out);
-        if (r != SFV_ERR_REFUSED) return r;
+        /* not listening yet, or a full backlog (a reject with no reason: ours always give one) */
+        if (r != SFV_ERR_REFUSED && !(r == SFV_ERR_REJECTED && sfv__reject_len == 0)) return r;
         (void)poll(NULL, 0, sfv__ms_left(deadline) < 20 ? sfv__ms_left(deadline) : 20);
     }
 }
@@ -8031,7 +8052,8 @@ static sfv_result sfv__ncm_accept(const sfv__ex_key *k, sfv_node *node, sfv_cm_l
         r = sfv_channel_endpoint(sfv_multi_channel_peer(sfv_node_multi_channel(node), from), &ep);
         if (r) { SFV__KEEPING_ERROR(sfv__ignore(sfv_cm_reject(q, NULL, 0))); return r; }
         sfv__ncm_make(k, 'A', node, from, ep.qpn, p, rep);
-        r = sfv_cm_accept_channel(q, sfv_multi_channel_peer(sfv_node_multi_channel(node), from), rep, sizeof rep, ms, &st->conns[from]);
+        r = sfv_cm_accept_channel(q, sfv_multi_channel_peer(sfv_node_multi_channel(node), from), rep, sizeof rep,
+                                  sfv__ms_until(deadline) ? sfv__ms_until(deadline) : 1, &st->conns[from]);
         if (r) return r;
         barriers[from] = b;
         return SFV_OK;
@@ -8067,19 +8089,19 @@ SAFEVERBS_API sfv_result sfv_node_connect_cm(sfv_node *node, const sfv_net_node 
     if (!addrs || !barriers || !st) { r = sfv__fail_verb("calloc", ENOMEM); goto done; }
     st->n = world;
     for (j = 0; j < world && !r; j++) r = sfv__cm_addr(fn, nodes[j].host, nodes[j].port, &addrs[j]);
-    if (!r && me + 1 < world) r = sfv_cm_listen(nodes[me].host, nodes[me].port, (int)(world < 128 ? world : 128), &l);
+    if (!r && me + 1 < world) r = sfv_cm_listen(nodes[me].host, nodes[me].port, (int)world, &l);
     for (j = 0; j < me && !r; j++) { /* the lower ranks, in order; each of them accepts */
         uint8_t req[SFV__NCM_SIZE];
         r = sfv_channel_endpoint(sfv_multi_channel_peer(sfv_node_multi_channel(node), j), &ep);
         if (r) break;
         sfv__ncm_make(&key, 'C', node, j, ep.qpn, NULL, req);
         r = sfv__ncm_connect(node, nodes, j, req, deadline, &st->conns[j]);
-        touched = touched || r == SFV_OK || sfv__channel_broken(sfv_multi_channel_peer(sfv_node_multi_channel(node), j));
+        touched = touched || st->conns[j] || sfv__channel_broken(sfv_multi_channel_peer(sfv_node_multi_channel(node), j));
         if (!r) r = sfv__ncm_answer(&key, node, j, st->conns[j], req, &barriers[j]);
     }
     for (j = me + 1; j < world && !r; j++) { /* the higher ranks, in whatever order they come */
         r = sfv__ncm_accept(&key, node, l, addrs, st, barriers, deadline);
-        touched = true; /* an accept that failed may have brought its channel up */
+        touched = touched || r == SFV_OK || sfv__ncm_any_broken(node); /* a failed accept may have brought its channel up */
     }
     if (!r) { /* its own rank: a loopback channel */
         sfv_channel *self = sfv_multi_channel_peer(sfv_node_multi_channel(node), me);
@@ -8096,11 +8118,11 @@ done:
         SFV__LOG(SFV_LOG_INFO, "node rank %zu of %zu: connected to every rank through the CM", me, world);
     } else {
         if (st) SFV__KEEPING_ERROR(sfv__ncm_free(st));
-        if (touched) {
+        if (touched) { /* the result stays what went wrong; the node can only be destroyed */
             const sfv_error why = sfv__last;
             sfv__node_poison(node);
-            r = sfv__fail(SFV_ERR_BROKEN, why.errnum, why.verb, "%s: failed after some channels connected, so the node is broken (destroy it): %s", fn,
-                          why.message);
+            sfv__fail(why.result, why.errnum, why.verb, "%s: failed after some channels connected, so the node is broken (destroy it): %s", fn,
+                      why.message);
         }
     }
     SFV_FREE(addrs);

@@ -679,6 +679,103 @@ static void test_node_over_cm_strangers_and_leaving_peer(void) {
     side_close(&s);
 }
 
+/* A rank that never comes: SFV_ERR_TIMEOUT naming it, the node as it was; then it comes, and the
+   same node connects (and that success leaves the earlier failure as the last error). */
+static void test_node_over_cm_absent_rank_then_retry(void) {
+    sfv_net_node nodes[2];
+    ncm_rank k1;
+    pthread_t t;
+    sfv_node_desc nd = SFV_ZERO_INIT;
+    sfv_exchange_desc xd = SFV_ZERO_INIT;
+    sfv_node *node;
+    side s;
+    sfv_scatter_element in;
+    sfv_gather_element out;
+    sfv_pending rx;
+    unsigned zero = 0, got = 7;
+    ncm_nodes(nodes, 2, (uint16_t)(ncm_base() + 20));
+    side_open(&s, 0);
+    nd.world_size = 2;
+    CHECK_OK(sfv_create_node(s.pd, &nd, &node));
+    xd.key = NCM_KEY;
+    xd.key_len = strlen(NCM_KEY);
+    CHECK_RESULT(sfv_node_connect_cm(node, nodes, &xd, 1500), SFV_ERR_TIMEOUT);
+    CHECK(strstr(sfv_last_error()->message, "rank 1") != NULL);
+    memset(&k1, 0, sizeof k1);
+    k1.rank = 1;
+    k1.world = 2;
+    k1.nodes = nodes;
+    k1.key = NCM_KEY;
+    CHECK(pthread_create(&t, NULL, ncm_run, &k1) == 0);
+    CHECK_OK(sfv_node_connect_cm(node, nodes, &xd, 30000));
+    CHECK_EQ(sfv_last_error()->result, SFV_ERR_TIMEOUT); /* a success leaves no error of its own */
+    memcpy(s.buf, &zero, sizeof zero);
+    in = sfv_mr_scatter_element(s.mr, s.buf + 64, 8);
+    out = sfv_mr_gather_element(s.mr, s.buf, 8);
+    CHECK_OK(sfv_channel_post_receive(sfv_multi_channel_peer(sfv_node_multi_channel(node), 1), &in, 1, &rx));
+    CHECK_OK(sfv_node_barrier(node, NULL, 0, 10000));
+    CHECK_OK(sfv_channel_send(sfv_multi_channel_peer(sfv_node_multi_channel(node), 1), &out, 1, NULL));
+    CHECK_OK(sfv_pending_wait(&rx, 10000, NULL));
+    memcpy(&got, s.buf + 64, sizeof got);
+    CHECK_EQ(got, 1u);
+    CHECK_OK(sfv_node_barrier(node, NULL, 0, 10000));
+    CHECK(pthread_join(t, NULL) == 0);
+    if (k1.result != SFV_OK) FAIL("rank 1: %s", k1.msg);
+    CHECK_EQ(k1.got, 0u);
+    CHECK_OK(sfv_destroy_node(node));
+    side_close(&s);
+}
+
+/* A caller's channel reset after a connection, then connected again: the first connection lets
+   go of it (no use after free in any teardown order, under ASan); while a connection holds it,
+   a second connect is refused. */
+typedef struct reset_client { uint16_t port; sfv_result first, held, second; } reset_client;
+static void *reset_client_run(void *arg) {
+    reset_client *m = (reset_client *)arg;
+    side s;
+    sfv_multi_channel *mc;
+    sfv_cm_conn *c1 = NULL, *c2 = NULL, *c3 = (sfv_cm_conn *)1;
+    sfv_channel *ch;
+    side_open(&s, 1);
+    CHECK_OK(sfv_create_multi_channel(s.pd, 1, NULL, &mc));
+    ch = sfv_multi_channel_peer(mc, 0);
+    m->first = sfv_cm_connect_channel(ch, CLI_ADDR, SRV_ADDR, m->port, NULL, 0, 10000, &c1);
+    CHECK_OK(sfv_channel_reset(ch));
+    m->second = sfv_cm_connect_channel(ch, CLI_ADDR, SRV_ADDR, m->port, NULL, 0, 10000, &c2);
+    m->held = sfv_cm_connect_channel(ch, CLI_ADDR, SRV_ADDR, m->port, NULL, 0, 1000, &c3);
+    CHECK(c3 == NULL);
+    CHECK(c1 != NULL && c2 != NULL);
+    CHECK_OK(sfv_cm_close(c2, 0));          /* c2 first, */
+    CHECK_OK(sfv_destroy_multi_channel(mc)); /* then the channel, */
+    CHECK_OK(sfv_cm_close(c1, 0));          /* then c1, which let go of it at the reset */
+    side_close(&s);
+    return NULL;
+}
+static void test_reset_channel_connected_again(void) {
+    side s;
+    reset_client m;
+    pthread_t t;
+    sfv_cm_listener *l;
+    sfv_cm_request *req;
+    sfv_cm_conn *conn[2];
+    int i;
+    side_open(&s, 0);
+    memset(&m, 0, sizeof m);
+    l = listen_any_port(&m.port);
+    CHECK(pthread_create(&t, NULL, reset_client_run, &m) == 0);
+    for (i = 0; i < 2; i++) {
+        CHECK_OK(sfv_cm_get_request(l, 10000, &req));
+        CHECK_OK(sfv_cm_accept(req, s.pd, NULL, NULL, 0, 10000, &conn[i]));
+    }
+    CHECK(pthread_join(t, NULL) == 0);
+    CHECK_OK(m.first);
+    CHECK_OK(m.second);
+    CHECK_EQ(m.held, SFV_ERR_INVALID);
+    for (i = 0; i < 2; i++) CHECK_OK(sfv_cm_close(conn[i], 0));
+    CHECK_OK(sfv_cm_destroy_listener(l));
+    side_close(&s);
+}
+
 static void test_listener_destroyed_with_requests_pending(void) {
     client c;
     pthread_t t;
@@ -864,6 +961,8 @@ static const harness_test tests[] = {
     TEST(test_connect_channel_of_multi_channel, 60),
     TEST(test_node_over_cm_three_ranks, 90),
     TEST(test_node_over_cm_strangers_and_leaving_peer, 90),
+    TEST(test_node_over_cm_absent_rank_then_retry, 90),
+    TEST(test_reset_channel_connected_again, 60),
     TEST(test_listener_destroyed_with_requests_pending, 60),
     TEST(test_200_cycles_no_fd_growth, 600),
     TEST(test_cm_and_handshaken_channel_on_one_pd, 60),
