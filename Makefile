@@ -58,7 +58,7 @@ $(BUILD)/sfv_bench_notrack: bench/sfv_bench.c safeverbs.h $(wildcard bench/*.h) 
 	$(CC) $(CFLAGS) -DSFV_TRACK_INFLIGHT=0 $(WARN) -I. -o $@ $< $(LDLIBS)
 all: $(BUILD)/sfv_bench_track $(BUILD)/sfv_bench_notrack
 # The RDMA-CM part (SAFEVERBS_RDMACM) needs librdmacm as well.
-$(BUILD)/test_rdmacm $(BUILD)/asan/test_rdmacm $(BUILD)/rping $(BUILD)/cm_setup: LDLIBS += -lrdmacm
+$(BUILD)/test_rdmacm $(BUILD)/asan/test_rdmacm $(BUILD)/rping $(BUILD)/cm_setup $(BUILD)/fuzz/fuzz_cm_private: LDLIBS += -lrdmacm
 
 deps:
 	@bash tools/deps.sh

@@ -1425,10 +1425,16 @@ SFV_NODISCARD SAFEVERBS_API sfv_result sfv_node_barrier_unchecked(sfv_node *node
      SFV_ERR_REJECTED     the listener rejected us: sfv_cm_reject_reason() gives its bytes
      SFV_ERR_TIMEOUT      a step did not finish before its deadline
      SFV_ERR_ADDR_IN_USE  another listener has this address and port
-   Events: sfv_cm_fd (a connection) and sfv_cm_listener_fd are non-blocking fds for poll/epoll;
-   when one is readable call sfv_cm_events (a connection: a peer's disconnect breaks the channel
-   and flushes its work at once, so waits on it end then, and it returns SFV_ERR_BROKEN) or
-   sfv_cm_get_request with timeout_ms -1 (a listener: just looks). */
+   Events: a peer's disconnect ends the channel's waits at once: a wait that has to wait also
+   watches the connection's CM fd (in event mode it polls it beside the completion fd; a busy
+   wait reads it as often as the device's events, every 16384 empty polls), so its work is
+   flushed and the wait returns SFV_ERR_WORK, class SFV_WORK_ERROR_TRANSPORT, the hint "the peer
+   disconnected", not at its deadline; later posts say SFV_ERR_BROKEN (receives of a channel on
+   an SRQ wait on the SRQ, which no connection watches). sfv_cm_fd (a connection)
+   and sfv_cm_listener_fd are non-blocking fds for poll/epoll; when one is readable call
+   sfv_cm_events (a connection: SFV_ERR_BROKEN once the peer disconnected) or sfv_cm_get_request
+   with timeout_ms -1 (a listener: just looks). A connection's events are read by the thread
+   that uses its channel (the channel's rule: one thread at a time). */
 typedef struct sfv_cm_listener sfv_cm_listener;
 typedef struct sfv_cm_request sfv_cm_request;
 typedef struct sfv_cm_conn sfv_cm_conn;
@@ -1461,6 +1467,45 @@ SFV_NODISCARD SAFEVERBS_API sfv_result sfv_cm_reject(sfv_cm_request *req, const 
    address to connect from (numeric; NULL: the one routing picks), whose device the PD must be on. */
 SFV_NODISCARD SAFEVERBS_API sfv_result sfv_cm_connect(sfv_pd *pd, const char *src, const char *addr, uint16_t port, const sfv_channel_desc *desc, const void *priv,
                                         size_t len, int timeout_ms, sfv_cm_conn **out);
+/* The same on a channel of the caller's (a multi-channel's peer, say): it must be fresh (made or
+   reset, not connected since, no connection on it: else SFV_ERR_INVALID, and accept rejects the
+   request; sfv_channel_reset ends a connection's hold on it), on the device and port
+   that own the address (else SFV_ERR_INVALID naming them). The connection does not own it: the
+   channel and the connection may be destroyed in either order (sfv_cm_close breaks the channel
+   it still has, flushing its work; sfv_destroy_channel first leaves the connection nothing to
+   watch). A failure after the channel was brought up leaves it broken (destroy it). */
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_cm_accept_channel(sfv_cm_request *req, sfv_channel *ch, const void *priv, size_t len, int timeout_ms,
+                                                             sfv_cm_conn **out);
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_cm_connect_channel(sfv_channel *ch, const char *src, const char *addr, uint16_t port, const void *priv,
+                                                              size_t len, int timeout_ms, sfv_cm_conn **out);
+/* A node (>>node) connected through the CM instead of the endpoint exchange: rank r listens on
+   nodes[r].host (a numeric address of the device its PD is on; nodes[r].port is its CM port),
+   connects to every lower rank in turn (retrying while one does not listen yet) and accepts
+   every higher rank, each on the node's channel for that rank; its own is connected to itself.
+   The barrier regions travel in the CM's private data. Every request and answer proves the job
+   key (desc->key, else SAFEVERBS_JOB_KEY; none: SFV_ERR_PERMISSION before anything is done,
+   unless desc->insecure_without_key): a 16-byte HMAC-SHA256 over the sender's and receiver's
+   ranks, the world size, the barrier region and the sender's QP number (an answer's also over
+   its request), and the source address a request names (as the CM reports it: a check against
+   mistakes, not against someone who forges CM packets) must be its rank's. A request that
+   fails any of it (nonsense, no or a wrong proof, a rank not due or already connected, another
+   world size, another address) is rejected with the reason and takes no rank's place. The MAC
+   has no nonce of the run: give every job a fresh random key (a request recorded in a job is
+   good in another job with the same key); within a job, a request replayed before the real
+   one arrives carries the real rank's QP number, so it can make the real rank's connection
+   fail (at its deadline), never put other bytes in its place. A rank whose request is
+   rejected without a reason (a full backlog) or refused (not listening yet) tries again until
+   the deadline. When it returns every channel is connected (no sync is needed: a channel is up
+   on both sides once its connection is). One deadline for all (timeout_ms < 0: 60 s).
+   Errors: a node already connected (SFV_ERR_INVALID) or broken (SFV_ERR_BROKEN), at once; nodes
+   that fail sfv_net_config_check or are not numeric; a listener's (SFV_ERR_ADDR_IN_USE, ...);
+   SFV_ERR_TIMEOUT naming the rank that did not listen or connect in time; SFV_ERR_PERMISSION
+   for an answer that does not prove the key. Before any channel was brought up the node is as
+   it was (the call can be repeated); after, the result is still what failed, the last error
+   says the node is broken, and every later call on it says SFV_ERR_BROKEN: destroy it. The
+   connections live with the node; a peer's disconnect ends waits on its channel at once, as
+   above. */
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_node_connect_cm(sfv_node *node, const sfv_net_node *nodes, const sfv_exchange_desc *desc, int timeout_ms);
 /* After SFV_ERR_REJECTED: the reason bytes the listener gave (this thread's last reject). */
 SAFEVERBS_API const uint8_t *sfv_cm_reject_reason(size_t *len);
 SAFEVERBS_API sfv_channel *sfv_cm_channel(const sfv_cm_conn *c);
@@ -2805,7 +2850,19 @@ struct sfv_channel {
     } inject_failed;
     uint8_t async_cause;          /* set by whichever thread read the event that broke it (sfv__cause), 0: none */
     uint8_t async_event;          /* and that event (sfv_event_type) */
+    struct sfv__watch *watch;     /* what else may end its waits (>>impl rdmacm), or NULL */
 };
+
+/* Something besides the device that can end a channel's waits: the RDMA-CM connection over it,
+   whose peer may disconnect (>>impl rdmacm). A wait that has to wait polls fd as well (event
+   mode) or calls check as often as it reads the device's events (busy mode); check breaks the
+   channel if it must (sfv__channel_peer_gone). The channel's destroy calls detach, after which
+   neither side points to the other. */
+typedef struct sfv__watch {
+    int fd;
+    void (*check)(struct sfv__watch *w);
+    void (*detach)(struct sfv__watch *w);
+} sfv__watch;
 
 /* A shared receive queue (>>impl srq). Its inner channel `core` has no QP: its CQ is the receive
    CQ of every channel on the SRQ, its receive ring the SRQ's receives, so pending handles, waits
@@ -3678,7 +3735,8 @@ static void sfv__finish_quiet(sfv__slot *s, bool flushed) {
    LOC_QP_OP_ERR, and rxe in Linux 6.12 flushes a send or write whose element lies outside its MR
    with no completion that says so. */
 enum { SFV__CAUSE_NONE = 0, SFV__CAUSE_PORT_DOWN, SFV__CAUSE_RECV_TOO_SMALL, SFV__CAUSE_UNEXPLAINED_FLUSH, SFV__CAUSE_RECV_FLUSH,
-       SFV__CAUSE_FATAL_EVENT /* a QP, CQ or device error the device reported as an event (>>events) */ };
+       SFV__CAUSE_FATAL_EVENT, /* a QP, CQ or device error the device reported as an event (>>events) */
+       SFV__CAUSE_PEER_GONE /* the peer disconnected: its connection manager said so (>>impl rdmacm) */ };
 
 static bool sfv__port_active(const sfv_channel *ch) {
     struct ibv_port_attr pa;
@@ -3705,6 +3763,7 @@ SFV__SLOW sfv_work_error_class sfv__failure_class(sfv_channel *ch, uint8_t op, e
     if (ch->first_cause == SFV__CAUSE_PORT_DOWN && (flush || status == IBV_WC_LOC_QP_OP_ERR)) return SFV_WORK_ERROR_LOCAL_RESOURCE;
     if (ch->first_cause == SFV__CAUSE_UNEXPLAINED_FLUSH && flush) return SFV_WORK_ERROR_LOCAL_PROGRAMMING;
     if (ch->first_cause == SFV__CAUSE_FATAL_EVENT && flush) return SFV_WORK_ERROR_FATAL;
+    if (ch->first_cause == SFV__CAUSE_PEER_GONE && flush) return SFV_WORK_ERROR_TRANSPORT;
     return sfv_wc_status_class((sfv_wc_status)status);
 }
 
@@ -3971,7 +4030,7 @@ SFV__SLOW void sfv__async_abort(sfv_channel *ch) {
    completion channel and the device's event fd. 0: go on polling; 1: the deadline passed; else
    the failure. Out of line, as is the busy wait's tick: the loop stays small. */
 SFV__SLOW int sfv__wait_sleep(sfv_channel *ch, uint64_t *deadline, uint32_t timeout_ms) {
-    struct pollfd pfd[2];
+    struct pollfd pfd[3];
     uint64_t now;
     int ms;
     if (!ch->armed) {
@@ -3987,11 +4046,13 @@ SFV__SLOW int sfv__wait_sleep(sfv_channel *ch, uint64_t *deadline, uint32_t time
     if (now >= *deadline) return 1;
     pfd[0].fd = ch->cc->fd;
     pfd[1].fd = ch->pd->ctx->ctx->async_fd;
-    pfd[0].events = pfd[1].events = POLLIN;
-    pfd[0].revents = pfd[1].revents = 0;
+    pfd[2].fd = ch->watch ? ch->watch->fd : -1; /* poll skips a negative fd */
+    pfd[0].events = pfd[1].events = pfd[2].events = POLLIN;
+    pfd[0].revents = pfd[1].revents = pfd[2].revents = 0;
     ms = sfv__ms_left(*deadline);
-    if (poll(pfd, 2, ms < SFV__SLEEP_MAX_MS ? ms : SFV__SLEEP_MAX_MS) < 0 && errno != EINTR) return (int)sfv__fail_verb("poll", errno);
+    if (poll(pfd, 3, ms < SFV__SLEEP_MAX_MS ? ms : SFV__SLEEP_MAX_MS) < 0 && errno != EINTR) return (int)sfv__fail_verb("poll", errno);
     if (pfd[1].revents) sfv__events_read(ch->pd->ctx);
+    if (pfd[2].revents && ch->watch) ch->watch->check(ch->watch);
     if (pfd[0].revents) sfv_channel_ack_events(ch);
     return 0;
 }
@@ -3999,7 +4060,10 @@ SFV__SLOW int sfv__wait_sleep(sfv_channel *ch, uint64_t *deadline, uint32_t time
    the clock. 0: go on; 1: the deadline passed. */
 SFV__SLOW int sfv__wait_tick(sfv_channel *ch, unsigned spins, uint64_t *deadline, uint32_t timeout_ms) {
     uint64_t now;
-    if ((spins & (SFV__EVENTS_EVERY_SPINS - 1)) == 0) sfv__events_read(ch->pd->ctx);
+    if ((spins & (SFV__EVENTS_EVERY_SPINS - 1)) == 0) {
+        sfv__events_read(ch->pd->ctx);
+        if (ch->watch) ch->watch->check(ch->watch);
+    }
     if (SFV__UNLIKELY(ch->async_cause) && !ch->aborted) {
         sfv__async_abort(ch);
         return 0;
@@ -4071,6 +4135,8 @@ static const char *sfv__failure_hint(const sfv_channel *ch, const sfv__slot *s) 
         return ch->async_event == SFV_EVENT_CQ_ERR ? "the channel's CQ failed (the device's CQ_ERR event: an overrun?): the channel flushed its work and is broken"
              : ch->async_event == SFV_EVENT_DEVICE_FATAL ? "the device failed (DEVICE_FATAL event): the channel flushed its work and is broken"
              : "the QP hit an error the device reported as an event (QP_FATAL, QP_REQ_ERR or QP_ACCESS_ERR): the channel flushed its work and is broken";
+    if (ch && ch->first_cause == SFV__CAUSE_PEER_GONE)
+        return "the peer disconnected (its connection manager said so): the channel flushed its work and is broken";
     if (s->op == 0x7F && s->status != IBV_WC_WR_FLUSH_ERR) /* SFV__OP_FENCE */
         return "the scope's fence after unsignaled work was refused: the peer's channel must allow SFV_ACCESS_REMOTE_WRITE in its desc.access (the default); the work before it completed";
     if (sfv__op_is_atomic(s->op) && (s->status == IBV_WC_REM_ACCESS_ERR || s->status == IBV_WC_REM_INV_REQ_ERR))
@@ -5427,6 +5493,7 @@ SAFEVERBS_API sfv_result sfv_channel_reset(sfv_channel *ch) {
     sfv__leases_drop(ch); /* windows bound to the old QP hold it (>>impl leases); its leases end, dead, until revoked */
     if (sfv__inflight(ch) || (ch->qp && !ch->aborted)) sfv__abort(ch); /* everything in flight flushed */
     if (!sfv__destroy_qp(ch)) return sfv__fail_verb("ibv_destroy_qp", EBUSY);
+    if (ch->watch) ch->watch->detach(ch->watch); /* the old QP's connection is over: it forgets the channel */
     while (sfv__drain(ch) > 0) {} /* the old QP's last completions: their places are done already */
     r = sfv__qp_make(ch, ch->pd);
     if (r) return r; /* broken, without a QP: try again */
@@ -5711,11 +5778,18 @@ static sfv_result sfv__channel_ready_from(sfv_channel *ch, struct ibv_qp_attr *r
     ch->can_send = true;
     return SFV_OK;
 }
-/* The peer is gone (a connection manager said so): the channel breaks and its work is flushed
-   now, so that waits on it end at once instead of at their deadlines. */
-static void sfv__channel_peer_gone(sfv_channel *ch) {
+/* The connection is gone: the channel breaks and its work is flushed now, so that waits on it
+   end at once instead of at their deadlines. by_peer: the peer disconnected (the failures say
+   so); else this side closed the connection. */
+static void sfv__channel_peer_gone(sfv_channel *ch, bool by_peer) {
+    if (by_peer && !ch->first_status && !ch->first_cause) ch->first_cause = SFV__CAUSE_PEER_GONE;
     if (!ch->aborted) sfv__abort(ch);
 }
+/* Made and never connected nor broken: a connection manager may bring it up. */
+static bool sfv__channel_fresh(const sfv_channel *ch) { return ch->qp && !ch->connected && !ch->broken && !ch->watch; }
+/* w watches ch from now on (NULL: nothing does). */
+static void sfv__channel_watch(sfv_channel *ch, sfv__watch *w) { ch->watch = w; }
+static bool sfv__channel_watched_by(const sfv_channel *ch, const sfv__watch *w) { return ch->watch == w; }
 #endif /* SAFEVERBS_RDMACM */
 
 /* Free places in ch's send or receive queue. */
@@ -5820,6 +5894,7 @@ SAFEVERBS_API sfv_result sfv_destroy_channel(sfv_channel *ch) {
     sfv__leases_drop(ch); /* >>impl leases */
     if (sfv__inflight(ch)) sfv__abort(ch);
     if (!sfv__destroy_qp(ch)) return sfv__fail_verb("ibv_destroy_qp", EBUSY);
+    if (ch->watch) ch->watch->detach(ch->watch); /* it forgets the channel, and the channel it */
     if (ch->cc) sfv_channel_ack_events(ch);
     if (ch->cq) {
         int rc = ibv_destroy_cq(ch->cq);
@@ -7114,6 +7189,8 @@ struct sfv_node {
     uint64_t *expected;      /* expected[r]: the epoch awaited from r */
     sfv_remote_mr *peer_in;  /* rank r's in[] */
     sfv_mr *in_mr, *out_mr;
+    void *keep;              /* what connected it, kept until destroyed (>>impl rdmacm), or NULL */
+    void (*keep_free)(void *keep);
 };
 
 /* After a destroy that a verb refused part-way, the node has lost channels: it can only be
@@ -7197,6 +7274,8 @@ SAFEVERBS_API sfv_result sfv_destroy_node(sfv_node *node) {
         if ((r = sfv_destroy_multi_channel(node->mc)) != SFV_OK) return r;
         node->mc = NULL;
     }
+    if (node->keep) node->keep_free(node->keep);
+    node->keep = NULL;
     /* a refused deregistration keeps the node, and its memory, for another try */
     if (node->in_mr && (r = sfv_dereg_mr(node->in_mr)) != SFV_OK) return r;
     node->in_mr = NULL;
@@ -7205,6 +7284,26 @@ SAFEVERBS_API sfv_result sfv_destroy_node(sfv_node *node) {
     sfv__node_free(node);
     return SFV_OK;
 }
+
+#ifdef SAFEVERBS_RDMACM
+/* For the node's connection through the connection manager (sfv_node_connect_cm, >>impl rdmacm):
+   whether it may connect now, its barrier region, and the end of it: the node takes the peers'
+   barrier regions and keeps `keep` (the connections) until it is destroyed. */
+static sfv_result sfv__node_may_connect(const sfv_node *node, const char *fn) {
+    if (node->connected) return sfv__fail(SFV_ERR_INVALID, EINVAL, fn, "%s: the node is already connected", fn);
+    if (node->poisoned) return sfv__fail(SFV_ERR_BROKEN, EIO, fn, "%s: the node is broken: destroy it", fn);
+    if (!sfv__node_whole(node)) return sfv__node_torn();
+    return SFV_OK;
+}
+static sfv_remote_mr sfv__node_barrier(const sfv_node *node) { return sfv_mr_remote(node->in_mr); }
+static void sfv__node_poison(sfv_node *node) { node->poisoned = true; }
+static void sfv__node_connected(sfv_node *node, const sfv_remote_mr *barriers, void *keep, void (*keep_free)(void *)) {
+    memcpy(node->peer_in, barriers, node->world * sizeof *barriers);
+    node->keep = keep;
+    node->keep_free = keep_free;
+    node->connected = true;
+}
+#endif
 
 SAFEVERBS_API size_t sfv_node_rank(const sfv_node *node) { return node ? node->rank : 0; }
 SAFEVERBS_API size_t sfv_node_world_size(const sfv_node *node) { return node ? node->world : 0; }
@@ -7521,8 +7620,11 @@ struct sfv_cm_request {
 struct sfv_cm_conn {
     struct rdma_event_channel *ec;
     struct rdma_cm_id *id;
-    sfv_channel *ch;
+    sfv_channel *ch;                 /* NULL once a channel of the caller's was destroyed */
+    bool owns_ch;                    /* sfv_cm_connect / sfv_cm_accept made it: it goes with the connection */
     bool disconnected;               /* the CM said the connection is gone */
+    uint32_t peer_qpn;               /* the peer's QP number, as its CM message said */
+    sfv__watch watch;                /* the channel's waits read the CM's events through it */
     size_t len;
     uint8_t priv[256];               /* the peer's own bytes */
 };
@@ -7692,10 +7794,46 @@ static void sfv__cm_take_private(const void *data, size_t n, uint8_t *rd, uint8_
 }
 
 static void sfv__cm_conn_free(sfv_cm_conn *c) {
-    if (c->ch) (void)sfv_destroy_channel(c->ch);
+    if (c->ch) {
+        if (sfv__channel_watched_by(c->ch, &c->watch)) sfv__channel_watch(c->ch, NULL);
+        if (c->owns_ch) (void)sfv_destroy_channel(c->ch);
+    }
     if (c->id) rdma_destroy_id(c->id);
     if (c->ec) rdma_destroy_event_channel(c->ec);
     SFV_FREE(c);
+}
+
+/* Handles what arrived on c's CM fd, without waiting. True: the peer disconnected (now or
+   before), and the channel is broken, its work flushed. Also what the channel's waits call
+   (sfv__watch), so a disconnect ends them at once. */
+static bool sfv__cm_poll(sfv_cm_conn *c) {
+    struct rdma_cm_event *ev;
+    const int saved = errno; /* a wait may call this between its own calls */
+    while (rdma_get_cm_event(c->ec, &ev) == 0) { /* every event read and acked: the fd never stays readable */
+        if (!c->disconnected && (ev->event == RDMA_CM_EVENT_DISCONNECTED || ev->event == RDMA_CM_EVENT_DEVICE_REMOVAL ||
+                                 ev->event == RDMA_CM_EVENT_TIMEWAIT_EXIT)) {
+            c->disconnected = true;
+            (void)rdma_disconnect(c->id); /* answer the peer's DREQ */
+            if (c->ch) sfv__channel_peer_gone(c->ch, true);
+        }
+        rdma_ack_cm_event(ev);
+    }
+    errno = saved;
+    return c->disconnected;
+}
+#define SFV__CM_OF(w) ((sfv_cm_conn *)(void *)((char *)(w) - offsetof(sfv_cm_conn, watch)))
+static void sfv__cm_watch_check(sfv__watch *w) { (void)sfv__cm_poll(SFV__CM_OF(w)); }
+static void sfv__cm_watch_detach(sfv__watch *w) {
+    sfv_cm_conn *c = SFV__CM_OF(w);
+    if (c->ch && sfv__channel_watched_by(c->ch, w)) sfv__channel_watch(c->ch, NULL);
+    c->ch = NULL;
+}
+/* From now on the channel's waits read c's events too. */
+static void sfv__cm_watch(sfv_cm_conn *c) {
+    c->watch.fd = c->ec->fd;
+    c->watch.check = sfv__cm_watch_check;
+    c->watch.detach = sfv__cm_watch_detach;
+    sfv__channel_watch(c->ch, &c->watch);
 }
 
 /* RTR and RTS from the CM, with the read depths both sides agreed on. */
@@ -7852,31 +7990,52 @@ SAFEVERBS_API sfv_result sfv_cm_reject(sfv_cm_request *req, const void *reason, 
     return r;
 }
 
-SAFEVERBS_API sfv_result sfv_cm_accept(sfv_cm_request *req, sfv_pd *pd, const sfv_channel_desc *desc, const void *priv, size_t len,
-                                       int timeout_ms, sfv_cm_conn **out) {
-    static const char fn[] = "sfv_cm_accept";
+/* A caller's channel for a connection: not connected yet, on the device and port the CM chose. */
+static sfv_result sfv__cm_channel_fits(sfv_channel *ch, struct rdma_cm_id *id, const char *fn, const char *where) {
+    sfv_result r = sfv__cm_same_device(sfv_channel_pd(ch), id, fn, where);
+    if (r) return r;
+    if (sfv_channel_get_desc(ch)->port != id->port_num)
+        return sfv__fail(SFV_ERR_INVALID, EINVAL, fn, "%s: the channel is on port %u, but %s is on port %u: make the channel with desc.port %u", fn,
+                         (unsigned)sfv_channel_get_desc(ch)->port, where, (unsigned)id->port_num, (unsigned)id->port_num);
+    return SFV_OK;
+}
+/* A caller's channel must be fresh: made, not connected, not broken. */
+static sfv_result sfv__cm_channel_fresh(const sfv_channel *ch, const char *fn) {
+    if (!ch) return sfv__fail(SFV_ERR_INVALID, EINVAL, fn, "%s: invalid channel", fn);
+    if (!sfv__channel_fresh(ch))
+        return sfv__fail(SFV_ERR_INVALID, EINVAL, fn, "%s: the channel is %s: only a channel that never connected can", fn,
+                         sfv__channel_broken(ch) ? "broken" : "already connected");
+    return SFV_OK;
+}
+
+/* sfv_cm_accept and sfv_cm_accept_channel: ch NULL makes a channel on pd from desc. */
+static sfv_result sfv__cm_accept(sfv_cm_request *req, sfv_pd *pd, sfv_channel *ch, const sfv_channel_desc *desc, const void *priv, size_t len,
+                                 int timeout_ms, const char *fn, sfv_cm_conn **out) {
     uint8_t buf[SFV__CM_HDR + SFV_CM_ACCEPT_PRIVATE_MAX];
     struct rdma_conn_param param;
     struct rdma_cm_event *ev;
     sfv_cm_conn *c;
     uint64_t deadline;
+    bool up = false;
     sfv_result r;
-    SFV__CHECK_ARG(out, "out");
-    *out = NULL;
-    SFV__CHECK_ARG(req, "request");
-    if (!pd) { sfv__ignore(sfv_cm_reject(req, NULL, 0)); return sfv__fail(SFV_ERR_INVALID, EINVAL, fn, "%s: invalid pd (the request was rejected)", fn); }
     deadline = sfv__now_ns() + sfv__timeout_ns((uint32_t)sfv__cm_timeout(timeout_ms, desc));
     c = (sfv_cm_conn *)SFV_CALLOC(1, sizeof *c);
     if (!c) { sfv__ignore(sfv_cm_reject(req, NULL, 0)); return sfv__fail_verb("calloc", ENOMEM); }
     c->id = req->id;
+    c->peer_qpn = req->param.qp_num;
     memcpy(c->priv, req->priv, req->len);
     c->len = req->len;
-    r = sfv__cm_same_device(pd, c->id, fn, "the request's address");
-    if (!r) r = sfv__cm_make_channel(c, pd, desc);
+    if (ch) {
+        c->ch = ch;
+        r = sfv__cm_channel_fits(ch, c->id, fn, "the request's address");
+    } else {
+        r = sfv__cm_same_device(pd, c->id, fn, "the request's address");
+        if (!r && (r = sfv__cm_make_channel(c, pd, desc)) == SFV_OK) c->owns_ch = true;
+    }
     if (!r) r = sfv__cm_private(fn, priv, len, SFV_CM_ACCEPT_PRIVATE_MAX, (uint8_t)sfv_channel_get_desc(c->ch)->max_rd_atomic, buf);
     if (!r && (c->ec = sfv__cm_channel()) == NULL) r = sfv__last.result;
     if (!r && rdma_migrate_id(c->id, c->ec)) r = sfv__fail_verb("rdma_migrate_id", errno);
-    if (!r) r = sfv__cm_ready(c, req->rd_atomic ? req->rd_atomic : req->param.initiator_depth);
+    if (!r) up = (r = sfv__cm_ready(c, req->rd_atomic ? req->rd_atomic : req->param.initiator_depth)) == SFV_OK;
     if (r) { /* refuse the peer rather than leave it to its deadline */
         const sfv_error why = sfv__last;
         (void)rdma_reject(c->id, NULL, 0);
@@ -7885,15 +8044,16 @@ SAFEVERBS_API sfv_result sfv_cm_accept(sfv_cm_request *req, sfv_pd *pd, const sf
     }
     sfv__cm_param(&param, c->ch, buf, SFV__CM_HDR + len);
     if (rdma_accept(c->id, &param)) { r = sfv__cm_fail("rdma_accept", errno, "the request"); goto fail; }
-    r = sfv__cm_next(c->ec, deadline, "sfv_cm_accept", &ev);
+    r = sfv__cm_next(c->ec, deadline, fn, &ev);
     if (!r && ev->event == RDMA_CM_EVENT_DISCONNECTED) {
         /* the peer connected and already left (its RTU and DREQ came together): connected, and
            gone, as if sfv_cm_events had seen it */
         rdma_ack_cm_event(ev);
         c->disconnected = true;
         (void)rdma_disconnect(c->id);
-        sfv__channel_peer_gone(c->ch);
+        sfv__channel_peer_gone(c->ch, true);
         SFV_FREE(req);
+        sfv__cm_watch(c);
         *out = c;
         return SFV_OK;
     }
@@ -7901,24 +8061,52 @@ SAFEVERBS_API sfv_result sfv_cm_accept(sfv_cm_request *req, sfv_pd *pd, const sf
         if (ev->event != RDMA_CM_EVENT_ESTABLISHED) { /* the peer gave up or its CM timed out */
             r = sfv__fail(ev->event == RDMA_CM_EVENT_REJECTED || ev->event == RDMA_CM_EVENT_UNREACHABLE ||
                                   ev->event == RDMA_CM_EVENT_CONNECT_ERROR ? SFV_ERR_UNREACHABLE : SFV_ERR_DRIVER,
-                          EPROTO, "rdma_accept", "sfv_cm_accept: the connecting peer did not complete the connection (%s, status %d)",
+                          EPROTO, "rdma_accept", "%s: the connecting peer did not complete the connection (%s, status %d)", fn,
                           rdma_event_str(ev->event), ev->status);
         }
         rdma_ack_cm_event(ev);
     }
     if (r) goto fail;
     SFV_FREE(req);
+    sfv__cm_watch(c);
     *out = c;
     return SFV_OK;
 fail:
+    if (up && !c->owns_ch) sfv__channel_peer_gone(c->ch, false); /* connected to nobody: broken */
     SFV_FREE(req);
     sfv__cm_conn_free(c);
     return r;
 }
 
-SAFEVERBS_API sfv_result sfv_cm_connect(sfv_pd *pd, const char *src, const char *addr, uint16_t port, const sfv_channel_desc *desc,
-                                        const void *priv, size_t len, int timeout_ms, sfv_cm_conn **out) {
-    static const char fn[] = "sfv_cm_connect";
+SAFEVERBS_API sfv_result sfv_cm_accept(sfv_cm_request *req, sfv_pd *pd, const sfv_channel_desc *desc, const void *priv, size_t len,
+                                       int timeout_ms, sfv_cm_conn **out) {
+    static const char fn[] = "sfv_cm_accept";
+    SFV__CHECK_ARG(out, "out");
+    *out = NULL;
+    SFV__CHECK_ARG(req, "request");
+    if (!pd) { sfv__ignore(sfv_cm_reject(req, NULL, 0)); return sfv__fail(SFV_ERR_INVALID, EINVAL, fn, "%s: invalid pd (the request was rejected)", fn); }
+    return sfv__cm_accept(req, pd, NULL, desc, priv, len, timeout_ms, fn, out);
+}
+
+SAFEVERBS_API sfv_result sfv_cm_accept_channel(sfv_cm_request *req, sfv_channel *ch, const void *priv, size_t len, int timeout_ms, sfv_cm_conn **out) {
+    static const char fn[] = "sfv_cm_accept_channel";
+    sfv_result r;
+    SFV__CHECK_ARG(out, "out");
+    *out = NULL;
+    SFV__CHECK_ARG(req, "request");
+    r = sfv__cm_channel_fresh(ch, fn);
+    if (r) {
+        const sfv_error why = sfv__last;
+        sfv__ignore(sfv_cm_reject(req, NULL, 0));
+        sfv__last = why;
+        return r;
+    }
+    return sfv__cm_accept(req, sfv_channel_pd(ch), ch, sfv_channel_get_desc(ch), priv, len, timeout_ms, fn, out);
+}
+
+/* sfv_cm_connect and sfv_cm_connect_channel: ch NULL makes a channel on pd from desc. */
+static sfv_result sfv__cm_connect(sfv_pd *pd, sfv_channel *ch, const char *src, const char *addr, uint16_t port, const sfv_channel_desc *desc,
+                                  const void *priv, size_t len, int timeout_ms, const char *fn, sfv_cm_conn **out) {
     uint8_t buf[SFV__CM_HDR + SFV_CM_CONNECT_PRIVATE_MAX];
     struct sockaddr_storage ss, from;
     struct rdma_conn_param param;
@@ -7927,10 +8115,8 @@ SAFEVERBS_API sfv_result sfv_cm_connect(sfv_pd *pd, const char *src, const char 
     char where[80];
     uint64_t deadline;
     uint8_t peer_rd = 0;
+    bool up = false;
     sfv_result r;
-    SFV__CHECK_ARG(out, "out");
-    *out = NULL;
-    SFV__CHECK_ARG(pd, "pd");
     SFV__CHECK_ARG(addr, "addr");
     if (len > SFV_CM_CONNECT_PRIVATE_MAX || (len && !priv))
         return sfv__fail(SFV_ERR_INVALID, EMSGSIZE, fn, "%s: %zu bytes of private data, at most %d fit (and not NULL)", fn, len,
@@ -7954,7 +8140,7 @@ SAFEVERBS_API sfv_result sfv_cm_connect(sfv_pd *pd, const char *src, const char 
     r = sfv__cm_expect(c->ec, RDMA_CM_EVENT_ADDR_RESOLVED, deadline, "address resolution", where, &ev);
     if (r) goto fail;
     rdma_ack_cm_event(ev);
-    r = sfv__cm_same_device(pd, c->id, fn, where);
+    r = ch ? sfv__cm_channel_fits(ch, c->id, fn, where) : sfv__cm_same_device(pd, c->id, fn, where);
     if (r) goto fail;
     if (rdma_resolve_route(c->id, sfv__ms_until(deadline) ? sfv__ms_until(deadline) : 1)) {
         r = sfv__cm_fail("rdma_resolve_route", errno, where);
@@ -7963,7 +8149,8 @@ SAFEVERBS_API sfv_result sfv_cm_connect(sfv_pd *pd, const char *src, const char 
     r = sfv__cm_expect(c->ec, RDMA_CM_EVENT_ROUTE_RESOLVED, deadline, "route resolution", where, &ev);
     if (r) goto fail;
     rdma_ack_cm_event(ev);
-    r = sfv__cm_make_channel(c, pd, desc);
+    if (ch) c->ch = ch;
+    else if ((r = sfv__cm_make_channel(c, pd, desc)) == SFV_OK) c->owns_ch = true;
     if (!r) r = sfv__cm_private(fn, priv, len, SFV_CM_CONNECT_PRIVATE_MAX, (uint8_t)sfv_channel_get_desc(c->ch)->max_rd_atomic, buf);
     if (r) goto fail;
     sfv__cm_param(&param, c->ch, buf, SFV__CM_HDR + len);
@@ -7973,15 +8160,37 @@ SAFEVERBS_API sfv_result sfv_cm_connect(sfv_pd *pd, const char *src, const char 
     if (r) goto fail;
     sfv__cm_take_private(ev->param.conn.private_data, ev->param.conn.private_data_len, &peer_rd, c->priv, sizeof c->priv, &c->len);
     if (!peer_rd) peer_rd = ev->param.conn.initiator_depth; /* the reads we may issue: the peer's responder resources */
+    c->peer_qpn = ev->param.conn.qp_num;
     rdma_ack_cm_event(ev);
-    r = sfv__cm_ready(c, peer_rd);
+    up = (r = sfv__cm_ready(c, peer_rd)) == SFV_OK;
     if (r) { const sfv_error why = sfv__last; (void)rdma_reject(c->id, NULL, 0); sfv__last = why; goto fail; }
     if (rdma_establish(c->id)) { r = sfv__cm_fail("rdma_establish", errno, where); goto fail; }
+    sfv__cm_watch(c);
     *out = c;
     return SFV_OK;
 fail:
+    if (up && !c->owns_ch) sfv__channel_peer_gone(c->ch, false); /* connected to nobody: broken */
     sfv__cm_conn_free(c);
     return r;
+}
+
+SAFEVERBS_API sfv_result sfv_cm_connect(sfv_pd *pd, const char *src, const char *addr, uint16_t port, const sfv_channel_desc *desc,
+                                        const void *priv, size_t len, int timeout_ms, sfv_cm_conn **out) {
+    SFV__CHECK_ARG(out, "out");
+    *out = NULL;
+    SFV__CHECK_ARG(pd, "pd");
+    return sfv__cm_connect(pd, NULL, src, addr, port, desc, priv, len, timeout_ms, "sfv_cm_connect", out);
+}
+
+SAFEVERBS_API sfv_result sfv_cm_connect_channel(sfv_channel *ch, const char *src, const char *addr, uint16_t port, const void *priv, size_t len,
+                                                int timeout_ms, sfv_cm_conn **out) {
+    static const char fn[] = "sfv_cm_connect_channel";
+    sfv_result r;
+    SFV__CHECK_ARG(out, "out");
+    *out = NULL;
+    r = sfv__cm_channel_fresh(ch, fn);
+    if (r) return r;
+    return sfv__cm_connect(sfv_channel_pd(ch), ch, src, addr, port, sfv_channel_get_desc(ch), priv, len, timeout_ms, fn, out);
 }
 
 SAFEVERBS_API const uint8_t *sfv_cm_reject_reason(size_t *len) {
@@ -7996,18 +8205,8 @@ SAFEVERBS_API const uint8_t *sfv_cm_peer_private(const sfv_cm_conn *c, size_t *l
 SAFEVERBS_API int sfv_cm_fd(const sfv_cm_conn *c) { return c ? c->ec->fd : -1; }
 
 SAFEVERBS_API sfv_result sfv_cm_events(sfv_cm_conn *c) {
-    struct rdma_cm_event *ev;
     SFV__CHECK_ARG(c, "connection");
-    while (!c->disconnected && rdma_get_cm_event(c->ec, &ev) == 0) {
-        if (ev->event == RDMA_CM_EVENT_DISCONNECTED || ev->event == RDMA_CM_EVENT_DEVICE_REMOVAL ||
-            ev->event == RDMA_CM_EVENT_TIMEWAIT_EXIT) {
-            c->disconnected = true;
-            (void)rdma_disconnect(c->id); /* answer the peer's DREQ */
-            sfv__channel_peer_gone(c->ch);
-        }
-        rdma_ack_cm_event(ev);
-    }
-    if (c->disconnected) return sfv__fail(SFV_ERR_BROKEN, ECONNRESET, "rdma_cm", "the peer disconnected: the channel is broken, its work flushed");
+    if (sfv__cm_poll(c)) return sfv__fail(SFV_ERR_BROKEN, ECONNRESET, "rdma_cm", "the peer disconnected: the channel is broken, its work flushed");
     return SFV_OK;
 }
 
@@ -8015,14 +8214,16 @@ SAFEVERBS_API sfv_result sfv_cm_close(sfv_cm_conn *c, int timeout_ms) {
     uint64_t deadline;
     if (!c) return SFV_OK;
     deadline = sfv__now_ns() + (timeout_ms > 0 ? sfv__timeout_ns((uint32_t)timeout_ms) : 0);
-    sfv__channel_peer_gone(c->ch); /* nothing of ours is in the NIC's hands past this point */
+    if (c->ch) sfv__channel_peer_gone(c->ch, false); /* nothing of ours is in the NIC's hands past this point */
     if (!c->disconnected && rdma_disconnect(c->id) == 0 && timeout_ms > 0) {
         struct rdma_cm_event *ev;
+        const sfv_error before = sfv__last; /* a peer that does not confirm in time is no failure of close */
         while (sfv__cm_next(c->ec, deadline, "disconnect", &ev) == SFV_OK) {
             const bool done = ev->event == RDMA_CM_EVENT_DISCONNECTED || ev->event == RDMA_CM_EVENT_DEVICE_REMOVAL;
             rdma_ack_cm_event(ev);
             if (done) break;
         }
+        sfv__last = before;
     }
     sfv__cm_conn_free(c);
     return SFV_OK;
@@ -8045,6 +8246,230 @@ SAFEVERBS_API sfv_result sfv_cm_destroy_listener(sfv_cm_listener *l) {
     rdma_destroy_event_channel(l->ec);
     SFV_FREE(l);
     return SFV_OK;
+}
+
+/* A node over the connection manager (sfv_node_connect_cm). A request's and an answer's private
+   data: "SN", 'C' (request) or 'A' (answer), version 1; the sender's rank and the world size
+   (32-bit big-endian); its barrier region (sfv_remote_mr_encode); the first 16 bytes of
+   HMAC-SHA256(job key, label, those 36 bytes, the receiver's rank, the sender's QP number, and
+   for an answer the request's 52 bytes). 52 bytes: what a request carries after our header. */
+enum { SFV__NCM_BODY = 36, SFV__NCM_SIZE = SFV__NCM_BODY + 16 };
+SFV__STATIC_ASSERT(SFV__NCM_SIZE <= SFV_CM_CONNECT_PRIVATE_MAX && SFV__NCM_BODY == 12 + SFV_REMOTE_MR_ENCODED_SIZE, ncm_fits);
+
+static void sfv__ncm_mac(const sfv__ex_key *k, const uint8_t *body, size_t to, uint32_t qpn, const uint8_t *req, uint8_t out[16]) {
+    static const char label[] = "safeverbs node cm v1";
+    uint8_t full[32], be[8];
+    sfv__hmac m;
+    sfv__hmac_init(&m, k->bytes, k->len);
+    sfv__hmac_update(&m, label, sizeof label);
+    sfv__hmac_update(&m, body, SFV__NCM_BODY);
+    sfv__put_be(be, to, 4);
+    sfv__put_be(be + 4, qpn, 4);
+    sfv__hmac_update(&m, be, sizeof be);
+    if (req) sfv__hmac_update(&m, req, SFV__NCM_SIZE);
+    sfv__hmac_final(&m, full);
+    memcpy(out, full, 16);
+}
+static void sfv__ncm_make(const sfv__ex_key *k, char kind, const sfv_node *node, size_t to, uint32_t qpn, const uint8_t *req, uint8_t out[SFV__NCM_SIZE]) {
+    out[0] = 'S'; out[1] = 'N'; out[2] = (uint8_t)kind; out[3] = 1;
+    sfv__put_be(out + 4, sfv_node_rank(node), 4);
+    sfv__put_be(out + 8, sfv_node_world_size(node), 4);
+    sfv_remote_mr_encode(sfv__node_barrier(node), out + 12);
+    sfv__ncm_mac(k, out, to, qpn, req, out + SFV__NCM_BODY);
+}
+/* NULL when p (n bytes) is a good `kind` message to this node from a rank of its world: *from
+   and *barrier say whose and where its barrier is. Else what is wrong with it (both zero). */
+static const char *sfv__ncm_judge(const sfv__ex_key *k, const uint8_t *p, size_t n, char kind, const sfv_node *node, uint32_t qpn,
+                                  const uint8_t *req, size_t *from, sfv_remote_mr *barrier) {
+    uint8_t mac[16];
+    size_t i;
+    memset(barrier, 0, sizeof *barrier);
+    *from = 0;
+    if (!p || n < SFV__NCM_SIZE || p[0] != 'S' || p[1] != 'N' || p[2] != (uint8_t)kind || p[3] != 1) return "not a safeverbs node's connection";
+    for (i = SFV__NCM_SIZE; i < n; i++)
+        if (p[i]) return "bytes after the message are not 0"; /* the CM pads with zeroes */
+    sfv__ncm_mac(k, p, sfv_node_rank(node), qpn, req, mac);
+    if (!sfv__same_bytes(mac, p + SFV__NCM_BODY, sizeof mac)) return "it did not prove the job key";
+    if (sfv__get_be(p + 8, 4) != sfv_node_world_size(node)) return "another world size";
+    *from = (size_t)sfv__get_be(p + 4, 4);
+    if (*from >= sfv_node_world_size(node) || *from == sfv_node_rank(node)) return "a rank out of this world";
+    SFV__KEEPING_ERROR(i = sfv_remote_mr_decode(p + 12, SFV_REMOTE_MR_ENCODED_SIZE, barrier) == SFV_OK); /* a stranger's: not the caller's failure */
+    if (!i || sfv_remote_mr_length(*barrier) < sfv_node_world_size(node) * sizeof(uint64_t)) return "a barrier region that is malformed or too small";
+    return NULL;
+}
+static const char *sfv__ncm_check(const sfv__ex_key *k, const uint8_t *p, size_t n, char kind, const sfv_node *node, uint32_t qpn,
+                                  const uint8_t *req, size_t *from, sfv_remote_mr *barrier) {
+    const char *why = sfv__ncm_judge(k, p, n, kind, node, qpn, req, from, barrier);
+    if (why) {
+        *from = 0;
+        memset(barrier, 0, sizeof *barrier);
+    }
+    return why;
+}
+
+/* Whether a and b are the same host address (the port aside). */
+static bool sfv__cm_same_host(const struct sockaddr *a, const struct sockaddr_storage *b) {
+    if (!a || a->sa_family != b->ss_family) return false;
+    if (a->sa_family == AF_INET)
+        return memcmp(&((const struct sockaddr_in *)(const void *)a)->sin_addr, &((const struct sockaddr_in *)(const void *)b)->sin_addr, 4) == 0;
+    if (a->sa_family == AF_INET6)
+        return memcmp(&((const struct sockaddr_in6 *)(const void *)a)->sin6_addr, &((const struct sockaddr_in6 *)(const void *)b)->sin6_addr, 16) == 0;
+    return false;
+}
+
+/* Whether any of the node's channels broke (a failed bring-up). */
+static bool sfv__ncm_any_broken(const sfv_node *node) {
+    size_t i;
+    for (i = 0; i < sfv_node_world_size(node); i++)
+        if (sfv__channel_broken(sfv_multi_channel_peer(sfv_node_multi_channel(node), i))) return true;
+    return false;
+}
+
+/* What a node connected through the CM keeps: a connection per rank (its own: NULL). */
+typedef struct sfv__ncm { size_t n; sfv_cm_conn *conns[1]; } sfv__ncm;
+static void sfv__ncm_free(void *p) {
+    sfv__ncm *st = (sfv__ncm *)p;
+    size_t i;
+    for (i = 0; i < st->n; i++) sfv__ignore(sfv_cm_close(st->conns[i], 0));
+    SFV_FREE(st);
+}
+
+/* Rank `to`'s answer must prove the key and come from it. */
+static sfv_result sfv__ncm_answer(const sfv__ex_key *k, sfv_node *node, size_t to, const sfv_cm_conn *c, const uint8_t *req, sfv_remote_mr *barrier) {
+    size_t n, from;
+    const uint8_t *p = sfv_cm_peer_private(c, &n);
+    const char *why = sfv__ncm_check(k, p, n, 'A', node, c->peer_qpn, req, &from, barrier);
+    if (!why && from != to) why = "it says another rank";
+    if (why) return sfv__fail(SFV_ERR_PERMISSION, EACCES, "sfv_node_connect_cm", "sfv_node_connect_cm: rank %zu's answer is refused: %s", to, why);
+    return SFV_OK;
+}
+
+/* This rank's connection to lower rank j: retried while j does not listen yet. */
+static sfv_result sfv__ncm_connect(sfv_node *node, const sfv_net_node *nodes, size_t j, const uint8_t *req, uint64_t deadline, sfv_cm_conn **out) {
+    sfv_channel *ch = sfv_multi_channel_peer(sfv_node_multi_channel(node), j);
+    const size_t me = sfv_node_rank(node);
+    for (;;) {
+        const int ms = sfv__ms_until(deadline);
+        sfv_result r;
+        if (ms == 0)
+            return sfv__fail(SFV_ERR_TIMEOUT, ETIMEDOUT, "sfv_node_connect_cm", "sfv_node_connect_cm: rank %zu (%s port %u) did not listen before the deadline", j,
+                             nodes[j].host, (unsigned)nodes[j].port);
+        r = sfv_cm_connect_channel(ch, nodes[me].host, nodes[j].host, nodes[j].port, req, SFV__NCM_SIZE, ms, out);
+        /* not listening yet, or a full backlog (a reject with no reason: ours always give one) */
+        if (r != SFV_ERR_REFUSED && !(r == SFV_ERR_REJECTED && sfv__reject_len == 0)) return r;
+        (void)poll(NULL, 0, sfv__ms_left(deadline) < 20 ? sfv__ms_left(deadline) : 20);
+    }
+}
+
+/* The next request from a higher rank that proves the key, accepted on its channel; strangers
+   are rejected and take no place. */
+static sfv_result sfv__ncm_accept(const sfv__ex_key *k, sfv_node *node, sfv_cm_listener *l, const struct sockaddr_storage *addrs, sfv__ncm *st,
+                                  sfv_remote_mr *barriers, uint64_t deadline) {
+    const size_t me = sfv_node_rank(node);
+    for (;;) {
+        const int ms = sfv__ms_until(deadline);
+        uint8_t rep[SFV__NCM_SIZE];
+        sfv_cm_request *q;
+        sfv_remote_mr b;
+        sfv_endpoint ep;
+        const uint8_t *p;
+        const char *why;
+        size_t n, from, r0;
+        sfv_result r = ms ? sfv_cm_get_request(l, ms, &q) : SFV_ERR_TIMEOUT;
+        if (r == SFV_ERR_TIMEOUT) {
+            for (r0 = me + 1; r0 < st->n && st->conns[r0]; r0++) {}
+            return sfv__fail(SFV_ERR_TIMEOUT, ETIMEDOUT, "sfv_node_connect_cm", "sfv_node_connect_cm: rank %zu did not connect before the deadline", r0);
+        }
+        if (r) return r;
+        p = sfv_cm_request_private(q, &n);
+        why = sfv__ncm_check(k, p, n, 'C', node, q->param.qp_num, NULL, &from, &b);
+        if (!why && from < me) why = "a lower rank (this rank connects to it)";
+        if (!why && st->conns[from]) why = "a rank already connected";
+        if (!why && !sfv__cm_same_host(rdma_get_peer_addr(q->id), &addrs[from])) why = "not from that rank's address";
+        if (why) {
+            SFV__LOG(SFV_LOG_INFO, "sfv_node_connect_cm: rank %zu rejected a connection request: %s", me, why);
+            sfv__ignore(sfv_cm_reject(q, why, strlen(why)));
+            continue;
+        }
+        r = sfv_channel_endpoint(sfv_multi_channel_peer(sfv_node_multi_channel(node), from), &ep);
+        if (r) { SFV__KEEPING_ERROR(sfv__ignore(sfv_cm_reject(q, NULL, 0))); return r; }
+        sfv__ncm_make(k, 'A', node, from, ep.qpn, p, rep);
+        r = sfv_cm_accept_channel(q, sfv_multi_channel_peer(sfv_node_multi_channel(node), from), rep, sizeof rep,
+                                  sfv__ms_until(deadline) ? sfv__ms_until(deadline) : 1, &st->conns[from]);
+        if (r) return r;
+        barriers[from] = b;
+        return SFV_OK;
+    }
+}
+
+SAFEVERBS_API sfv_result sfv_node_connect_cm(sfv_node *node, const sfv_net_node *nodes, const sfv_exchange_desc *desc, int timeout_ms) {
+    static const char fn[] = "sfv_node_connect_cm";
+    const uint64_t deadline = sfv__deadline(sfv__ms_or(timeout_ms, 60000u));
+    const sfv_error before = sfv__last; /* retries and strangers fail on the way: a success leaves no error */
+    struct sockaddr_storage *addrs = NULL;
+    sfv_remote_mr *barriers = NULL;
+    sfv_cm_listener *l = NULL;
+    sfv__ncm *st = NULL;
+    bool touched = false; /* a channel was brought up: a failure now breaks the node */
+    sfv__ex_key key;
+    size_t me, world, j;
+    sfv_endpoint ep;
+    sfv_result r;
+    SFV__CHECK_ARG(node, "node");
+    SFV__CHECK_ARG(nodes, "nodes (NULL)");
+    if ((r = sfv__node_may_connect(node, fn)) != SFV_OK) return r;
+    me = sfv_node_rank(node);
+    world = sfv_node_world_size(node);
+    if ((r = sfv_net_config_check(nodes, world)) != SFV_OK) return r;
+    if ((r = sfv__ex_key_pick(desc, &key)) != SFV_OK) return r;
+    if (key.loopback_only)
+        return sfv__fail(SFV_ERR_PERMISSION, EACCES, fn, "%s: no job key (sfv_exchange_desc.key or SAFEVERBS_JOB_KEY): a connection request names its rank, "
+                         "and without a key anyone who reaches the port could claim one (insecure_without_key allows it)", fn);
+    addrs = (struct sockaddr_storage *)SFV_CALLOC(world, sizeof *addrs);
+    barriers = (sfv_remote_mr *)SFV_CALLOC(world, sizeof *barriers);
+    st = (sfv__ncm *)SFV_CALLOC(1, sizeof *st + world * sizeof st->conns[0]);
+    if (!addrs || !barriers || !st) { r = sfv__fail_verb("calloc", ENOMEM); goto done; }
+    st->n = world;
+    for (j = 0; j < world && !r; j++) r = sfv__cm_addr(fn, nodes[j].host, nodes[j].port, &addrs[j]);
+    if (!r && me + 1 < world) r = sfv_cm_listen(nodes[me].host, nodes[me].port, (int)world, &l);
+    for (j = 0; j < me && !r; j++) { /* the lower ranks, in order; each of them accepts */
+        uint8_t req[SFV__NCM_SIZE];
+        r = sfv_channel_endpoint(sfv_multi_channel_peer(sfv_node_multi_channel(node), j), &ep);
+        if (r) break;
+        sfv__ncm_make(&key, 'C', node, j, ep.qpn, NULL, req);
+        r = sfv__ncm_connect(node, nodes, j, req, deadline, &st->conns[j]);
+        touched = touched || st->conns[j] || sfv__channel_broken(sfv_multi_channel_peer(sfv_node_multi_channel(node), j));
+        if (!r) r = sfv__ncm_answer(&key, node, j, st->conns[j], req, &barriers[j]);
+    }
+    for (j = me + 1; j < world && !r; j++) { /* the higher ranks, in whatever order they come */
+        r = sfv__ncm_accept(&key, node, l, addrs, st, barriers, deadline);
+        touched = touched || r == SFV_OK || sfv__ncm_any_broken(node); /* a failed accept may have brought its channel up */
+    }
+    if (!r) { /* its own rank: a loopback channel */
+        sfv_channel *self = sfv_multi_channel_peer(sfv_node_multi_channel(node), me);
+        r = sfv_channel_endpoint(self, &ep);
+        if (!r) r = sfv_channel_handshake(self, &ep);
+        touched = true;
+        barriers[me] = sfv__node_barrier(node);
+    }
+done:
+    if (l) SFV__KEEPING_ERROR(sfv__ignore(sfv_cm_destroy_listener(l))); /* rejects whoever still asks */
+    if (r == SFV_OK) {
+        sfv__node_connected(node, barriers, st, sfv__ncm_free);
+        sfv__last = before;
+        SFV__LOG(SFV_LOG_INFO, "node rank %zu of %zu: connected to every rank through the CM", me, world);
+    } else {
+        if (st) SFV__KEEPING_ERROR(sfv__ncm_free(st));
+        if (touched) { /* the result stays what went wrong; the node can only be destroyed */
+            const sfv_error why = sfv__last;
+            sfv__node_poison(node);
+            sfv__fail(why.result, why.errnum, why.verb, "%s: failed after some channels connected, so the node is broken (destroy it): %s", fn,
+                      why.message);
+        }
+    }
+    SFV_FREE(addrs);
+    SFV_FREE(barriers);
+    return r;
 }
 #endif /* SAFEVERBS_RDMACM */
 

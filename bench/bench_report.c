@@ -1020,6 +1020,21 @@ static void inflight_section(FILE *o) {
             num(t, 1), num(n, 1), ratio(t, n));
 }
 
+/* ---- RDMA-CM connection set-up (build/cm_setup) -------------------------------------------- */
+static void setup_section(FILE *o) {
+    const double sm = fig("setup", "connect", "cm", 0, "sfv", "median_us"), sp = fig("setup", "connect", "cm", 0, "sfv", "p90_us");
+    const double rm = fig("setup", "connect", "cm", 0, "raw", "median_us"), rp = fig("setup", "connect", "cm", 0, "raw", "p90_us");
+    fprintf(o, "\n## Connection set-up through RDMA-CM\n\n"
+               "From the start of connecting to the first completed send (address and route resolution, a QP, "
+               "connect, RTR/RTS, establish, one send): safeverbs' `sfv_cm_connect` + `sfv_channel_send` against "
+               "the same steps written on librdmacm and libibverbs, rxe1 to rxe0 in one process, rounds "
+               "alternating A-B-B-A (bench/cm_setup.c).\n\n"
+               "| | median (us) | p90 (us) |\n|---|---:|---:|\n"
+               "| safeverbs | %s | %s |\n| raw librdmacm | %s | %s |\n| safeverbs / raw | %s | %s |\n",
+            num(sm, 0), num(sp, 0), num(rm, 0), num(rp, 0), ratio(sm, rm), ratio(sp, rp));
+    if (isnan(sm) || isnan(rm)) fprintf(o, "\nno data: build/cm_setup did not run (it needs librdmacm and rdma_ucm in the guest).\n");
+}
+
 /* ---- the peers on one device (bench/peers.sh) ---------------------------------------------- */
 static const char *const PEER_TOOLS[] = {"sfv", "raw", "perftest", "uct", "ucp", "fi", "qperf"};
 static const char *const PEER_NAMES[] = {"safeverbs (sfv_bench --impl sfv)", "raw verbs (sfv_bench --impl raw)",
@@ -1346,6 +1361,7 @@ int main(int argc, char **argv) {
     peers_section(body, argv[4]);
     scale_section(body, argv[4]);
     inflight_section(body);
+    setup_section(body);
     alloc_section(body);
     syscall_section(body);
     fclose(body);

@@ -45,7 +45,12 @@ typedef struct client {
     const char *addr;
     const char *src;      /* NULL: CLI_ADDR */
     int timeout_ms;
-    int mode;             /* 0: echo one message back; 1: post a receive and wait for the peer to go; 2: connect and close */
+    int mode;             /* 0: echo one message back; 1: post a receive and wait for the peer to go; 2: connect and close;
+                             3: post a receive and wait on it alone (up to 20 s): the peer's disconnect must end it */
+    sfv_wait_mode wait_mode;
+    double done_at;       /* mode 3: when the wait returned (test_seconds) */
+    sfv_work_completion wc;
+    char wait_message[256];
     const char *priv;
     sfv_result result;
     sfv_error err;
@@ -67,7 +72,9 @@ static void *client_run(void *arg) {
     for (i = 0; i < (c->cycles ? c->cycles : 1); i++) {
         sfv_cm_conn *conn = NULL;
         const double t0 = test_seconds();
-        c->result = sfv_cm_connect(s.pd, c->src ? c->src : CLI_ADDR, c->addr ? c->addr : SRV_ADDR, c->port, NULL, c->priv, c->priv ? strlen(c->priv) : 0,
+        sfv_channel_desc desc = SFV_ZERO_INIT;
+        desc.wait_mode = c->wait_mode;
+        c->result = sfv_cm_connect(s.pd, c->src ? c->src : CLI_ADDR, c->addr ? c->addr : SRV_ADDR, c->port, &desc, c->priv, c->priv ? strlen(c->priv) : 0,
                                    c->timeout_ms, &conn);
         c->seconds = test_seconds() - t0;
         c->err = *sfv_last_error();
@@ -101,6 +108,15 @@ static void *client_run(void *arg) {
             t1 = test_seconds();
             c->wait_result = sfv_pending_wait(&rx, -1, NULL);
             c->seconds = test_seconds() - t1;
+        } else if (c->mode == 3) {
+            sfv_scatter_element in = sfv_mr_scatter_element(s.mr, s.buf, 64);
+            sfv_gather_element out = sfv_mr_gather_element(s.mr, s.buf, 8);
+            sfv_pending rx;
+            CHECK_OK(sfv_channel_post_receive(sfv_cm_channel(conn), &in, 1, &rx));
+            c->wait_result = sfv_pending_wait(&rx, 20000, &c->wc);
+            c->done_at = test_seconds();
+            snprintf(c->wait_message, sizeof c->wait_message, "%s", sfv_last_error()->message);
+            c->events_result = sfv_channel_send(sfv_cm_channel(conn), &out, 1, NULL); /* broken now */
         }
         CHECK_OK(sfv_cm_close(conn, c->mode == 2 ? 5000 : 0));
     }
@@ -322,6 +338,444 @@ static void test_peer_disconnects_mid_stream(void) {
     side_close(&s);
 }
 
+/* No sfv_cm_events, no poll of the CM fd: the wait itself notices the disconnect, busy or asleep. */
+static void wait_ends_on_disconnect(sfv_wait_mode mode) {
+    side s;
+    client c;
+    pthread_t t;
+    sfv_cm_listener *l;
+    sfv_cm_request *req;
+    sfv_cm_conn *conn;
+    double closed_at;
+    side_open(&s, 0);
+    memset(&c, 0, sizeof c);
+    c.mode = 3;
+    c.wait_mode = mode;
+    c.timeout_ms = 10000;
+    l = listen_any_port(&c.port);
+    CHECK(pthread_create(&t, NULL, client_run, &c) == 0);
+    CHECK_OK(sfv_cm_get_request(l, 10000, &req));
+    CHECK_OK(sfv_cm_accept(req, s.pd, NULL, NULL, 0, 10000, &conn));
+    usleep(300000); /* the client waits on its receive */
+    closed_at = test_seconds();
+    CHECK_OK(sfv_cm_close(conn, 0));
+    CHECK(pthread_join(t, NULL) == 0);
+    CHECK_OK(c.result);
+    CHECK_EQ(c.wait_result, SFV_ERR_WORK);
+    CHECK_EQ(c.wc.status, SFV_WC_WR_FLUSH_ERR);
+    CHECK_EQ(c.wc.error_class, SFV_WORK_ERROR_TRANSPORT);
+    if (!strstr(c.wait_message, "peer disconnected")) FAIL("last error: %s", c.wait_message);
+    if (c.done_at - closed_at > 3.0) FAIL("the wait ended %.2f s after the peer closed (its deadline was 20 s)", c.done_at - closed_at);
+    CHECK_EQ(c.events_result, SFV_ERR_BROKEN);
+    CHECK_OK(sfv_cm_destroy_listener(l));
+    side_close(&s);
+}
+static void test_wait_ends_on_disconnect_busy(void) { wait_ends_on_disconnect(SFV_WAIT_BUSY); }
+static void test_wait_ends_on_disconnect_event(void) { wait_ends_on_disconnect(SFV_WAIT_EVENT); }
+
+/* Channels of a multi-channel connected through the CM: two clients, each accepted on its own
+   peer channel; refusals for a channel that cannot; either order of teardown. */
+static void test_multi_channel_over_cm(void) {
+    side s;
+    client c[2];
+    pthread_t t[2];
+    sfv_cm_listener *l;
+    sfv_cm_request *req;
+    sfv_cm_conn *conn[2] = {NULL, NULL}, *bad = (sfv_cm_conn *)1;
+    sfv_multi_channel *mc;
+    int i;
+    side_open(&s, 0);
+    CHECK_OK(sfv_create_multi_channel(s.pd, 2, NULL, &mc));
+    l = listen_any_port(&c[0].port);
+    for (i = 0; i < 2; i++) {
+        uint16_t port = c[0].port;
+        memset(&c[i], 0, sizeof c[i]);
+        c[i].port = port;
+        c[i].timeout_ms = 10000;
+        CHECK(pthread_create(&t[i], NULL, client_run, &c[i]) == 0);
+        CHECK_OK(sfv_cm_get_request(l, 10000, &req));
+        CHECK_OK(sfv_cm_accept_channel(req, sfv_multi_channel_peer(mc, (size_t)i), NULL, 0, 10000, &conn[i]));
+        CHECK(sfv_cm_channel(conn[i]) == sfv_multi_channel_peer(mc, (size_t)i));
+        {   /* the client sends its message back: an ordinary channel of the multi-channel */
+            sfv_scatter_element in = sfv_mr_scatter_element(s.mr, s.buf + 1024, 64);
+            sfv_gather_element out = sfv_mr_gather_element(s.mr, s.buf, 64);
+            sfv_pending rx;
+            snprintf(s.buf, 64, "to peer %d", i);
+            CHECK_OK(sfv_channel_post_receive(sfv_cm_channel(conn[i]), &in, 1, &rx));
+            CHECK_OK(sfv_channel_send(sfv_cm_channel(conn[i]), &out, 1, NULL));
+            CHECK_OK(sfv_pending_wait(&rx, -1, NULL));
+            CHECK(strncmp(s.buf + 1024, s.buf, 64) == 0);
+        }
+        CHECK(pthread_join(t[i], NULL) == 0);
+        CHECK_OK(c[i].result);
+    }
+    /* a channel already connected cannot take another: refused, and the request rejected */
+    memset(&c[0], 0, sizeof c[0]);
+    c[0].port = sfv_cm_listener_port(l);
+    c[0].timeout_ms = 10000;
+    CHECK(pthread_create(&t[0], NULL, client_run, &c[0]) == 0);
+    CHECK_OK(sfv_cm_get_request(l, 10000, &req));
+    CHECK_RESULT(sfv_cm_accept_channel(req, sfv_multi_channel_peer(mc, 0), NULL, 0, 10000, &bad), SFV_ERR_INVALID);
+    CHECK(bad == NULL);
+    CHECK(strstr(sfv_last_error()->message, "already connected") != NULL);
+    CHECK(pthread_join(t[0], NULL) == 0);
+    CHECK_EQ(c[0].result, SFV_ERR_REJECTED);
+    bad = (sfv_cm_conn *)1;
+    CHECK_RESULT(sfv_cm_connect_channel(sfv_multi_channel_peer(mc, 1), NULL, SRV_ADDR, 1, NULL, 0, 1000, &bad), SFV_ERR_INVALID);
+    CHECK(bad == NULL);
+    CHECK_RESULT(sfv_cm_connect_channel(NULL, NULL, SRV_ADDR, 1, NULL, 0, 1000, &bad), SFV_ERR_INVALID);
+    CHECK_RESULT(sfv_cm_accept_channel(NULL, sfv_multi_channel_peer(mc, 1), NULL, 0, 1000, &bad), SFV_ERR_INVALID);
+    /* teardown in both orders: connection first, and channel (the multi-channel) first */
+    CHECK_OK(sfv_cm_close(conn[0], 0));
+    CHECK(sfv_channel_broken(sfv_multi_channel_peer(mc, 0), NULL));
+    CHECK_OK(sfv_destroy_multi_channel(mc));
+    CHECK_OK(sfv_cm_close(conn[1], 0));
+    CHECK_OK(sfv_cm_destroy_listener(l));
+    side_close(&s);
+}
+
+/* A channel of the caller's connected with sfv_cm_connect_channel: peer 1 of a multi-channel. */
+typedef struct mc_client { uint16_t port; sfv_result result, wrong_port; char got[64]; } mc_client;
+static void *mc_client_run(void *arg) {
+    mc_client *m = (mc_client *)arg;
+    side s;
+    sfv_multi_channel *mc;
+    sfv_cm_conn *conn = NULL;
+    side_open(&s, 1);
+    CHECK_OK(sfv_create_multi_channel(s.pd, 2, NULL, &mc));
+    m->result = sfv_cm_connect_channel(sfv_multi_channel_peer(mc, 1), CLI_ADDR, SRV_ADDR, m->port, "mc", 2, 10000, &conn);
+    if (m->result == SFV_OK) {
+        sfv_scatter_element in = sfv_mr_scatter_element(s.mr, s.buf, 64);
+        sfv_gather_element out = sfv_mr_gather_element(s.mr, s.buf, 64);
+        CHECK(sfv_cm_channel(conn) == sfv_multi_channel_peer(mc, 1));
+        CHECK_OK(sfv_channel_receive(sfv_cm_channel(conn), &in, 1, NULL));
+        memcpy(m->got, s.buf, sizeof m->got);
+        CHECK_OK(sfv_channel_send(sfv_cm_channel(conn), &out, 1, NULL));
+        CHECK_OK(sfv_cm_close(conn, 0));
+        CHECK(sfv_channel_broken(sfv_multi_channel_peer(mc, 1), NULL));
+        CHECK(!sfv_channel_broken(sfv_multi_channel_peer(mc, 0), NULL));
+    }
+    CHECK_OK(sfv_destroy_multi_channel(mc));
+    side_close(&s);
+    return NULL;
+}
+static void test_connect_channel_of_multi_channel(void) {
+    side s;
+    mc_client m;
+    pthread_t t;
+    sfv_cm_listener *l;
+    sfv_cm_request *req;
+    sfv_cm_conn *conn;
+    const uint8_t *p;
+    size_t n;
+    side_open(&s, 0);
+    memset(&m, 0, sizeof m);
+    l = listen_any_port(&m.port);
+    CHECK(pthread_create(&t, NULL, mc_client_run, &m) == 0);
+    CHECK_OK(sfv_cm_get_request(l, 10000, &req));
+    p = sfv_cm_request_private(req, &n);
+    CHECK(n >= 2 && memcmp(p, "mc", 2) == 0);
+    CHECK_OK(sfv_cm_accept(req, s.pd, NULL, NULL, 0, 10000, &conn));
+    {
+        sfv_scatter_element in = sfv_mr_scatter_element(s.mr, s.buf + 1024, 64);
+        sfv_gather_element out = sfv_mr_gather_element(s.mr, s.buf, 64);
+        sfv_pending rx;
+        snprintf(s.buf, 64, "to a multi-channel's peer 1");
+        CHECK_OK(sfv_channel_post_receive(sfv_cm_channel(conn), &in, 1, &rx));
+        CHECK_OK(sfv_channel_send(sfv_cm_channel(conn), &out, 1, NULL));
+        CHECK_OK(sfv_pending_wait(&rx, -1, NULL));
+        CHECK(strcmp(s.buf + 1024, "to a multi-channel's peer 1") == 0);
+    }
+    CHECK(pthread_join(t, NULL) == 0);
+    CHECK_OK(m.result);
+    CHECK(strcmp(m.got, "to a multi-channel's peer 1") == 0);
+    CHECK_OK(sfv_cm_close(conn, 0));
+    CHECK_OK(sfv_cm_destroy_listener(l));
+    side_close(&s);
+}
+
+/* Nodes over the CM: rank r on rxe(r % 2), at that device's address, CM port base + r. Each rank
+   is a thread with its own device, PD and node. */
+#define NCM_KEY "a job key only these ranks know"
+typedef struct ncm_rank {
+    size_t rank, world;
+    const sfv_net_node *nodes;
+    const char *key;
+    int role;              /* 0: connect, barrier, a ring of messages; 1: then wait for rank 1 (which leaves) on a receive */
+    sfv_result result, again, barrier, wait_result;
+    double done_at, left_at;
+    char msg[256];
+    unsigned got;
+} ncm_rank;
+static uint16_t ncm_base(void) { return (uint16_t)(20000 + (getpid() * 7) % 20000); }
+static void ncm_nodes(sfv_net_node *nodes, size_t world, uint16_t base) {
+    size_t r;
+    for (r = 0; r < world; r++) {
+        memset(&nodes[r], 0, sizeof nodes[r]);
+        nodes[r].host = r % 2 ? CLI_ADDR : SRV_ADDR;
+        nodes[r].port = (uint16_t)(base + r);
+        nodes[r].rank = (uint32_t)r;
+    }
+}
+static void *ncm_run(void *arg) {
+    ncm_rank *k = (ncm_rank *)arg;
+    sfv_node_desc nd = SFV_ZERO_INIT;
+    sfv_exchange_desc xd = SFV_ZERO_INIT;
+    sfv_node *node;
+    side s;
+    side_open(&s, (int)(k->rank % 2));
+    nd.rank = k->rank;
+    nd.world_size = k->world;
+    CHECK_OK(sfv_create_node(s.pd, &nd, &node));
+    xd.key = k->key;
+    xd.key_len = strlen(k->key);
+    k->result = sfv_node_connect_cm(node, k->nodes, &xd, 30000);
+    snprintf(k->msg, sizeof k->msg, "%s", k->result ? sfv_last_error()->message : "");
+    if (k->result == SFV_OK) {
+        sfv_multi_channel *mc = sfv_node_multi_channel(node);
+        const size_t next = (k->rank + 1) % k->world, prev = (k->rank + k->world - 1) % k->world;
+        sfv_scatter_element in = sfv_mr_scatter_element(s.mr, s.buf + 64, 8);
+        sfv_gather_element out = sfv_mr_gather_element(s.mr, s.buf, 8);
+        sfv_pending rx;
+        k->again = sfv_node_connect_cm(node, k->nodes, &xd, 1000); /* connected already */
+        memcpy(s.buf, &k->rank, sizeof k->rank);
+        CHECK_OK(sfv_channel_post_receive(sfv_multi_channel_peer(mc, prev), &in, 1, &rx));
+        k->barrier = sfv_node_barrier(node, NULL, 0, 10000); /* every rank's receive is posted */
+        if (k->barrier == SFV_OK) {
+            CHECK_OK(sfv_channel_send(sfv_multi_channel_peer(mc, next), &out, 1, NULL));
+            CHECK_OK(sfv_pending_wait(&rx, 10000, NULL));
+            memcpy(&k->got, s.buf + 64, sizeof k->got);
+            CHECK_OK(sfv_node_barrier(node, NULL, 0, 10000)); /* everyone got theirs */
+        } /* else: the receive dies with the node */
+        if (k->role == 1 && k->rank == 0) { /* rank 1 leaves: the wait must end then, not in 20 s */
+            CHECK_OK(sfv_channel_post_receive(sfv_multi_channel_peer(mc, 1), &in, 1, &rx));
+            k->wait_result = sfv_pending_wait(&rx, 20000, NULL);
+            k->done_at = test_seconds();
+            snprintf(k->msg, sizeof k->msg, "%s", sfv_last_error()->message);
+        } else if (k->role == 1) {
+            usleep(300000);
+            k->left_at = test_seconds();
+        }
+    }
+    CHECK_OK(sfv_destroy_node(node));
+    side_close(&s);
+    return NULL;
+}
+
+static void test_node_over_cm_three_ranks(void) {
+    sfv_net_node nodes[3];
+    ncm_rank k[3];
+    pthread_t t[3];
+    size_t r;
+    ncm_nodes(nodes, 3, ncm_base());
+    for (r = 0; r < 3; r++) {
+        memset(&k[r], 0, sizeof k[r]);
+        k[r].rank = r;
+        k[r].world = 3;
+        k[r].nodes = nodes;
+        k[r].key = NCM_KEY;
+    }
+    for (r = 3; r-- > 0;) CHECK(pthread_create(&t[r], NULL, ncm_run, &k[r]) == 0); /* the highest first: it retries until the others listen */
+    for (r = 0; r < 3; r++) CHECK(pthread_join(t[r], NULL) == 0);
+    for (r = 0; r < 3; r++) {
+        if (k[r].result != SFV_OK) FAIL("rank %zu: %s: %s", r, sfv_result_str(k[r].result), k[r].msg);
+        CHECK_EQ(k[r].again, SFV_ERR_INVALID);
+        CHECK_OK(k[r].barrier);
+        CHECK_EQ(k[r].got, (unsigned)((r + 2) % 3)); /* from the rank before it */
+    }
+}
+
+/* A stranger's request, retried while the rank does not listen yet. */
+static sfv_result stranger_connect(side *s, uint16_t port, const void *priv, size_t len, char *reason, size_t cap) {
+    sfv_cm_conn *conn = NULL;
+    sfv_result r;
+    size_t n;
+    const uint8_t *p;
+    int i;
+    for (i = 0; i < 200; i++) {
+        r = sfv_cm_connect(s->pd, CLI_ADDR, SRV_ADDR, port, NULL, priv, len, 5000, &conn);
+        if (r != SFV_ERR_REFUSED) break;
+        usleep(20000);
+    }
+    if (r == SFV_OK) {
+        CHECK_OK(sfv_cm_close(conn, 0));
+        return r;
+    }
+    p = sfv_cm_reject_reason(&n);
+    snprintf(reason, cap, "%.*s", (int)(n < cap ? n : cap - 1), (const char *)p);
+    return r;
+}
+
+static void test_node_over_cm_strangers_and_leaving_peer(void) {
+    sfv_net_node nodes[2], forged[2];
+    ncm_rank k[2];
+    pthread_t t[2];
+    uint8_t junk[52];
+    char reason[160];
+    side s;
+    size_t r;
+    sfv_exchange_desc none = SFV_ZERO_INIT;
+    sfv_node_desc nd = SFV_ZERO_INIT;
+    sfv_node *node;
+    ncm_nodes(nodes, 2, (uint16_t)(ncm_base() + 10));
+    for (r = 0; r < 2; r++) {
+        memset(&k[r], 0, sizeof k[r]);
+        k[r].rank = r;
+        k[r].world = 2;
+        k[r].nodes = nodes;
+        k[r].key = NCM_KEY;
+        k[r].role = 1;
+    }
+    /* refused before anything: no key, no nodes; the node can still connect after */
+    side_open(&s, 1);
+    nd.rank = 1;
+    nd.world_size = 2;
+    CHECK_OK(sfv_create_node(s.pd, &nd, &node));
+    unsetenv("SAFEVERBS_JOB_KEY");
+    CHECK_RESULT(sfv_node_connect_cm(node, nodes, &none, 1000), SFV_ERR_PERMISSION);
+    CHECK(strstr(sfv_last_error()->message, "no job key") != NULL);
+    CHECK_RESULT(sfv_node_connect_cm(node, NULL, NULL, 1000), SFV_ERR_INVALID);
+    CHECK_RESULT(sfv_node_connect_cm(NULL, nodes, NULL, 1000), SFV_ERR_INVALID);
+    CHECK_OK(sfv_destroy_node(node));
+
+    CHECK(pthread_create(&t[0], NULL, ncm_run, &k[0]) == 0);
+    /* strangers at rank 0's port: nonsense, a forged proof, and a keyed rank 1 from another address */
+    CHECK_EQ(stranger_connect(&s, nodes[0].port, NULL, 0, reason, sizeof reason), SFV_ERR_REJECTED);
+    CHECK(strstr(reason, "not a safeverbs node") != NULL);
+    memset(junk, 0, sizeof junk);
+    junk[0] = 'S'; junk[1] = 'N'; junk[2] = 'C'; junk[3] = 1; junk[7] = 1; junk[11] = 2;
+    CHECK_EQ(stranger_connect(&s, nodes[0].port, junk, sizeof junk, reason, sizeof reason), SFV_ERR_REJECTED);
+    CHECK(strstr(reason, "did not prove the job key") != NULL);
+    memcpy(forged, nodes, sizeof forged);
+    forged[1].host = SRV_ADDR; /* says it is rank 1, proves the key, but comes from rank 0's address */
+    {
+        sfv_context *ctx; sfv_pd *pd; sfv_node *fn_node;
+        sfv_exchange_desc xd = SFV_ZERO_INIT;
+        sfv_node_desc fd = SFV_ZERO_INIT;
+        CHECK_OK(sfv_open_device(test_device(0), &ctx));
+        CHECK_OK(sfv_alloc_pd(ctx, &pd));
+        fd.rank = 1;
+        fd.world_size = 2;
+        CHECK_OK(sfv_create_node(pd, &fd, &fn_node));
+        xd.key = NCM_KEY;
+        xd.key_len = strlen(NCM_KEY);
+        CHECK_RESULT(sfv_node_connect_cm(fn_node, forged, &xd, 10000), SFV_ERR_REJECTED);
+        CHECK(strstr(sfv_last_error()->message, "rejected") != NULL);
+        CHECK_OK(sfv_destroy_node(fn_node));
+        CHECK_OK(sfv_dealloc_pd(pd));
+        CHECK_OK(sfv_close_device(ctx));
+    }
+    /* the real rank 1: connects, the ring runs, then it leaves while rank 0 waits on it */
+    CHECK(pthread_create(&t[1], NULL, ncm_run, &k[1]) == 0);
+    for (r = 0; r < 2; r++) CHECK(pthread_join(t[r], NULL) == 0);
+    for (r = 0; r < 2; r++)
+        if (k[r].result != SFV_OK) FAIL("rank %zu: %s: %s", r, sfv_result_str(k[r].result), k[r].msg);
+    CHECK_OK(k[0].barrier);
+    CHECK_EQ(k[0].got, 1u);
+    CHECK_EQ(k[1].got, 0u);
+    CHECK_EQ(k[0].wait_result, SFV_ERR_WORK);
+    if (!strstr(k[0].msg, "peer disconnected")) FAIL("rank 0's wait: %s", k[0].msg);
+    if (k[0].done_at - k[1].left_at > 4.0) FAIL("rank 0's wait ended %.2f s after rank 1 left (its deadline: 20 s)", k[0].done_at - k[1].left_at);
+    side_close(&s);
+}
+
+/* A rank that never comes: SFV_ERR_TIMEOUT naming it, the node as it was; then it comes, and the
+   same node connects (and that success leaves the earlier failure as the last error). */
+static void test_node_over_cm_absent_rank_then_retry(void) {
+    sfv_net_node nodes[2];
+    ncm_rank k1;
+    pthread_t t;
+    sfv_node_desc nd = SFV_ZERO_INIT;
+    sfv_exchange_desc xd = SFV_ZERO_INIT;
+    sfv_node *node;
+    side s;
+    sfv_scatter_element in;
+    sfv_gather_element out;
+    sfv_pending rx;
+    unsigned zero = 0, got = 7;
+    ncm_nodes(nodes, 2, (uint16_t)(ncm_base() + 20));
+    side_open(&s, 0);
+    nd.world_size = 2;
+    CHECK_OK(sfv_create_node(s.pd, &nd, &node));
+    xd.key = NCM_KEY;
+    xd.key_len = strlen(NCM_KEY);
+    CHECK_RESULT(sfv_node_connect_cm(node, nodes, &xd, 1500), SFV_ERR_TIMEOUT);
+    CHECK(strstr(sfv_last_error()->message, "rank 1") != NULL);
+    memset(&k1, 0, sizeof k1);
+    k1.rank = 1;
+    k1.world = 2;
+    k1.nodes = nodes;
+    k1.key = NCM_KEY;
+    CHECK(pthread_create(&t, NULL, ncm_run, &k1) == 0);
+    CHECK_OK(sfv_node_connect_cm(node, nodes, &xd, 30000));
+    CHECK_EQ(sfv_last_error()->result, SFV_ERR_TIMEOUT); /* a success leaves no error of its own */
+    memcpy(s.buf, &zero, sizeof zero);
+    in = sfv_mr_scatter_element(s.mr, s.buf + 64, 8);
+    out = sfv_mr_gather_element(s.mr, s.buf, 8);
+    CHECK_OK(sfv_channel_post_receive(sfv_multi_channel_peer(sfv_node_multi_channel(node), 1), &in, 1, &rx));
+    CHECK_OK(sfv_node_barrier(node, NULL, 0, 10000));
+    CHECK_OK(sfv_channel_send(sfv_multi_channel_peer(sfv_node_multi_channel(node), 1), &out, 1, NULL));
+    CHECK_OK(sfv_pending_wait(&rx, 10000, NULL));
+    memcpy(&got, s.buf + 64, sizeof got);
+    CHECK_EQ(got, 1u);
+    CHECK_OK(sfv_node_barrier(node, NULL, 0, 10000));
+    CHECK(pthread_join(t, NULL) == 0);
+    if (k1.result != SFV_OK) FAIL("rank 1: %s", k1.msg);
+    CHECK_EQ(k1.got, 0u);
+    CHECK_OK(sfv_destroy_node(node));
+    side_close(&s);
+}
+
+/* A caller's channel reset after a connection, then connected again: the first connection lets
+   go of it (no use after free in any teardown order, under ASan); while a connection holds it,
+   a second connect is refused. */
+typedef struct reset_client { uint16_t port; sfv_result first, held, second; } reset_client;
+static void *reset_client_run(void *arg) {
+    reset_client *m = (reset_client *)arg;
+    side s;
+    sfv_multi_channel *mc;
+    sfv_cm_conn *c1 = NULL, *c2 = NULL, *c3 = (sfv_cm_conn *)1;
+    sfv_channel *ch;
+    side_open(&s, 1);
+    CHECK_OK(sfv_create_multi_channel(s.pd, 1, NULL, &mc));
+    ch = sfv_multi_channel_peer(mc, 0);
+    m->first = sfv_cm_connect_channel(ch, CLI_ADDR, SRV_ADDR, m->port, NULL, 0, 10000, &c1);
+    CHECK_OK(sfv_channel_reset(ch));
+    m->second = sfv_cm_connect_channel(ch, CLI_ADDR, SRV_ADDR, m->port, NULL, 0, 10000, &c2);
+    m->held = sfv_cm_connect_channel(ch, CLI_ADDR, SRV_ADDR, m->port, NULL, 0, 1000, &c3);
+    CHECK(c3 == NULL);
+    CHECK(c1 != NULL && c2 != NULL);
+    CHECK_OK(sfv_cm_close(c2, 0));          /* c2 first, */
+    CHECK_OK(sfv_destroy_multi_channel(mc)); /* then the channel, */
+    CHECK_OK(sfv_cm_close(c1, 0));          /* then c1, which let go of it at the reset */
+    side_close(&s);
+    return NULL;
+}
+static void test_reset_channel_connected_again(void) {
+    side s;
+    reset_client m;
+    pthread_t t;
+    sfv_cm_listener *l;
+    sfv_cm_request *req;
+    sfv_cm_conn *conn[2];
+    int i;
+    side_open(&s, 0);
+    memset(&m, 0, sizeof m);
+    l = listen_any_port(&m.port);
+    CHECK(pthread_create(&t, NULL, reset_client_run, &m) == 0);
+    for (i = 0; i < 2; i++) {
+        CHECK_OK(sfv_cm_get_request(l, 10000, &req));
+        CHECK_OK(sfv_cm_accept(req, s.pd, NULL, NULL, 0, 10000, &conn[i]));
+    }
+    CHECK(pthread_join(t, NULL) == 0);
+    CHECK_OK(m.first);
+    CHECK_OK(m.second);
+    CHECK_EQ(m.held, SFV_ERR_INVALID);
+    for (i = 0; i < 2; i++) CHECK_OK(sfv_cm_close(conn[i], 0));
+    CHECK_OK(sfv_cm_destroy_listener(l));
+    side_close(&s);
+}
+
 static void test_listener_destroyed_with_requests_pending(void) {
     client c;
     pthread_t t;
@@ -501,6 +955,14 @@ static const harness_test tests[] = {
     TEST(test_private_data_limits_and_wrong_pd, 60),
     TEST(test_accept_and_reject_private_limits, 60),
     TEST(test_peer_disconnects_mid_stream, 60),
+    TEST(test_wait_ends_on_disconnect_busy, 60),
+    TEST(test_wait_ends_on_disconnect_event, 60),
+    TEST(test_multi_channel_over_cm, 90),
+    TEST(test_connect_channel_of_multi_channel, 60),
+    TEST(test_node_over_cm_three_ranks, 90),
+    TEST(test_node_over_cm_strangers_and_leaving_peer, 90),
+    TEST(test_node_over_cm_absent_rank_then_retry, 90),
+    TEST(test_reset_channel_connected_again, 60),
     TEST(test_listener_destroyed_with_requests_pending, 60),
     TEST(test_200_cycles_no_fd_growth, 600),
     TEST(test_cm_and_handshaken_channel_on_one_pd, 60),
