@@ -13,8 +13,8 @@
    Implementation   >>inflight hooks >>impl log >>impl results >>impl refcounts >>impl devices >>impl pd and cq
                     >>impl memory regions >>impl elements >>impl remote regions >>impl channel
                     >>impl inflight >>impl completions >>impl posting >>impl pending work
-                    >>impl scopes >>impl events >>impl srq >>impl leases >>impl multi-channel
-                    >>impl exchange >>impl node >>impl rdmacm >>impl raw verbs
+                    >>impl scopes >>impl events >>impl srq >>impl leases >>impl channel internals
+                    >>impl multi-channel >>impl exchange >>impl node >>impl rdmacm >>impl raw verbs
    Licence          >>licence
 
    LAYERS
@@ -289,6 +289,7 @@ typedef struct sfv_error {
                             "remote region", "post", "wait", "completion" (a failed work
                             request), "pending", "scope", "multi-channel", "exchange",
                             "network config", "node", "node endpoint", "barrier", "numa",
+                            "channel" (a channel already connected or broken),
                             "sfv_channel_desc", "sfv_node_desc" (a desc field out of range) */
     char message[256];   /* a sentence for humans */
 } sfv_error;
@@ -1553,8 +1554,8 @@ struct ibv_send_wr;
 struct ibv_recv_wr;
 static size_t sfv__inflight_bytes(const sfv_channel_desc *d, bool recv);
 static void sfv__inflight_ring_init(struct sfv__ring *q, const sfv_channel_desc *d, bool recv, uint64_t slots);
-static bool sfv__inflight_post(struct sfv__ring *q, const struct ibv_send_wr *s, const struct ibv_recv_wr *r);
-static void sfv__inflight_unpost(struct sfv__ring *q, const struct ibv_send_wr *s, const struct ibv_recv_wr *r, size_t posted);
+static bool sfv__inflight_post(struct sfv__ring *q, const struct ibv_send_wr *s, const struct ibv_recv_wr *rw);
+static void sfv__inflight_unpost(struct sfv__ring *q, const struct ibv_send_wr *s, const struct ibv_recv_wr *rw, size_t posted);
 static void sfv__inflight_done(struct sfv__ring *q, uint64_t first, uint64_t last);
 static void sfv__inflight_forget(struct sfv__ring *q);
 static bool sfv__inflight_mr_busy(const sfv_mr *mr);
@@ -2602,7 +2603,7 @@ SAFEVERBS_API sfv_result sfv_remote_mr_slice(sfv_remote_mr region, uint64_t offs
     if (sfv__remote_wraps(region)) return sfv__remote_wrapping(region, "sfv_remote_mr_slice");
     if (offset > region.length || length > region.length - offset) return sfv__remote_oob(region, offset, length, out);
     if (region.addr + offset < region.addr) return sfv__remote_oob(region, offset, length, out); /* an empty slice at 2^64 */
-    *out = sfv_remote_mr_make(region.addr + offset, length, region.rkey); /* no wrap: r does not */
+    *out = sfv_remote_mr_make(region.addr + offset, length, region.rkey); /* no wrap: region does not */
     return SFV_OK;
 }
 SAFEVERBS_API sfv_result sfv_remote_mr_sub(sfv_remote_mr region, uint64_t offset, sfv_remote_mr *out) {
@@ -3475,9 +3476,9 @@ static void sfv__iv_drop_slot(sfv__ring *q, uint64_t seq, uint64_t written) {
     }
 }
 
-static bool sfv__inflight_post(sfv__ring *q, const struct ibv_send_wr *s, const struct ibv_recv_wr *r) {
+static bool sfv__inflight_post(sfv__ring *q, const struct ibv_send_wr *s, const struct ibv_recv_wr *rw) {
     const struct ibv_send_wr *const s0 = s;
-    const struct ibv_recv_wr *const r0 = r;
+    const struct ibv_recv_wr *const rw0 = rw;
     bool ok = true;
     sfv__iv_enter();
     for (; ok && s; s = s->next) {
@@ -3489,18 +3490,18 @@ static bool sfv__inflight_post(sfv__ring *q, const struct ibv_send_wr *s, const 
         }
         ok = sfv__iv_add_wr(q, s->wr_id, op, scatter, s->sg_list, s->num_sge);
     }
-    for (; ok && r; r = r->next) ok = sfv__iv_add_wr(q, r->wr_id, SFV_WC_OP_RECV, true, r->sg_list, r->num_sge);
+    for (; ok && rw; rw = rw->next) ok = sfv__iv_add_wr(q, rw->wr_id, SFV_WC_OP_RECV, true, rw->sg_list, rw->num_sge);
     sfv__iv_leave();
-    if (!ok) sfv__inflight_unpost(q, s0, r0, 0); /* a race in a list: none of it was posted */
+    if (!ok) sfv__inflight_unpost(q, s0, rw0, 0); /* a race in a list: none of it was posted */
     return ok;
 }
-static void sfv__inflight_unpost(sfv__ring *q, const struct ibv_send_wr *s, const struct ibv_recv_wr *r, size_t posted) {
+static void sfv__inflight_unpost(sfv__ring *q, const struct ibv_send_wr *s, const struct ibv_recv_wr *rw, size_t posted) {
     size_t i;
     sfv__iv_enter();
     for (i = 0; s; s = s->next, i++)
         if (i >= posted) sfv__iv_drop_slot(q, s->wr_id >> 1, 0);
-    for (i = 0; r; r = r->next, i++)
-        if (i >= posted) sfv__iv_drop_slot(q, r->wr_id >> 1, 0);
+    for (i = 0; rw; rw = rw->next, i++)
+        if (i >= posted) sfv__iv_drop_slot(q, rw->wr_id >> 1, 0);
     sfv__iv_leave();
 }
 /* What the completion of slot s says the NIC wrote into its scatter elements. */
@@ -3705,11 +3706,16 @@ static bool sfv__destroy_qp(sfv_channel *ch) {
     return true;
 }
 
+/* How long sfv__abort waits for the flushed work of a QP moved to ERR before it destroys the QP
+   instead. A flush needs no peer, so it normally ends in microseconds; 5 s leaves room for a
+   loaded host or emulated NIC (rxe flushes on a kernel work queue that shares the CPUs) without
+   letting a destroy hang on a NIC that never flushes. */
+#define SFV__ABORT_DRAIN_NS 5000000000ull
 /* Stops all work so no buffer stays in the NIC's hands: QP to ERR, drain the flushed work;
    if that does not finish in time, destroy the QP, after which the NIC touches nothing. */
 static void sfv__abort(sfv_channel *ch) {
     struct ibv_qp_attr qa;
-    uint64_t deadline = sfv__now_ns() + 5000000000ull;
+    uint64_t deadline = sfv__now_ns() + SFV__ABORT_DRAIN_NS;
     sfv__break(ch);
     ch->aborted = true;
     if (!ch->qp) return;
@@ -4271,14 +4277,14 @@ static sfv__request sfv__request_at(sfv__post_kind kind, bool write, const void 
     sfv__request o;
     memset(&o, 0, sizeof o);
     if (kind == SFV__POST_READ) {
-        const sfv_read_request *r = (const sfv_read_request *)reqs + i;
-        o.sg = (const struct ibv_sge *)r->sges; o.n = r->n; o.remote = &r->remote;
+        const sfv_read_request *req = (const sfv_read_request *)reqs + i;
+        o.sg = (const struct ibv_sge *)req->sges; o.n = req->n; o.remote = &req->remote;
     } else if (write) {
-        const sfv_write_request *r = (const sfv_write_request *)reqs + i;
-        o.sg = (const struct ibv_sge *)r->sges; o.n = r->n; o.remote = &r->remote; o.has_imm = r->has_imm; o.imm = r->imm;
+        const sfv_write_request *req = (const sfv_write_request *)reqs + i;
+        o.sg = (const struct ibv_sge *)req->sges; o.n = req->n; o.remote = &req->remote; o.has_imm = req->has_imm; o.imm = req->imm;
     } else {
-        const sfv_send_request *r = (const sfv_send_request *)reqs + i;
-        o.sg = (const struct ibv_sge *)r->sges; o.n = r->n; o.has_imm = r->has_imm; o.imm = r->imm;
+        const sfv_send_request *req = (const sfv_send_request *)reqs + i;
+        o.sg = (const struct ibv_sge *)req->sges; o.n = req->n; o.has_imm = req->has_imm; o.imm = req->imm;
     }
     return o;
 }
@@ -5354,7 +5360,7 @@ static bool sfv__channel_broken(const sfv_channel *ch) { return ch->broken; }
 static sfv_result sfv__channel_ready_from(sfv_channel *ch, struct ibv_qp_attr *rtr, int rtr_mask, struct ibv_qp_attr *rts, int rts_mask) {
     sfv_result r;
     if (ch->connected || ch->broken || !ch->qp)
-        return sfv__fail(SFV_ERR_INVALID, EINVAL, "sfv_channel", "the channel is %s", ch->connected ? "already connected" : "broken");
+        return sfv__fail(SFV_ERR_INVALID, EINVAL, "channel", "the channel is %s", ch->connected ? "already connected" : "broken");
     r = sfv__modify(ch->qp, rtr, rtr_mask, "RTR");
     if (r) return r;
     r = sfv__modify(ch->qp, rts, rts_mask, "RTS");
@@ -7733,6 +7739,7 @@ SAFEVERBS_API struct ibv_cq *sfv_channel_raw_cq(const sfv_channel *ch) { return 
 #undef SFV__WC_LIST
 #undef SFV__KEEPING_ERROR
 #undef SFV__PENDING_LIVE
+#undef SFV__ABORT_DRAIN_NS
 #endif /* SAFEVERBS_IMPLEMENTATION */
 
 /* >>licence
