@@ -133,10 +133,10 @@ INCDIR     := $(PREFIX)/include
 PCDIR      := $(PREFIX)/share/pkgconfig
 CMAKEDIR   := $(PREFIX)/share/cmake/safeverbs
 MANDIR     := $(PREFIX)/share/man
-SFV_VERSION := $(shell sed -n 's/^\#define SAFEVERBS_VERSION_STRING "\(.*\)"/\1/p' safeverbs.h)
-SFV_MAJOR  := $(word 1,$(subst ., ,$(SFV_VERSION)))
-SFV_MINOR  := $(word 2,$(subst ., ,$(SFV_VERSION)))
-SUBST      = sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(SFV_VERSION)|g' -e 's|@MAJOR@|$(SFV_MAJOR)|g' -e 's|@MINOR@|$(SFV_MINOR)|g'
+VERSION := $(shell sed -n 's/^\#define SAFEVERBS_VERSION_STRING "\(.*\)"/\1/p' safeverbs.h)
+MAJOR  := $(word 1,$(subst ., ,$(VERSION)))
+MINOR  := $(word 2,$(subst ., ,$(VERSION)))
+SUBST      = sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(VERSION)|g' -e 's|@MAJOR@|$(MAJOR)|g' -e 's|@MINOR@|$(MINOR)|g'
 MAN3       := $(wildcard docs/man/*.3)
 MAN7       := $(wildcard docs/man/*.7)
 .PHONY: install uninstall consumers

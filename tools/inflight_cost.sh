@@ -13,7 +13,7 @@ if [[ -z ${SAFEVERBS_IN_VM:-} && -z $(ls -A /sys/class/infiniband 2>/dev/null) ]
     exec bash tools/on-rxe.sh bash tools/inflight_cost.sh
 fi
 w=$(mktemp -d) || exit
-N=${SFV_COST_N:-2000}
+N=${SAFEVERBS_COST_N:-2000}
 for v in track notrack; do
     ir=()
     for n in "$N" $((2 * N)); do
