@@ -1495,6 +1495,49 @@ static void t_unsignaled_in_scopes(void) {
     pair_close(&a, &b);
 }
 
+/* Unsignaled reads (sfv_channel_post_read_unsignaled), the last work of their scope: the scope's
+   fence after them completes them too, and when the scope returns the bytes have arrived. */
+static sfv_result unsignaled_reads(sfv_channel *ch, void *user) {
+    unsig_args *u = (unsig_args *)user;
+    sfv_remote_mr rb = sfv_mr_remote(u->b->mr), src;
+    sfv_result r;
+    int i;
+    for (i = 0; i < 3; i++) {
+        sfv_scatter_element e = S(u->a, 12288 + (size_t)i * 16, 16);
+        r = sfv_remote_mr_slice(rb, 12288 + (size_t)i * 16, 16, &src);
+        if (!r) r = sfv_channel_post_read_unsignaled(ch, &e, 1, src);
+        if (r) return r;
+    }
+    return SFV_OK;
+}
+static void t_unsignaled_reads_in_scope(void) {
+    side a, b;
+    sfv_channel_desc d = desc_default();
+    sfv_scope_report rep;
+    sfv_scatter_element e;
+    got_wcs got;
+    unsig_args u;
+    int i;
+    pair_open(&a, &b, &d, &d, SHARED);
+    for (i = 0; i < 48; i++) b.buf[12288 + i] = (char)(i * 7 + 1);
+    memset(a.buf + 12288, 0, 48);
+    u.a = &a; u.b = &b; u.mode = 0;
+    memset(&got, 0, sizeof got);
+    CHECK_OK(sfv_channel_scope_wc(a.ch, unsignaled_reads, &u, collect_wc, &got, &rep));
+    CHECK(rep.fn_result == SFV_OK && rep.failed == 0);
+    CHECK_EQ(rep.auto_polled, 3); /* the three reads; the fence is the scope's own */
+    CHECK_EQ(got.n, 3);
+    for (i = 0; i < 3; i++) CHECK(got.wc[i].opcode == SFV_WC_OP_READ && got.wc[i].status == SFV_WC_SUCCESS);
+    CHECK(memcmp(a.buf + 12288, b.buf + 12288, 48) == 0);
+    CHECK_EQ(sfv_channel_outstanding(a.ch), 0);
+    /* outside a scope: refused, nothing posted */
+    e = S(&a, 12288, 16);
+    CHECK_RESULT(sfv_channel_post_read_unsignaled(a.ch, &e, 1, sfv_mr_remote(b.mr)), SFV_ERR_INVALID);
+    CHECK(strstr(sfv_last_error()->message, "scope") != NULL);
+    CHECK_EQ(sfv_channel_outstanding(a.ch), 0);
+    pair_close(&a, &b);
+}
+
 /* The local link goes down under a channel: the completion's class and the last error say so
    (rxe reports LOC_QP_OP_ERR, which alone would read as a programming error). The link comes
    back before the test ends. */
@@ -1945,6 +1988,7 @@ static const harness_test TESTS[] = {
     TEST(t_atomic_peer_qp_without_remote_atomic, 60),
     TEST(t_request_batches_and_scope_completions, 30),
     TEST(t_unsignaled_in_scopes, 30),
+    TEST(t_unsignaled_reads_in_scope, 30),
     TEST(t_link_down_is_not_a_programming_error, 90), /* last: it takes the link down and up */
 };
 

@@ -15,7 +15,8 @@
    - keys: an element's lkey must name a live MR of the QP's PD that holds the bytes (and has
      LOCAL_WRITE where the NIC writes), else LOC_PROT_ERR; a remote region must lie in a live MR
      of the peer's PD whose rkey it names, with the access (REMOTE_WRITE / REMOTE_READ) in the MR
-     and in the peer QP, else REM_ACCESS_ERR; a message longer than the receive gives the receiver
+     and in the peer QP, else REM_ACCESS_ERR (a zero-length write or read names no memory: only the
+     peer QP's access is checked, IB C9-88); a message longer than the receive gives the receiver
      LOC_LEN_ERR and the sender REM_INV_REQ_ERR; every error moves the QP to ERR;
    - completion channels: a pipe; an armed CQ writes one event into it on its next completion;
      destroying a CQ whose events were not all acknowledged aborts (real libibverbs hangs);
@@ -850,7 +851,7 @@ static bool fk_exec(fk_qp *q) {
     }
     if (is_write || is_read) {
         const unsigned need = is_atomic ? IBV_ACCESS_REMOTE_ATOMIC : is_read ? IBV_ACCESS_REMOTE_READ : IBV_ACCESS_REMOTE_WRITE;
-        if (!(d->access & need) || !fk_mr_for(d->qp.pd, w->rkey, true, w->raddr, total, need) ||
+        if (!(d->access & need) || ((total || is_atomic) && !fk_mr_for(d->qp.pd, w->rkey, true, w->raddr, total, need)) ||
             (is_atomic && (total != 8 || (w->raddr & 7)))) {
             fk_send_done(q, IBV_WC_REM_ACCESS_ERR, 0);
             return true;

@@ -725,6 +725,47 @@ static void t_scopes(void) {
     tf_close(&e);
 }
 
+/* Unsignaled reads inside a scope (the API allows them nowhere else): the scope's fence after the
+   last completes them, and when the scope returns the bytes are there. */
+static sfv_result tf_unsignaled_reads(sfv_channel *ch, void *user) {
+    tf_scope_arg *u = (tf_scope_arg *)user;
+    sfv_remote_mr src;
+    sfv_result r;
+    int i;
+    for (i = 0; i < 3; i++) {
+        sfv_scatter_element s = sfv_mr_scatter_element(u->e->mr, u->e->buf + 512 + i * 16, 16);
+        r = sfv_remote_mr_slice(u->remote, (uint64_t)i * 16, 16, &src);
+        if (!r) r = sfv_channel_post_read_unsignaled(ch, &s, 1, src);
+        if (r) return r;
+    }
+    return SFV_OK;
+}
+
+static void t_unsignaled_reads(void) {
+    tf_env e;
+    sfv_channel *a, *b;
+    sfv_scope_report rep;
+    sfv_scatter_element s;
+    tf_scope_arg u;
+    int i;
+    tf_open(&e, 1024);
+    tf_pair(&e, NULL, &a, &b);
+    memset(&u, 0, sizeof u);
+    u.e = &e;
+    u.remote = sfv_remote_mr_make((uint64_t)(uintptr_t)(e.buf + 256), 48, sfv_mr_rkey(e.mr));
+    for (i = 0; i < 48; i++) e.buf[256 + i] = (unsigned char)(i * 5 + 3);
+    CHECK_OK(sfv_channel_scope(a, tf_unsignaled_reads, &u, &rep));
+    CHECK(rep.fn_result == SFV_OK && rep.auto_polled == 3 && rep.failed == 0);
+    CHECK(memcmp(e.buf + 512, e.buf + 256, 48) == 0);
+    CHECK_EQ(sfv_channel_outstanding(a), 0);
+    s = sfv_mr_scatter_element(e.mr, e.buf + 512, 16);
+    CHECK_RESULT(sfv_channel_post_read_unsignaled(a, &s, 1, u.remote), SFV_ERR_INVALID); /* outside a scope */
+    CHECK_RESULT(sfv_channel_post_read_unsignaled(NULL, &s, 1, u.remote), SFV_ERR_INVALID);
+    CHECK_OK(sfv_destroy_channel(a));
+    CHECK_OK(sfv_destroy_channel(b));
+    tf_close(&e);
+}
+
 static void t_pending(void) {
     tf_env e;
     sfv_channel *a, *b;
@@ -1420,6 +1461,7 @@ static const harness_test TESTS[] = {
     TEST(t_batches, 10),
     TEST(t_partial_post, 10),
     TEST(t_scopes, 10),
+    TEST(t_unsignaled_reads, 10),
     TEST(t_pending, 10),
     TEST(t_queue_full, 10),
     TEST(t_timeout, 10),
