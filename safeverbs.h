@@ -71,8 +71,10 @@
    5. Swap endpoints with the peer (sfv_endpoint_encode / _decode over any byte stream), then
                                sfv_channel_handshake(ch, &peer)
                                (the peer's NIC drops what comes before its own handshake; the
-                               default retries cover about half a second, measured on rxe as
-                               0.5-0.6 s; a sync over your stream covers any delay)
+                               default retries cover about half a second: measured on rxe (6.1
+                               and 6.12), a send to a peer that handshakes 0.1 s later arrives,
+                               one to a peer 1 s or 4 s late fails with RETRY_EXC_ERR after
+                               0.47-0.49 s; a sync over your stream covers any delay)
    6. Move data:               sfv_channel_send(ch, &sge, 1, &wc) and sfv_channel_receive(...)
    7. Tear down in any order:  sfv_destroy_channel, sfv_dereg_mr, sfv_dealloc_pd, sfv_close_device
 
@@ -1231,7 +1233,10 @@ SFV_NODISCARD SAFEVERBS_API sfv_result sfv_net_config_check(const sfv_net_node *
    timeouts: SFV_ERR_TIMEOUT ("looking up NAME took past the deadline"; the thread, left behind,
    frees what it finds when it ends). A socket call that fails (bind, accept, a proven peer that hangs up): the
    class of its errno, mostly SFV_ERR_DRIVER, with the errno in sfv_last_error. On failure `all`
-   is zeroed (n * size bytes), so no rank's bytes are half taken. sfv_exchange_all is sfv_exchange_all_keyed with desc NULL.
+   is zeroed (n * size bytes), so no rank's bytes are half taken; except when the call refuses the
+   shape itself (all NULL, n above 4096, size above 64 MiB, n * size past SIZE_MAX: SFV_ERR_INVALID
+   before anything is done): `all` is then left untouched, since n * size may not be the size of
+   the caller's buffer (a garbage n would turn a clean refusal into a wild memset). sfv_exchange_all is sfv_exchange_all_keyed with desc NULL.
    Thread safety: no shared state, but it reads SAFEVERBS_JOB_KEY (getenv): no setenv meanwhile. */
 typedef struct sfv_exchange_desc {  /* zero-filled: the defaults */
     const void *key;                /* the job key, key_len bytes; NULL or key_len 0: $SAFEVERBS_JOB_KEY, else none */
@@ -1282,8 +1287,9 @@ SFV_NODISCARD SAFEVERBS_API sfv_result sfv_node_endpoint(const sfv_node *node, u
    another channel connected returns SFV_ERR_BROKEN: the node is part connected and can only be
    destroyed (every later handshake, connect or barrier says SFV_ERR_BROKEN).
    Before the first barrier or any work, every rank must be past its handshake: a rank's NIC
-   drops what comes to a channel not connected yet, and after the retries (about half a second
-   by default) the write fails. Sync the ranks (sfv_exchange_all of 0 bytes), or connect with
+   drops what comes to a channel not connected yet, and after the retries the work fails (by
+   default about half a second: on rxe a send to a peer 1 s or 4 s late failed with
+   RETRY_EXC_ERR after 0.47-0.49 s; 0.1 s late was delivered). Sync the ranks (sfv_exchange_all of 0 bytes), or connect with
    sfv_node_connect, which does it all. */
 SFV_NODISCARD SAFEVERBS_API sfv_result sfv_node_handshake(sfv_node *node, const uint8_t *all, size_t size);
 /* Connects the node to the job in one call: its endpoint to every rank and theirs back
