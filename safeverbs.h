@@ -1332,7 +1332,8 @@ SFV_NODISCARD SAFEVERBS_API sfv_result sfv_exchange_allgather(void *user, const 
    that order. SFV_ERR_NOT_FOUND when none is set; SFV_ERR_INVALID when a pair is partial, not a
    number, or the rank is not below the size. Outputs 0 on failure. */
 SFV_NODISCARD SAFEVERBS_API sfv_result sfv_launcher_rank(size_t *rank, size_t *world_size);
-/* Returns once every rank in peers[0 .. n) has entered the same barrier (peers NULL: every rank).
+/* Returns once every rank in peers[0 .. n) has entered the same barrier (peers NULL: every rank,
+   whatever n).
    peers must be sorted, without duplicates, in range and include this rank (else
    SFV_ERR_INVALID, the barrier stays usable): a sub-group barrier. Every member must call it
    with the same peers. Each member's channel needs room for one write (else SFV_ERR_RESOURCE,
