@@ -1218,6 +1218,30 @@ static void t_gid_kinds_differ(void) {
     pair_close(&a, &b);
 }
 
+/* A peer GID this side's IPv4 GID cannot reach: another subnet with no route (TEST-NET-2), and
+   the same subnet with nobody there. rxe (6.1 and 6.12) answers ETIMEDOUT at RTR for both (its
+   neighbour resolution gives up), never EINVAL: the "not reachable" hint, not the subnet one
+   (that one, for a driver that says EINVAL, is t_gid_subnet_hint on the fake NIC). */
+static void t_gid_other_subnet(void) {
+    static const uint8_t hosts[2][4] = {{198, 51, 100, 7}, {192, 0, 2, 77}};
+    sfv_channel_desc d = desc_default();
+    int k;
+    for (k = 0; k < 2; k++) {
+        side a = side_open(test_device(0), &d, SHARED), b = side_open(test_device(1), &d, SHARED);
+        sfv_endpoint eb;
+        sfv_result r;
+        CHECK_OK(sfv_channel_endpoint(b.ch, &eb));
+        if (!sfv_gid_is_ipv4(&eb.gid)) SKIP("no IPv4 GID on %s", test_device(1));
+        memcpy(eb.gid.raw + 12, hosts[k], 4);
+        r = sfv_channel_handshake(a.ch, &eb);
+        printf("    peer GID ::ffff:%u.%u.%u.%u: %s: errno %d, %s\n", hosts[k][0], hosts[k][1], hosts[k][2], hosts[k][3],
+               sfv_result_str(r), sfv_last_error()->errnum, sfv_last_error()->message);
+        CHECK_RESULT(r, SFV_ERR_RESOURCE);
+        CHECK(strstr(sfv_last_error()->message, "not reachable") != NULL);
+        pair_close(&a, &b);
+    }
+}
+
 /* The first wait on a fresh channel whose peer never connected: the timeout says what to check. */
 static void t_first_wait_timeout_hint(void) {
     side a, b;
@@ -1973,6 +1997,7 @@ static const harness_test TESTS[] = {
     TEST(t_wrapping_remote_region_never_posted, 60),
     TEST(t_pending_outlived_by_channel, 60),
     TEST(t_gid_kinds_differ, 60),
+    TEST(t_gid_other_subnet, 60),
     TEST(t_first_wait_timeout_hint, 60),
     TEST(t_dead_peer_and_late_handshake, 120),
     TEST(t_late_handshake, 120),

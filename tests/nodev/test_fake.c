@@ -1292,6 +1292,27 @@ static void t_null_arrays(void) {
     tf_close(&e);
 }
 
+/* A peer GID the path cannot use, refused by the verb at RTR with EINVAL (the fake refuses an IPv4
+   GID of another /24, as some drivers do; rxe says ETIMEDOUT, t_gid_other_subnet in
+   test_channel.c): the error names the verb and hints at the GIDs' type and subnet. */
+static void t_gid_subnet_hint(void) {
+    tf_env e;
+    sfv_channel *a, *b;
+    sfv_endpoint eb;
+    tf_open(&e, 64);
+    CHECK_OK(sfv_create_channel(e.pd, NULL, &a));
+    CHECK_OK(sfv_create_channel(e.pd, NULL, &b));
+    CHECK_OK(sfv_channel_endpoint(b, &eb));
+    CHECK(sfv_gid_is_ipv4(&eb.gid));
+    eb.gid.raw[12] = 198; eb.gid.raw[13] = 51; eb.gid.raw[14] = 100; /* TEST-NET-2 */
+    CHECK_RESULT(sfv_channel_handshake(a, &eb), SFV_ERR_INVALID);
+    CHECK(strcmp(sfv_last_error()->verb, "ibv_modify_qp") == 0 && sfv_last_error()->errnum == EINVAL);
+    CHECK(strstr(sfv_last_error()->message, "same type and subnet") != NULL);
+    CHECK_OK(sfv_destroy_channel(a));
+    CHECK_OK(sfv_destroy_channel(b));
+    tf_close(&e);
+}
+
 /* The node's barrier needs every rank running at once: one thread per rank, and the fake runs
    them one at a time (a lock around every call into safeverbs, released while a rank spins). */
 typedef struct tf_rank {
@@ -1611,6 +1632,7 @@ static const harness_test TESTS[] = {
     TEST(t_event_mode, 10),
     TEST(t_multi_channel, 10),
     TEST(t_null_arrays, 10),
+    TEST(t_gid_subnet_hint, 10),
     TEST(t_node, 20),
 };
 
