@@ -1696,6 +1696,8 @@ SAFEVERBS_API sfv_result sfv_result_from_errno(int errnum) {
 static SFV__THREAD_LOCAL unsigned long sfv__failures;
 /* Failures recorded while the last scope's fn ran (a scope in fn: the innermost's). */
 static SFV__THREAD_LOCAL unsigned long sfv__fn_failures;
+/* The errno of the last scope's fence post that failed (sfv__scope_fence), 0: none failed. */
+static SFV__THREAD_LOCAL int sfv__fence_errno;
 
 /* Records a failure on this thread and returns r: `return sfv__fail(...)`. Never on a fast path.
    The message is formatted aside first: an argument may be the last error's own message. */
@@ -3585,7 +3587,8 @@ static void sfv__finish_quiet(sfv__slot *s, bool flushed) {
    LOC_QP_OP_ERR, and rxe in Linux 6.12 flushes a send or write whose element lies outside its MR
    with no completion that says so. */
 enum { SFV__CAUSE_NONE = 0, SFV__CAUSE_PORT_DOWN, SFV__CAUSE_RECV_TOO_SMALL, SFV__CAUSE_UNEXPLAINED_FLUSH, SFV__CAUSE_RECV_FLUSH,
-       SFV__CAUSE_FATAL_EVENT /* a QP, CQ or device error the device reported as an event (>>events) */ };
+       SFV__CAUSE_FATAL_EVENT /* a QP, CQ or device error the device reported as an event (>>events) */,
+       SFV__CAUSE_FENCE_UNPOSTED /* a scope's fence could not be posted (sfv__scope_fence) */ };
 
 static bool sfv__port_active(const sfv_channel *ch) {
     struct ibv_port_attr pa;
@@ -3889,6 +3892,8 @@ static const char *sfv__failure_hint(const sfv_channel *ch, const sfv__slot *s) 
         return ch->async_event == SFV_EVENT_CQ_ERR ? "the channel's CQ failed (the device's CQ_ERR event: an overrun?): the channel flushed its work and is broken"
              : ch->async_event == SFV_EVENT_DEVICE_FATAL ? "the device failed (DEVICE_FATAL event): the channel flushed its work and is broken"
              : "the QP hit an error the device reported as an event (QP_FATAL, QP_REQ_ERR or QP_ACCESS_ERR): the channel flushed its work and is broken";
+    if (ch && ch->first_cause == SFV__CAUSE_FENCE_UNPOSTED)
+        return "the scope could not post its fence after unsignaled work (ibv_post_send failed), so it flushed the channel, which is broken; work before the fence may have completed";
     if (s->op == 0x7F && s->status != IBV_WC_WR_FLUSH_ERR) /* SFV__OP_FENCE */
         return "the scope's fence after unsignaled work was refused: the peer's channel must allow SFV_ACCESS_REMOTE_WRITE in its desc.access (the default); the work before it completed";
     if (sfv__op_is_atomic(s->op) && (s->status == IBV_WC_REM_ACCESS_ERR || s->status == IBV_WC_REM_INV_REQ_ERR))
@@ -4999,14 +5004,17 @@ static sfv_result sfv__srq_unref(sfv_srq *srq) {
     uint64_t seq;
     int rc;
     if (!srq || !sfv__unref(&srq->refs)) return SFV_OK;
-    rc = ibv_destroy_srq(srq->srq);
+    rc = srq->srq ? ibv_destroy_srq(srq->srq) : 0; /* NULL: gone in an earlier try */
     if (rc) {
         sfv__ref(&srq->refs);
         return sfv__fail_verb("ibv_destroy_srq", rc);
     }
+    srq->srq = NULL;
     rc = ibv_destroy_cq(srq->core.cq);
-    if (rc) { /* the SRQ is gone: only the CQ is left over, which nothing can use any more */
-        srq->core.cq = NULL;
+    if (rc) { /* the SRQ is gone, its CQ is not: kept, refusing posts, so the call can be repeated */
+        srq->core.broken = true;
+        sfv__ref(&srq->refs);
+        return sfv__fail_verb("ibv_destroy_cq", rc);
     }
     for (seq = srq->core.rq.tail; seq < srq->core.rq.head; seq++) {
         sfv__slot *s = &srq->core.rq.slots[seq & srq->core.rq.mask];
@@ -5026,7 +5034,7 @@ static sfv_result sfv__srq_unref(sfv_srq *srq) {
     SFV_FREE(srq->core.rq.slots);
     (void)sfv__pd_unref(srq->core.pd);
     SFV_FREE(srq);
-    return rc ? sfv__fail_verb("ibv_destroy_cq", rc) : SFV_OK;
+    return SFV_OK;
 }
 SAFEVERBS_API sfv_result sfv_destroy_srq(sfv_srq *srq) { return sfv__srq_unref(srq); }
 
@@ -5079,6 +5087,7 @@ SAFEVERBS_API sfv_result sfv_srq_set_limit(sfv_srq *srq, uint32_t limit) {
     struct ibv_srq_attr sa;
     int rc;
     SFV__CHECK_ARG(srq, "srq");
+    if (!srq->srq) return sfv__fail(SFV_ERR_BROKEN, EIO, __func__, "the SRQ is gone (a destroy failed part-way: call sfv_destroy_srq again)");
     if (limit >= srq->desc.max_wr)
         return sfv__fail(SFV_ERR_INVALID, EINVAL, __func__, "limit %u is out of range (0 .. max_wr - 1 = %u)", (unsigned)limit, (unsigned)srq->desc.max_wr - 1);
     memset(&sa, 0, sizeof sa);
@@ -5312,7 +5321,8 @@ static void sfv__scope_fence(sfv_channel *ch) {
     wr.wr_id = ch->sq.head << 1;
     wr.opcode = IBV_WR_RDMA_WRITE;
     wr.send_flags = IBV_SEND_SIGNALED;
-    if (ibv_post_send(ch->qp, &wr, &bad) != 0) {
+    if ((sfv__fence_errno = ibv_post_send(ch->qp, &wr, &bad)) != 0) {
+        if (!ch->first_cause) ch->first_cause = SFV__CAUSE_FENCE_UNPOSTED; /* the flushes' hint says it */
         sfv__abort(ch);
         return;
     }
@@ -5323,6 +5333,7 @@ static void sfv__scope_settle(sfv__peer *peers, size_t n, sfv_scope_report *rep,
     const sfv_error kept = sfv__last;
     const uint64_t t0 = sfv__now_ns();
     size_t i;
+    sfv__fence_errno = 0;
     for (i = 0; i < n; i++) {
         sfv_channel *ch = peers[i].ch;
         const uint64_t deadline = t0 + sfv__timeout_ns(ch->desc.timeout_ms);
@@ -5447,9 +5458,13 @@ static sfv_result sfv__scope_verdict(sfv_result ran, const sfv_scope_report *rep
     if (rep->fn_result != SFV_OK) return sfv__fn_failed(SFV_ERR_SCOPE_FN, rep->fn_result);
     if (rep->failed) {
         const sfv_work_completion *f = &rep->first_error; /* SFV_ERR_WORK, or the wait's own failure */
-        sfv__fail(SFV_ERR_SCOPE_AUTOPOLL, 0, "scope", "%zu auto-polled work request(s) failed; first: %s (%s)", rep->failed,
-                  f->result == SFV_ERR_WORK ? sfv_wc_status_str(f->status) : sfv_result_str(f->result),
-                  f->result == SFV_ERR_WORK ? sfv_wc_status_hint(f->status) : "waiting for it failed; the channel flushed its work");
+        if (sfv__fence_errno) /* the flushes are the scope's own doing: say why */
+            sfv__fail(SFV_ERR_SCOPE_AUTOPOLL, sfv__fence_errno, "scope", "%zu auto-polled work request(s) failed; first: %s (the scope could not post its fence after unsignaled work: ibv_post_send failed: %s; it flushed the channel, which is broken)",
+                      rep->failed, f->result == SFV_ERR_WORK ? sfv_wc_status_str(f->status) : sfv_result_str(f->result), strerror(sfv__fence_errno));
+        else
+            sfv__fail(SFV_ERR_SCOPE_AUTOPOLL, 0, "scope", "%zu auto-polled work request(s) failed; first: %s (%s)", rep->failed,
+                      f->result == SFV_ERR_WORK ? sfv_wc_status_str(f->status) : sfv_result_str(f->result),
+                      f->result == SFV_ERR_WORK ? sfv_wc_status_hint(f->status) : "waiting for it failed; the channel flushed its work");
         return SFV_ERR_SCOPE_AUTOPOLL;
     }
     return SFV_OK;
