@@ -3978,11 +3978,11 @@ SFV__SLOW sfv_result sfv__post_failed(sfv_pending *pending, size_t count, const 
 }
 /* A receive batch the verb took only part of: the first `posted` receives are the NIC's, and their
    handles wait; the rest are zeroed. */
-SFV__SLOW sfv_result sfv__recv_batch_failed(sfv_pending *pendings, size_t posted, size_t count, int rc) {
+SFV__SLOW sfv_result sfv__recv_batch_failed(sfv_pending *pendings, size_t posted, size_t count, int rc, const char *verb) {
     sfv__pending_clear(pendings ? pendings + posted : NULL, count - posted);
-    if (!posted) return sfv__fail_verb("ibv_post_recv", rc);
-    return sfv__fail(sfv_result_from_errno(rc), rc, "ibv_post_recv", "ibv_post_recv took %zu of %zu receives, then failed: %s; wait on (or destroy the channel for) the first %zu handles",
-                     posted, count, strerror(rc), posted);
+    if (!posted) return sfv__fail_verb(verb, rc);
+    return sfv__fail(sfv_result_from_errno(rc), rc, verb, "%s took %zu of %zu receives, then failed: %s; wait on (or destroy the channel for) the first %zu handles",
+                     verb, posted, count, strerror(rc), posted);
 }
 
 /* A send-queue batch the verb refused at work request `posted`: with some posted, their unsignaled
@@ -4219,7 +4219,12 @@ SAFEVERBS_API sfv_result sfv_channel_post_fetch_add(sfv_channel *ch, const sfv_s
     return sfv__post_atomic(ch, IBV_WR_ATOMIC_FETCH_AND_ADD, old, &remote, add, 0, pending);
 }
 
-SAFEVERBS_API sfv_result sfv_channel_post_receive(sfv_channel *ch, const sfv_scatter_element *sges, size_t n, sfv_pending *pending) {
+/* The receives of a channel's own queue (on_srq false) and of an SRQ (ch: the SRQ's inner
+   channel `core`, srq its ibv_srq): one body for sfv_channel_post_receive(_batch) and
+   sfv_srq_post_receive(_batch), always inlined with a constant on_srq, so each public call keeps
+   its own branch only (callgrind: no instruction added to sfv_channel_post_receive). */
+SFV__HOT_INLINE sfv_result sfv__post_recv(sfv_channel *ch, bool on_srq, struct ibv_srq *srq, const sfv_scatter_element *sges,
+                                          size_t n, sfv_pending *pending) {
     struct ibv_recv_wr wr, *bad = NULL;
     int rc;
     if (SFV__UNLIKELY(!ch || !sfv__postable(ch, SFV__POST_RECV, sges, n, 1, pending)))
@@ -4229,15 +4234,15 @@ SAFEVERBS_API sfv_result sfv_channel_post_receive(sfv_channel *ch, const sfv_sca
     wr.sg_list = (struct ibv_sge *)(uintptr_t)sges;
     wr.num_sge = (int)n;
     SFV__INFLIGHT_POST(&ch->rq, NULL, &wr, pending, 1);
-    rc = ibv_post_recv(ch->qp, &wr, &bad);
+    rc = on_srq ? ibv_post_srq_recv(srq, &wr, &bad) : ibv_post_recv(ch->qp, &wr, &bad);
     if (SFV__UNLIKELY(rc)) SFV__INFLIGHT_UNPOST(&ch->rq, NULL, &wr, rc ? 0 : 1);
-    if (SFV__UNLIKELY(rc)) return sfv__post_failed(pending, 1, "ibv_post_recv", rc);
+    if (SFV__UNLIKELY(rc)) return sfv__post_failed(pending, 1, on_srq ? "ibv_post_srq_recv" : "ibv_post_recv", rc);
     sfv__track(&ch->rq, SFV_WC_OP_RECV, 0);
     sfv__cover(&ch->rq, pending, 1);
     return SFV_OK;
 }
-
-SAFEVERBS_API sfv_result sfv_channel_post_receive_batch(sfv_channel *ch, const sfv_scatter_element *sges, size_t per_wr, size_t count, sfv_pending *pendings) {
+SFV__HOT_INLINE sfv_result sfv__post_recv_batch(sfv_channel *ch, bool on_srq, struct ibv_srq *srq, const sfv_scatter_element *sges,
+                                                size_t per_wr, size_t count, sfv_pending *pendings) {
     struct ibv_recv_wr wrs[SFV_BATCH_MAX], *bad = NULL;
     const struct ibv_sge *sg = sges ? (const struct ibv_sge *)sges : &sfv__no_sge; /* never arithmetic on NULL */
     size_t i, posted;
@@ -4252,15 +4257,21 @@ SAFEVERBS_API sfv_result sfv_channel_post_receive_batch(sfv_channel *ch, const s
         wrs[i].num_sge = (int)per_wr;
     }
     SFV__INFLIGHT_POST(&ch->rq, NULL, wrs, pendings, count);
-    rc = ibv_post_recv(ch->qp, wrs, &bad);
+    rc = on_srq ? ibv_post_srq_recv(srq, wrs, &bad) : ibv_post_recv(ch->qp, wrs, &bad);
     posted = rc ? (bad ? (size_t)(bad - wrs) : 0) : count; /* what was posted is the NIC's: track it */
     if (SFV__UNLIKELY(rc)) SFV__INFLIGHT_UNPOST(&ch->rq, NULL, wrs, posted);
     for (i = 0; i < posted; i++) {
         sfv__track(&ch->rq, SFV_WC_OP_RECV, 0);
         sfv__cover(&ch->rq, &pendings[i], 1);
     }
-    if (SFV__UNLIKELY(rc)) return sfv__recv_batch_failed(pendings, posted, count, rc);
+    if (SFV__UNLIKELY(rc)) return sfv__recv_batch_failed(pendings, posted, count, rc, on_srq ? "ibv_post_srq_recv" : "ibv_post_recv");
     return SFV_OK;
+}
+SAFEVERBS_API sfv_result sfv_channel_post_receive(sfv_channel *ch, const sfv_scatter_element *sges, size_t n, sfv_pending *pending) {
+    return sfv__post_recv(ch, false, NULL, sges, n, pending);
+}
+SAFEVERBS_API sfv_result sfv_channel_post_receive_batch(sfv_channel *ch, const sfv_scatter_element *sges, size_t per_wr, size_t count, sfv_pending *pendings) {
+    return sfv__post_recv_batch(ch, false, NULL, sges, per_wr, count, pendings);
 }
 SAFEVERBS_API sfv_result sfv_channel_post_send_batch(sfv_channel *ch, const sfv_gather_element *sges, size_t per_wr, size_t count, sfv_pending *pending) {
     return sfv__post_batch(ch, IBV_WR_SEND, sges, per_wr, count, NULL, pending);
@@ -5039,48 +5050,10 @@ static sfv_result sfv__srq_unref(sfv_srq *srq) {
 SAFEVERBS_API sfv_result sfv_destroy_srq(sfv_srq *srq) { return sfv__srq_unref(srq); }
 
 SAFEVERBS_API sfv_result sfv_srq_post_receive(sfv_srq *srq, const sfv_scatter_element *sges, size_t n, sfv_pending *pending) {
-    struct ibv_recv_wr wr, *bad = NULL;
-    sfv_channel *core = srq ? &srq->core : NULL;
-    int rc;
-    if (SFV__UNLIKELY(!core || !sfv__postable(core, SFV__POST_RECV, sges, n, 1, pending)))
-        return sfv__post_refused(core, SFV__POST_RECV, sges, n, 1, pending);
-    wr.wr_id = core->rq.head << 1 | 1;
-    wr.next = NULL;
-    wr.sg_list = (struct ibv_sge *)(uintptr_t)sges;
-    wr.num_sge = (int)n;
-    SFV__INFLIGHT_POST(&core->rq, NULL, &wr, pending, 1);
-    rc = ibv_post_srq_recv(srq->srq, &wr, &bad);
-    if (SFV__UNLIKELY(rc)) SFV__INFLIGHT_UNPOST(&core->rq, NULL, &wr, rc ? 0 : 1);
-    if (SFV__UNLIKELY(rc)) return sfv__post_failed(pending, 1, "ibv_post_srq_recv", rc);
-    sfv__track(&core->rq, SFV_WC_OP_RECV, 0);
-    sfv__cover(&core->rq, pending, 1);
-    return SFV_OK;
+    return sfv__post_recv(srq ? &srq->core : NULL, true, srq ? srq->srq : NULL, sges, n, pending);
 }
-
 SAFEVERBS_API sfv_result sfv_srq_post_receive_batch(sfv_srq *srq, const sfv_scatter_element *sges, size_t per_wr, size_t count, sfv_pending *pendings) {
-    struct ibv_recv_wr wrs[SFV_BATCH_MAX], *bad = NULL;
-    const struct ibv_sge *sg = sges ? (const struct ibv_sge *)sges : &sfv__no_sge;
-    sfv_channel *core = srq ? &srq->core : NULL;
-    size_t i, posted;
-    int rc;
-    if (SFV__UNLIKELY(!core || !sfv__postable(core, SFV__POST_RECV, sges, per_wr, count, pendings)))
-        return sfv__post_refused(core, SFV__POST_RECV, sges, per_wr, count, pendings);
-    for (i = 0; i < count; i++) {
-        wrs[i].wr_id = (core->rq.head + i) << 1 | 1;
-        wrs[i].next = i + 1 < count ? &wrs[i + 1] : NULL;
-        wrs[i].sg_list = (struct ibv_sge *)(uintptr_t)(sg + i * per_wr);
-        wrs[i].num_sge = (int)per_wr;
-    }
-    SFV__INFLIGHT_POST(&core->rq, NULL, wrs, pendings, count);
-    rc = ibv_post_srq_recv(srq->srq, wrs, &bad);
-    posted = rc ? (bad ? (size_t)(bad - wrs) : 0) : count;
-    if (SFV__UNLIKELY(rc)) SFV__INFLIGHT_UNPOST(&core->rq, NULL, wrs, posted);
-    for (i = 0; i < posted; i++) {
-        sfv__track(&core->rq, SFV_WC_OP_RECV, 0);
-        sfv__cover(&core->rq, &pendings[i], 1);
-    }
-    if (SFV__UNLIKELY(rc)) return sfv__recv_batch_failed(pendings, posted, count, rc);
-    return SFV_OK;
+    return sfv__post_recv_batch(srq ? &srq->core : NULL, true, srq ? srq->srq : NULL, sges, per_wr, count, pendings);
 }
 
 SAFEVERBS_API sfv_result sfv_srq_set_limit(sfv_srq *srq, uint32_t limit) {
