@@ -21,7 +21,7 @@
 #                              false if any failed
 
 TMP='' passed=0 failed=0 skipped=0 RESULT_LINE=
-trap 'kill $(jobs -p) 2>/dev/null; [[ -z $TMP ]] || rm -rf "$TMP"' EXIT
+trap 'kill $(jobs -p) 2>/dev/null || :; [[ -z $TMP ]] || rm -rf "$TMP"' EXIT  # || : under set -e: no job to kill is not a failure
 trap 'exit 130' INT
 trap 'exit 143' TERM
 

@@ -1175,7 +1175,6 @@ static void t_null_arrays(void) {
     sfv_node_desc nd;
     sfv_pending p, rp, ps[2];
     sfv_work_completion wcs[2];
-    sfv_event ev[2];
     sfv_gather_element g;
     sfv_scatter_element sc;
     sfv_remote_mr remote, remotes[2];
@@ -1244,7 +1243,6 @@ static void t_null_arrays(void) {
     CHECK_OK(sfv_destroy_cq(cq));
     TF_OK_OR_INVALID(sfv_context_events(e.ctx, NULL, 0, &n));
     CHECK_RESULT(sfv_context_events(e.ctx, NULL, 2, &n), SFV_ERR_INVALID);
-    (void)ev;
     /* many peers */
     CHECK_RESULT(sfv_create_multi_channel(e.pd, 0, NULL, &m1), SFV_ERR_INVALID);
     CHECK_OK(sfv_create_multi_channel(e.pd, 2, NULL, &m1));
