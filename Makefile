@@ -16,6 +16,9 @@ BENCHES  := $(patsubst bench/%.c,$(BUILD)/%,$(wildcard bench/*.c))
 NODEV    := $(patsubst tests/nodev/%.c,$(BUILD)/nodev/%,$(wildcard tests/nodev/test_*.c))
 NODEV    += $(patsubst tests/nodev/%.c,$(BUILD)/nodev/asan/%,$(wildcard tests/nodev/test_*.c))
 NODEV_DEPS := tests/nodev/fake_verbs.c tests/nodev/fake_verbs.h tests/harness.h safeverbs.h
+# Tests of the real build that need no device either: they join the device-free tier on the host
+# (and still run in the guest with the rest). They link libibverbs, which tools/deps.sh installs.
+HOST_TESTS := $(BUILD)/test_exchange $(BUILD)/asan/test_exchange
 ON_RXE   := bash tools/on-rxe.sh
 # make check builds with as many jobs as the host has cores (the rules are safe in parallel).
 JOBS     ?= $(shell nproc 2>/dev/null || echo 2)
@@ -108,9 +111,10 @@ check: deps
 	@$(MAKE) --no-print-directory check-docs
 	@SAFEVERBS_VM_KERNEL="$${SAFEVERBS_VM_KERNEL:-6.1 6.12}" $(ON_RXE) bash tests/run.sh
 
-# On this host, no device and no libibverbs needed: a failure shows in seconds, before the guest boots.
+# On this host, no device needed (the fake-NIC tests need no libibverbs either): a failure shows in
+# seconds, before the guest boots.
 check-nodev:
-	@$(MAKE) --no-print-directory -j$(JOBS) $(NODEV)
+	@$(MAKE) --no-print-directory -j$(JOBS) $(NODEV) $(HOST_TESTS)
 	@bash tests/nodev/run.sh
 
 # The demo builds only the two examples it runs.
@@ -133,10 +137,10 @@ INCDIR     := $(PREFIX)/include
 PCDIR      := $(PREFIX)/share/pkgconfig
 CMAKEDIR   := $(PREFIX)/share/cmake/safeverbs
 MANDIR     := $(PREFIX)/share/man
-SFV_VERSION := $(shell sed -n 's/^\#define SAFEVERBS_VERSION_STRING "\(.*\)"/\1/p' safeverbs.h)
-SFV_MAJOR  := $(word 1,$(subst ., ,$(SFV_VERSION)))
-SFV_MINOR  := $(word 2,$(subst ., ,$(SFV_VERSION)))
-SUBST      = sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(SFV_VERSION)|g' -e 's|@MAJOR@|$(SFV_MAJOR)|g' -e 's|@MINOR@|$(SFV_MINOR)|g'
+VERSION := $(shell sed -n 's/^\#define SAFEVERBS_VERSION_STRING "\(.*\)"/\1/p' safeverbs.h)
+MAJOR  := $(word 1,$(subst ., ,$(VERSION)))
+MINOR  := $(word 2,$(subst ., ,$(VERSION)))
+SUBST      = sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(VERSION)|g' -e 's|@MAJOR@|$(MAJOR)|g' -e 's|@MINOR@|$(MINOR)|g'
 MAN3       := $(wildcard docs/man/*.3)
 MAN7       := $(wildcard docs/man/*.7)
 .PHONY: install uninstall consumers

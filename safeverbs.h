@@ -13,8 +13,9 @@
    Implementation   >>inflight hooks >>impl log >>impl results >>impl refcounts >>impl devices >>impl pd and cq
                     >>impl memory regions >>impl elements >>impl remote regions >>impl channel
                     >>impl inflight >>impl completions >>impl posting >>impl inject
-                    >>impl pending work >>impl scopes >>impl events >>impl srq >>impl leases >>impl multi-channel
-                    >>impl exchange >>impl node >>impl rdmacm >>impl raw verbs
+                    >>impl pending work >>impl scopes >>impl events >>impl srq >>impl leases
+                    >>impl channel internals >>impl multi-channel >>impl exchange >>impl node >>impl rdmacm
+                    >>impl raw verbs
    Licence          >>licence
 
    LAYERS
@@ -71,8 +72,10 @@
    5. Swap endpoints with the peer (sfv_endpoint_encode / _decode over any byte stream), then
                                sfv_channel_handshake(ch, &peer)
                                (the peer's NIC drops what comes before its own handshake; the
-                               default retries cover about half a second, measured on rxe as
-                               0.5-0.6 s; a sync over your stream covers any delay)
+                               default retries cover about half a second: measured on rxe (6.1
+                               and 6.12), a send to a peer that handshakes 0.1 s later arrives,
+                               one to a peer 1 s or 4 s late fails with RETRY_EXC_ERR after
+                               0.47-0.49 s; a sync over your stream covers any delay)
    6. Move data:               sfv_channel_send(ch, &sge, 1, &wc) and sfv_channel_receive(...)
    7. Tear down in any order:  sfv_destroy_channel, sfv_dereg_mr, sfv_dealloc_pd, sfv_close_device
 
@@ -289,6 +292,7 @@ typedef struct sfv_error {
                             "remote region", "post", "wait", "completion" (a failed work
                             request), "pending", "scope", "multi-channel", "exchange",
                             "network config", "node", "node endpoint", "barrier", "numa",
+                            "channel" (a channel already connected or broken),
                             "sfv_channel_desc", "sfv_node_desc" (a desc field out of range) */
     char message[256];   /* a sentence for humans */
 } sfv_error;
@@ -1295,7 +1299,10 @@ SFV_NODISCARD SAFEVERBS_API sfv_result sfv_net_config_check(const sfv_net_node *
    timeouts: SFV_ERR_TIMEOUT ("looking up NAME took past the deadline"; the thread, left behind,
    frees what it finds when it ends). A socket call that fails (bind, accept, a proven peer that hangs up): the
    class of its errno, mostly SFV_ERR_DRIVER, with the errno in sfv_last_error. On failure `all`
-   is zeroed (n * size bytes), so no rank's bytes are half taken. sfv_exchange_all is sfv_exchange_all_keyed with desc NULL.
+   is zeroed (n * size bytes), so no rank's bytes are half taken; except when the call refuses the
+   shape itself (all NULL, n above 4096, size above 64 MiB, n * size past SIZE_MAX: SFV_ERR_INVALID
+   before anything is done): `all` is then left untouched, since n * size may not be the size of
+   the caller's buffer (a garbage n would turn a clean refusal into a wild memset). sfv_exchange_all is sfv_exchange_all_keyed with desc NULL.
    Thread safety: no shared state, but it reads SAFEVERBS_JOB_KEY (getenv): no setenv meanwhile. */
 typedef struct sfv_exchange_desc {  /* zero-filled: the defaults */
     const void *key;                /* the job key, key_len bytes; NULL or key_len 0: $SAFEVERBS_JOB_KEY, else none */
@@ -1346,8 +1353,9 @@ SFV_NODISCARD SAFEVERBS_API sfv_result sfv_node_endpoint(const sfv_node *node, u
    another channel connected returns SFV_ERR_BROKEN: the node is part connected and can only be
    destroyed (every later handshake, connect or barrier says SFV_ERR_BROKEN).
    Before the first barrier or any work, every rank must be past its handshake: a rank's NIC
-   drops what comes to a channel not connected yet, and after the retries (about half a second
-   by default) the write fails. Sync the ranks (sfv_exchange_all of 0 bytes), or connect with
+   drops what comes to a channel not connected yet, and after the retries the work fails (by
+   default about half a second: on rxe a send to a peer 1 s or 4 s late failed with
+   RETRY_EXC_ERR after 0.47-0.49 s; 0.1 s late was delivered). Sync the ranks (sfv_exchange_all of 0 bytes), or connect with
    sfv_node_connect, which does it all. */
 SFV_NODISCARD SAFEVERBS_API sfv_result sfv_node_handshake(sfv_node *node, const uint8_t *all, size_t size);
 /* Connects the node to the job in one call: its endpoint to every rank and theirs back
@@ -1390,7 +1398,8 @@ SFV_NODISCARD SAFEVERBS_API sfv_result sfv_exchange_allgather(void *user, const 
    that order. SFV_ERR_NOT_FOUND when none is set; SFV_ERR_INVALID when a pair is partial, not a
    number, or the rank is not below the size. Outputs 0 on failure. */
 SFV_NODISCARD SAFEVERBS_API sfv_result sfv_launcher_rank(size_t *rank, size_t *world_size);
-/* Returns once every rank in peers[0 .. n) has entered the same barrier (peers NULL: every rank).
+/* Returns once every rank in peers[0 .. n) has entered the same barrier (peers NULL: every rank,
+   whatever n).
    peers must be sorted, without duplicates, in range and include this rank (else
    SFV_ERR_INVALID, the barrier stays usable): a sub-group barrier. Every member must call it
    with the same peers. Each member's channel needs room for one write (else SFV_ERR_RESOURCE,
@@ -1663,8 +1672,8 @@ struct ibv_send_wr;
 struct ibv_recv_wr;
 static size_t sfv__inflight_bytes(const sfv_channel_desc *d, bool recv);
 static void sfv__inflight_ring_init(struct sfv__ring *q, const sfv_channel_desc *d, bool recv, uint64_t slots);
-static bool sfv__inflight_post(struct sfv__ring *q, const struct ibv_send_wr *s, const struct ibv_recv_wr *r);
-static void sfv__inflight_unpost(struct sfv__ring *q, const struct ibv_send_wr *s, const struct ibv_recv_wr *r, size_t posted);
+static bool sfv__inflight_post(struct sfv__ring *q, const struct ibv_send_wr *s, const struct ibv_recv_wr *rw);
+static void sfv__inflight_unpost(struct sfv__ring *q, const struct ibv_send_wr *s, const struct ibv_recv_wr *rw, size_t posted);
 static void sfv__inflight_done(struct sfv__ring *q, uint64_t first, uint64_t last);
 static void sfv__inflight_forget(struct sfv__ring *q);
 static bool sfv__inflight_mr_busy(const sfv_mr *mr);
@@ -1798,6 +1807,8 @@ SAFEVERBS_API sfv_result sfv_result_from_errno(int errnum) {
 static SFV__THREAD_LOCAL unsigned long sfv__failures;
 /* Failures recorded while the last scope's fn ran (a scope in fn: the innermost's). */
 static SFV__THREAD_LOCAL unsigned long sfv__fn_failures;
+/* The errno of the last scope's fence post that failed (sfv__scope_fence), 0: none failed. */
+static SFV__THREAD_LOCAL int sfv__fence_errno;
 
 /* Records a failure on this thread and returns r: `return sfv__fail(...)`. Never on a fast path.
    The message is formatted aside first: an argument may be the last error's own message. */
@@ -2719,7 +2730,7 @@ SAFEVERBS_API sfv_result sfv_remote_mr_slice(sfv_remote_mr region, uint64_t offs
     if (sfv__remote_wraps(region)) return sfv__remote_wrapping(region, "sfv_remote_mr_slice");
     if (offset > region.length || length > region.length - offset) return sfv__remote_oob(region, offset, length, out);
     if (region.addr + offset < region.addr) return sfv__remote_oob(region, offset, length, out); /* an empty slice at 2^64 */
-    *out = sfv_remote_mr_make(region.addr + offset, length, region.rkey); /* no wrap: r does not */
+    *out = sfv_remote_mr_make(region.addr + offset, length, region.rkey); /* no wrap: region does not */
     return SFV_OK;
 }
 SAFEVERBS_API sfv_result sfv_remote_mr_sub(sfv_remote_mr region, uint64_t offset, sfv_remote_mr *out) {
@@ -3633,9 +3644,9 @@ static void sfv__iv_drop_slot(sfv__ring *q, uint64_t seq, uint64_t written) {
     }
 }
 
-static bool sfv__inflight_post(sfv__ring *q, const struct ibv_send_wr *s, const struct ibv_recv_wr *r) {
+static bool sfv__inflight_post(sfv__ring *q, const struct ibv_send_wr *s, const struct ibv_recv_wr *rw) {
     const struct ibv_send_wr *const s0 = s;
-    const struct ibv_recv_wr *const r0 = r;
+    const struct ibv_recv_wr *const rw0 = rw;
     bool ok = true;
     sfv__iv_enter();
     for (; ok && s; s = s->next) {
@@ -3647,18 +3658,18 @@ static bool sfv__inflight_post(sfv__ring *q, const struct ibv_send_wr *s, const 
         }
         ok = sfv__iv_add_wr(q, s->wr_id, op, scatter, s->sg_list, s->num_sge);
     }
-    for (; ok && r; r = r->next) ok = sfv__iv_add_wr(q, r->wr_id, SFV_WC_OP_RECV, true, r->sg_list, r->num_sge);
+    for (; ok && rw; rw = rw->next) ok = sfv__iv_add_wr(q, rw->wr_id, SFV_WC_OP_RECV, true, rw->sg_list, rw->num_sge);
     sfv__iv_leave();
-    if (!ok) sfv__inflight_unpost(q, s0, r0, 0); /* a race in a list: none of it was posted */
+    if (!ok) sfv__inflight_unpost(q, s0, rw0, 0); /* a race in a list: none of it was posted */
     return ok;
 }
-static void sfv__inflight_unpost(sfv__ring *q, const struct ibv_send_wr *s, const struct ibv_recv_wr *r, size_t posted) {
+static void sfv__inflight_unpost(sfv__ring *q, const struct ibv_send_wr *s, const struct ibv_recv_wr *rw, size_t posted) {
     size_t i;
     sfv__iv_enter();
     for (i = 0; s; s = s->next, i++)
         if (i >= posted) sfv__iv_drop_slot(q, s->wr_id >> 1, 0);
-    for (i = 0; r; r = r->next, i++)
-        if (i >= posted) sfv__iv_drop_slot(q, r->wr_id >> 1, 0);
+    for (i = 0; rw; rw = rw->next, i++)
+        if (i >= posted) sfv__iv_drop_slot(q, rw->wr_id >> 1, 0);
     sfv__iv_leave();
 }
 /* What the completion of slot s says the NIC wrote into its scatter elements. */
@@ -3736,7 +3747,8 @@ static void sfv__finish_quiet(sfv__slot *s, bool flushed) {
    with no completion that says so. */
 enum { SFV__CAUSE_NONE = 0, SFV__CAUSE_PORT_DOWN, SFV__CAUSE_RECV_TOO_SMALL, SFV__CAUSE_UNEXPLAINED_FLUSH, SFV__CAUSE_RECV_FLUSH,
        SFV__CAUSE_FATAL_EVENT, /* a QP, CQ or device error the device reported as an event (>>events) */
-       SFV__CAUSE_PEER_GONE /* the peer disconnected: its connection manager said so (>>impl rdmacm) */ };
+       SFV__CAUSE_PEER_GONE, /* the peer disconnected: its connection manager said so (>>impl rdmacm) */
+       SFV__CAUSE_FENCE_UNPOSTED /* a scope's fence could not be posted (sfv__scope_fence) */ };
 
 static bool sfv__port_active(const sfv_channel *ch) {
     struct ibv_port_attr pa;
@@ -3953,11 +3965,16 @@ static bool sfv__inflight_owned(const sfv_channel *ch) {
     return ch->rq.completed != ch->rq.head || q->completed != end;
 }
 
+/* How long sfv__abort waits for the flushed work of a QP moved to ERR before it destroys the QP
+   instead. A flush needs no peer, so it normally ends in microseconds; 5 s leaves room for a
+   loaded host or emulated NIC (rxe flushes on a kernel work queue that shares the CPUs) without
+   letting a destroy hang on a NIC that never flushes. */
+#define SFV__ABORT_DRAIN_NS 5000000000ull
 /* Stops all work so no buffer stays in the NIC's hands: QP to ERR, drain the flushed work;
    if that does not finish in time, destroy the QP, after which the NIC touches nothing. */
 static void sfv__abort(sfv_channel *ch) {
     struct ibv_qp_attr qa;
-    uint64_t deadline = sfv__now_ns() + 5000000000ull;
+    uint64_t deadline = sfv__now_ns() + SFV__ABORT_DRAIN_NS;
     sfv__break(ch);
     ch->aborted = true;
     if (!ch->qp) return;
@@ -4137,6 +4154,8 @@ static const char *sfv__failure_hint(const sfv_channel *ch, const sfv__slot *s) 
              : "the QP hit an error the device reported as an event (QP_FATAL, QP_REQ_ERR or QP_ACCESS_ERR): the channel flushed its work and is broken";
     if (ch && ch->first_cause == SFV__CAUSE_PEER_GONE)
         return "the peer disconnected (its connection manager said so): the channel flushed its work and is broken";
+    if (ch && ch->first_cause == SFV__CAUSE_FENCE_UNPOSTED)
+        return "the scope could not post its fence after unsignaled work (ibv_post_send failed), so it flushed the channel, which is broken; work before the fence may have completed";
     if (s->op == 0x7F && s->status != IBV_WC_WR_FLUSH_ERR) /* SFV__OP_FENCE */
         return "the scope's fence after unsignaled work was refused: the peer's channel must allow SFV_ACCESS_REMOTE_WRITE in its desc.access (the default); the work before it completed";
     if (sfv__op_is_atomic(s->op) && (s->status == IBV_WC_REM_ACCESS_ERR || s->status == IBV_WC_REM_INV_REQ_ERR))
@@ -4231,11 +4250,11 @@ SFV__SLOW sfv_result sfv__post_failed(sfv_pending *pending, size_t count, const 
 }
 /* A receive batch the verb took only part of: the first `posted` receives are the NIC's, and their
    handles wait; the rest are zeroed. */
-SFV__SLOW sfv_result sfv__recv_batch_failed(sfv_pending *pendings, size_t posted, size_t count, int rc) {
+SFV__SLOW sfv_result sfv__recv_batch_failed(sfv_pending *pendings, size_t posted, size_t count, int rc, const char *verb) {
     sfv__pending_clear(pendings ? pendings + posted : NULL, count - posted);
-    if (!posted) return sfv__fail_verb("ibv_post_recv", rc);
-    return sfv__fail(sfv_result_from_errno(rc), rc, "ibv_post_recv", "ibv_post_recv took %zu of %zu receives, then failed: %s; wait on (or destroy the channel for) the first %zu handles",
-                     posted, count, strerror(rc), posted);
+    if (!posted) return sfv__fail_verb(verb, rc);
+    return sfv__fail(sfv_result_from_errno(rc), rc, verb, "%s took %zu of %zu receives, then failed: %s; wait on (or destroy the channel for) the first %zu handles",
+                     verb, posted, count, strerror(rc), posted);
 }
 
 /* A send-queue batch the verb refused at work request `posted`: with some posted, their unsignaled
@@ -4496,7 +4515,12 @@ SAFEVERBS_API sfv_result sfv_channel_post_fetch_add(sfv_channel *ch, const sfv_s
     return sfv__post_atomic(ch, IBV_WR_ATOMIC_FETCH_AND_ADD, old, &remote, add, 0, pending);
 }
 
-SAFEVERBS_API sfv_result sfv_channel_post_receive(sfv_channel *ch, const sfv_scatter_element *sges, size_t n, sfv_pending *pending) {
+/* The receives of a channel's own queue (on_srq false) and of an SRQ (ch: the SRQ's inner
+   channel `core`, srq its ibv_srq): one body for sfv_channel_post_receive(_batch) and
+   sfv_srq_post_receive(_batch), always inlined with a constant on_srq, so each public call keeps
+   its own branch only (callgrind: no instruction added to sfv_channel_post_receive). */
+SFV__HOT_INLINE sfv_result sfv__post_recv(sfv_channel *ch, bool on_srq, struct ibv_srq *srq, const sfv_scatter_element *sges,
+                                          size_t n, sfv_pending *pending) {
     struct ibv_recv_wr wr, *bad = NULL;
     int rc;
     if (SFV__UNLIKELY(!ch || !sfv__postable(ch, SFV__POST_RECV, sges, n, 1, pending)))
@@ -4506,15 +4530,15 @@ SAFEVERBS_API sfv_result sfv_channel_post_receive(sfv_channel *ch, const sfv_sca
     wr.sg_list = (struct ibv_sge *)(uintptr_t)sges;
     wr.num_sge = (int)n;
     SFV__INFLIGHT_POST(&ch->rq, NULL, &wr, pending, 1);
-    rc = ibv_post_recv(ch->qp, &wr, &bad);
+    rc = on_srq ? ibv_post_srq_recv(srq, &wr, &bad) : ibv_post_recv(ch->qp, &wr, &bad);
     if (SFV__UNLIKELY(rc)) SFV__INFLIGHT_UNPOST(&ch->rq, NULL, &wr, rc ? 0 : 1);
-    if (SFV__UNLIKELY(rc)) return sfv__post_failed(pending, 1, "ibv_post_recv", rc);
+    if (SFV__UNLIKELY(rc)) return sfv__post_failed(pending, 1, on_srq ? "ibv_post_srq_recv" : "ibv_post_recv", rc);
     sfv__track(&ch->rq, SFV_WC_OP_RECV, 0);
     sfv__cover(&ch->rq, pending, 1);
     return SFV_OK;
 }
-
-SAFEVERBS_API sfv_result sfv_channel_post_receive_batch(sfv_channel *ch, const sfv_scatter_element *sges, size_t per_wr, size_t count, sfv_pending *pendings) {
+SFV__HOT_INLINE sfv_result sfv__post_recv_batch(sfv_channel *ch, bool on_srq, struct ibv_srq *srq, const sfv_scatter_element *sges,
+                                                size_t per_wr, size_t count, sfv_pending *pendings) {
     struct ibv_recv_wr wrs[SFV_BATCH_MAX], *bad = NULL;
     const struct ibv_sge *sg = sges ? (const struct ibv_sge *)sges : &sfv__no_sge; /* never arithmetic on NULL */
     size_t i, posted;
@@ -4529,15 +4553,21 @@ SAFEVERBS_API sfv_result sfv_channel_post_receive_batch(sfv_channel *ch, const s
         wrs[i].num_sge = (int)per_wr;
     }
     SFV__INFLIGHT_POST(&ch->rq, NULL, wrs, pendings, count);
-    rc = ibv_post_recv(ch->qp, wrs, &bad);
+    rc = on_srq ? ibv_post_srq_recv(srq, wrs, &bad) : ibv_post_recv(ch->qp, wrs, &bad);
     posted = rc ? (bad ? (size_t)(bad - wrs) : 0) : count; /* what was posted is the NIC's: track it */
     if (SFV__UNLIKELY(rc)) SFV__INFLIGHT_UNPOST(&ch->rq, NULL, wrs, posted);
     for (i = 0; i < posted; i++) {
         sfv__track(&ch->rq, SFV_WC_OP_RECV, 0);
         sfv__cover(&ch->rq, &pendings[i], 1);
     }
-    if (SFV__UNLIKELY(rc)) return sfv__recv_batch_failed(pendings, posted, count, rc);
+    if (SFV__UNLIKELY(rc)) return sfv__recv_batch_failed(pendings, posted, count, rc, on_srq ? "ibv_post_srq_recv" : "ibv_post_recv");
     return SFV_OK;
+}
+SAFEVERBS_API sfv_result sfv_channel_post_receive(sfv_channel *ch, const sfv_scatter_element *sges, size_t n, sfv_pending *pending) {
+    return sfv__post_recv(ch, false, NULL, sges, n, pending);
+}
+SAFEVERBS_API sfv_result sfv_channel_post_receive_batch(sfv_channel *ch, const sfv_scatter_element *sges, size_t per_wr, size_t count, sfv_pending *pendings) {
+    return sfv__post_recv_batch(ch, false, NULL, sges, per_wr, count, pendings);
 }
 SAFEVERBS_API sfv_result sfv_channel_post_send_batch(sfv_channel *ch, const sfv_gather_element *sges, size_t per_wr, size_t count, sfv_pending *pending) {
     return sfv__post_batch(ch, IBV_WR_SEND, sges, per_wr, count, NULL, pending);
@@ -4566,14 +4596,14 @@ static sfv__request sfv__request_at(sfv__post_kind kind, bool write, const void 
     sfv__request o;
     memset(&o, 0, sizeof o);
     if (kind == SFV__POST_READ) {
-        const sfv_read_request *r = (const sfv_read_request *)reqs + i;
-        o.sg = (const struct ibv_sge *)r->sges; o.n = r->n; o.remote = &r->remote;
+        const sfv_read_request *req = (const sfv_read_request *)reqs + i;
+        o.sg = (const struct ibv_sge *)req->sges; o.n = req->n; o.remote = &req->remote;
     } else if (write) {
-        const sfv_write_request *r = (const sfv_write_request *)reqs + i;
-        o.sg = (const struct ibv_sge *)r->sges; o.n = r->n; o.remote = &r->remote; o.has_imm = r->has_imm; o.imm = r->imm;
+        const sfv_write_request *req = (const sfv_write_request *)reqs + i;
+        o.sg = (const struct ibv_sge *)req->sges; o.n = req->n; o.remote = &req->remote; o.has_imm = req->has_imm; o.imm = req->imm;
     } else {
-        const sfv_send_request *r = (const sfv_send_request *)reqs + i;
-        o.sg = (const struct ibv_sge *)r->sges; o.n = r->n; o.has_imm = r->has_imm; o.imm = r->imm;
+        const sfv_send_request *req = (const sfv_send_request *)reqs + i;
+        o.sg = (const struct ibv_sge *)req->sges; o.n = req->n; o.has_imm = req->has_imm; o.imm = req->imm;
     }
     return o;
 }
@@ -5393,14 +5423,17 @@ static sfv_result sfv__srq_unref(sfv_srq *srq) {
     uint64_t seq;
     int rc;
     if (!srq || !sfv__unref(&srq->refs)) return SFV_OK;
-    rc = ibv_destroy_srq(srq->srq);
+    rc = srq->srq ? ibv_destroy_srq(srq->srq) : 0; /* NULL: gone in an earlier try */
     if (rc) {
         sfv__ref(&srq->refs);
         return sfv__fail_verb("ibv_destroy_srq", rc);
     }
+    srq->srq = NULL;
     rc = ibv_destroy_cq(srq->core.cq);
-    if (rc) { /* the SRQ is gone: only the CQ is left over, which nothing can use any more */
-        srq->core.cq = NULL;
+    if (rc) { /* the SRQ is gone, its CQ is not: kept, refusing posts, so the call can be repeated */
+        srq->core.broken = true;
+        sfv__ref(&srq->refs);
+        return sfv__fail_verb("ibv_destroy_cq", rc);
     }
     for (seq = srq->core.rq.tail; seq < srq->core.rq.head; seq++) {
         sfv__slot *s = &srq->core.rq.slots[seq & srq->core.rq.mask];
@@ -5420,59 +5453,22 @@ static sfv_result sfv__srq_unref(sfv_srq *srq) {
     SFV_FREE(srq->core.rq.slots);
     (void)sfv__pd_unref(srq->core.pd);
     SFV_FREE(srq);
-    return rc ? sfv__fail_verb("ibv_destroy_cq", rc) : SFV_OK;
+    return SFV_OK;
 }
 SAFEVERBS_API sfv_result sfv_destroy_srq(sfv_srq *srq) { return sfv__srq_unref(srq); }
 
 SAFEVERBS_API sfv_result sfv_srq_post_receive(sfv_srq *srq, const sfv_scatter_element *sges, size_t n, sfv_pending *pending) {
-    struct ibv_recv_wr wr, *bad = NULL;
-    sfv_channel *core = srq ? &srq->core : NULL;
-    int rc;
-    if (SFV__UNLIKELY(!core || !sfv__postable(core, SFV__POST_RECV, sges, n, 1, pending)))
-        return sfv__post_refused(core, SFV__POST_RECV, sges, n, 1, pending);
-    wr.wr_id = core->rq.head << 1 | 1;
-    wr.next = NULL;
-    wr.sg_list = (struct ibv_sge *)(uintptr_t)sges;
-    wr.num_sge = (int)n;
-    SFV__INFLIGHT_POST(&core->rq, NULL, &wr, pending, 1);
-    rc = ibv_post_srq_recv(srq->srq, &wr, &bad);
-    if (SFV__UNLIKELY(rc)) SFV__INFLIGHT_UNPOST(&core->rq, NULL, &wr, rc ? 0 : 1);
-    if (SFV__UNLIKELY(rc)) return sfv__post_failed(pending, 1, "ibv_post_srq_recv", rc);
-    sfv__track(&core->rq, SFV_WC_OP_RECV, 0);
-    sfv__cover(&core->rq, pending, 1);
-    return SFV_OK;
+    return sfv__post_recv(srq ? &srq->core : NULL, true, srq ? srq->srq : NULL, sges, n, pending);
 }
-
 SAFEVERBS_API sfv_result sfv_srq_post_receive_batch(sfv_srq *srq, const sfv_scatter_element *sges, size_t per_wr, size_t count, sfv_pending *pendings) {
-    struct ibv_recv_wr wrs[SFV_BATCH_MAX], *bad = NULL;
-    const struct ibv_sge *sg = sges ? (const struct ibv_sge *)sges : &sfv__no_sge;
-    sfv_channel *core = srq ? &srq->core : NULL;
-    size_t i, posted;
-    int rc;
-    if (SFV__UNLIKELY(!core || !sfv__postable(core, SFV__POST_RECV, sges, per_wr, count, pendings)))
-        return sfv__post_refused(core, SFV__POST_RECV, sges, per_wr, count, pendings);
-    for (i = 0; i < count; i++) {
-        wrs[i].wr_id = (core->rq.head + i) << 1 | 1;
-        wrs[i].next = i + 1 < count ? &wrs[i + 1] : NULL;
-        wrs[i].sg_list = (struct ibv_sge *)(uintptr_t)(sg + i * per_wr);
-        wrs[i].num_sge = (int)per_wr;
-    }
-    SFV__INFLIGHT_POST(&core->rq, NULL, wrs, pendings, count);
-    rc = ibv_post_srq_recv(srq->srq, wrs, &bad);
-    posted = rc ? (bad ? (size_t)(bad - wrs) : 0) : count;
-    if (SFV__UNLIKELY(rc)) SFV__INFLIGHT_UNPOST(&core->rq, NULL, wrs, posted);
-    for (i = 0; i < posted; i++) {
-        sfv__track(&core->rq, SFV_WC_OP_RECV, 0);
-        sfv__cover(&core->rq, &pendings[i], 1);
-    }
-    if (SFV__UNLIKELY(rc)) return sfv__recv_batch_failed(pendings, posted, count, rc);
-    return SFV_OK;
+    return sfv__post_recv_batch(srq ? &srq->core : NULL, true, srq ? srq->srq : NULL, sges, per_wr, count, pendings);
 }
 
 SAFEVERBS_API sfv_result sfv_srq_set_limit(sfv_srq *srq, uint32_t limit) {
     struct ibv_srq_attr sa;
     int rc;
     SFV__CHECK_ARG(srq, "srq");
+    if (!srq->srq) return sfv__fail(SFV_ERR_BROKEN, EIO, __func__, "the SRQ is gone (a destroy failed part-way: call sfv_destroy_srq again)");
     if (limit >= srq->desc.max_wr)
         return sfv__fail(SFV_ERR_INVALID, EINVAL, __func__, "limit %u is out of range (0 .. max_wr - 1 = %u)", (unsigned)limit, (unsigned)srq->desc.max_wr - 1);
     memset(&sa, 0, sizeof sa);
@@ -5708,7 +5704,8 @@ static void sfv__scope_fence(sfv_channel *ch) {
     wr.wr_id = ch->sq.head << 1;
     wr.opcode = IBV_WR_RDMA_WRITE;
     wr.send_flags = IBV_SEND_SIGNALED;
-    if (ibv_post_send(ch->qp, &wr, &bad) != 0) {
+    if ((sfv__fence_errno = ibv_post_send(ch->qp, &wr, &bad)) != 0) {
+        if (!ch->first_cause) ch->first_cause = SFV__CAUSE_FENCE_UNPOSTED; /* the flushes' hint says it */
         sfv__abort(ch);
         return;
     }
@@ -5719,6 +5716,7 @@ static void sfv__scope_settle(sfv__peer *peers, size_t n, sfv_scope_report *rep,
     const sfv_error kept = sfv__last;
     const uint64_t t0 = sfv__now_ns();
     size_t i;
+    sfv__fence_errno = 0;
     for (i = 0; i < n; i++) {
         sfv_channel *ch = peers[i].ch;
         const uint64_t deadline = t0 + sfv__timeout_ns(ch->desc.timeout_ms);
@@ -5763,7 +5761,7 @@ static bool sfv__channel_broken(const sfv_channel *ch) { return ch->broken; }
 static sfv_result sfv__channel_ready_from(sfv_channel *ch, struct ibv_qp_attr *rtr, int rtr_mask, struct ibv_qp_attr *rts, int rts_mask) {
     sfv_result r;
     if (ch->connected || ch->broken || !ch->qp)
-        return sfv__fail(SFV_ERR_INVALID, EINVAL, "sfv_channel", "the channel is %s", ch->connected ? "already connected" : "broken");
+        return sfv__fail(SFV_ERR_INVALID, EINVAL, "channel", "the channel is %s", ch->connected ? "already connected" : "broken");
     r = sfv__modify(ch->qp, rtr, rtr_mask, "RTR");
     if (r) return r;
     r = sfv__modify(ch->qp, rts, rts_mask, "RTS");
@@ -5850,9 +5848,13 @@ static sfv_result sfv__scope_verdict(sfv_result ran, const sfv_scope_report *rep
     if (rep->fn_result != SFV_OK) return sfv__fn_failed(SFV_ERR_SCOPE_FN, rep->fn_result);
     if (rep->failed) {
         const sfv_work_completion *f = &rep->first_error; /* SFV_ERR_WORK, or the wait's own failure */
-        sfv__fail(SFV_ERR_SCOPE_AUTOPOLL, 0, "scope", "%zu auto-polled work request(s) failed; first: %s (%s)", rep->failed,
-                  f->result == SFV_ERR_WORK ? sfv_wc_status_str(f->status) : sfv_result_str(f->result),
-                  f->result == SFV_ERR_WORK ? sfv_wc_status_hint(f->status) : "waiting for it failed; the channel flushed its work");
+        if (sfv__fence_errno) /* the flushes are the scope's own doing: say why */
+            sfv__fail(SFV_ERR_SCOPE_AUTOPOLL, sfv__fence_errno, "scope", "%zu auto-polled work request(s) failed; first: %s (the scope could not post its fence after unsignaled work: ibv_post_send failed: %s; it flushed the channel, which is broken)",
+                      rep->failed, f->result == SFV_ERR_WORK ? sfv_wc_status_str(f->status) : sfv_result_str(f->result), strerror(sfv__fence_errno));
+        else
+            sfv__fail(SFV_ERR_SCOPE_AUTOPOLL, 0, "scope", "%zu auto-polled work request(s) failed; first: %s (%s)", rep->failed,
+                      f->result == SFV_ERR_WORK ? sfv_wc_status_str(f->status) : sfv_result_str(f->result),
+                      f->result == SFV_ERR_WORK ? sfv_wc_status_hint(f->status) : "waiting for it failed; the channel flushed its work");
         return SFV_ERR_SCOPE_AUTOPOLL;
     }
     return SFV_OK;
@@ -8500,6 +8502,7 @@ SAFEVERBS_API struct ibv_cq *sfv_channel_raw_cq(const sfv_channel *ch) { return 
 #undef SFV__WC_LIST
 #undef SFV__KEEPING_ERROR
 #undef SFV__PENDING_LIVE
+#undef SFV__ABORT_DRAIN_NS
 #endif /* SAFEVERBS_IMPLEMENTATION */
 
 /* >>licence

@@ -1374,7 +1374,7 @@ int main(int argc, char **argv) {
                "libibverbs (the raw side of bench/sfv_bench.c: same harness, same QP settings) and against "
                "perftest's binaries, on the same devices in the same run.%s\n\n",
             meta("date"), meta("safeverbs"), meta("commit"),
-            strcmp(meta("quick"), "1") == 0 ? " **Quick run (SFV_BENCH_QUICK=1): fewer sizes and iterations.**" : "");
+            strcmp(meta("quick"), "1") == 0 ? " **Quick run (SAFEVERBS_BENCH_QUICK=1): fewer sizes and iterations.**" : "");
     fprintf(o, "## Machine\n\n"
                "| | |\n|---|---|\n"
                "| host | `%s`, %s CPUs |\n"

@@ -7,7 +7,7 @@
 #   bash bench/run.sh            where RDMA devices are; on a host without any it boots the
 #                                QEMU guest (tools/on-rxe.sh), runs there, and copies the
 #                                results back into bench/
-#   SFV_BENCH_QUICK=1            a shorter run (fewer sizes and iterations) to try things out
+#   SAFEVERBS_BENCH_QUICK=1            a shorter run (fewer sizes and iterations) to try things out
 #
 # Stages: latency (ping-pong, A-B-B-A, then perftest per size), throughput, message rate,
 # event vs busy waiting, callgrind instruction counts (safeverbs, raw, hand-tracked raw),
@@ -20,12 +20,12 @@ set -uo pipefail
 cd "$(dirname "$0")/.." || exit
 source tools/lib.sh || exit
 B=build/sfv_bench R=build/bench_report
-SDEV=${SFV_BENCH_SERVER_DEV:-rxe0} CDEV=${SFV_BENCH_CLIENT_DEV:-rxe1} GID=${SFV_BENCH_GID:-1}
+SDEV=${SAFEVERBS_BENCH_SERVER_DEV:-rxe0} CDEV=${SAFEVERBS_BENCH_CLIENT_DEV:-rxe1} GID=${SAFEVERBS_BENCH_GID:-1}
 
 # ---- on a host without RDMA devices: run in the guest, then bring the results home ----------
 if [[ -z ${SAFEVERBS_IN_VM:-} && -z $(ls -A /sys/class/infiniband 2>/dev/null) ]]; then
-    SFV_BENCH_HOST_UNAME=$(uname -a) SFV_BENCH_HOST_NPROC=$(nproc) SAFEVERBS_VM_SHARE=$PWD/build/vm-share share=$PWD/build/vm-share
-    export SFV_BENCH_HOST_UNAME SFV_BENCH_HOST_NPROC SAFEVERBS_VM_SHARE
+    SAFEVERBS_BENCH_HOST_UNAME=$(uname -a) SAFEVERBS_BENCH_HOST_NPROC=$(nproc) SAFEVERBS_VM_SHARE=$PWD/build/vm-share share=$PWD/build/vm-share
+    export SAFEVERBS_BENCH_HOST_UNAME SAFEVERBS_BENCH_HOST_NPROC SAFEVERBS_VM_SHARE
     mkdir -p "$share" && rm -rf "$share/bench-results" && : >"$share/bench-hostload.txt" || exit
     # the host's load while the guest runs (other guests share these cores), for the report
     (while :; do echo "$(cut -d' ' -f1 /proc/loadavg) $(pgrep -c qemu-system)"; sleep 5; done >>"$share/bench-hostload.txt") &
@@ -43,7 +43,7 @@ else # the guest sees this tree read-only; its share is the way out
     OUT=${SAFEVERBS_VM_SHARE:?}/bench-results WORK=$SAFEVERBS_VM_SHARE/bench-work
 fi
 mkdir -p "$OUT" "$WORK" && rm -f "$WORK"/* || exit # the work files stay until the next run
-CSV=$WORK/results.csv T_START=$SECONDS CHECK_QUIET=1 QUICK=${SFV_BENCH_QUICK:-} PORT=19100
+CSV=$WORK/results.csv T_START=$SECONDS CHECK_QUIET=1 QUICK=${SAFEVERBS_BENCH_QUICK:-} PORT=19100
 : >"$CSV"
 # RATE_N: ib_send_bw iterations for about TBW seconds at its usual rate here (8000/s)
 if [[ -n $QUICK ]]; then
@@ -281,8 +281,8 @@ log "report"
 load=${SAFEVERBS_VM_SHARE:-/nonexistent}/bench-hostload.txt
 cat >"$WORK/meta.txt" <<META
 date=$(date -u '+%Y-%m-%d %H:%M UTC')
-host_uname=${SFV_BENCH_HOST_UNAME:-$(uname -a)}
-host_nproc=${SFV_BENCH_HOST_NPROC:-$(nproc)}
+host_uname=${SAFEVERBS_BENCH_HOST_UNAME:-$(uname -a)}
+host_nproc=${SAFEVERBS_BENCH_HOST_NPROC:-$(nproc)}
 in_vm=${SAFEVERBS_IN_VM:-0}
 guest_uname=$(uname -a)
 guest_nproc=$(nproc)

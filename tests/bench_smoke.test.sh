@@ -11,7 +11,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.." || exit
 source tools/lib.sh || exit
 B=build/sfv_bench
-SDEV=${SFV_BENCH_SERVER_DEV:-rxe0} CDEV=${SFV_BENCH_CLIENT_DEV:-rxe1} GID=${SFV_BENCH_GID:-1}
+SDEV=${SAFEVERBS_BENCH_SERVER_DEV:-rxe0} CDEV=${SAFEVERBS_BENCH_CLIENT_DEV:-rxe1} GID=${SAFEVERBS_BENCH_GID:-1}
 port=19500
 TMP=$(mktemp -d) || exit
 tmp=$TMP

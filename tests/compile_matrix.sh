@@ -3,10 +3,11 @@
 # program of two translation units, with gcc and clang as C99 and C11 and g++ as C++11, with
 # SFV_DEBUG on and off, SAFEVERBS_RDMACM off and on, under -Wall -Wextra -Wpedantic -Wshadow -Werror.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit
+source tools/lib.sh || exit
 out=build/compile-matrix
-mkdir -p "$out"
-ok=0 bad=0
+mkdir -p "$out" || exit
+CHECK_QUIET=1  # a failure only is printed
 for cc in "gcc -std=c99" "gcc -std=c11" "clang -std=c99" "clang -std=c11" "g++ -std=c++11 -x c++"; do
     extra="-Wstrict-prototypes -Wmissing-prototypes"
     case $cc in g++*) extra="" ;; esac
@@ -16,32 +17,24 @@ for cc in "gcc -std=c99" "gcc -std=c11" "clang -std=c99" "clang -std=c11" "g++ -
         tag=$(echo "$cc-d$dbg$cm" | tr -c 'a-z0-9+\n-' '_')
         libs=-libverbs
         [ -n "$cm" ] && libs="-lrdmacm -libverbs"
-        if $cc $cm -DSFV_DEBUG=$dbg -I. -Wall -Wextra -Wpedantic -Wshadow -Werror $extra \
+        $cc $cm -DSFV_DEBUG=$dbg -I. -Wall -Wextra -Wpedantic -Wshadow -Werror $extra \
                -c tests/compile/impl.c -o "$out/$tag-impl.o" &&
            $cc $cm -DSFV_DEBUG=$dbg -I. -Wall -Wextra -Wpedantic -Wshadow -Werror $extra \
                -c tests/compile/use.c -o "$out/$tag-use.o" &&
-           g++ -o "$out/$tag" "$out/$tag-impl.o" "$out/$tag-use.o" $libs; then
-            ok=$((ok + 1))
-        else
-            echo "FAIL compile: $cc SFV_DEBUG=$dbg $cm"
-            bad=$((bad + 1))
-        fi
+           g++ -o "$out/$tag" "$out/$tag-impl.o" "$out/$tag-use.o" $libs
+        check "compile: $cc SFV_DEBUG=$dbg $cm" $?
     done
     done
 done
 # Direction safety: each misuse in wrong_direction.c must be a compile error (and WRONG=0, the
 # same file used rightly, must compile, so the failures are the misuse and nothing else).
 for cc in "gcc -std=c11" "clang -std=c11" "g++ -std=c++11 -x c++"; do
-    if ! $cc -I. -Wall -Wextra -Werror -DWRONG=0 -c tests/compile/wrong_direction.c -o /dev/null; then
-        echo "FAIL compile: wrong_direction.c WRONG=0 with $cc"; bad=$((bad + 1)); continue
-    fi
+    $cc -I. -Wall -Wextra -Werror -DWRONG=0 -c tests/compile/wrong_direction.c -o /dev/null ||
+        { echo "FAIL compile: wrong_direction.c WRONG=0 with $cc"; failed=$((failed + 1)); continue; }
     for w in 1 2 3 4; do
-        if $cc -I. -Wall -Wextra -Werror -DWRONG=$w -c tests/compile/wrong_direction.c -o /dev/null 2>/dev/null; then
-            echo "FAIL compile: misuse WRONG=$w compiled with $cc"; bad=$((bad + 1))
-        else
-            ok=$((ok + 1))
-        fi
+        ! $cc -I. -Wall -Wextra -Werror -DWRONG=$w -c tests/compile/wrong_direction.c -o /dev/null 2>/dev/null
+        check "compile: misuse WRONG=$w compiled with $cc" $?
     done
 done
-echo "compile matrix: $ok of $((ok + bad)) checks passed (20 clean builds: 10 without and 10 with SAFEVERBS_RDMACM; 12 rejected misuses)"
-[ "$bad" -eq 0 ]
+echo "compile matrix: $passed of $((passed + failed)) checks passed (20 clean builds: 10 without and 10 with SAFEVERBS_RDMACM; 12 rejected misuses)"
+((failed == 0))

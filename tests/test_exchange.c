@@ -276,6 +276,46 @@ static void t_wrong_key(void) {
     CHECK_RESULT(sfv_exchange_all_keyed(nodes, 2, 0, mine, MSG, all, &d, 100), SFV_ERR_INVALID);
 }
 
+/* On failure `all` is zeroed (n * size bytes); a refused shape (n > 4096, size > 64 MiB, n * size
+   past SIZE_MAX) leaves it untouched, as the header says. No TCP is reached in any case here. */
+static void t_failure_zeroes_all(void) {
+    enum { N = 4097 };
+    static sfv_net_node nodes[N];
+    static char host[] = LOCALHOST;
+    char mine[MSG] = "mine", all[2 * MSG], want[2 * MSG];
+    size_t i;
+    for (i = 0; i < N; i++) {
+        nodes[i].host = host;
+        nodes[i].port = (uint16_t)(25200 + i % 50);
+        nodes[i].rank = (uint32_t)i;
+    }
+    unsetenv("SAFEVERBS_JOB_KEY");
+    /* plausible shapes that fail: zeroed */
+    memset(all, 0xAA, sizeof all);
+    CHECK_RESULT(sfv_exchange_all(nodes, 2, 2, mine, MSG, all, 100), SFV_ERR_INVALID); /* rank >= n */
+    memset(want, 0, sizeof want);
+    CHECK(memcmp(all, want, sizeof all) == 0);
+    memset(all, 0xAA, sizeof all);
+    nodes[1].rank = 5; /* a net config with a gap */
+    CHECK_RESULT(sfv_exchange_all(nodes, 2, 0, mine, MSG, all, 100), SFV_ERR_INVALID);
+    CHECK(memcmp(all, want, sizeof all) == 0);
+    nodes[1].rank = 1;
+    memset(all, 0xAA, sizeof all);
+    CHECK_RESULT(sfv_exchange_all(nodes, 2, 0, NULL, MSG, all, 100), SFV_ERR_INVALID); /* mine NULL */
+    CHECK(memcmp(all, want, sizeof all) == 0);
+    /* refused shapes: untouched (a buffer of 2 * MSG bytes: a memset of n * size would overflow it,
+       which ASan reports in the sanitizer build) */
+    memset(all, 0xAA, sizeof all);
+    memset(want, 0xAA, sizeof want);
+    CHECK_RESULT(sfv_exchange_all(nodes, N, 0, mine, 1, all, 100), SFV_ERR_INVALID); /* n > 4096 */
+    CHECK(memcmp(all, want, sizeof all) == 0);
+    CHECK_RESULT(sfv_exchange_all(nodes, 1, 0, mine, ((size_t)64 << 20) + 1, all, 100), SFV_ERR_INVALID); /* size > 64 MiB */
+    CHECK(memcmp(all, want, sizeof all) == 0);
+    CHECK_RESULT(sfv_exchange_all(nodes, 4096, 0, mine, SIZE_MAX / 2, all, 100), SFV_ERR_INVALID); /* n * size past SIZE_MAX */
+    CHECK(memcmp(all, want, sizeof all) == 0);
+    CHECK_RESULT(sfv_exchange_all(nodes, 2, 0, mine, MSG, NULL, 100), SFV_ERR_INVALID); /* all NULL */
+}
+
 /* Without a key, only loopback addresses; with a key, or insecure_without_key, any. */
 static void t_no_key_off_loopback(void) {
     sfv_net_node nodes[2];
@@ -657,6 +697,7 @@ static const harness_test TESTS[] = {
     TEST(t_frame_decode, 10),
     TEST(t_keyed_ranks, 60),
     TEST(t_wrong_key, 20),
+    TEST(t_failure_zeroes_all, 10),
     TEST(t_no_key_off_loopback, 20),
     TEST(t_stranger_nonsense, 30),
     TEST(t_stranger_wrong_key, 30),

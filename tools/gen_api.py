@@ -385,6 +385,20 @@ def check():
             text = f["comment"] + " " + f["trailing"]
             for r in sorted(set(re.findall(r"\bSFV_ERR_[A-Z_]+\b", text)) - can):
                 problems.append("the comment of %s names %s, which its code cannot return" % ("/".join(f["group"]), r))
+        # The CONTENTS block lists every ">>name" anchor that starts a part, and only those.
+        header = open(HEADER).read()
+        block = header[header.index("CONTENTS"):header.index("LAYERS")]
+        block = block[block.index("\n"):]  # past the title line, which names ">>name" itself
+        listed = set()
+        for piece in block.split(">>")[1:]:
+            m = re.match(r"[a-z][a-z -]*[a-z]", piece)
+            if m:
+                listed.add(m.group(0))
+        anchors = set(re.findall(r"^/\* >>([a-z][a-z -]*[a-z])", header, re.M))
+        for a in sorted(anchors - listed):
+            problems.append("the anchor >>%s is not in the CONTENTS block" % a)
+        for a in sorted(listed - anchors):
+            problems.append("CONTENTS lists >>%s, which no part starts with" % a)
         # docs/ is what the header gives now.
         docs = os.path.join(TOP, "docs")
         want = ["API.md"] + ["man/" + n for n in sorted(os.listdir(os.path.join(tmp, "man")))]

@@ -12,8 +12,10 @@ if [[ -z ${SAFEVERBS_IN_VM:-} && -z $(ls -A /sys/class/infiniband 2>/dev/null) ]
     done
     exec bash tools/on-rxe.sh bash tools/inflight_cost.sh
 fi
-w=$(mktemp -d) || exit
-N=${SFV_COST_N:-2000}
+source tools/lib.sh || exit
+TMP=$(mktemp -d) || exit  # removed on exit, a failed run's too (tools/lib.sh)
+w=$TMP
+N=${SAFEVERBS_COST_N:-2000}
 for v in track notrack; do
     ir=()
     for n in "$N" $((2 * N)); do
@@ -24,4 +26,3 @@ for v in track notrack; do
     done
     echo "$v: $(((ir[1] - ir[0]) / N)) instructions per 64 B send + receive"
 done
-rm -rf "$w"

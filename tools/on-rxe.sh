@@ -12,6 +12,7 @@
 # status is the first failing run's.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
+source "$top/tools/lib.sh"
 if [ "${SAFEVERBS_USE_VM:-0}" != 1 ] && [ -n "$(ls -A /sys/class/infiniband 2>/dev/null)" ]; then
     echo "on-rxe: using this host's RDMA devices: $(ls /sys/class/infiniband | tr '\n' ' ')"
     exec "$@"
@@ -21,8 +22,9 @@ read -ra kernels <<<"${SAFEVERBS_VM_KERNEL:-6.1}"
 # A guest that stops by itself mid-run (tests/vm/run.sh exits 123: a kernel panic or a reset, the
 # kernel's last messages printed above) runs COMMAND once more from the start, saying so; the
 # recap names the kernel that crashed. Failures of COMMAND itself are never run again.
-crashed=$(mktemp)
-trap 'rm -f "$crashed"' EXIT
+TMP=$(mktemp -d)  # removed on exit (tools/lib.sh)
+crashed=$TMP/crashed out=$TMP/out
+: >"$crashed"
 vm() {
     local rc=0
     SAFEVERBS_VM_KERNEL=$1 bash "$top/tests/vm/run.sh" --timeout "${SAFEVERBS_VM_TIMEOUT:-3000}" -- "${@:2}" || rc=$?
@@ -40,27 +42,18 @@ if ((${#kernels[@]} == 1)); then
     exit "$rc"
 fi
 
-out=$(mktemp)
-trap 'rm -f "$out" "$crashed"' EXIT
-rc=0 sums=0 pass=0 fail=0 skip=0 recap=()
+rc=0 sums=0 recap=()
 for k in "${kernels[@]}"; do
     echo "======== kernel $k ========"
     t0=$SECONDS
     vm "$k" "$@" | tee "$out" && krc=0 || krc=${PIPESTATUS[0]}
     ((rc)) || rc=$krc
-    line=$(grep -E '^[0-9]+ passed, [0-9]+ failed(, [0-9]+ skipped)?$' "$out" | tail -n 1) || :
-    if [ -n "$line" ]; then
-        read -r p _ f _ s _ <<<"${line//,/}"
-        ((krc == 0 || f > 0)) || f=1    # a run that failed counts one failure at least
-        sums=1 pass=$((pass + p)) fail=$((fail + f)) skip=$((skip + ${s:-0}))
-    else
-        fail=$((fail + 1)) line="printed no result line"
-    fi
+    sum_result "$out" "$krc" || :   # a run that failed counts one failure at least
+    line=${RESULT_LINE:-printed no result line}
+    [ -z "$RESULT_LINE" ] || sums=1
     again=''; grep -qx -- "$k" "$crashed" && again=' (its guest crashed once: run again)'
     recap+=("on-rxe: kernel $k: ${line}, exit $krc, $((SECONDS - t0)) s$again")
 done
 printf '%s\n' "${recap[@]}"
-if ((sums)); then
-    ((skip)) && echo "$pass passed, $fail failed, $skip skipped" || echo "$pass passed, $fail failed"
-fi
+if ((sums)); then tally || :; fi
 exit "$rc"

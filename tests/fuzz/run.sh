@@ -9,18 +9,18 @@
 # target; the input is saved as build/fuzz/findings/<name>-*. Closes with "N passed, N failed"
 # and exits non-zero if anything failed or nothing ran.
 set -uo pipefail
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../.." || exit
+source tools/lib.sh || exit
 mode=${1:?usage: run.sh check|fuzz SECONDS} secs=${2:?usage: run.sh check|fuzz SECONDS}
 case $mode in check) scratch=build/fuzz/check-corpus ;; fuzz) scratch=build/fuzz/corpus ;;
     *) echo "run.sh: mode is check or fuzz" >&2; exit 2 ;; esac
 [ "$mode" = check ] && rm -rf "$scratch"
 mkdir -p build/fuzz/findings
-pass=0 fail=0
 # The targets run side by side, as many at once as the host has cores (libFuzzer runs one
 # thread); each one's report is printed in turn, in the order of their names.
 jobs=$(nproc 2>/dev/null || echo 2)
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+TMP=$(mktemp -d) || exit  # removed on exit (tools/lib.sh)
+tmp=$TMP
 one() {  # one NAME BIN: runs a target; its report goes to $tmp/NAME.report, its verdict to $tmp/NAME.ok
     local name=$1 bin=$2 log=$tmp/$1.log seeds=() d rc runs rate
     mkdir -p "$scratch/$name"
@@ -53,7 +53,6 @@ done
 wait
 for name in "${names[@]}"; do
     cat "$tmp/$name.report"
-    if [ -e "$tmp/$name.ok" ]; then pass=$((pass + 1)); else fail=$((fail + 1)); fi
+    [ -e "$tmp/$name.ok" ]; count $?
 done
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ] && [ "$pass" -gt 0 ]
+tally && ((passed > 0))

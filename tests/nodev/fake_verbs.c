@@ -5,7 +5,8 @@
 
    What it models (RC, enough for the library's paths):
    - a QP moves RESET -> INIT -> RTR -> RTS (each step needs its attribute mask) and to ERR from
-     any state; ERR flushes every outstanding work request (IBV_WC_WR_FLUSH_ERR), and work posted
+     any state; RTR refuses (EINVAL) a peer's IPv4 GID of another /24 than this side's (rxe
+     answers ETIMEDOUT there; the fake plays a driver that says EINVAL, for that hint's test); ERR flushes every outstanding work request (IBV_WC_WR_FLUSH_ERR), and work posted
      to a QP in ERR is flushed at once;
    - work runs when the fake makes progress (every post, poll and state change), in order per
      QP: a send or a write with immediate waits while the peer has no receive posted (RNR,
@@ -675,6 +676,11 @@ static void fk_to_error(fk_qp *q) {
     fk_flush(q);
 }
 
+static bool fk_gid_ipv4(const uint8_t *raw) {
+    static const uint8_t prefix[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+    return memcmp(raw, prefix, sizeof prefix) == 0;
+}
+
 int ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *a, int mask) {
     fk_qp *q = (fk_qp *)qp;
     enum ibv_qp_state cur = qp->state;
@@ -708,6 +714,9 @@ int ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *a, int mask) {
         if (a->ah_attr.port_num != 1) return EINVAL;
         if (fk_link_layer == IBV_LINK_LAYER_ETHERNET && !a->ah_attr.is_global) return EINVAL; /* RoCE needs a GRH */
         if (a->ah_attr.is_global && !fk_gid((const fk_ctx *)qp->context, a->ah_attr.grh.sgid_index, &g)) return EINVAL;
+        if (a->ah_attr.is_global && fk_gid_ipv4(g.gid.raw) && fk_gid_ipv4(a->ah_attr.grh.dgid.raw) &&
+            memcmp(g.gid.raw + 12, a->ah_attr.grh.dgid.raw + 12, 3) != 0)
+            return EINVAL; /* an IPv4 GID of another /24 than this side's: no path (as some drivers answer) */
         q->dest_qpn = a->dest_qp_num;
         q->rq_psn = a->rq_psn;
         qp->state = IBV_QPS_RTR;

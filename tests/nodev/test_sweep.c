@@ -13,7 +13,9 @@
    A failure the library absorbs on purpose (moving a QP to ERR, or draining it, on the way out:
    it then destroys the QP) is allowed, and counted. The main scenario runs on RoCE and on
    InfiniBand, and once more with failed posts of lists taking their first work request (a
-   partial post); a second scenario sleeps on a completion channel. */
+   partial post); a second scenario sleeps on a completion channel; a third covers atomics,
+   request lists, unsignaled work with the scope's fence, sfv_channel_reset, an SRQ's own calls
+   and asynchronous events. */
 #define _GNU_SOURCE
 #include "fake_verbs.h"
 #define SFV_MALLOC(sz) fk_malloc(sz)
@@ -71,9 +73,10 @@ static bool sw_after(const char *call, int line, sfv_result r, sfv_result want, 
     if (r == SFV_ERR_SCOPE_FN) { /* the scope keeps fn's own error detail */
         if (e->result == SFV_OK) sw_die("line %d: %s returned SFV_ERR_SCOPE_FN, but fn's last error is SFV_OK", line, call);
     } else if (r == SFV_ERR_SCOPE_AUTOPOLL) { /* the report has it; the message must say it */
-        if (strcmp(fk_failed(), "ibv_poll_cq") != 0 && strcmp(fk_failed(), "ibv_req_notify_cq") != 0)
+        if (strcmp(fk_failed(), "ibv_poll_cq") != 0 && strcmp(fk_failed(), "ibv_req_notify_cq") != 0 &&
+            strcmp(fk_failed(), "ibv_post_send") != 0) /* the scope's own post: its fence after unsignaled work */
             sw_die("line %d: %s returned SFV_ERR_SCOPE_AUTOPOLL for a failed %s", line, call, fk_failed());
-        if (strcmp(e->verb, "scope") != 0 || !strstr(e->message, "SFV_ERR_"))
+        if (strcmp(e->verb, "scope") != 0 || !strstr(e->message, strcmp(fk_failed(), "ibv_post_send") == 0 ? "ibv_post_send failed" : "SFV_ERR_"))
             sw_die("line %d: %s: the auto-poll's failure is not told: %s (verb %s)", line, call, e->message, e->verb);
         sw_stopped = true;
         return false;
@@ -133,6 +136,7 @@ typedef struct sw_state {
     sfv_channel *a, *b;
     sfv_multi_channel *m1, *m2;
     sfv_node *n0, *n1, *solo;
+    sfv_srq *srq;
     unsigned char *buf;
 } sw_state;
 
@@ -253,6 +257,7 @@ static void sw_node_work(sw_state *st) {
 }
 
 static void sw_teardown(sw_state *st) {
+    SW_DESTROY(sfv_destroy_srq(st->srq));
     SW_DESTROY(sfv_destroy_node(st->n0));
     SW_DESTROY(sfv_destroy_node(st->n1));
     SW_DESTROY(sfv_destroy_node(st->solo));
@@ -294,6 +299,109 @@ static void sw_scenario_main(void) {
     sw_multi_work(&st);
     if (sw_stopped) goto teardown;
     sw_node_work(&st);
+teardown:
+    sw_teardown(&st);
+}
+
+/* What the main scenario leaves out: atomics, request lists, unsignaled work and the scope's fence,
+   sfv_channel_reset and a new handshake, an SRQ (single and batch receives, its limit), and
+   asynchronous events (read through sfv_context_events, and a QP_FATAL that breaks a
+   channel with a receive waiting). */
+static sfv_result sw_unsignaled_fn(sfv_channel *ch, void *user) {
+    sw_state *st = (sw_state *)user;
+    sfv_gather_element g = sfv_mr_gather_element(st->mr, st->buf, 16);
+    sfv_scatter_element s = sfv_mr_scatter_element(st->mr, st->buf + 4096, 16);
+    sfv_remote_mr rm = sfv_remote_mr_make((uint64_t)(uintptr_t)(st->buf + 2048), 16, sfv_mr_rkey(st->mr));
+    sfv_result r = sfv_channel_post_send_unsignaled(ch, &g, 1);
+    if (r == SFV_OK) r = sfv_channel_post_write_unsignaled(ch, &g, 1, rm);
+    if (r == SFV_OK) r = sfv_channel_post_read_unsignaled(ch, &s, 1, rm); /* the last: a fence follows */
+    return r;
+}
+
+static bool sw_connect(sfv_channel *a, sfv_channel *b) {
+    sfv_endpoint ea, eb;
+    return SW(sfv_channel_endpoint(a, &ea)) && SW(sfv_channel_endpoint(b, &eb)) && SW(sfv_channel_handshake(b, &ea)) &&
+           SW(sfv_channel_handshake(a, &eb));
+}
+
+static void sw_more_work(sw_state *st) {
+    const unsigned all = SFV_ACCESS_LOCAL_WRITE | SFV_ACCESS_REMOTE_WRITE | SFV_ACCESS_REMOTE_READ | SFV_ACCESS_REMOTE_ATOMIC;
+    sfv_channel_desc d;
+    sfv_srq_desc sd;
+    sfv_gather_element g = sfv_mr_gather_element(st->mr, st->buf, 32);
+    sfv_scatter_element s[2], old = sfv_mr_scatter_element(st->mr, st->buf + 3000, 8);
+    sfv_remote_mr word = sfv_remote_mr_make((uint64_t)(uintptr_t)(st->buf + 3008), 8, sfv_mr_rkey(st->mr));
+    sfv_remote_mr rm = sfv_remote_mr_make((uint64_t)(uintptr_t)(st->buf + 2048), 64, sfv_mr_rkey(st->mr));
+    sfv_send_request sr[2];
+    sfv_write_request wr[2];
+    sfv_read_request rr[2];
+    sfv_pending rx[2], sp[2], p;
+    sfv_scatter_element q[2];
+    sfv_work_completion wc;
+    sfv_scope_report rep;
+    sfv_event ev[8];
+    size_t i, n;
+    int fd;
+    memset(&d, 0, sizeof d);
+    d.max_send_wr = d.max_recv_wr = 8;
+    d.access = all;
+    if (!SW(sfv_create_channel(st->pd, &d, &st->a)) || !SW(sfv_create_channel(st->pd, &d, &st->b))) return;
+    if (!sw_connect(st->a, st->b)) return;
+    for (i = 0; i < 2; i++) {
+        s[i] = sfv_mr_scatter_element(st->mr, st->buf + 1024 + 64 * i, 64);
+        sr[i].sges = &g; sr[i].n = 1; sr[i].has_imm = i == 1; sr[i].imm = 3;
+        wr[i].sges = &g; wr[i].n = 1; wr[i].remote = rm; wr[i].has_imm = false; wr[i].imm = 0;
+        rr[i].sges = &s[i]; rr[i].n = 1; rr[i].remote = rm;
+    }
+    /* atomics */
+    if (!SW_BLOCKING(st->a, sfv_channel_compare_swap(st->a, &old, word, 0, 5, &wc))) return;
+    if (!SW_BLOCKING(st->a, sfv_channel_fetch_add(st->a, &old, word, 2, &wc))) return;
+    if (!SW(sfv_channel_post_compare_swap(st->b, &old, word, 7, 1, &p)) || !SW(sfv_pending_wait(&p, -1, &wc))) return;
+    if (!SW(sfv_channel_post_fetch_add(st->b, &old, word, 1, &p)) || !SW(sfv_pending_wait(&p, -1, &wc))) return;
+    /* request lists */
+    if (!SW(sfv_channel_post_receive_batch(st->b, s, 1, 2, rx))) return;
+    if (!SW(sfv_channel_post_sends(st->a, sr, 2, &p)) || !SW(sfv_pending_wait(&p, -1, NULL))) return;
+    if (!SW(sfv_pending_wait(&rx[0], -1, NULL)) || !SW(sfv_pending_wait(&rx[1], -1, NULL))) return;
+    if (!SW(sfv_channel_post_writes(st->a, wr, 2, &p)) || !SW(sfv_pending_wait(&p, -1, NULL))) return;
+    if (!SW(sfv_channel_post_reads(st->a, rr, 2, &p)) || !SW(sfv_pending_wait(&p, -1, NULL))) return;
+    /* unsignaled work in a scope, ending in the scope's fence */
+    if (!SW(sfv_channel_post_receive(st->b, s, 1, &rx[0]))) return;
+    if (!SW(sfv_channel_scope(st->a, sw_unsignaled_fn, st, &rep)) || !SW(sfv_pending_wait(&rx[0], -1, NULL))) return;
+    /* reset both ends with a receive in flight, connect again, and use it */
+    if (!SW(sfv_channel_post_receive(st->a, s, 1, &rx[0]))) return;
+    if (!SW(sfv_channel_reset(st->a))) return;
+    if (!SW_WANT(sfv_pending_wait(&rx[0], -1, &wc), SFV_ERR_WORK)) return; /* flushed by the reset */
+    if (!SW(sfv_channel_reset(st->b)) || !sw_connect(st->a, st->b)) return;
+    if (!SW(sfv_channel_post_receive(st->b, s, 1, &rx[0]))) return;
+    if (!SW_BLOCKING(st->a, sfv_channel_send(st->a, &g, 1, &wc)) || !SW(sfv_pending_wait(&rx[0], -1, NULL))) return;
+    /* an SRQ: single and batch receives, the limit. (The fake's QPs take no receives from an SRQ,
+       so no channel sits on it here: tests/test_srq.c does that on rxe. Its receives stay posted
+       and go with it at the teardown.) */
+    memset(&sd, 0, sizeof sd);
+    sd.max_wr = 8;
+    if (!SW(sfv_create_srq(st->pd, &sd, &st->srq))) return;
+    for (i = 0; i < 2; i++) q[i] = sfv_mr_scatter_element(st->mr, st->buf + 6000 + 64 * i, 64); /* the NIC's till the end */
+    if (!SW(sfv_srq_post_receive(st->srq, q, 1, &sp[0]))) return;
+    if (!SW(sfv_srq_post_receive_batch(st->srq, q + 1, 1, 1, sp + 1))) return;
+    if (!SW(sfv_srq_set_limit(st->srq, 2))) return;
+    /* asynchronous events (the fake raises none by itself: they are injected): the SRQ's limit,
+       and a QP_FATAL on b with a receive waiting; reading them breaks b, and the wait flushes it */
+    if (!SW(sfv_channel_post_receive(st->b, s, 1, &rx[0]))) return;
+    fk_inject_async_event(sfv_context_raw(st->ctx), IBV_EVENT_SRQ_LIMIT_REACHED, sfv_srq_raw(st->srq), 0);
+    fk_inject_async_event(sfv_context_raw(st->ctx), IBV_EVENT_QP_FATAL, sfv_channel_raw_qp(st->b), 0);
+    if (!SW(sfv_context_event_fd(st->ctx, &fd)) || !SW(sfv_context_events(st->ctx, ev, 8, &n))) return;
+    if (!SW_WANT(sfv_pending_wait(&rx[0], 1000, &wc), SFV_ERR_WORK)) return;
+}
+
+static void sw_scenario_more(void) {
+    sw_state st;
+    memset(&st, 0, sizeof st);
+    st.buf = (unsigned char *)calloc(1, SW_BUF);
+    if (!SW(sfv_open_device(NULL, &st.ctx)) || !SW(sfv_alloc_pd(st.ctx, &st.pd))) goto teardown;
+    if (!SW(sfv_reg_mr_access(st.pd, st.buf, SW_BUF, SFV_ACCESS_LOCAL_WRITE | SFV_ACCESS_REMOTE_WRITE | SFV_ACCESS_REMOTE_READ |
+                                                        SFV_ACCESS_REMOTE_ATOMIC, &st.mr)))
+        goto teardown;
+    sw_more_work(&st);
 teardown:
     sw_teardown(&st);
 }
@@ -374,13 +482,14 @@ static int sw_run(void (*scenario)(void), int link_layer, int partial, long site
         }
         if (site && !sw_stopped) {
             if (!sw_absorbed) sw_die("the failure was absorbed by no call");
-            /* Allowed: the abort on the way out (a destroy, or a wait that failed anyway) moves the QP
-               to ERR and drains it (first posting one marker after injects left last, to flush them);
-               if any of that fails, it destroys the QP instead. */
+            /* Allowed: the abort on the way out (a destroy, a reset, or a wait that failed anyway)
+               moves the QP to ERR and drains it (first posting one marker after injects left last,
+               to flush them); if any of that fails, it destroys the QP instead. */
             if (!(strcmp(fk_call_name(site), "ibv_poll_cq") == 0 ||
-                  (strcmp(fk_call_name(site), "ibv_post_send") == 0 && strncmp(sw_absorbed, "sfv_destroy_", 12) == 0) ||
+                  (strcmp(fk_call_name(site), "ibv_post_send") == 0 &&
+                   (strncmp(sw_absorbed, "sfv_destroy_", 12) == 0 || strncmp(sw_absorbed, "sfv_channel_reset", 17) == 0)) ||
                   (strcmp(fk_call_name(site), "ibv_modify_qp") == 0 && strcmp(fk_call_detail(site), "to ERR") == 0)) ||
-                (sw_absorbed_ok && strncmp(sw_absorbed, "sfv_destroy_", 12) != 0))
+                (sw_absorbed_ok && strncmp(sw_absorbed, "sfv_destroy_", 12) != 0 && strncmp(sw_absorbed, "sfv_channel_reset", 17) != 0))
                 sw_die("%s absorbed the failure and returned %s", sw_absorbed, sw_absorbed_ok ? "SFV_OK" : "what it would have anyway");
         }
         n = fk_calls();
@@ -450,6 +559,7 @@ static void sw_sweep(const char *label, void (*scenario)(void), int link_layer, 
 static void t_sweep_roce(void) { sw_sweep("RoCE, busy polling", sw_scenario_main, 2, 0); }
 static void t_sweep_ib(void) { sw_sweep("InfiniBand, busy polling", sw_scenario_main, 1, 0); }
 static void t_sweep_event(void) { sw_sweep("RoCE, event wait", sw_scenario_event, 2, 0); }
+static void t_sweep_more(void) { sw_sweep("RoCE, atomics, request lists, unsignaled, reset, SRQ, events", sw_scenario_more, 2, 0); }
 /* A failed post of a list takes its first work request: the partial post of a batch. */
 static void t_sweep_partial(void) { sw_sweep("RoCE, failed posts partial", sw_scenario_main, 2, 1); }
 
@@ -458,6 +568,7 @@ static const harness_test TESTS[] = {
     TEST(t_sweep_ib, 120),
     TEST(t_sweep_event, 120),
     TEST(t_sweep_partial, 120),
+    TEST(t_sweep_more, 120),
 };
 
 int main(int argc, char **argv) { return harness_main(argc, argv, TESTS, COUNT_OF(TESTS)); }

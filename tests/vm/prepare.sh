@@ -143,24 +143,24 @@ o=trans=virtio,version=9p2000.L,msize=512000
 mount -t 9p -o "$o,ro,cache=loose" hostroot /host || fail "mount host root over 9p"
 mount -t 9p -o "$o" sfvshare /share || fail "mount the writable share over 9p"
 [ -f "/share/$job/boot.env" ] || fail "no $job/boot.env in the share"
-SFV_EXPORTS=
-. "/share/$job/boot.env"          # SFV_SHARE (host path of the share), SFV_RUNSH, SFV_EXPORTS
+EXPORTS=
+. "/share/$job/boot.env"          # SHARE (host path of the share), RUNSH, EXPORTS
 h=/host
 mount -t proc proc $h/proc && mount -t sysfs sys $h/sys && mount -t devtmpfs dev $h/dev &&
     mount -t tmpfs -o mode=1777 tmp $h/tmp && mount -t tmpfs -o mode=755 run $h/run ||
     fail "mount proc/sys/dev/tmp/run in the chroot"
 mkdir -p $h/dev/pts $h/dev/shm
 mount -t devpts devpts $h/dev/pts; mount -t tmpfs -o mode=1777 shm $h/dev/shm
-# SFV_EXPORTS: one "TAG PATH" a line, host directories under /tmp or /run, mounted at PATH.
+# EXPORTS: one "TAG PATH" a line, host directories under /tmp or /run, mounted at PATH.
 while read -r tag path; do
     [ -n "$tag" ] || continue
     mkdir -p "$h$path" && mount -t 9p -o "$o,ro,cache=loose" "$tag" "$h$path" || fail "mount $path over 9p"
 done <<EOF
-$SFV_EXPORTS
+$EXPORTS
 EOF
-mkdir -p "$h$SFV_SHARE" 2>/dev/null   # only works (and is only needed) under a new tmpfs
-mount --move /share "$h$SFV_SHARE" || fail "move the share to $SFV_SHARE"
-chroot $h /bin/bash "$SFV_RUNSH" --in-guest "$SFV_SHARE/$job" || echo "guest: run.sh --in-guest failed"
+mkdir -p "$h$SHARE" 2>/dev/null   # only works (and is only needed) under a new tmpfs
+mount --move /share "$h$SHARE" || fail "move the share to $SHARE"
+chroot $h /bin/bash "$RUNSH" --in-guest "$SHARE/$job" || echo "guest: run.sh --in-guest failed"
 sync
 poweroff -f
 sleep 10

@@ -11,7 +11,7 @@
 # each address's traffic to the other out of its own veth end. One word is run with
 # `sh -c WORD`; several are run as they are.
 # COMMAND runs in the caller's directory (same path in the guest), stdin /dev/null, with
-# PATH, HOME=/tmp, SAFEVERBS_IN_VM=1, SAFEVERBS_VM_SHARE and the host's SAFEVERBS_* / SFV_*
+# PATH, HOME=/tmp, SAFEVERBS_IN_VM=1, SAFEVERBS_VM_SHARE and the host's SAFEVERBS_*
 # variables. Its stdout+stderr arrive here live, from the guest's serial console. The guest
 # has its own tmpfs on /tmp and /run: the checkout, the caller's directory and the kernel,
 # when they are under /tmp or /run, are exported read-only and mounted at their paths.
@@ -41,7 +41,7 @@ step() {  # run "$@" as setup step $1, logging guest uptime and output to $JOB/s
     echo "[$up] $what" >>"$JOB/setup.log"
     "$@" >>"$JOB/setup.log" 2>&1 || guest_fail "$what"
 }
-mp() { modprobe -d "$SFV_KDIR" -S "$SFV_KVER" "$@"; }
+mp() { modprobe -d "$KDIR" -S "$KVER" "$@"; }
 port_ready() {  # rxe device $1: port ACTIVE and a non-zero GID at index 1
     local p=/sys/class/infiniband/$1/ports/1 st gid
     read -r st <"$p/state" && read -r gid <"$p/gids/1" &&
@@ -89,7 +89,7 @@ link add rxe1 type rxe netdev svb'
 in_guest() {
     JOB=$1
     export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
-    . "$JOB/job.env"    # SFV_KDIR SFV_KVER SFV_CWD SFV_ENV=() SFV_CMD=() (written below)
+    . "$JOB/job.env"    # KDIR KVER GUEST_CWD GUEST_ENV=() GUEST_CMD=() (written below)
     : > "$JOB/setup.log"
     ulimit -l unlimited
     # rxe needs crc32 from the crypto API; the guest cannot auto-load it from the kernel's
@@ -105,12 +105,12 @@ in_guest() {
     until port_ready rxe0 && port_ready rxe1 || ((SECONDS > deadline)); do sleep 0.1; done
     port_ready rxe0 && port_ready rxe1 || { grep -s . /sys/class/infiniband/rxe*/ports/1/{state,gids/1} \
         >>"$JOB/setup.log"; guest_fail "wait 30 s for rxe0/rxe1: port ACTIVE and GID index 1"; }
-    cd "$SFV_CWD" 2>>"$JOB/setup.log" || guest_fail "cd $SFV_CWD"
+    cd "$GUEST_CWD" 2>>"$JOB/setup.log" || guest_fail "cd $GUEST_CWD"
 
     read -r up _ < /proc/uptime
     echo "$up" > "$JOB/ready-uptime"
     echo "@@SFV-READY@@"
-    env -i PATH="$PATH" HOME=/tmp SAFEVERBS_IN_VM=1 "${SFV_ENV[@]}" "${SFV_CMD[@]}" </dev/null
+    env -i PATH="$PATH" HOME=/tmp SAFEVERBS_IN_VM=1 "${GUEST_ENV[@]}" "${GUEST_CMD[@]}" </dev/null
     echo $? > "$JOB/status"
 }
 if [[ ${1:-} == --in-guest ]]; then in_guest "$2"; exit; fi
@@ -163,15 +163,15 @@ for i in "${!EXPORTS[@]}"; do
     XLIST+="sfvx$i ${EXPORTS[i]}"$'\n'
     XDEV+=(-fsdev "$(fsdev "x$i" "${EXPORTS[i]}" ,readonly=on)" -device "virtio-9p-pci,fsdev=x$i,mount_tag=sfvx$i")
 done
-printf 'SFV_SHARE=%s\nSFV_RUNSH=%s\nSFV_EXPORTS=%s\n' "$(sq "$SHARE")" "$(sq "$HERE/run.sh")" "$(sq "$XLIST")" > "$JOB/boot.env"
+printf 'SHARE=%s\nRUNSH=%s\nEXPORTS=%s\n' "$(sq "$SHARE")" "$(sq "$HERE/run.sh")" "$(sq "$XLIST")" > "$JOB/boot.env"
 (($# == 1)) && set -- sh -c "$1"
 {
-    printf 'SFV_KDIR=%q SFV_KVER=%q SFV_CWD=%q\nSFV_ENV=(' "$KDIR" "$KVER" "$PWD"
+    printf 'KDIR=%q KVER=%q GUEST_CWD=%q\nGUEST_ENV=(' "$KDIR" "$KVER" "$PWD"
     printf ' %q' "SAFEVERBS_VM_SHARE=$SHARE"
     for v in $(compgen -e); do
-        [[ $v =~ ^(SAFEVERBS|SFV)_ && $v != SAFEVERBS_VM_SHARE ]] && printf ' %q' "$v=${!v}"
+        [[ $v =~ ^SAFEVERBS_ && $v != SAFEVERBS_VM_SHARE ]] && printf ' %q' "$v=${!v}"
     done
-    printf ' )\nSFV_CMD=('; printf ' %q' "$@"; printf ' )\n'
+    printf ' )\nGUEST_CMD=('; printf ' %q' "$@"; printf ' )\n'
 } > "$JOB/job.env"
 
 # prepare.sh leaves an uncompressed vmlinux (PVH boot) when it can: ~6 s faster under TCG;
