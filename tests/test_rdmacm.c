@@ -124,6 +124,18 @@ static void *client_run(void *arg) {
     return NULL;
 }
 
+/* The server's side of a ping: text goes out on ch, the client echoes it into buf + 1024. */
+static void ping_echoed(side *s, sfv_channel *ch, const char *text) {
+    sfv_scatter_element in = sfv_mr_scatter_element(s->mr, s->buf + 1024, 64);
+    sfv_gather_element out = sfv_mr_gather_element(s->mr, s->buf, 64);
+    sfv_pending rx;
+    snprintf(s->buf, 64, "%s", text);
+    CHECK_OK(sfv_channel_post_receive(ch, &in, 1, &rx));
+    CHECK_OK(sfv_channel_send(ch, &out, 1, NULL));
+    CHECK_OK(sfv_pending_wait(&rx, -1, NULL));
+    CHECK(strcmp(s->buf + 1024, text) == 0);
+}
+
 static sfv_cm_listener *listen_any_port(uint16_t *port) {
     sfv_cm_listener *l = NULL;
     CHECK_OK(sfv_cm_listen(SRV_ADDR, 0, 0, &l));
@@ -142,8 +154,6 @@ static void test_connect_accept_data(void) {
     sfv_cm_conn *conn;
     const uint8_t *p;
     size_t n;
-    sfv_scatter_element in;
-    sfv_gather_element out;
     side_open(&s, 0);
     memset(&c, 0, sizeof c);
     l = listen_any_port(&c.port);
@@ -157,16 +167,7 @@ static void test_connect_accept_data(void) {
     CHECK(n >= strlen(c.priv) && memcmp(p, c.priv, strlen(c.priv)) == 0);
     CHECK_OK(sfv_cm_accept(req, s.pd, NULL, "world", 5, 10000, &conn));
     /* an ordinary channel: send, then get the echo */
-    memcpy(s.buf, "ping over rdma-cm", 18);
-    in = sfv_mr_scatter_element(s.mr, s.buf + 1024, 64);
-    out = sfv_mr_gather_element(s.mr, s.buf, 64);
-    {
-        sfv_pending rx;
-        CHECK_OK(sfv_channel_post_receive(sfv_cm_channel(conn), &in, 1, &rx));
-        CHECK_OK(sfv_channel_send(sfv_cm_channel(conn), &out, 1, NULL));
-        CHECK_OK(sfv_pending_wait(&rx, -1, NULL));
-    }
-    CHECK(strcmp(s.buf + 1024, "ping over rdma-cm") == 0);
+    ping_echoed(&s, sfv_cm_channel(conn), "ping over rdma-cm");
     CHECK(pthread_join(t, NULL) == 0);
     CHECK_OK(c.result);
     CHECK(c.peer_len >= 5 && memcmp(c.peer_priv, "world", 5) == 0);
@@ -396,16 +397,7 @@ static void test_multi_channel_over_cm(void) {
         CHECK_OK(sfv_cm_get_request(l, 10000, &req));
         CHECK_OK(sfv_cm_accept_channel(req, sfv_multi_channel_peer(mc, (size_t)i), NULL, 0, 10000, &conn[i]));
         CHECK(sfv_cm_channel(conn[i]) == sfv_multi_channel_peer(mc, (size_t)i));
-        {   /* the client sends its message back: an ordinary channel of the multi-channel */
-            sfv_scatter_element in = sfv_mr_scatter_element(s.mr, s.buf + 1024, 64);
-            sfv_gather_element out = sfv_mr_gather_element(s.mr, s.buf, 64);
-            sfv_pending rx;
-            snprintf(s.buf, 64, "to peer %d", i);
-            CHECK_OK(sfv_channel_post_receive(sfv_cm_channel(conn[i]), &in, 1, &rx));
-            CHECK_OK(sfv_channel_send(sfv_cm_channel(conn[i]), &out, 1, NULL));
-            CHECK_OK(sfv_pending_wait(&rx, -1, NULL));
-            CHECK(strncmp(s.buf + 1024, s.buf, 64) == 0);
-        }
+        ping_echoed(&s, sfv_cm_channel(conn[i]), i ? "to peer 1" : "to peer 0"); /* an ordinary channel of the multi-channel */
         CHECK(pthread_join(t[i], NULL) == 0);
         CHECK_OK(c[i].result);
     }
@@ -476,16 +468,7 @@ static void test_connect_channel_of_multi_channel(void) {
     p = sfv_cm_request_private(req, &n);
     CHECK(n >= 2 && memcmp(p, "mc", 2) == 0);
     CHECK_OK(sfv_cm_accept(req, s.pd, NULL, NULL, 0, 10000, &conn));
-    {
-        sfv_scatter_element in = sfv_mr_scatter_element(s.mr, s.buf + 1024, 64);
-        sfv_gather_element out = sfv_mr_gather_element(s.mr, s.buf, 64);
-        sfv_pending rx;
-        snprintf(s.buf, 64, "to a multi-channel's peer 1");
-        CHECK_OK(sfv_channel_post_receive(sfv_cm_channel(conn), &in, 1, &rx));
-        CHECK_OK(sfv_channel_send(sfv_cm_channel(conn), &out, 1, NULL));
-        CHECK_OK(sfv_pending_wait(&rx, -1, NULL));
-        CHECK(strcmp(s.buf + 1024, "to a multi-channel's peer 1") == 0);
-    }
+    ping_echoed(&s, sfv_cm_channel(conn), "to a multi-channel's peer 1");
     CHECK(pthread_join(t, NULL) == 0);
     CHECK_OK(m.result);
     CHECK(strcmp(m.got, "to a multi-channel's peer 1") == 0);
@@ -895,9 +878,6 @@ static void test_ipv6_link_local(void) {
     sfv_cm_request *req;
     sfv_cm_conn *conn;
     sfv_context *owner;
-    sfv_scatter_element in;
-    sfv_gather_element out;
-    sfv_pending rx;
     if (getenv("SAFEVERBS_IN_VM")) {
         /* Another test takes sva down and up, which drops IPv6 addresses and the routes through
            sva: put back what tests/vm/run.sh set up (idempotent), then wait for rxe's GIDs. */
@@ -929,13 +909,7 @@ static void test_ipv6_link_local(void) {
         FAIL("no request; the client got %s: %s", sfv_result_str(c.result), c.err.message);
     }
     CHECK_OK(sfv_cm_accept(req, s.pd, NULL, NULL, 0, 10000, &conn));
-    memcpy(s.buf, "over IPv6", 10);
-    in = sfv_mr_scatter_element(s.mr, s.buf + 1024, 64);
-    out = sfv_mr_gather_element(s.mr, s.buf, 64);
-    CHECK_OK(sfv_channel_post_receive(sfv_cm_channel(conn), &in, 1, &rx));
-    CHECK_OK(sfv_channel_send(sfv_cm_channel(conn), &out, 1, NULL));
-    CHECK_OK(sfv_pending_wait(&rx, -1, NULL));
-    CHECK(strcmp(s.buf + 1024, "over IPv6") == 0);
+    ping_echoed(&s, sfv_cm_channel(conn), "over IPv6");
     CHECK(pthread_join(t, NULL) == 0);
     CHECK_OK(c.result);
     CHECK_OK(sfv_cm_close(conn, 0));
