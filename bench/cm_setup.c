@@ -14,6 +14,7 @@
 #define SAFEVERBS_IMPLEMENTATION
 #include "safeverbs.h"
 
+#include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -50,6 +51,12 @@ static void *server(void *arg) {
         TRY(sfv_cm_get_request(l, 30000, &req));
         TRY(sfv_cm_accept(req, pd, NULL, NULL, 0, 30000, &c));
         TRY(sfv_channel_receive(sfv_cm_channel(c), &in, 1, NULL));
+        /* the client leaves first: closing now could take the QP down between the receive's
+           completion and its ACK, and the client's send would fail after its retries */
+        for (int k = 0; k < 100 && sfv_cm_events(c) == SFV_OK; k++) {
+            struct pollfd p = {sfv_cm_fd(c), POLLIN, 0};
+            (void)poll(&p, 1, 50);
+        }
         TRY(sfv_cm_close(c, 0));
     }
     TRY(sfv_dereg_mr(mr));
@@ -137,7 +144,7 @@ static double one_raw(struct ibv_pd *pd, struct ibv_mr *mr, char *buf) {
     wr.send_flags = IBV_SEND_SIGNALED;
     if (ibv_post_send(qp, &wr, &bad)) DIE("ibv_post_send");
     while ((n = ibv_poll_cq(cq, 1, &wc)) == 0) {}
-    if (n < 0 || wc.status != IBV_WC_SUCCESS) DIE("send failed");
+    if (n < 0 || wc.status != IBV_WC_SUCCESS) DIE("send failed: %s", n < 0 ? "ibv_poll_cq failed" : ibv_wc_status_str(wc.status));
     t = now_us() - t0;
     rdma_disconnect(id);
     ibv_destroy_qp(qp);
