@@ -8020,7 +8020,7 @@ static sfv_result sfv__cm_accept(sfv_cm_request *req, sfv_pd *pd, sfv_channel *c
     uint64_t deadline;
     bool up = false;
     sfv_result r;
-    deadline = sfv__now_ns() + sfv__timeout_ns((uint32_t)sfv__cm_timeout(timeout_ms, desc));
+    deadline = sfv__deadline((uint32_t)sfv__cm_timeout(timeout_ms, desc));
     c = (sfv_cm_conn *)SFV_CALLOC(1, sizeof *c);
     if (!c) { sfv__ignore(sfv_cm_reject(req, NULL, 0)); return sfv__fail_verb("calloc", ENOMEM); }
     c->id = req->id;
@@ -8039,9 +8039,7 @@ static sfv_result sfv__cm_accept(sfv_cm_request *req, sfv_pd *pd, sfv_channel *c
     if (!r && rdma_migrate_id(c->id, c->ec)) r = sfv__fail_verb("rdma_migrate_id", errno);
     if (!r) up = (r = sfv__cm_ready(c, req->rd_atomic ? req->rd_atomic : req->param.initiator_depth)) == SFV_OK;
     if (r) { /* refuse the peer rather than leave it to its deadline */
-        const sfv_error why = sfv__last;
-        (void)rdma_reject(c->id, NULL, 0);
-        sfv__last = why;
+        SFV__KEEPING_ERROR((void)rdma_reject(c->id, NULL, 0));
         goto fail;
     }
     sfv__cm_param(&param, c->ch, buf, SFV__CM_HDR + len);
@@ -8098,9 +8096,7 @@ SAFEVERBS_API sfv_result sfv_cm_accept_channel(sfv_cm_request *req, sfv_channel 
     SFV__CHECK_ARG(req, "request");
     r = sfv__cm_channel_fresh(ch, fn);
     if (r) {
-        const sfv_error why = sfv__last;
-        sfv__ignore(sfv_cm_reject(req, NULL, 0));
-        sfv__last = why;
+        SFV__KEEPING_ERROR(sfv__ignore(sfv_cm_reject(req, NULL, 0)));
         return r;
     }
     return sfv__cm_accept(req, sfv_channel_pd(ch), ch, sfv_channel_get_desc(ch), priv, len, timeout_ms, fn, out);
@@ -8127,7 +8123,7 @@ static sfv_result sfv__cm_connect(sfv_pd *pd, sfv_channel *ch, const char *src, 
     if (!r && src) r = sfv__cm_addr(fn, src, 0, &from);
     if (r) return r;
     snprintf(where, sizeof where, "%s port %u", addr, (unsigned)port);
-    deadline = sfv__now_ns() + sfv__timeout_ns((uint32_t)sfv__cm_timeout(timeout_ms, desc));
+    deadline = sfv__deadline((uint32_t)sfv__cm_timeout(timeout_ms, desc));
     r = sfv__cm_route(src ? &from : NULL, &ss, where);
     if (r) return r;
     c = (sfv_cm_conn *)SFV_CALLOC(1, sizeof *c);
@@ -8165,7 +8161,7 @@ static sfv_result sfv__cm_connect(sfv_pd *pd, sfv_channel *ch, const char *src, 
     c->peer_qpn = ev->param.conn.qp_num;
     rdma_ack_cm_event(ev);
     up = (r = sfv__cm_ready(c, peer_rd)) == SFV_OK;
-    if (r) { const sfv_error why = sfv__last; (void)rdma_reject(c->id, NULL, 0); sfv__last = why; goto fail; }
+    if (r) { SFV__KEEPING_ERROR((void)rdma_reject(c->id, NULL, 0)); goto fail; }
     if (rdma_establish(c->id)) { r = sfv__cm_fail("rdma_establish", errno, where); goto fail; }
     sfv__cm_watch(c);
     *out = c;
@@ -8284,6 +8280,7 @@ static void sfv__ncm_make(const sfv__ex_key *k, char kind, const sfv_node *node,
 static const char *sfv__ncm_judge(const sfv__ex_key *k, const uint8_t *p, size_t n, char kind, const sfv_node *node, uint32_t qpn,
                                   const uint8_t *req, size_t *from, sfv_remote_mr *barrier) {
     uint8_t mac[16];
+    sfv_result decoded;
     size_t i;
     memset(barrier, 0, sizeof *barrier);
     *from = 0;
@@ -8295,8 +8292,8 @@ static const char *sfv__ncm_judge(const sfv__ex_key *k, const uint8_t *p, size_t
     if (sfv__get_be(p + 8, 4) != sfv_node_world_size(node)) return "another world size";
     *from = (size_t)sfv__get_be(p + 4, 4);
     if (*from >= sfv_node_world_size(node) || *from == sfv_node_rank(node)) return "a rank out of this world";
-    SFV__KEEPING_ERROR(i = sfv_remote_mr_decode(p + 12, SFV_REMOTE_MR_ENCODED_SIZE, barrier) == SFV_OK); /* a stranger's: not the caller's failure */
-    if (!i || sfv_remote_mr_length(*barrier) < sfv_node_world_size(node) * sizeof(uint64_t)) return "a barrier region that is malformed or too small";
+    SFV__KEEPING_ERROR(decoded = sfv_remote_mr_decode(p + 12, SFV_REMOTE_MR_ENCODED_SIZE, barrier)); /* a stranger's: not the caller's failure */
+    if (decoded || sfv_remote_mr_length(*barrier) < sfv_node_world_size(node) * sizeof(uint64_t)) return "a barrier region that is malformed or too small";
     return NULL;
 }
 static const char *sfv__ncm_check(const sfv__ex_key *k, const uint8_t *p, size_t n, char kind, const sfv_node *node, uint32_t qpn,
