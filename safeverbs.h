@@ -62,6 +62,11 @@
                     define it (or not) the same way in every file.
    SAFEVERBS_API    Put in front of every public function (default: extern). Global: define it the
                     same way in every file.
+   SAFEVERBS_STATIC Defined in the one file that includes the implementation: every function is
+                    static there (SAFEVERBS_API static), for a program of one file or a library
+                    that must not export sfv_ names; the compiler may then inline the data path
+                    into your loop (measured: bench/RESULTS.md, a few instructions per operation).
+                    Other files cannot call it then.
 
    STEP BY STEP
    ============
@@ -221,7 +226,13 @@
       (SAFEVERBS_VERSION_MINOR == (min) && SAFEVERBS_VERSION_PATCH >= (patch)))))
 
 #ifndef SAFEVERBS_API
+#if defined(SAFEVERBS_STATIC) && (defined(__GNUC__) || defined(__clang__))
+#define SAFEVERBS_API static __attribute__((unused))
+#elif defined(SAFEVERBS_STATIC)
+#define SAFEVERBS_API static
+#else
 #define SAFEVERBS_API extern
+#endif
 #endif
 /* In front of the functions whose result must not be ignored (all that return sfv_result but
    the releases): [[nodiscard]] in C++17, warn_unused_result in gcc and clang (gcc's cannot be
@@ -907,6 +918,17 @@ SFV_NODISCARD SAFEVERBS_API sfv_result sfv_pending_poll(sfv_pending *pending, sf
 /* Waits up to timeout_ms (< 0: the channel's timeout_ms). SFV_ERR_TIMEOUT leaves the work
    tracked: wait again, or destroy the channel. */
 SFV_NODISCARD SAFEVERBS_API sfv_result sfv_pending_wait(sfv_pending *pending, int timeout_ms, sfv_work_completion *wc);
+/* Waits for pendings[0 .. count) in order, each as sfv_pending_wait would, under one deadline:
+   timeout_ms from the first time one of them has to wait (< 0: the timeout_ms of that handle's
+   channel). The handles of a receive batch, say, in one call. wcs: NULL, or count completions,
+   all filled on return.
+   SFV_OK: every one succeeded and is consumed. SFV_ERR_WORK: every one is consumed and at least
+   one failed (the last error describes the first failure; wcs[i].result tells each). Any other
+   result stopped it at the handle that gave it (SFV_ERR_TIMEOUT: still waiting, as after
+   sfv_pending_wait; SFV_ERR_INVALID: not posted): the handles before it are consumed, it and
+   those after it are as they were (wcs from there: zeros with result SFV_NOT_DONE, but its
+   own, which holds the result). sfv_pending_done tells which. count 0: SFV_OK. */
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_pending_wait_all(sfv_pending *pendings, size_t count, int timeout_ms, sfv_work_completion *wcs);
 SAFEVERBS_API bool sfv_pending_done(const sfv_pending *pending);
 
 /* >>atomics ---------------------------------------------------------------------------------- */
@@ -3891,17 +3913,24 @@ SFV__SLOW void sfv__complete_slow(sfv_channel *ch, sfv__ring *q, const struct ib
     q->completed = seq + 1;
 }
 
-/* Records one completion in its slot: the next one due, and a success, on the common path. */
+/* Records one completion in its slot: the next one due, and a success, on the common path. The
+   slot's status is already IBV_WC_SUCCESS (set at post), and wr_id's low bit says a receive (the
+   receive ring holds nothing else), so a send's completion stores only its state. */
 SFV__HOT_INLINE void sfv__complete(sfv_channel *ch, const struct ibv_wc *w) {
-    sfv__ring *q = sfv__ring_of(ch, w->wr_id);
-    const uint64_t seq = w->wr_id >> 1;
+    const uint64_t wr_id = w->wr_id, seq = wr_id >> 1;
+    sfv__ring *q = sfv__ring_of(ch, wr_id);
     sfv__slot *s;
     if (SFV__UNLIKELY(seq != q->completed || w->status != IBV_WC_SUCCESS)) {
         sfv__complete_slow(ch, q, w);
         return;
     }
     s = &q->slots[seq & q->mask];
-    sfv__complete_ok(s, w);
+    if (wr_id & 1) {
+        s->byte_len = w->byte_len;
+        s->has_imm = (w->wc_flags & IBV_WC_WITH_IMM) != 0;
+        s->imm_be = w->imm_data;
+        if (w->opcode == IBV_WC_RECV_RDMA_WITH_IMM) s->op = SFV_WC_OP_RECV_IMM;
+    }
     s->state = SFV__SLOT_DONE;
     q->completed = seq + 1;
 }
@@ -4092,8 +4121,9 @@ SFV__SLOW int sfv__wait_tick(sfv_channel *ch, unsigned spins, uint64_t *deadline
 
 /* Waits until slot `seq` of q is done, or `deadline` (monotonic ns) passes. deadline 0: timeout_ms
    from the first time the clock is read, which a completion that comes quickly never needs.
-   The device's events are read only once the wait has to wait (>>events). */
-static sfv_result sfv__wait(sfv_channel *ch, sfv__ring *q, uint64_t seq, uint64_t deadline, uint32_t timeout_ms) {
+   The device's events are read only once the wait has to wait (>>events). *deadline is kept
+   for the caller's next wait (sfv_pending_wait_all: one deadline for many). */
+static sfv_result sfv__wait(sfv_channel *ch, sfv__ring *q, uint64_t seq, uint64_t *deadline, uint32_t timeout_ms) {
     const sfv__slot *s = &q->slots[seq & q->mask];
     unsigned spins = 0;
     for (;;) {
@@ -4103,10 +4133,10 @@ static sfv_result sfv__wait(sfv_channel *ch, sfv__ring *q, uint64_t seq, uint64_
         if (n < 0) return sfv__fail_poll(n);
         if (n > 0) continue;
         if (ch->cc) {
-            n = sfv__wait_sleep(ch, &deadline, timeout_ms);
+            n = sfv__wait_sleep(ch, deadline, timeout_ms);
             if (n < 0) return (sfv_result)n;
             if (n) break;
-        } else if ((++spins & 63) == 0 && sfv__wait_tick(ch, spins, &deadline, timeout_ms)) {
+        } else if ((++spins & 63) == 0 && sfv__wait_tick(ch, spins, deadline, timeout_ms)) {
             break;
         }
     }
@@ -4909,14 +4939,22 @@ SFV__SLOW sfv_result sfv__pending_poll_cq(sfv_pending *pending, sfv__ring *q, sf
     return sfv__poll_once(pending, q, s, wc);
 }
 
-/* One poll first: with work in flight ahead of this call, it mostly finds the completion, and
-   the wait loop (deadline, clock, sleeping) is never entered. */
-SFV__SLOW sfv_result sfv__pending_block(sfv_pending *pending, sfv__ring *q, sfv__slot *s, int timeout_ms, sfv_work_completion *wc) {
-    sfv_result r = sfv__poll_once(pending, q, s, wc);
-    if (r != SFV_NOT_DONE) return r;
-    r = sfv__wait(q->ch, q, pending->seq_, 0, sfv__ms_or(timeout_ms, q->ch->desc.timeout_ms));
+/* The wait loop of a handle the first poll did not finish. deadline: NULL for timeout_ms from the
+   first clock read, or a deadline shared by several waits (0 until that first read). */
+SFV__SLOW sfv_result sfv__pending_block_wait(sfv_pending *pending, sfv__ring *q, sfv__slot *s, int timeout_ms, uint64_t *deadline,
+                                             sfv_work_completion *wc) {
+    uint64_t own = 0;
+    const sfv_result r = sfv__wait(q->ch, q, pending->seq_, deadline ? deadline : &own, sfv__ms_or(timeout_ms, q->ch->desc.timeout_ms));
     if (SFV__UNLIKELY(r)) return sfv__wc_none(wc, r);
     return sfv__pending_take(pending, q, s, wc);
+}
+/* One poll first: with work in flight ahead of this call, it mostly finds the completion, and
+   the wait loop (deadline, clock, sleeping) is never entered. */
+SFV__SLOW sfv_result sfv__pending_block(sfv_pending *pending, sfv__ring *q, sfv__slot *s, int timeout_ms, uint64_t *deadline,
+                                        sfv_work_completion *wc) {
+    const sfv_result r = sfv__poll_once(pending, q, s, wc);
+    if (r != SFV_NOT_DONE) return r;
+    return sfv__pending_block_wait(pending, q, s, timeout_ms, deadline, wc);
 }
 
 /* Debug builds: a handle whose channel is gone is a broken contract; should SFV_ASSERT return,
@@ -4944,16 +4982,58 @@ SAFEVERBS_API sfv_result sfv_pending_poll(sfv_pending *pending, sfv_work_complet
     return sfv__pending_again(pending, wc);
 }
 
-SAFEVERBS_API sfv_result sfv_pending_wait(sfv_pending *pending, int timeout_ms, sfv_work_completion *wc) {
+/* sfv_pending_wait, with the deadline of sfv__pending_block. */
+SFV__HOT_INLINE sfv_result sfv__pending_wait(sfv_pending *pending, int timeout_ms, uint64_t *deadline, sfv_work_completion *wc) {
     if (SFV__LIKELY(pending && pending->state_ == SFV__PENDING_WAITING)) {
         sfv__ring *q;
         sfv__slot *s;
         SFV__PENDING_LIVE(pending, wc);
         s = sfv__pending_slot(pending, &q);
         if (SFV__LIKELY(s->state == SFV__SLOT_DONE)) return sfv__pending_take(pending, q, s, wc);
-        return sfv__pending_block(pending, q, s, timeout_ms, wc);
+        return sfv__pending_block(pending, q, s, timeout_ms, deadline, wc);
     }
     return sfv__pending_again(pending, wc);
+}
+SAFEVERBS_API sfv_result sfv_pending_wait(sfv_pending *pending, int timeout_ms, sfv_work_completion *wc) {
+    return sfv__pending_wait(pending, timeout_ms, NULL, wc);
+}
+
+/* A wait after a failed one: the last error keeps describing the first failure, unless this
+   one stops the call (a timeout, a handle not posted), whose error is the one to read then. */
+SFV__SLOW sfv_result sfv__keep_first(sfv_pending *pending, int timeout_ms, uint64_t *deadline, sfv_work_completion *wc) {
+    const sfv_error kept = sfv__last;
+    const sfv_result r = sfv__pending_wait(pending, timeout_ms, deadline, wc);
+    if (r == SFV_OK || r == SFV_ERR_WORK) sfv__last = kept;
+    return r;
+}
+
+/* What sfv_pending_wait_all says of the handles it did not reach: zeros, SFV_NOT_DONE. */
+SFV__SLOW void sfv__wcs_not_reached(sfv_work_completion *wcs, size_t from, size_t count) {
+    size_t i;
+    for (i = from; wcs && i < count; i++) {
+        memset(&wcs[i], 0, sizeof wcs[i]);
+        wcs[i].result = SFV_NOT_DONE;
+    }
+}
+SAFEVERBS_API sfv_result sfv_pending_wait_all(sfv_pending *pendings, size_t count, int timeout_ms, sfv_work_completion *wcs) {
+    uint64_t deadline = 0; /* one for all, read from the clock only when a handle has to wait */
+    sfv_result first = SFV_OK;
+    size_t i;
+    if (SFV__UNLIKELY(!pendings && count)) {
+        sfv__wcs_not_reached(wcs, 0, count);
+        return sfv__fail(SFV_ERR_INVALID, EINVAL, "sfv_pending_wait_all", "pending handles (NULL) with count %zu", count);
+    }
+    for (i = 0; i < count; i++) {
+        const sfv_result r = first ? sfv__keep_first(&pendings[i], timeout_ms, &deadline, wcs ? &wcs[i] : NULL)
+                                   : sfv__pending_wait(&pendings[i], timeout_ms, &deadline, wcs ? &wcs[i] : NULL);
+        if (SFV__LIKELY(r == SFV_OK)) continue;
+        if (r != SFV_ERR_WORK) { /* it stopped here: this handle and those after it are as they were */
+            sfv__wcs_not_reached(wcs, i + 1, count);
+            return r;
+        }
+        if (!first) first = r;
+    }
+    return first;
 }
 
 /* Blocking calls: post, wait with the channel's deadline; on expiry flush, so buffers are free. */
@@ -5008,7 +5088,7 @@ SAFEVERBS_API sfv_result sfv_channel_fetch_add(sfv_channel *ch, const sfv_scatte
 static sfv_result sfv__take_by(sfv_channel *ch, sfv__ring *q, uint64_t seq, uint64_t deadline, sfv_work_completion *wc) {
     sfv__slot *s = &q->slots[seq & q->mask];
     sfv_result w = SFV_OK;
-    if (s->state != SFV__SLOT_DONE && (w = sfv__wait(ch, q, seq, deadline, 0)) != SFV_OK) sfv__abort(ch);
+    if (s->state != SFV__SLOT_DONE && (w = sfv__wait(ch, q, seq, &deadline, 0)) != SFV_OK) sfv__abort(ch);
     if (s->state != SFV__SLOT_DONE) sfv__finish_quiet(s, true); /* the abort could not end it: never a success */
     sfv__wc_make(wc, s);
     sfv__release(q, s);

@@ -1064,9 +1064,9 @@ NOINLINE void cost_sfv_poll_recv(cost_sfv *c) {
         if (__builtin_expect(r != SFV_OK, 0)) cost_sfv_failed("wait receive", r, &c->rx[0]);
         return;
     }
-    for (unsigned i = 0; i < c->batch; i++) {
-        sfv_result r = sfv_pending_wait(&c->rx[i], -1, NULL);
-        if (__builtin_expect(r != SFV_OK, 0)) cost_sfv_failed("wait receive", r, &c->rx[i]);
+    { /* a receive batch: its handles in one call */
+        sfv_result r = sfv_pending_wait_all(c->rx, c->batch, -1, NULL);
+        if (__builtin_expect(r != SFV_OK, 0)) cost_sfv_failed("wait receives", r, NULL);
     }
 }
 /* inject: the bytes from plain memory, no handle, no send completion to wait for */

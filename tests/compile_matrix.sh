@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # compile_matrix.sh: safeverbs.h must compile cleanly, alone and with its implementation, in a
 # program of two translation units, with gcc and clang as C99 and C11 and g++ as C++11, with
-# SFV_DEBUG on and off, SAFEVERBS_RDMACM off and on, under -Wall -Wextra -Wpedantic -Wshadow -Werror.
+# SFV_DEBUG on and off, SAFEVERBS_RDMACM off and on, and SAFEVERBS_STATIC, under -Wall -Wextra -Wpedantic -Wshadow -Werror.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit
 source tools/lib.sh || exit
@@ -25,6 +25,11 @@ for cc in "gcc -std=c99" "gcc -std=c11" "clang -std=c99" "clang -std=c11" "g++ -
         check "compile: $cc SFV_DEBUG=$dbg $cm" $?
     done
     done
+    # SAFEVERBS_STATIC: one file, nothing exported (an exported sfv_ symbol is a failure)
+    $cc -DSFV_DEBUG=0 -I. -Wall -Wextra -Wpedantic -Wshadow -Werror $extra -c tests/compile/static.c -o "$out/static.o" &&
+        g++ -o "$out/static" "$out/static.o" -libverbs && "$out/static" &&
+        ! nm -g --defined-only "$out/static.o" | grep -q ' sfv_'
+    check "compile: $cc SAFEVERBS_STATIC" $?
 done
 # Direction safety: each misuse in wrong_direction.c must be a compile error (and WRONG=0, the
 # same file used rightly, must compile, so the failures are the misuse and nothing else).
@@ -36,5 +41,5 @@ for cc in "gcc -std=c11" "clang -std=c11" "g++ -std=c++11 -x c++"; do
         check "compile: misuse WRONG=$w compiled with $cc" $?
     done
 done
-echo "compile matrix: $passed of $((passed + failed)) checks passed (20 clean builds: 10 without and 10 with SAFEVERBS_RDMACM; 12 rejected misuses)"
+echo "compile matrix: $passed of $((passed + failed)) checks passed (25 clean builds: 10 without and 10 with SAFEVERBS_RDMACM, 5 SAFEVERBS_STATIC; 12 rejected misuses)"
 ((failed == 0))

@@ -536,6 +536,92 @@ static void t_batches(void) {
     pair_close(&a, &b);
 }
 
+/* sfv_pending_wait_all: a receive batch's handles in one call, under one deadline; where it stops
+   (a timeout, a handle not posted) and what it says of each handle; a failure among them. */
+static void t_wait_all(void) {
+    side a, b;
+    sfv_channel_desc d = desc_default();
+    sfv_scatter_element sc[16];
+    sfv_gather_element g[16];
+    sfv_pending rx[16], tx;
+    sfv_work_completion wcs[16];
+    int i;
+    pair_open(&a, &b, &d, &d, SHARED);
+    for (i = 0; i < 16; i++) {
+        sc[i] = S(&b, (size_t)i * 64, 64);
+        g[i] = G(&a, (size_t)i * 64, (size_t)(i + 1));
+        fill(a.buf + i * 64, 64, (unsigned)i + 7);
+    }
+    /* all sixteen, each its own completion */
+    CHECK_OK(sfv_channel_post_receive_batch(b.ch, sc, 1, 16, rx));
+    CHECK_OK(sfv_channel_post_send_batch(a.ch, g, 1, 16, &tx));
+    CHECK_OK(sfv_pending_wait_all(rx, 16, -1, wcs));
+    for (i = 0; i < 16; i++) {
+        CHECK(sfv_pending_done(&rx[i]));
+        CHECK_EQ(wcs[i].result, SFV_OK);
+        CHECK_EQ(wcs[i].byte_len, i + 1);
+        CHECK(memcmp(b.buf + i * 64, a.buf + i * 64, (size_t)i + 1) == 0);
+    }
+    CHECK_OK(sfv_pending_wait_all(rx, 16, 0, NULL)); /* consumed handles give their results again */
+    CHECK_OK(sfv_pending_wait(&tx, -1, NULL));
+    CHECK_EQ(sfv_channel_outstanding(b.ch), 0);
+    CHECK_OK(sfv_pending_wait_all(rx, 0, -1, NULL));
+    CHECK_OK(sfv_pending_wait_all(NULL, 0, -1, NULL));
+    wcs[0].result = SFV_OK;
+    CHECK_RESULT(sfv_pending_wait_all(NULL, 2, -1, wcs), SFV_ERR_INVALID);
+    CHECK_EQ(wcs[0].result, SFV_NOT_DONE);
+    CHECK_EQ(wcs[1].result, SFV_NOT_DONE);
+
+    /* two of four arrive: the deadline stops it at the third, the first two are consumed */
+    CHECK_OK(sfv_channel_post_receive_batch(b.ch, sc, 1, 4, rx));
+    CHECK_OK(sfv_channel_post_send_batch(a.ch, g, 1, 2, &tx));
+    CHECK_OK(sfv_pending_wait(&tx, -1, NULL));
+    CHECK_RESULT(sfv_pending_wait_all(rx, 4, 200, wcs), SFV_ERR_TIMEOUT);
+    CHECK(sfv_pending_done(&rx[0]) && sfv_pending_done(&rx[1]));
+    CHECK(!sfv_pending_done(&rx[2]) && !sfv_pending_done(&rx[3]));
+    CHECK_EQ(wcs[0].result, SFV_OK);
+    CHECK_EQ(wcs[1].byte_len, 2);
+    CHECK_EQ(wcs[2].result, SFV_ERR_TIMEOUT);
+    CHECK_EQ(wcs[3].result, SFV_NOT_DONE);
+    CHECK(strstr(sfv_last_error()->message, "deadline") != NULL);
+    CHECK_EQ(sfv_channel_outstanding(b.ch), 2); /* still the NIC's: waiting */
+    CHECK_OK(sfv_channel_post_send_batch(a.ch, g, 1, 2, &tx));
+    CHECK_OK(sfv_pending_wait(&tx, -1, NULL));
+    CHECK_OK(sfv_pending_wait_all(rx, 4, -1, wcs)); /* the first two again, then the rest */
+    CHECK_EQ(wcs[3].byte_len, 2);
+    CHECK_EQ(sfv_channel_outstanding(b.ch), 0);
+
+    /* a handle never posted stops it there */
+    CHECK_OK(sfv_channel_post_receive_batch(b.ch, sc, 1, 2, rx));
+    memset(&rx[2], 0, sizeof rx[2]);
+    CHECK_OK(sfv_channel_post_send_batch(a.ch, g, 1, 2, &tx));
+    CHECK_OK(sfv_pending_wait(&tx, -1, NULL));
+    CHECK_RESULT(sfv_pending_wait_all(rx, 3, -1, wcs), SFV_ERR_INVALID);
+    CHECK(sfv_pending_done(&rx[0]) && sfv_pending_done(&rx[1]));
+    CHECK_EQ(wcs[2].result, SFV_ERR_INVALID);
+
+    /* a receive too small for its message fails; the rest are flushed: all consumed, the first
+       failure is the result, in the last error and in its completion */
+    sc[1] = S(&b, 64, 1);
+    CHECK_OK(sfv_channel_post_receive_batch(b.ch, sc, 1, 4, rx));
+    for (i = 0; i < 2; i++) g[i] = G(&a, (size_t)i * 64, 64);
+    CHECK_OK(sfv_channel_post_send_batch(a.ch, g, 1, 2, &tx));
+    CHECK_RESULT(sfv_pending_wait_all(rx, 4, -1, wcs), SFV_ERR_WORK);
+    for (i = 0; i < 4; i++) CHECK(sfv_pending_done(&rx[i]));
+    CHECK_EQ(wcs[0].result, SFV_OK);
+    CHECK_EQ(wcs[1].result, SFV_ERR_WORK);
+    CHECK(wcs[1].status != SFV_WC_WR_FLUSH_ERR);
+    CHECK_EQ(wcs[2].status, SFV_WC_WR_FLUSH_ERR);
+    CHECK_EQ(wcs[3].status, SFV_WC_WR_FLUSH_ERR);
+    CHECK(strstr(sfv_last_error()->message, sfv_wc_status_str(wcs[1].status)) != NULL);
+    CHECK_EQ(sfv_channel_outstanding(b.ch), 0);
+    {   /* the sender's second send met the receive too small: the responder refused it */
+        const sfv_result r = sfv_pending_wait(&tx, -1, NULL);
+        CHECK(r == SFV_OK || r == SFV_ERR_WORK);
+    }
+    pair_close(&a, &b);
+}
+
 /* A batch into a peer that never posts a receive: the first send fails (RNR), the rest are
    flushed, unsignaled or not, and the one handle reports the first failure. */
 static void t_batch_failure(void) {
@@ -2016,6 +2102,7 @@ static const harness_test TESTS[] = {
     TEST(t_pending_out_of_order, 60),
     TEST(t_queue_full_and_null_pending, 60),
     TEST(t_batches, 60),
+    TEST(t_wait_all, 60),
     TEST(t_batch_failure, 60),
     TEST(t_scope_auto_polls, 60),
     TEST(t_scope_auto_poll_error_rnr, 60),
