@@ -59,7 +59,10 @@ $(BUILD)/sfv_bench_track: bench/sfv_bench.c safeverbs.h $(wildcard bench/*.h) ex
 	$(CC) $(CFLAGS) $(WARN) -I. -o $@ $< $(LDLIBS)
 $(BUILD)/sfv_bench_notrack: bench/sfv_bench.c safeverbs.h $(wildcard bench/*.h) examples/tcp.h | $(BUILD)
 	$(CC) $(CFLAGS) -DSFV_TRACK_INFLIGHT=0 $(WARN) -I. -o $@ $< $(LDLIBS)
-all: $(BUILD)/sfv_bench_track $(BUILD)/sfv_bench_notrack
+# The same release build with SAFEVERBS_STATIC (the data path inlined into the loop), for stage 5.
+$(BUILD)/sfv_bench_static: bench/sfv_bench.c safeverbs.h $(wildcard bench/*.h) examples/tcp.h | $(BUILD)
+	$(CC) $(CFLAGS) -DNDEBUG -DSAFEVERBS_STATIC $(WARN) -I. -o $@ $< $(LDLIBS)
+all: $(BUILD)/sfv_bench_track $(BUILD)/sfv_bench_notrack $(BUILD)/sfv_bench_static
 # The RDMA-CM part (SAFEVERBS_RDMACM) needs librdmacm as well.
 $(BUILD)/test_rdmacm $(BUILD)/asan/test_rdmacm $(BUILD)/rping $(BUILD)/cm_setup $(BUILD)/fuzz/fuzz_cm_private: LDLIBS += -lrdmacm
 

@@ -153,22 +153,26 @@ ours --test lat --op send --impl both --sizes 8,512 --wait event --time "$TLAT" 
 # Every step of the loop (post a receive, post a send, poll the send's completion, poll the
 # receive's) is a function cost_<impl>_<step>; callgrind counts only inside them. Two runs, N
 # and 2N iterations: the difference over N is the cost of one iteration, start-up excluded.
-callgrind() { # IMPL BATCH: both runs, each annotated per step (.incl) and per function (.self)
-    local f=$WORK/cg.$1.$2 n1=$((CG_N / $2)) n2=$((2 * CG_N / $2)) n
+callgrind() { # IMPL BATCH [BINARY LABEL]: both runs, each annotated per step (.incl) and per function (.self)
+    local bin=${3:-$B} label=${4:-$1} f=$WORK/cg.${4:-$1}.$2 n1=$((CG_N / $2)) n2=$((2 * CG_N / $2)) n
     for n in "$n1" "$n2"; do
         LD_BIND_NOW=1 timeout 600 valgrind --tool=callgrind --callgrind-out-file="$f.$n" --collect-atstart=no \
-            --toggle-collect='cost_*' "$B" -d "$SDEV" -x "$GID" --test cost --impl "$1" --batch "$2" \
+            --toggle-collect='cost_*' "$bin" -d "$SDEV" -x "$GID" --test cost --impl "$1" --batch "$2" \
             --sizes 64 -n "$n" --warmup 0 --settle-us 2000 >"$f.$n.log" 2>&1 || continue
         callgrind_annotate --inclusive=yes "$f.$n" >"$f.$n.incl" 2>/dev/null
         callgrind_annotate --inclusive=no --threshold=100 "$f.$n" >"$f.$n.self" 2>/dev/null
     done
-    figures "callgrind $1, batch $2" callgrind "cost,send,batch$2,64,$1" "$n1" "$n2" "$2" "$f.$n1" "$f.$n2"
+    figures "callgrind $label, batch $2" callgrind "cost,send,batch$2,64,$label" "$n1" "$n2" "$2" "$f.$n1" "$f.$n2"
     # heap allocations in the same loop, without valgrind
-    timeout 120 "$B" -d "$SDEV" -x "$GID" --test cost --impl "$1" --batch "$2" --sizes 64 -n "$n1" \
-        --warmup 10 --settle-us 200 | sed -n 's/^result,//p' >>"$CSV"
+    timeout 120 "$bin" -d "$SDEV" -x "$GID" --test cost --impl "$1" --batch "$2" --sizes 64 -n "$n1" \
+        --warmup 10 --settle-us 200 | sed -n "s/^result,\(.*\),$1,/\1,$label,/p" >>"$CSV"
 }
 log "callgrind: instructions per post and per poll"
-for batch in 1 $RATE_BATCH; do callgrind sfv "$batch"; callgrind raw "$batch"; callgrind hand "$batch"; callgrind inject "$batch"; done
+for batch in 1 $RATE_BATCH; do
+    callgrind sfv "$batch"; callgrind raw "$batch"; callgrind hand "$batch"; callgrind inject "$batch"
+    # the same library built with SAFEVERBS_STATIC: the data path inlined into the loop
+    callgrind sfv "$batch" build/sfv_bench_static sfv_static; callgrind inject "$batch" build/sfv_bench_static inject_static
+done
 # What SFV_TRACK_INFLIGHT costs: the same loop in a debug build (SFV_DEBUG 1), tracking on and off.
 inflight_cost() { # VARIANT (track, notrack)
     local f=$WORK/cg.inflight.$1 n1=$CG_N n2=$((2 * CG_N)) n
