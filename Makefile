@@ -63,6 +63,13 @@ $(BUILD)/sfv_bench_notrack: bench/sfv_bench.c safeverbs.h $(wildcard bench/*.h) 
 $(BUILD)/sfv_bench_static: bench/sfv_bench.c safeverbs.h $(wildcard bench/*.h) examples/tcp.h | $(BUILD)
 	$(CC) $(CFLAGS) -DNDEBUG -DSAFEVERBS_STATIC $(WARN) -I. -o $@ $< $(LDLIBS)
 all: $(BUILD)/sfv_bench_track $(BUILD)/sfv_bench_notrack $(BUILD)/sfv_bench_static
+# The cost loop through libfabric's verbs provider (FI_EP_MSG over the RDMA-CM), for comparison:
+# no safeverbs.h, linked with libfabric only (libfabric-dev, tools/deps.sh).
+$(BUILD)/fi_cost: LDLIBS := -lfabric
+$(BUILD)/fi_cost: bench/fi_cost.c | $(BUILD)
+	$(CC) $(CFLAGS) -DNDEBUG $(WARN) -o $@ $< $(LDLIBS)
+# UCX's uct am_short counted as the cost test counts safeverbs (make bench, stage 5).
+$(BUILD)/uct_cost: LDLIBS = -luct -lucs
 # The RDMA-CM part (SAFEVERBS_RDMACM) needs librdmacm as well.
 $(BUILD)/test_rdmacm $(BUILD)/asan/test_rdmacm $(BUILD)/rping $(BUILD)/cm_setup $(BUILD)/fuzz/fuzz_cm_private: LDLIBS += -lrdmacm
 

@@ -24,6 +24,10 @@ PEER_SIZE=64 PEER_TIMEOUT=60
 # SCHED_IDLE fi_pingpong's round trip took 16x longer here (5.7 ms against 0.36 ms).
 PEER_IDLE=()
 PEER_TOOLS="sfv raw perftest uct ucp fi qperf"
+# Counted from outside (peers_callgrind): safeverbs and the tools of the signalled-path target.
+# UCX's and libfabric's small-message paths are counted in make bench's stage 5 instead, by
+# loops of their own (bench/uct_cost.c, bench/fi_cost.c) that repeat exactly.
+PEER_CG_TOOLS="sfv perftest qperf"
 # rxe's IP address (fi_pingpong and qperf connect through rdma_cm to it)
 peer_ip() {
     local nd
@@ -156,8 +160,7 @@ peers_callgrind() { # N
         return
     fi
     local PEER_TIMEOUT=300
-    for t in $PEER_TOOLS; do
-        [[ $t != raw ]] || continue # the raw loop's instructions are the cost section's
+    for t in $PEER_CG_TOOLS; do
         peer_usable "$t" || continue
         lines=
         for k in 1 2 3; do

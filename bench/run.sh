@@ -43,6 +43,7 @@ else # the guest sees this tree read-only; its share is the way out
     OUT=${SAFEVERBS_VM_SHARE:?}/bench-results WORK=$SAFEVERBS_VM_SHARE/bench-work
 fi
 mkdir -p "$OUT" "$WORK" && rm -f "$WORK"/* || exit # the work files stay until the next run
+: >"$WORK/stages.txt"
 CSV=$WORK/results.csv T_START=$SECONDS CHECK_QUIET=1 QUICK=${SAFEVERBS_BENCH_QUICK:-} PORT=19100
 : >"$CSV"
 # RATE_N: ib_send_bw iterations for about TBW seconds at its usual rate here (8000/s)
@@ -52,7 +53,7 @@ if [[ -n $QUICK ]]; then
     SCALE_RANKS="2 4" SCALE_PEERS="1 8 64" SCALE_DEPTHS="1 16 256" SCALE_N=500
 else
     LAT_SIZES=8,32,128,512,2048,8192,32768,65536 BW_SIZES=4096,16384,65536,262144,1048576
-    TLAT=2.5 TBW=5.0 RATE_N=40000 CG_N=1000 ST_N=300 PEER_ROUNDS=6 PEER_N=300 PEER_CG_N=100
+    TLAT=1.5 TBW=3.0 RATE_N=24000 CG_N=400 ST_N=300 PEER_ROUNDS=6 PEER_N=300 PEER_CG_N=100
     SCALE_RANKS="2 4 8 16" SCALE_PEERS="1 2 4 8 16 32 64" SCALE_DEPTHS="1 2 4 8 16 32 64 128 256" SCALE_N=4000
 fi
 RATE_BATCH=16 RATE_INLINE=64
@@ -64,7 +65,10 @@ fi
 # Every benchmark process runs under SCHED_IDLE: on 2 vCPUs, two busy-polling processes would
 # otherwise keep the guest's rxe work (softirq, ksoftirqd) waiting for the 4 ms scheduler tick.
 if command -v chrt >/dev/null && chrt -i 0 true 2>/dev/null; then IDLE=(chrt -i 0); else IDLE=(); fi
-log() { printf '[%4ds] %s\n' $((SECONDS - T_START)) "$*"; }
+log() { # the progress line of a stage; its start also into stages.txt for the report's run time
+    printf '[%4ds] %s\n' $((SECONDS - T_START)) "$*"
+    echo "$((SECONDS - T_START)) ${*%%:*}" >>"$WORK/stages.txt"
+}
 
 # ours ARGS...: one sfv_bench pair (server on $SDEV, client on $CDEV); result lines into the CSV
 ours() {
@@ -173,6 +177,23 @@ for batch in 1 $RATE_BATCH; do
     # the same library built with SAFEVERBS_STATIC: the data path inlined into the loop
     callgrind sfv "$batch" build/sfv_bench_static sfv_static; callgrind inject "$batch" build/sfv_bench_static inject_static
 done
+# The peers' own small-message paths counted the same way, one per post: UCX's uct am_short +
+# progress (bench/uct_cost.c) and libfabric's fi_inject + fi_recv (bench/fi_cost.c).
+source bench/peers.sh || exit # (peer_ip; the peers themselves run in stage 7)
+peer_cost() { # LABEL CMD...: runs of CG_N and 2 CG_N iterations (-n) under callgrind, as callgrind() does
+    local label=$1 f=$WORK/cg.$1.1 n
+    shift
+    for n in "$CG_N" $((2 * CG_N)); do
+        LD_BIND_NOW=1 timeout 600 valgrind --tool=callgrind --callgrind-out-file="$f.$n" --collect-atstart=no \
+            --toggle-collect='cost_*' "$@" -n "$n" --settle-us 2000 >"$f.$n.log" 2>&1 || continue
+        callgrind_annotate --inclusive=yes "$f.$n" >"$f.$n.incl" 2>/dev/null
+        callgrind_annotate --inclusive=no --threshold=100 "$f.$n" >"$f.$n.self" 2>/dev/null
+    done
+    figures "callgrind $label" callgrind "cost,send,batch1,64,$label" "$CG_N" $((2 * CG_N)) 1 "$f.$CG_N" "$f.$((2 * CG_N))"
+}
+log "callgrind: UCX am_short and libfabric fi_inject, counted the same way"
+UCX_NET_DEVICES="$SDEV:1" UCX_IB_GID_INDEX="$GID" peer_cost uct build/uct_cost -d "$SDEV"
+peer_cost fi_inject build/fi_cost -a "$(peer_ip)" --mode inject
 # What SFV_TRACK_INFLIGHT costs: the same loop in a debug build (SFV_DEBUG 1), tracking on and off.
 inflight_cost() { # VARIANT (track, notrack)
     local f=$WORK/cg.inflight.$1 n1=$CG_N n2=$((2 * CG_N)) n
@@ -213,7 +234,6 @@ syscalls lat-event $((ST_N / 3)) --test lat --op send --sizes 8 --wait event --e
 syscalls "rate-batch$RATE_BATCH" $((ST_N * RATE_BATCH)) --test bw --op send --sizes 8 --batch "$RATE_BATCH"
 
 # ---- 7. the peers on one device: perftest, UCX, libfabric, qperf beside safeverbs ----------
-source bench/peers.sh || exit
 : >"$WORK/peers-why.txt"
 log "peers: $PEER_ROUNDS rounds of $PEER_N round trips, the tools rotating, both ends on $SDEV"
 peers_timing "$PEER_ROUNDS" "$PEER_N"
@@ -310,6 +330,9 @@ quick=${QUICK:-0}
 $([[ ! -s $load ]] || $R hostload "$load")
 failures=$failed
 seconds=$((SECONDS - T_START))
+stages=$(awk -v end=$((SECONDS - T_START)) '{ t[NR] = $1; $1 = ""; n[NR] = substr($0, 2) }
+    END { for (i = 1; i <= NR; i++) d[n[i]] += (i < NR ? t[i + 1] : end) - t[i]
+          for (i = 1; i <= NR; i++) if (!(n[i] in done)) { done[n[i]] = 1; printf "%s%s %d s", o, n[i], d[n[i]]; o = ", " } }' "$WORK/stages.txt")
 META
 { echo "test,op,variant,size,impl,metric,value"; cat "$CSV"; } >"$OUT/results.csv"
 $R "$OUT/results.csv" "$WORK/meta.txt" "$OUT/RESULTS.md" "$WORK"
