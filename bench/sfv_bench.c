@@ -204,10 +204,10 @@ static uint64_t get_be(const uint8_t *p, int n) {
 /* ---- configuration ----------------------------------------------------------------------- */
 enum test { TEST_LAT = 1, TEST_BW, TEST_COST };
 enum op { OP_SEND = 1, OP_WRITE, OP_WRITE_IMM, OP_READ };
-enum impl { IMPL_SFV = 0, IMPL_RAW = 1, IMPL_HAND = 2, IMPL_INJECT = 3 /* hand and inject: the cost test only */ };
+enum impl { IMPL_SFV = 0, IMPL_RAW = 1, IMPL_HAND = 2, IMPL_INJECT = 3, IMPL_HAND_INJECT = 4 /* hand, inject, handinject: the cost test only */ };
 static const char *const TEST_NAMES[] = {"", "lat", "bw", "cost"};
 static const char *const OP_NAMES[] = {"", "send", "write", "write_imm", "read"};
-static const char *const IMPL_NAMES[] = {"sfv", "raw", "hand", "inject"};
+static const char *const IMPL_NAMES[] = {"sfv", "raw", "hand", "inject", "handinject"};
 
 /* What both sides must agree on: sent by the client as one text line. */
 typedef struct session {
@@ -1000,6 +1000,55 @@ static inline int hand_wait(hand_chan *h, hand_queue *q, uint64_t ticket, uint32
     return x->status == IBV_WC_SUCCESS ? 0 : EIO;
 }
 
+/* The hand-tracked loop's inject: what a careful C programmer writes for sfv_channel_inject's
+   promise, and no more. Bytes from plain memory in one prebuilt inline work request (the bytes
+   are copied at the post); no record per inject, only a count of the send queue's places; every
+   `every`-th is signaled, with one record (of a small ring of its own, which no one consumes)
+   covering the places of the injects since the last, given back by its completion in hand_drain;
+   so is one that would leave no room, after polling until there is room. A failed completion
+   breaks the channel (hand_drain). */
+#define HAND_INJECT_RECS 8 /* signaled injects in flight, at most: the queue holds about 2 */
+typedef struct hand_inject {
+    struct ibv_send_wr wr;
+    struct ibv_sge sge;
+    unsigned every, left, since; /* signal every `every`; until the next; injects since the last */
+    unsigned next;               /* the next record of rec */
+    hand_req rec[HAND_INJECT_RECS];
+} hand_inject;
+static void hand_inject_init(hand_inject *j, hand_chan *h, const void *buf, size_t len) {
+    memset(j, 0, sizeof *j);
+    j->sge.addr = (uintptr_t)buf;
+    j->sge.length = (uint32_t)len;
+    j->wr.sg_list = &j->sge;
+    j->wr.num_sge = 1;
+    j->wr.opcode = IBV_WR_SEND;
+    j->every = j->left = h->sq.cap / 2 ? h->sq.cap / 2 : 1;
+    for (unsigned i = 0; i < HAND_INJECT_RECS; i++) j->rec[i].q = &h->sq, j->rec[i].done = 1;
+}
+static inline int hand_inject_post(hand_chan *h, hand_inject *j) {
+    hand_queue *q = &h->sq;
+    struct ibv_send_wr *bad;
+    int rc;
+    if (__builtin_expect(h->broken, 0)) return EPIPE;
+    j->since++;
+    if (__builtin_expect(--j->left == 0 || q->used + 2 > q->cap, 0)) { /* signaled: a record for the places since the last */
+        hand_req *x = &j->rec[j->next++ % HAND_INJECT_RECS];
+        while (q->used + 1 > q->cap || !x->done)
+            if (hand_drain(h) < 0 || h->broken) return EPIPE;
+        x->covers = (uint16_t)j->since;
+        x->done = 0;
+        j->wr.wr_id = (uintptr_t)x;
+        j->wr.send_flags = IBV_SEND_INLINE | IBV_SEND_SIGNALED;
+        j->left = j->every;
+        j->since = 0;
+    } else {
+        j->wr.send_flags = IBV_SEND_INLINE;
+    }
+    q->used++;
+    if (__builtin_expect((rc = ibv_post_send(h->r->qp, &j->wr, &bad)) != 0, 0)) h->broken = true;
+    return rc;
+}
+
 /* ---- cost: one process, loopback ------------------------------------------------------------
    The step functions are kept out of line so callgrind can count each (--toggle-collect). Each
    does what a user's loop needs and no more: the call, and a look at its result (a failure goes
@@ -1014,6 +1063,7 @@ typedef struct cost_sfv {
 typedef struct cost_hand {
     hand_chan h;
     raw_send w;
+    hand_inject j;
     raw_recv rv;
     uint64_t tx, rx[MAX_BATCH]; /* tickets */
     uint32_t expect_len;
@@ -1032,6 +1082,7 @@ NOINLINE void cost_hand_post_send(cost_hand *c, unsigned batch);
 NOINLINE void cost_hand_poll_send(cost_hand *c);
 NOINLINE void cost_hand_poll_recv(cost_hand *c, unsigned batch);
 NOINLINE void cost_inject_post_send(sfv_channel *ch, cost_sfv *c);
+NOINLINE void cost_handinject_post_send(cost_hand *c, unsigned batch);
 
 /* the failures, out of line */
 __attribute__((cold, noinline)) static void cost_sfv_failed(const char *what, sfv_result r, sfv_pending *p) {
@@ -1093,6 +1144,17 @@ NOINLINE void cost_hand_post_send(cost_hand *c, unsigned batch) {
     int rc = hand_post_send(&c->h, &c->w, batch, &c->tx);
     if (__builtin_expect(rc != 0, 0)) cost_hand_failed("post send", rc);
 }
+NOINLINE void cost_handinject_post_send(cost_hand *c, unsigned batch) {
+    if (batch == 1) { /* one: no loop, as a user writes it */
+        int rc = hand_inject_post(&c->h, &c->j);
+        if (__builtin_expect(rc != 0, 0)) cost_hand_failed("inject", rc);
+        return;
+    }
+    for (unsigned i = 0; i < batch; i++) {
+        int rc = hand_inject_post(&c->h, &c->j);
+        if (__builtin_expect(rc != 0, 0)) cost_hand_failed("inject", rc);
+    }
+}
 NOINLINE void cost_hand_poll_send(cost_hand *c) {
     uint32_t len;
     int rc = hand_wait(&c->h, &c->h.sq, c->tx, &len);
@@ -1124,8 +1186,8 @@ static void settle(int us) {
 static int run_cost(options *o) {
     const size_t size = o->nsizes ? o->sizes[0] : 64;
     const unsigned batch = o->batch;
-    const int impl = (o->s.impls & (1u << IMPL_INJECT)) ? IMPL_INJECT : (o->s.impls & (1u << IMPL_HAND)) ? IMPL_HAND
-                   : (o->s.impls & (1u << IMPL_RAW)) ? IMPL_RAW : IMPL_SFV;
+    const int impl = (o->s.impls & (1u << IMPL_HAND_INJECT)) ? IMPL_HAND_INJECT : (o->s.impls & (1u << IMPL_INJECT)) ? IMPL_INJECT
+                   : (o->s.impls & (1u << IMPL_HAND)) ? IMPL_HAND : (o->s.impls & (1u << IMPL_RAW)) ? IMPL_RAW : IMPL_SFV;
     const uint32_t iters = o->iters ? (uint32_t)o->iters : 1000;
     char variant[64];
     span sp;
@@ -1134,7 +1196,7 @@ static int run_cost(options *o) {
     o->s.op = OP_SEND;
     if (o->s.depth < batch || o->s.rx_depth < batch) o->s.depth = o->s.rx_depth = batch;
     snprintf(variant, sizeof variant, "%s-batch%u", o->variant ? o->variant : "loopback", batch);
-    if (impl == IMPL_INJECT && o->s.inline_size < size) o->s.inline_size = (unsigned)size; /* an inject goes inline */
+    if ((impl == IMPL_INJECT || impl == IMPL_HAND_INJECT) && o->s.inline_size < size) o->s.inline_size = (unsigned)size; /* an inject goes inline */
     if (impl == IMPL_SFV || impl == IMPL_INJECT) {
         static lib_side s;
         static cost_sfv c;
@@ -1163,7 +1225,7 @@ static int run_cost(options *o) {
         }
         span_stop(&sp);
         lib_side_close(&s);
-    } else if (impl == IMPL_HAND) {
+    } else if (impl == IMPL_HAND || impl == IMPL_HAND_INJECT) {
         static raw_side r;
         static cost_hand c;
         uint8_t wire[RAW_WIRE_SIZE];
@@ -1173,13 +1235,19 @@ static int run_cost(options *o) {
         hand_init(&c.h, &r, o->s.depth, o->s.rx_depth);
         raw_send_init(&c.w, &r, IBV_WR_SEND, size, batch, o->s.inline_size);
         raw_recv_init(&c.rv, &r, size, batch);
+        hand_inject_init(&c.j, &c.h, r.buf, size);
         c.expect_len = (uint32_t)size;
         for (i = 0; i < iters + (uint32_t)o->warmup; i++) {
             if (i == (uint32_t)o->warmup) span_start(&sp);
             cost_hand_post_recv(&c, batch);
-            cost_hand_post_send(&c, batch);
-            settle(o->settle_us);
-            cost_hand_poll_send(&c);
+            if (impl == IMPL_HAND_INJECT) {
+                cost_handinject_post_send(&c, batch);
+                settle(o->settle_us);
+            } else {
+                cost_hand_post_send(&c, batch);
+                settle(o->settle_us);
+                cost_hand_poll_send(&c);
+            }
             cost_hand_poll_recv(&c, batch);
         }
         span_stop(&sp);
@@ -1543,7 +1611,7 @@ int main(int argc, char **argv) {
             break;
         case 'i':
             o.s.impls = strcmp(optarg, "sfv") == 0 ? 1 : strcmp(optarg, "raw") == 0 ? 2 : strcmp(optarg, "both") == 0 ? 3
-                      : strcmp(optarg, "hand") == 0 ? 4 : strcmp(optarg, "inject") == 0 ? 8 : 0;
+                      : strcmp(optarg, "hand") == 0 ? 4 : strcmp(optarg, "inject") == 0 ? 8 : strcmp(optarg, "handinject") == 0 ? 16 : 0;
             if (!o.s.impls) usage();
             break;
         case 's': {
@@ -1584,7 +1652,7 @@ int main(int argc, char **argv) {
         o.rounds < 1 || o.rounds > 64 || o.block_ms < 0)
         usage();
     if (o.s.test == TEST_COST) return run_cost(&o);
-    if (o.s.impls & (1u << IMPL_HAND | 1u << IMPL_INJECT)) die("--impl hand and --impl inject: the cost test only");
+    if (o.s.impls & (1u << IMPL_HAND | 1u << IMPL_INJECT | 1u << IMPL_HAND_INJECT)) die("--impl hand, inject and handinject: the cost test only");
     if (!o.host) return run_server(&o);
     if (!o.nsizes) o.sizes[o.nsizes++] = 8;
     if (o.s.test == TEST_BW && (o.s.depth % (unsigned)o.batch || o.s.rx_depth % (unsigned)o.batch))
