@@ -4959,8 +4959,8 @@ SFV__SLOW sfv_result sfv__pending_block_wait(sfv_pending *pending, sfv__ring *q,
 }
 /* One poll first: with work in flight ahead of this call, it mostly finds the completion, and
    the wait loop (deadline, clock, sleeping) is never entered. */
-SFV__SLOW sfv_result sfv__pending_block(sfv_pending *pending, sfv__ring *q, sfv__slot *s, int timeout_ms, uint64_t *deadline,
-                                        sfv_work_completion *wc) {
+SFV__HOT_INLINE sfv_result sfv__pending_block(sfv_pending *pending, sfv__ring *q, sfv__slot *s, int timeout_ms, uint64_t *deadline,
+                                              sfv_work_completion *wc) {
     const sfv_result r = sfv__poll_once(pending, q, s, wc);
     if (r != SFV_NOT_DONE) return r;
     return sfv__pending_block_wait(pending, q, s, timeout_ms, deadline, wc);

@@ -46,14 +46,17 @@ mkdir -p "$OUT" "$WORK" && rm -f "$WORK"/* || exit # the work files stay until t
 : >"$WORK/stages.txt"
 CSV=$WORK/results.csv T_START=$SECONDS CHECK_QUIET=1 QUICK=${SAFEVERBS_BENCH_QUICK:-} PORT=19100
 : >"$CSV"
-# RATE_N: ib_send_bw iterations for about TBW seconds at its usual rate here (8000/s)
+# RATE_N: ib_send_bw iterations for about TBW seconds at its usual rate here (8000/s). CG_N: a
+# multiple of every period of the counted loops (safeverbs' inject signals every 64, UCX reaps its
+# send completions every 64, libfabric's verbs provider its send queue every 384), so that the
+# difference of two runs holds whole periods: the long-run count per message.
 if [[ -n $QUICK ]]; then
-    LAT_SIZES=8,512,65536 BW_SIZES=4096,1048576 TLAT=0.3 TBW=0.5 RATE_N=4000 CG_N=200 ST_N=100
+    LAT_SIZES=8,512,65536 BW_SIZES=4096,1048576 TLAT=0.3 TBW=0.5 RATE_N=4000 CG_N=384 ST_N=100
     PEER_ROUNDS=2 PEER_N=100 PEER_CG_N=40
     SCALE_RANKS="2 4" SCALE_PEERS="1 8 64" SCALE_DEPTHS="1 16 256" SCALE_N=500
 else
     LAT_SIZES=8,32,128,512,2048,8192,32768,65536 BW_SIZES=4096,16384,65536,262144,1048576
-    TLAT=1.5 TBW=3.0 RATE_N=24000 CG_N=400 ST_N=300 PEER_ROUNDS=6 PEER_N=300 PEER_CG_N=100
+    TLAT=1.5 TBW=3.0 RATE_N=24000 CG_N=384 ST_N=300 PEER_ROUNDS=6 PEER_N=300 PEER_CG_N=100
     SCALE_RANKS="2 4 8 16" SCALE_PEERS="1 2 4 8 16 32 64" SCALE_DEPTHS="1 2 4 8 16 32 64 128 256" SCALE_N=4000
 fi
 RATE_BATCH=16 RATE_INLINE=64
