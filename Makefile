@@ -16,6 +16,8 @@ BENCHES  := $(patsubst bench/%.c,$(BUILD)/%,$(wildcard bench/*.c))
 NODEV    := $(patsubst tests/nodev/%.c,$(BUILD)/nodev/%,$(wildcard tests/nodev/test_*.c))
 NODEV    += $(patsubst tests/nodev/%.c,$(BUILD)/nodev/asan/%,$(wildcard tests/nodev/test_*.c))
 NODEV_DEPS := tests/nodev/fake_verbs.c tests/nodev/fake_verbs.h tests/harness.h safeverbs.h
+# The fake-NIC tests once more with SAFEVERBS_STATIC: the data path inlined into the callers.
+NODEV    += $(BUILD)/nodev/test_fake_static
 # Tests of the real build that need no device either: they join the device-free tier on the host
 # (and still run in the guest with the rest). They link libibverbs, which tools/deps.sh installs.
 HOST_TESTS := $(BUILD)/test_exchange $(BUILD)/asan/test_exchange
@@ -41,6 +43,10 @@ $(BUILD)/asan/test_%: tests/test_%.c tests/harness.h tests/pair.h safeverbs.h
 $(BUILD)/nodev/test_%: tests/nodev/test_%.c $(NODEV_DEPS)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(WARN) -I. -Itests -o $@ $< tests/nodev/fake_verbs.c -lpthread
+
+$(BUILD)/nodev/test_fake_static: tests/nodev/test_fake.c $(NODEV_DEPS)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -DSAFEVERBS_STATIC $(WARN) -I. -Itests -o $@ $< tests/nodev/fake_verbs.c -lpthread
 
 $(BUILD)/nodev/asan/test_%: tests/nodev/test_%.c $(NODEV_DEPS)
 	@mkdir -p $(@D)

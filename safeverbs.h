@@ -62,11 +62,13 @@
                     define it (or not) the same way in every file.
    SAFEVERBS_API    Put in front of every public function (default: extern). Global: define it the
                     same way in every file.
-   SAFEVERBS_STATIC Defined in the one file that includes the implementation: every function is
-                    static there (SAFEVERBS_API static), for a program of one file or a library
-                    that must not export sfv_ names; the compiler may then inline the data path
-                    into your loop (measured: bench/RESULTS.md, a few instructions per operation).
-                    Other files cannot call it then.
+   SAFEVERBS_STATIC Defined (before the first include of the header) in the one file that
+                    includes the implementation, and SAFEVERBS_API not defined: every function is
+                    static there, for a program of one file or a library that must not export
+                    sfv_ names. Only that file can call the library then. With gcc and clang the
+                    data path's functions (posts, injects, pending polls and waits) are always
+                    inlined into your loop: some 50 instructions less per 64-byte send + receive
+                    (bench/RESULTS.md). gcc -Og then refuses to take the address of one of them.
 
    STEP BY STEP
    ============
@@ -228,6 +230,7 @@
 #ifndef SAFEVERBS_API
 #if defined(SAFEVERBS_STATIC) && (defined(__GNUC__) || defined(__clang__))
 #define SAFEVERBS_API static __attribute__((unused))
+#define SFV__API_STATIC /* the header made every function static: the data path may be inlined */
 #elif defined(SAFEVERBS_STATIC)
 #define SAFEVERBS_API static
 #else
@@ -919,15 +922,18 @@ SFV_NODISCARD SAFEVERBS_API sfv_result sfv_pending_poll(sfv_pending *pending, sf
    tracked: wait again, or destroy the channel. */
 SFV_NODISCARD SAFEVERBS_API sfv_result sfv_pending_wait(sfv_pending *pending, int timeout_ms, sfv_work_completion *wc);
 /* Waits for pendings[0 .. count) in order, each as sfv_pending_wait would, under one deadline:
-   timeout_ms from the first time one of them has to wait (< 0: the timeout_ms of that handle's
-   channel). The handles of a receive batch, say, in one call. wcs: NULL, or count completions,
-   all filled on return.
+   timeout_ms from the first time one of them has to wait long enough to read the clock (< 0:
+   the timeout_ms of that handle's channel, for all that follow too, on whatever channel). The
+   handles of a receive batch, say, in one call. wcs: NULL, or count completions (wcs[i] for
+   pendings[i]), all filled on return.
    SFV_OK: every one succeeded and is consumed. SFV_ERR_WORK: every one is consumed and at least
    one failed (the last error describes the first failure; wcs[i].result tells each). Any other
    result stopped it at the handle that gave it (SFV_ERR_TIMEOUT: still waiting, as after
-   sfv_pending_wait; SFV_ERR_INVALID: not posted): the handles before it are consumed, it and
-   those after it are as they were (wcs from there: zeros with result SFV_NOT_DONE, but its
-   own, which holds the result). sfv_pending_done tells which. count 0: SFV_OK. */
+   sfv_pending_wait; SFV_ERR_INVALID: not posted, or its channel destroyed, which debug builds
+   report through SFV_ASSERT): the handles before it are consumed, it and those after it are as
+   they were; its wcs entry holds that result, those after it zeros with result SFV_NOT_DONE.
+   sfv_pending_done tells which are consumed. count 0: SFV_OK. pendings NULL with count > 0:
+   SFV_ERR_INVALID, every wcs entry SFV_NOT_DONE. */
 SFV_NODISCARD SAFEVERBS_API sfv_result sfv_pending_wait_all(sfv_pending *pendings, size_t count, int timeout_ms, sfv_work_completion *wcs);
 SAFEVERBS_API bool sfv_pending_done(const sfv_pending *pending);
 
@@ -1635,10 +1641,12 @@ SAFEVERBS_API sfv_result sfv_cm_close(sfv_cm_conn *c, int timeout_ms);
 #define SFV__PRINTF(a, b) __attribute__((format(printf, a, b)))
 #define SFV__HOT_INLINE static inline __attribute__((always_inline))
 #define SFV__SLOW static __attribute__((noinline))
-#if defined(SAFEVERBS_STATIC) && !defined(SFV__API_HOT)
-/* Under SAFEVERBS_STATIC, the data path's public functions (posts, injects, pending polls and
-   waits) are inlined into the caller's loop: measured, about 40 instructions less per 64-byte
-   send + receive (bench/RESULTS.md). Their slow paths stay out of line. */
+#if defined(SFV__API_STATIC)
+/* Under SAFEVERBS_STATIC (where the header chose SAFEVERBS_API itself), the data path's public
+   functions are always inlined into the caller: the single and batch posts, the unsignaled
+   posts, the injects, the SRQ's receive posts, sfv_pending_poll, _wait and _wait_all (not the
+   request lists or the atomics). Their slow paths stay out of line. Measured in
+   bench/RESULTS.md (make bench, stage 5). */
 #define SFV__API_HOT static inline __attribute__((always_inline, unused))
 #endif
 #else
@@ -4050,8 +4058,6 @@ SAFEVERBS_API sfv_result sfv_channel_ack_events(sfv_channel *ch) {
     return SFV_OK;
 }
 
-/* Waits until slot `seq` of q is done, or `deadline` (monotonic ns) passes. deadline 0: timeout_ms
-   from the first time the clock is read, which a completion that comes quickly never needs. */
 /* A channel an event broke (>>events): the first wait that notices moves its QP to the error
    state and flushes everything in flight, so every pending handle completes, with the event's
    cause in its class and hint. */
@@ -4078,9 +4084,6 @@ SFV__SLOW void sfv__async_abort(sfv_channel *ch) {
 #define SFV__EVENTS_EVERY_SPINS 16384u
 #define SFV__SLEEP_MAX_MS 50
 
-/* Waits until slot `seq` of q is done, or `deadline` (monotonic ns) passes. deadline 0: timeout_ms
-   from the first time the clock is read, which a completion that comes quickly never needs.
-   The device's events are read only once the wait has to wait (>>events). */
 /* One sleep of an event-mode wait: arm, or look at the channel's state, or sleep on the
    completion channel and the device's event fd. 0: go on polling; 1: the deadline passed; else
    the failure. Out of line, as is the busy wait's tick: the loop stays small. */
@@ -4128,10 +4131,10 @@ SFV__SLOW int sfv__wait_tick(sfv_channel *ch, unsigned spins, uint64_t *deadline
     return now >= *deadline;
 }
 
-/* Waits until slot `seq` of q is done, or `deadline` (monotonic ns) passes. deadline 0: timeout_ms
-   from the first time the clock is read, which a completion that comes quickly never needs.
-   The device's events are read only once the wait has to wait (>>events). *deadline is kept
-   for the caller's next wait (sfv_pending_wait_all: one deadline for many). */
+/* Waits until slot `seq` of q is done, or *deadline (monotonic ns) passes. *deadline 0: timeout_ms
+   from the first time the clock is read, which a completion that comes quickly never needs; the
+   deadline then stays in *deadline for the caller's next wait (sfv_pending_wait_all: one
+   deadline for many). The device's events are read only once the wait has to wait (>>events). */
 static sfv_result sfv__wait(sfv_channel *ch, sfv__ring *q, uint64_t seq, uint64_t *deadline, uint32_t timeout_ms) {
     const sfv__slot *s = &q->slots[seq & q->mask];
     unsigned spins = 0;
@@ -4450,6 +4453,12 @@ SFV__HOT_INLINE sfv_result sfv__post_one(sfv_channel *ch, enum ibv_wr_opcode opc
     return SFV_OK;
 }
 
+/* A read batch's last place reports the bytes of the whole batch (>>batches): the sum of the
+   totals its posting worked out anyway. */
+static void sfv__read_batch_total(sfv_channel *ch, uint64_t total) {
+    ch->sq.slots[(ch->sq.head - 1) & ch->sq.mask].byte_len = total > UINT32_MAX ? UINT32_MAX : (uint32_t)total;
+}
+
 /* `count` work requests of `per_wr` elements each behind one call; only the last is signaled.
    remotes: one per work request for write and read, else NULL. */
 static sfv_result sfv__post_batch(sfv_channel *ch, enum ibv_wr_opcode opcode, const void *sges, size_t per_wr,
@@ -4490,6 +4499,11 @@ static sfv_result sfv__post_batch(sfv_channel *ch, enum ibv_wr_opcode opcode, co
     sfv__track_n(&ch->sq, op, totals, posted);
     if (SFV__LIKELY(!rc)) sfv__cover(&ch->sq, pending, (uint32_t)count);
     if (SFV__UNLIKELY(rc)) return sfv__batch_failed(ch, pending, posted, rc);
+    if (opcode == IBV_WR_RDMA_READ && pending) { /* in a scope, each read's own completion says its own bytes */
+        uint64_t total = 0;
+        for (i = 0; i < count; i++) total += totals[i];
+        sfv__read_batch_total(ch, total);
+    }
     return SFV_OK;
 }
 
@@ -4614,19 +4628,8 @@ SFV__API_HOT sfv_result sfv_channel_post_send_batch(sfv_channel *ch, const sfv_g
 SFV__API_HOT sfv_result sfv_channel_post_write_batch(sfv_channel *ch, const sfv_gather_element *sges, size_t per_wr, size_t count, const sfv_remote_mr *remotes, sfv_pending *pending) {
     return sfv__post_batch(ch, IBV_WR_RDMA_WRITE, sges, per_wr, count, remotes, pending);
 }
-/* A read batch's last place reports the bytes of the whole batch (>>batches). Only read batches
-   pay for the sum. */
-static void sfv__read_batch_total(sfv_channel *ch, uint64_t total) {
-    ch->sq.slots[(ch->sq.head - 1) & ch->sq.mask].byte_len = total > UINT32_MAX ? UINT32_MAX : (uint32_t)total;
-}
 SFV__API_HOT sfv_result sfv_channel_post_read_batch(sfv_channel *ch, const sfv_scatter_element *sges, size_t per_wr, size_t count, const sfv_remote_mr *remotes, sfv_pending *pending) {
-    const sfv_result r = sfv__post_batch(ch, IBV_WR_RDMA_READ, sges, per_wr, count, remotes, pending);
-    uint64_t total = 0;
-    size_t k;
-    if (r || !pending) return r; /* in a scope, each read's own completion says its own bytes */
-    for (k = 0; k < per_wr * count; k++) total += sges[k].length;
-    sfv__read_batch_total(ch, total);
-    return SFV_OK;
+    return sfv__post_batch(ch, IBV_WR_RDMA_READ, sges, per_wr, count, remotes, pending);
 }
 
 /* One request of a request batch, whatever its kind. */
@@ -7230,6 +7233,7 @@ static sfv_result sfv__exchange(const sfv_net_node *nodes, size_t n, size_t rank
     sfv__ex x;
     size_t i;
     if (r) return r;
+    SFV__CHECK_ARG(nodes, "nodes (NULL)"); /* (sfv_net_config_check refused it: said again for the compiler) */
     if (rank >= n) return sfv__fail(SFV_ERR_INVALID, EINVAL, "exchange", "rank %zu of %zu", rank, n);
     SFV__CHECK_ARG(mine || size == 0, "mine (NULL)");
     SFV__CHECK_ARG(all || size == 0, "all (NULL)");

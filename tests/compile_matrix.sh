@@ -25,10 +25,13 @@ for cc in "gcc -std=c99" "gcc -std=c11" "clang -std=c99" "clang -std=c11" "g++ -
         check "compile: $cc SFV_DEBUG=$dbg $cm" $?
     done
     done
-    # SAFEVERBS_STATIC: one file, nothing exported (an exported sfv_ symbol is a failure)
+    # SAFEVERBS_STATIC: one file, nothing exported (an exported sfv_ symbol is a failure); plain,
+    # and in a debug build with the RDMA-CM part
     $cc -DSFV_DEBUG=0 -I. -Wall -Wextra -Wpedantic -Wshadow -Werror $extra -c tests/compile/static.c -o "$out/static.o" &&
         g++ -o "$out/static" "$out/static.o" -libverbs && "$out/static" &&
-        ! nm -g --defined-only "$out/static.o" | grep -q ' sfv_'
+        ! nm -g --defined-only "$out/static.o" | grep -q ' sfv_' &&
+        $cc -DSFV_DEBUG=1 -DSAFEVERBS_RDMACM -I. -Wall -Wextra -Wpedantic -Wshadow -Werror $extra -c tests/compile/static.c \
+            -o "$out/static-cm.o" && ! nm -g --defined-only "$out/static-cm.o" | grep -q ' sfv_'
     check "compile: $cc SAFEVERBS_STATIC" $?
 done
 # Direction safety: each misuse in wrong_direction.c must be a compile error (and WRONG=0, the

@@ -805,6 +805,93 @@ static void t_pending(void) {
     tf_close(&e);
 }
 
+/* sfv_pending_wait_all on the fake: handles of two channels in one call; a success leaves the
+   last error alone; a failure, then a handle that times out: the stop is the result and the last
+   error; what it says of each handle. */
+static void t_wait_all(void) {
+    tf_env e;
+    sfv_channel_desc d;
+    sfv_channel *a, *b, *c, *f;
+    sfv_pending r[4], tx[3];
+    sfv_work_completion wcs[4];
+    sfv_gather_element g;
+    double t0;
+    int i;
+    memset(&d, 0, sizeof d);
+    d.timeout_ms = 50;
+    tf_open(&e, 512);
+    tf_pair(&e, &d, &a, &b);
+    tf_pair(&e, &d, &c, &f);
+    g = sfv_mr_gather_element(e.mr, e.buf, 8);
+    memcpy(e.buf, "message", 8);
+    /* two on b, one on f: one call */
+    for (i = 0; i < 3; i++) {
+        sfv_scatter_element s = sfv_mr_scatter_element(e.mr, e.buf + 64 + 16 * i, 16);
+        CHECK_OK(sfv_channel_post_receive(i < 2 ? b : f, &s, 1, &r[i]));
+    }
+    CHECK_OK(sfv_channel_post_send(a, &g, 1, &tx[0]));
+    CHECK_OK(sfv_channel_post_send(a, &g, 1, &tx[1]));
+    CHECK_OK(sfv_channel_post_send(c, &g, 1, &tx[2]));
+    CHECK_RESULT(sfv_pending_wait(NULL, 0, NULL), SFV_ERR_INVALID); /* a last error to keep */
+    CHECK_OK(sfv_pending_wait_all(r, 3, -1, wcs));
+    CHECK(strstr(sfv_last_error()->message, "NULL") != NULL); /* a success leaves it */
+    for (i = 0; i < 3; i++) {
+        CHECK_EQ(wcs[i].byte_len, 8);
+        CHECK(memcmp(e.buf + 64 + 16 * i, "message", 8) == 0);
+    }
+    CHECK_OK(sfv_pending_wait_all(tx, 3, -1, NULL));
+    /* b's receive too small fails (the rest of b flushed), then f's has nothing coming: the call
+       stops at f's with SFV_ERR_TIMEOUT, which is its result and its last error */
+    {
+        sfv_scatter_element small = sfv_mr_scatter_element(e.mr, e.buf + 128, 4), ok = sfv_mr_scatter_element(e.mr, e.buf + 160, 16),
+                            ok2 = sfv_mr_scatter_element(e.mr, e.buf + 176, 16);
+        sfv_result sent;
+        CHECK_OK(sfv_channel_post_receive(b, &small, 1, &r[0]));
+        CHECK_OK(sfv_channel_post_receive(b, &ok, 1, &r[1]));
+        CHECK_OK(sfv_channel_post_receive(f, &ok2, 1, &r[2]));
+        sent = sfv_channel_send(a, &g, 1, NULL);
+        CHECK(sent == SFV_ERR_WORK); /* the peer refused it */
+        t0 = test_seconds();
+        CHECK_RESULT(sfv_pending_wait_all(r, 3, -1, wcs), SFV_ERR_TIMEOUT);
+        CHECK(test_seconds() - t0 >= 0.045); /* f's channel's 50 ms */
+        CHECK_EQ(wcs[0].result, SFV_ERR_WORK);
+        CHECK_EQ(wcs[0].status, SFV_WC_LOC_LEN_ERR);
+        CHECK_EQ(wcs[1].status, SFV_WC_WR_FLUSH_ERR);
+        CHECK_EQ(wcs[2].result, SFV_ERR_TIMEOUT);
+        CHECK(sfv_pending_done(&r[0]) && sfv_pending_done(&r[1]) && !sfv_pending_done(&r[2]));
+        CHECK(strcmp(sfv_last_error()->verb, "wait") == 0);
+        /* the same three again: the first two give their results again, the third arrives */
+        CHECK_OK(sfv_channel_send(c, &g, 1, NULL));
+        CHECK_RESULT(sfv_pending_wait_all(r, 3, -1, wcs), SFV_ERR_WORK);
+        CHECK(strstr(sfv_last_error()->message, sfv_wc_status_str(SFV_WC_LOC_LEN_ERR)) != NULL); /* the first failure */
+        CHECK_EQ(wcs[2].result, SFV_OK);
+        CHECK_EQ(wcs[2].byte_len, 8);
+    }
+    /* a zeroed handle stops it: the handles before it consumed, those after it untouched */
+    {
+        sfv_scatter_element s1 = sfv_mr_scatter_element(e.mr, e.buf + 192, 16), s2 = sfv_mr_scatter_element(e.mr, e.buf + 224, 16);
+        CHECK_OK(sfv_channel_post_receive(f, &s1, 1, &r[0]));
+        CHECK_OK(sfv_channel_post_receive(f, &s2, 1, &r[2]));
+        memset(&r[1], 0, sizeof r[1]);
+        CHECK_OK(sfv_channel_send(c, &g, 1, NULL));
+        CHECK_OK(sfv_channel_send(c, &g, 1, NULL));
+        CHECK_RESULT(sfv_pending_wait_all(r, 3, -1, wcs), SFV_ERR_INVALID);
+        CHECK(sfv_pending_done(&r[0]) && !sfv_pending_done(&r[2]));
+        CHECK_EQ(wcs[0].result, SFV_OK);
+        CHECK_EQ(wcs[1].result, SFV_ERR_INVALID);
+        CHECK_EQ(wcs[2].result, SFV_NOT_DONE);
+        CHECK_OK(sfv_pending_wait(&r[2], -1, NULL));
+    }
+    CHECK_OK(sfv_pending_wait_all(NULL, 0, 0, NULL));
+    CHECK_RESULT(sfv_pending_wait_all(NULL, 1, 0, wcs), SFV_ERR_INVALID);
+    CHECK_EQ(wcs[0].result, SFV_NOT_DONE);
+    CHECK_OK(sfv_destroy_channel(a));
+    CHECK_OK(sfv_destroy_channel(b));
+    CHECK_OK(sfv_destroy_channel(c));
+    CHECK_OK(sfv_destroy_channel(f));
+    tf_close(&e);
+}
+
 static void t_queue_full(void) {
     tf_env e;
     sfv_channel_desc d;
@@ -1894,6 +1981,7 @@ static const harness_test TESTS[] = {
     TEST(t_scopes, 10),
     TEST(t_unsignaled_reads, 10),
     TEST(t_pending, 10),
+    TEST(t_wait_all, 30),
     TEST(t_queue_full, 10),
     TEST(t_timeout, 10),
     TEST(t_async_events, 10),
