@@ -23,6 +23,7 @@
                                                   instructions per work request from
                                                   callgrind_annotate's BASE.incl and BASE.self
                                                   (--inclusive=yes / no) of runs of N1 and N2
+                                                  (N1 0, BASE1 -: one run, zeroed after warm-up)
        bench_report peerfit ROW FILE              a peer's instructions per message: FILE's lines
                                                   "N IR POLLS" (callgrind runs), fitted as
                                                   IR = a N + b POLLS + c (bench/peers.sh)
@@ -528,8 +529,10 @@ static void cost_section(FILE *o) {
                "receive, post a send, let the completions arrive (a sleep, outside the counted code), poll the send's "
                "completion, then the receive's. Each step is a function of the harness; valgrind --tool=callgrind "
                "--toggle-collect='cost_*' counts the instructions inside them, the library's, libibverbs', the rxe "
-               "provider's and libc's included (the kernel's not). Runs of N and 2N iterations: the difference over "
-               "N, so start-up is excluded and the counts repeat exactly. *batch %s*: the same with batches of %s "
+               "provider's and libc's included (the kernel's not). One run per loop, its counters zeroed after a "
+               "warm-up (CALLGRIND_ZERO_STATS), its count over its N iterations (N a multiple of every period of the "
+               "loops: signals, reaps), so start-up is excluded and the counts repeat exactly. *batch %s*: the same "
+               "with batches of %s "
                "(per work request).\n\n"
                "*raw verbs* counts completions only (what the throughput loops do). *hand-tracked raw* is raw verbs "
                "with the least a careful C programmer adds to get the guarantees safeverbs gives (bench/sfv_bench.c, "
@@ -918,7 +921,8 @@ static void callgrind_counts(const char *base, char v[CG_NSTEPS][48], int run) {
 }
 
 /* callgrind ROW N1 N2 BATCH BASE1 BASE2: instructions per work request of each step and in
-   total, from runs of N1 and N2 iterations of BATCH work requests (BASE1.incl, BASE1.self, ...) */
+   total, from runs of N1 and N2 iterations of BATCH work requests (BASE1.incl, BASE1.self, ...);
+   N1 0 (BASE1 "-"): one run of N2 iterations, its counters zeroed after its warm-up. */
 static int cmd_callgrind(const char *row, const char *n1, const char *n2, const char *batch, const char *b1,
                          const char *b2) {
     char v1[CG_NSTEPS][48], v2[CG_NSTEPS][48], total[48] = "0";
@@ -926,6 +930,8 @@ static int cmd_callgrind(const char *row, const char *n1, const char *n2, const 
     int rc = 0;
     callgrind_counts(b1, v1, 0);
     callgrind_counts(b2, v2, 1);
+    if (atol(n1) == 0) /* one run whose counters were zeroed after its warm-up: its count over N2 */
+        for (int s = 0; s < CG_NSTEPS; s++) snprintf(v1[s], sizeof v1[s], "%s", v2[s][0] ? "0" : "");
     /* per function: the difference of the two runs per work request, where it is at least 0.5 */
     for (int i = 0; i < g_nfn[1]; i++) {
         double a = 0, per;

@@ -23,15 +23,14 @@
        cost_fi_poll_send     fi_cq_read on the client's CQ until the send's completion
      cost_fi_poll_recv       fi_cq_read on the server's CQ until the receive's completion (its
                              context, FI_RECV and length 64 are checked)
-   The instructions of one iteration are (Ir(2N) - Ir(N)) / N from two runs under callgrind: the
-   start-up (and the --warmup iterations, the same in both runs) cancel out.
+   Under callgrind the counters are zeroed after the --warmup iterations (CALLGRIND_ZERO_STATS),
+   so a run's count is its N iterations': divided by N, one iteration's instructions.
    With --mode inject the user reads no send completion: the verbs provider (1.17) takes its send
    queue's places back only when they run out (after tx size injects, 384 by default; -v prints
    it), and then one fi_inject reads every completion waiting (all of them: --settle-us lets them
-   arrive), about 39,000 instructions on rxe, so no fi_inject answers -FI_EAGAIN. A difference
-   over N holds the drains that fall in its N iterations (one for N=400/800, where the long run
-   has 400/384); N a multiple of the tx size gives the long-run mean (N=384/768: 863.2 per
-   message, N=400/800: 859.1).
+   arrive), about 39,000 instructions on rxe, so no fi_inject answers -FI_EAGAIN. A count over N
+   iterations holds the drains that fall in them: N a multiple of the tx size gives the long-run
+   mean (863.2 per message; 859.1 with one drain in 400).
 
        build/fi_cost -a 192.0.2.1 [-p PORT] [-n N] [--settle-us U] [--warmup W]
                      [--mode inject|send] [--threading domain|safe] [-v]
@@ -59,6 +58,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <valgrind/callgrind.h>
 
 #if defined(__GNUC__) && !defined(__clang__)
 #define NOINLINE __attribute__((noinline, noclone))
@@ -529,6 +529,7 @@ int main(int argc, char **argv) {
     }
 
     for (i = 0; i < warmup + iters; i++) {
+        if (i == warmup) CALLGRIND_ZERO_STATS; /* under callgrind: only the N iterations count */
         cost_fi_post_recv(&cf);
         if (mode == MODE_INJECT) {
             cost_fi_post_send(&cf);

@@ -158,20 +158,25 @@ ours --test lat --op send --impl both --sizes 8,512 --wait event --time "$TLAT" 
 
 # ---- 5. instructions per operation (callgrind), loopback on one device ---------------------
 # Every step of the loop (post a receive, post a send, poll the send's completion, poll the
-# receive's) is a function cost_<impl>_<step>; callgrind counts only inside them. Two runs, N
-# and 2N iterations: the difference over N is the cost of one iteration, start-up excluded.
-callgrind() { # IMPL BATCH [BINARY LABEL]: both runs, each annotated per step (.incl) and per function (.self)
-    local bin=${3:-$B} label=${4:-$1} f=$WORK/cg.${4:-$1}.$2 n1=$((CG_N / $2)) n2=$((2 * CG_N / $2)) n
-    for n in "$n1" "$n2"; do
-        LD_BIND_NOW=1 timeout 600 valgrind --tool=callgrind --callgrind-out-file="$f.$n" --collect-atstart=no \
-            --toggle-collect='cost_*' "$bin" -d "$SDEV" -x "$GID" --test cost --impl "$1" --batch "$2" \
-            --sizes 64 -n "$n" --warmup 0 --settle-us 2000 >"$f.$n.log" 2>&1 || continue
-        callgrind_annotate --inclusive=yes "$f.$n" >"$f.$n.incl" 2>/dev/null
-        callgrind_annotate --inclusive=no --threshold=100 "$f.$n" >"$f.$n.self" 2>/dev/null
-    done
-    figures "callgrind $label, batch $2" callgrind "cost,send,batch$2,64,$label" "$n1" "$n2" "$2" "$f.$n1" "$f.$n2"
+# receive's) is a function cost_<impl>_<step>; callgrind counts only inside them. One run: the
+# counters are zeroed after the warm-up (CALLGRIND_ZERO_STATS), so its count over its N
+# iterations is the cost of one iteration, start-up and first touches excluded.
+CG_WARMUP=32
+cg_run() { # OUT CMD...: CMD under callgrind into OUT, annotated per step (OUT.incl) and per function (OUT.self)
+    local out=$1
+    shift
+    LD_BIND_NOW=1 timeout 600 valgrind --tool=callgrind --callgrind-out-file="$out" --collect-atstart=no \
+        --toggle-collect='cost_*' "$@" >"$out.log" 2>&1 || return
+    callgrind_annotate --inclusive=yes "$out" >"$out.incl" 2>/dev/null
+    callgrind_annotate --inclusive=no --threshold=100 "$out" >"$out.self" 2>/dev/null
+}
+callgrind() { # IMPL BATCH [BINARY LABEL]
+    local bin=${3:-$B} label=${4:-$1} f=$WORK/cg.${4:-$1}.$2 n=$((CG_N / $2))
+    cg_run "$f" "$bin" -d "$SDEV" -x "$GID" --test cost --impl "$1" --batch "$2" --sizes 64 -n "$n" --warmup "$CG_WARMUP" \
+        --settle-us 2000
+    figures "callgrind $label, batch $2" callgrind "cost,send,batch$2,64,$label" 0 "$n" "$2" - "$f"
     # heap allocations in the same loop, without valgrind
-    timeout 120 "$bin" -d "$SDEV" -x "$GID" --test cost --impl "$1" --batch "$2" --sizes 64 -n "$n1" \
+    timeout 120 "$bin" -d "$SDEV" -x "$GID" --test cost --impl "$1" --batch "$2" --sizes 64 -n "$n" \
         --warmup 10 --settle-us 200 | sed -n "s/^result,\(.*\),$1,/\1,$label,/p" >>"$CSV"
 }
 log "callgrind: instructions per post and per poll"
@@ -183,31 +188,21 @@ done
 # The peers' own small-message paths counted the same way, one per post: UCX's uct am_short +
 # progress (bench/uct_cost.c) and libfabric's fi_inject + fi_recv (bench/fi_cost.c).
 source bench/peers.sh || exit # (peer_ip; the peers themselves run in stage 7)
-peer_cost() { # LABEL CMD...: runs of CG_N and 2 CG_N iterations (-n) under callgrind, as callgrind() does
-    local label=$1 f=$WORK/cg.$1.1 n
+peer_cost() { # LABEL CMD...: one run of CG_N iterations (-n) under callgrind, as callgrind() does
+    local label=$1 f=$WORK/cg.$1.1
     shift
-    for n in "$CG_N" $((2 * CG_N)); do
-        LD_BIND_NOW=1 timeout 600 valgrind --tool=callgrind --callgrind-out-file="$f.$n" --collect-atstart=no \
-            --toggle-collect='cost_*' "$@" -n "$n" --settle-us 2000 >"$f.$n.log" 2>&1 || continue
-        callgrind_annotate --inclusive=yes "$f.$n" >"$f.$n.incl" 2>/dev/null
-        callgrind_annotate --inclusive=no --threshold=100 "$f.$n" >"$f.$n.self" 2>/dev/null
-    done
-    figures "callgrind $label" callgrind "cost,send,batch1,64,$label" "$CG_N" $((2 * CG_N)) 1 "$f.$CG_N" "$f.$((2 * CG_N))"
+    cg_run "$f" "$@" -n "$CG_N" --settle-us 2000
+    figures "callgrind $label" callgrind "cost,send,batch1,64,$label" 0 "$CG_N" 1 - "$f"
 }
 log "callgrind: UCX am_short and libfabric fi_inject, counted the same way"
 UCX_NET_DEVICES="$SDEV:1" UCX_IB_GID_INDEX="$GID" peer_cost uct build/uct_cost -d "$SDEV"
 peer_cost fi_inject build/fi_cost -a "$(peer_ip)" --mode inject
 # What SFV_TRACK_INFLIGHT costs: the same loop in a debug build (SFV_DEBUG 1), tracking on and off.
 inflight_cost() { # VARIANT (track, notrack)
-    local f=$WORK/cg.inflight.$1 n1=$CG_N n2=$((2 * CG_N)) n
-    for n in "$n1" "$n2"; do
-        LD_BIND_NOW=1 timeout 600 valgrind --tool=callgrind --callgrind-out-file="$f.$n" --collect-atstart=no \
-            --toggle-collect='cost_*' "build/sfv_bench_$1" -d "$SDEV" -x "$GID" --test cost --impl sfv --batch 1 \
-            --sizes 64 -n "$n" --warmup 0 --settle-us 2000 >"$f.$n.log" 2>&1 || continue
-        callgrind_annotate --inclusive=yes "$f.$n" >"$f.$n.incl" 2>/dev/null
-        callgrind_annotate --inclusive=no --threshold=100 "$f.$n" >"$f.$n.self" 2>/dev/null
-    done
-    figures "callgrind debug build, in-flight tracking $1" callgrind "inflight,send,debug,64,$1" "$n1" "$n2" 1 "$f.$n1" "$f.$n2"
+    local f=$WORK/cg.inflight.$1
+    cg_run "$f" "build/sfv_bench_$1" -d "$SDEV" -x "$GID" --test cost --impl sfv --batch 1 --sizes 64 -n "$CG_N" \
+        --warmup "$CG_WARMUP" --settle-us 2000
+    figures "callgrind debug build, in-flight tracking $1" callgrind "inflight,send,debug,64,$1" 0 "$CG_N" 1 - "$f"
 }
 log "callgrind: the in-flight tracking's cost (debug build)"
 inflight_cost track
