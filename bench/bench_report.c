@@ -881,11 +881,18 @@ static void callgrind_counts(const char *base, char v[CG_NSTEPS][48], int run) {
        "  1,234 (5.0%)  /x/safeverbs.h:sfv_channel_post_send [/x/build/sfv_bench]" */
     snprintf(path, sizeof path, "%s.self", base);
     if ((in = fopen(path, "r"))) {
-        double part[CG_NPARTS] = {0, 0, 0};
+        double part[CG_NPARTS] = {0, 0, 0}, total = 0;
         int on = 0;
         while (fgets(line, sizeof line, in)) {
             char *p = line, *file;
             size_t len;
+            if (strstr(line, "PROGRAM TOTALS")) { /* "294,925 (100.0%)  PROGRAM TOTALS" */
+                snprintf(copy, sizeof copy, "%s", line + strspn(line, " "));
+                copy[strspn(copy, "0123456789,")] = 0;
+                strip_commas(copy);
+                total = strtod(copy, NULL);
+                continue;
+            }
             if (strstr(line, "file:function")) { on = 1; continue; }
             if (on && !strncmp(line, "-----", 5)) {
                 if (on == 2) break;
@@ -916,6 +923,10 @@ static void callgrind_counts(const char *base, char v[CG_NSTEPS][48], int run) {
                                                                                 : 2] += strtod(copy, NULL);
         }
         fclose(in);
+        /* everything else: the total less the two; a run whose counters were zeroed lists the
+           functions on the stack at the zeroing (main, libc's start) with the whole total as
+           their own, so they are not summed */
+        if (total > 0) part[2] = total - part[0] - part[1];
         for (int i = 0; i < CG_NPARTS; i++) snprintf(v[CG_NSTEPS - CG_NPARTS + i], 48, "%s", awk_num(part[i]));
     }
 }
