@@ -4344,7 +4344,9 @@ static sfv_result sfv__post_refused(sfv_channel *ch, sfv__post_kind kind, const 
                          sfv_event_type_str((sfv_event_type)ch->async_event), ch->async_cause == SFV__CAUSE_PORT_DOWN ? " (its port went down)" : "");
     if (SFV__UNLIKELY(ch->broken && ch->inject_failed.no)) return sfv__inject_failure(ch);
     if (SFV__UNLIKELY(ch->broken || (!ch->qp && !ch->core_of))) /* an SRQ's inner channel has no QP */
-        return sfv__fail(SFV_ERR_BROKEN, EIO, "post", "the %s is in the error state (an earlier work request failed)", ch->core_of ? "SRQ" : "channel");
+        return sfv__fail(SFV_ERR_BROKEN, EIO, "post", "the %s is in the error state (an earlier work request failed%s%s%s%s)",
+                         ch->core_of ? "SRQ" : "channel", ch->first_status ? ": " : "", ch->first_status ? sfv__op_name(ch->first_op) : "",
+                         ch->first_status ? ", " : "", ch->first_status ? sfv_wc_status_str((sfv_wc_status)ch->first_status) : "");
     if (SFV__UNLIKELY(!recv && !ch->connected))
         return sfv__fail(SFV_ERR_INVALID, EINVAL, "post", "the channel is not connected (call sfv_channel_handshake)");
     if (SFV__UNLIKELY(q->head - q->tail + count > q->cap))

@@ -963,6 +963,7 @@ static void t_work_errors(void) {
     CHECK_RESULT(sfv_channel_write(a, &g, 1, sfv_mr_remote(e.mr), &wc), SFV_ERR_WORK);
     CHECK(wc.status == SFV_WC_LOC_PROT_ERR && wc.error_class == SFV_WORK_ERROR_LOCAL_PROGRAMMING && wc.vendor_err != 0);
     CHECK_RESULT(sfv_channel_write(a, &g, 1, sfv_mr_remote(e.mr), &wc), SFV_ERR_BROKEN);
+    CHECK(strstr(sfv_last_error()->message, "RDMA write, LOC_PROT_ERR") != NULL); /* the refusal names the first failure */
     CHECK_OK(sfv_destroy_channel(a));
     CHECK_OK(sfv_destroy_channel(b));
     /* a wrong rkey: remote access error */
