@@ -3886,14 +3886,16 @@ SFV__SLOW bool sfv__catch_up(sfv_channel *ch, sfv__ring *q, uint64_t seq, enum i
 }
 
 /* A successful completion's facts, into its slot. */
+/* What a receive's successful completion tells: its length, immediate and opcode. */
+SFV__HOT_INLINE void sfv__complete_recv(sfv__slot *s, const struct ibv_wc *w) {
+    s->byte_len = w->byte_len;
+    s->has_imm = (w->wc_flags & IBV_WC_WITH_IMM) != 0;
+    s->imm_be = w->imm_data;
+    if (w->opcode == IBV_WC_RECV_RDMA_WITH_IMM) s->op = SFV_WC_OP_RECV_IMM;
+}
 SFV__HOT_INLINE void sfv__complete_ok(sfv__slot *s, const struct ibv_wc *w) {
     s->status = IBV_WC_SUCCESS;
-    if (s->op == SFV_WC_OP_RECV) {
-        s->byte_len = w->byte_len;
-        s->has_imm = (w->wc_flags & IBV_WC_WITH_IMM) != 0;
-        s->imm_be = w->imm_data;
-        if (w->opcode == IBV_WC_RECV_RDMA_WITH_IMM) s->op = SFV_WC_OP_RECV_IMM;
-    }
+    if (s->op == SFV_WC_OP_RECV) sfv__complete_recv(s, w);
 }
 
 static void sfv__srq_complete(sfv__ring *q, const struct ibv_wc *w);
@@ -3942,12 +3944,7 @@ SFV__HOT_INLINE void sfv__complete(sfv_channel *ch, const struct ibv_wc *w) {
         return;
     }
     s = &q->slots[seq & q->mask];
-    if (wr_id & 1) {
-        s->byte_len = w->byte_len;
-        s->has_imm = (w->wc_flags & IBV_WC_WITH_IMM) != 0;
-        s->imm_be = w->imm_data;
-        if (w->opcode == IBV_WC_RECV_RDMA_WITH_IMM) s->op = SFV_WC_OP_RECV_IMM;
-    }
+    if (wr_id & 1) sfv__complete_recv(s, w);
     s->state = SFV__SLOT_DONE;
     q->completed = seq + 1;
 }
