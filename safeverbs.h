@@ -858,7 +858,8 @@ typedef struct sfv_pending {
     uint64_t seq_;            /* the (last) work request's place in that queue */
     uint32_t state_;
     uint32_t batch_;          /* work requests this handle covers (a batch), ending at seq_ */
-    uint64_t done_[3];        /* once done: the completion as the channel recorded it */
+    void *s_;                 /* while waiting: seq_'s place in the queue */
+    uint64_t done_[2];        /* once done: the completion as the channel recorded it */
 } sfv_pending;
 
 /* Unpolled posts. The buffers belong to the NIC until the pending work is done: wait for it
@@ -2848,7 +2849,7 @@ SAFEVERBS_API sfv_result sfv_remote_mr_decode(const uint8_t *in, size_t size, sf
    RC completes each queue in order, so `completed` also completes unsignaled work before it. */
 enum { SFV__SLOT_FREE = 0, SFV__SLOT_INFLIGHT = 1, SFV__SLOT_DONE = 2,
        SFV__SLOT_INJECT = 3 /* an inject in flight (>>impl inject): nobody consumes it, a completion frees it */ };
-enum { SFV__PENDING_WAITING = 1, SFV__PENDING_DONE = 2 };
+enum { SFV__PENDING_NONE = 0, SFV__PENDING_WAITING = 1, SFV__PENDING_DONE = 2 };
 
 
 typedef struct sfv__ring {
@@ -2877,7 +2878,9 @@ struct sfv_channel {
     uint8_t first_status;         /* the channel's first failed completion (enum ibv_wc_status), 0: none */
     uint8_t first_op;             /* and what it was (sfv_wc_opcode) */
     uint8_t first_cause;          /* what the channel found out about it (sfv__cause) */
-    bool can_send, can_recv;      /* the post paths' one-test summary of the state above */
+    bool can_send, can_recv;      /* the post paths' summary of the state above (set by sfv__set_can) */
+    size_t lim_send, lim_read, lim_recv; /* and the one test they make of it: elements per work request
+                                     + 1 where the queue takes work, 0 where it does not */
     uint32_t max_read_sge;        /* elements per RDMA read: max_send_sge, or less where the device
                                      reads into fewer (max_sge_rd; 1 on some iWARP NICs) */
     int scope_depth;
@@ -2902,6 +2905,16 @@ struct sfv_channel {
     uint8_t async_event;          /* and that event (sfv_event_type) */
     struct sfv__watch *watch;     /* what else may end its waits (>>impl rdmacm), or NULL */
 };
+
+/* Whether the channel's queues take work now, and the one test its posts make of that (sfv__postable):
+   every change of can_send or can_recv goes through here. */
+static void sfv__set_can(sfv_channel *ch, bool send, bool recv) {
+    ch->can_send = send;
+    ch->can_recv = recv;
+    ch->lim_send = send ? (size_t)ch->desc.max_send_sge + 1 : 0;
+    ch->lim_read = send ? (size_t)ch->max_read_sge + 1 : 0;
+    ch->lim_recv = recv ? (size_t)ch->desc.max_recv_sge + 1 : 0;
+}
 
 /* Something besides the device that can end a channel's waits: the RDMA-CM connection over it,
    whose peer may disconnect (>>impl rdmacm). A wait that has to wait polls fd as well (event
@@ -3294,7 +3307,7 @@ static sfv_result sfv__channel_new(sfv_pd *pd, const sfv_channel_desc *resolved,
     }
     sfv__ref(&pd->refs);
     ch->pd = pd;
-    ch->can_recv = true;
+    sfv__set_can(ch, false, true);
     if (ch->desc.srq) sfv__srq_attach(ch->desc.srq, ch);
     sfv__events_add_channel(pd->ctx, ch);
     *out = ch;
@@ -3452,7 +3465,7 @@ SAFEVERBS_API sfv_result sfv_channel_handshake(sfv_channel *ch, const sfv_endpoi
         return sfv__fail(SFV_ERR_BROKEN, why.errnum, why.verb, "the channel is broken (destroy it): %s", why.message);
     }
     ch->connected = true;
-    ch->can_send = true;
+    sfv__set_can(ch, true, ch->can_recv);
     SFV__LOG(SFV_LOG_INFO, "%s qp %u: connected to qp %u (lid %u, %s gid %02x%02x..%02x%02x, mtu %u, read depth %u)",
              sfv_context_name(sfv_pd_context(ch->pd)), ch->qp->qp_num, peer->qpn, peer->lid, peer->has_gid ? "with" : "no",
              peer->gid.raw[0], peer->gid.raw[1], peer->gid.raw[14], peer->gid.raw[15], mtu, qa.max_rd_atomic);
@@ -3767,7 +3780,7 @@ SFV__SLOW sfv_result sfv__inflight_dereg_refused(void) {
 static void sfv__break(sfv_channel *ch) {
     if (!ch->broken) SFV__LOG(SFV_LOG_INFO, "%s qp %u: broken (no more work; destroy it)", sfv_context_name(sfv_pd_context(ch->pd)), ch->qp ? ch->qp->qp_num : 0);
     ch->broken = true;
-    ch->can_send = ch->can_recv = false;
+    sfv__set_can(ch, false, false);
 }
 
 static sfv__ring *sfv__ring_of(sfv_channel *ch, uint64_t wr_id) { return (wr_id & 1) ? &ch->rq : &ch->sq; }
@@ -3939,7 +3952,7 @@ SFV__HOT_INLINE void sfv__complete(sfv_channel *ch, const struct ibv_wc *w) {
     const uint64_t wr_id = w->wr_id, seq = wr_id >> 1;
     sfv__ring *q = sfv__ring_of(ch, wr_id);
     sfv__slot *s;
-    if (SFV__UNLIKELY(seq != q->completed || w->status != IBV_WC_SUCCESS)) {
+    if (SFV__UNLIKELY(((seq ^ q->completed) | (uint64_t)w->status) != 0)) { /* out of order, or a failure: one test */
         sfv__complete_slow(ch, q, w);
         return;
     }
@@ -4269,7 +4282,7 @@ SFV__HOT_INLINE uint32_t sfv__max_sge(const sfv_channel *ch, sfv__post_kind kind
 SFV__HOT_INLINE bool sfv__postable(const sfv_channel *ch, sfv__post_kind kind, const void *sges, size_t n, size_t count, const sfv_pending *pending) {
     const bool recv = kind == SFV__POST_RECV;
     const sfv__ring *q = recv ? &ch->rq : &ch->sq;
-    return (recv ? ch->can_recv : ch->can_send) && n <= sfv__max_sge(ch, kind) &&
+    return n < (recv ? ch->lim_recv : kind == SFV__POST_READ ? ch->lim_read : ch->lim_send) &&
            (sges != NULL || n == 0) && count - 1 < SFV_BATCH_MAX && (pending != NULL || ch->scope_depth > 0) &&
            q->head - q->tail + count <= q->cap;
 }
@@ -4354,33 +4367,38 @@ static sfv_result sfv__post_refused(sfv_channel *ch, sfv__post_kind kind, const 
 
 /* Takes the next n slots for n posted work requests (the ring's fields stay in registers), in
    `state` (INFLIGHT; INJECT for an inject's). */
-SFV__HOT_INLINE void sfv__track_state(sfv__ring *q, uint8_t state, sfv_wc_opcode op, const uint32_t *read_len, size_t n) {
-    sfv__slot *const slots = q->slots;
+SFV__HOT_INLINE sfv__slot *sfv__track_state(sfv__ring *q, uint8_t state, sfv_wc_opcode op, const uint32_t *read_len, size_t n) {
+    sfv__slot *const slots = q->slots, *s = NULL;
     const uint64_t mask = q->mask;
     const uint8_t small[4] = {state, (uint8_t)op, 0, 0}; /* state, op, status, has_imm */
+    /* the length a completion will not say: a read's, an atomic's, an inject's (for its failure);
+       a receive's comes with its completion, and no one reads a send's or a write's */
+    const bool keep_len = op == SFV_WC_OP_READ || sfv__op_is_atomic((uint8_t)op) || state == SFV__SLOT_INJECT;
     uint64_t head = q->head;
     size_t i;
     for (i = 0; i < n; i++, head++) {
-        sfv__slot *s = &slots[head & mask];
+        s = &slots[head & mask];
         s->seq = head;
         memcpy(&s->state, small, sizeof small);
-        s->byte_len = read_len[i];
+        if (keep_len) s->byte_len = read_len[i];
     }
     q->head = head;
+    return s; /* the last place taken */
 }
-SFV__HOT_INLINE void sfv__track_n(sfv__ring *q, sfv_wc_opcode op, const uint32_t *read_len, size_t n) {
-    sfv__track_state(q, SFV__SLOT_INFLIGHT, op, read_len, n);
+SFV__HOT_INLINE sfv__slot *sfv__track_n(sfv__ring *q, sfv_wc_opcode op, const uint32_t *read_len, size_t n) {
+    return sfv__track_state(q, SFV__SLOT_INFLIGHT, op, read_len, n);
 }
 
-SFV__HOT_INLINE void sfv__track(sfv__ring *q, sfv_wc_opcode op, uint32_t read_len) { sfv__track_n(q, op, &read_len, 1); }
+SFV__HOT_INLINE sfv__slot *sfv__track(sfv__ring *q, sfv_wc_opcode op, uint32_t read_len) { return sfv__track_n(q, op, &read_len, 1); }
 
-/* Points `p` (if any) at the last `batch` work requests posted on q. */
-SFV__HOT_INLINE void sfv__cover(sfv__ring *q, sfv_pending *pending, uint32_t batch) {
+/* Points `p` (if any) at the last `batch` work requests posted on q, the last in place `last`. */
+SFV__HOT_INLINE void sfv__cover(sfv__ring *q, sfv_pending *pending, uint32_t batch, sfv__slot *last) {
     if (!pending) return;
     pending->q_ = q;
-    pending->seq_ = q->head - 1;
+    pending->seq_ = last->seq;
     pending->state_ = SFV__PENDING_WAITING;
     pending->batch_ = batch;
+    pending->s_ = last;
 }
 
 SFV__HOT_INLINE sfv_wc_opcode sfv__op_of(enum ibv_wr_opcode opcode) {
@@ -4447,8 +4465,7 @@ SFV__HOT_INLINE sfv_result sfv__post_one(sfv_channel *ch, enum ibv_wr_opcode opc
     rc = ibv_post_send(ch->qp, &wr, &bad);
     if (SFV__UNLIKELY(rc)) SFV__INFLIGHT_UNPOST(&ch->sq, &wr, NULL, rc ? 0 : 1);
     if (SFV__UNLIKELY(rc)) return sfv__post_failed(pending, 1, "ibv_post_send", rc);
-    sfv__track(&ch->sq, sfv__op_of(opcode), total);
-    sfv__cover(&ch->sq, pending, 1);
+    sfv__cover(&ch->sq, pending, 1, sfv__track(&ch->sq, sfv__op_of(opcode), total));
     return SFV_OK;
 }
 
@@ -4467,6 +4484,7 @@ static sfv_result sfv__post_batch(sfv_channel *ch, enum ibv_wr_opcode opcode, co
     const struct ibv_sge *sg = sges ? (const struct ibv_sge *)sges : &sfv__no_sge; /* never arithmetic on NULL */
     const bool rdma = opcode == IBV_WR_RDMA_WRITE || opcode == IBV_WR_RDMA_READ;
     const sfv_wc_opcode op = sfv__op_of(opcode);
+    sfv__slot *last;
     uint32_t inline_max;
     uint64_t head;
     size_t i, posted;
@@ -4495,8 +4513,8 @@ static sfv_result sfv__post_batch(sfv_channel *ch, enum ibv_wr_opcode opcode, co
        post, unsignaled work can only end by a flush: the channel is broken from there. */
     posted = rc ? (bad ? (size_t)(bad - wrs) : 0) : count;
     if (SFV__UNLIKELY(rc)) SFV__INFLIGHT_UNPOST(&ch->sq, wrs, NULL, posted);
-    sfv__track_n(&ch->sq, op, totals, posted);
-    if (SFV__LIKELY(!rc)) sfv__cover(&ch->sq, pending, (uint32_t)count);
+    last = sfv__track_n(&ch->sq, op, totals, posted);
+    if (SFV__LIKELY(!rc)) sfv__cover(&ch->sq, pending, (uint32_t)count, last);
     if (SFV__UNLIKELY(rc)) return sfv__batch_failed(ch, pending, posted, rc);
     if (opcode == IBV_WR_RDMA_READ && pending) { /* in a scope, each read's own completion says its own bytes */
         uint64_t total = 0;
@@ -4556,8 +4574,7 @@ static sfv_result sfv__post_atomic(sfv_channel *ch, enum ibv_wr_opcode opcode, c
     rc = ibv_post_send(ch->qp, &wr, &bad);
     if (SFV__UNLIKELY(rc)) SFV__INFLIGHT_UNPOST(&ch->sq, &wr, NULL, rc ? 0 : 1);
     if (SFV__UNLIKELY(rc)) return sfv__post_failed(pending, 1, "ibv_post_send", rc);
-    sfv__track(&ch->sq, sfv__op_of(opcode), 8);
-    sfv__cover(&ch->sq, pending, 1);
+    sfv__cover(&ch->sq, pending, 1, sfv__track(&ch->sq, sfv__op_of(opcode), 8));
     return SFV_OK;
 }
 SAFEVERBS_API sfv_result sfv_channel_post_compare_swap(sfv_channel *ch, const sfv_scatter_element *old, sfv_remote_mr remote, uint64_t compare, uint64_t swap, sfv_pending *pending) {
@@ -4585,8 +4602,7 @@ SFV__HOT_INLINE sfv_result sfv__post_recv(sfv_channel *ch, bool on_srq, struct i
     rc = on_srq ? ibv_post_srq_recv(srq, &wr, &bad) : ibv_post_recv(ch->qp, &wr, &bad);
     if (SFV__UNLIKELY(rc)) SFV__INFLIGHT_UNPOST(&ch->rq, NULL, &wr, rc ? 0 : 1);
     if (SFV__UNLIKELY(rc)) return sfv__post_failed(pending, 1, on_srq ? "ibv_post_srq_recv" : "ibv_post_recv", rc);
-    sfv__track(&ch->rq, SFV_WC_OP_RECV, 0);
-    sfv__cover(&ch->rq, pending, 1);
+    sfv__cover(&ch->rq, pending, 1, sfv__track(&ch->rq, SFV_WC_OP_RECV, 0));
     return SFV_OK;
 }
 SFV__HOT_INLINE sfv_result sfv__post_recv_batch(sfv_channel *ch, bool on_srq, struct ibv_srq *srq, const sfv_scatter_element *sges,
@@ -4609,8 +4625,7 @@ SFV__HOT_INLINE sfv_result sfv__post_recv_batch(sfv_channel *ch, bool on_srq, st
     posted = rc ? (bad ? (size_t)(bad - wrs) : 0) : count; /* what was posted is the NIC's: track it */
     if (SFV__UNLIKELY(rc)) SFV__INFLIGHT_UNPOST(&ch->rq, NULL, wrs, posted);
     for (i = 0; i < posted; i++) {
-        sfv__track(&ch->rq, SFV_WC_OP_RECV, 0);
-        sfv__cover(&ch->rq, &pendings[i], 1);
+        sfv__cover(&ch->rq, &pendings[i], 1, sfv__track(&ch->rq, SFV_WC_OP_RECV, 0));
     }
     if (SFV__UNLIKELY(rc)) return sfv__recv_batch_failed(pendings, posted, count, rc, on_srq ? "ibv_post_srq_recv" : "ibv_post_recv");
     return SFV_OK;
@@ -4655,6 +4670,7 @@ static sfv_result sfv__post_requests(sfv_channel *ch, sfv__post_kind kind, bool 
     uint32_t totals[SFV_BATCH_MAX];
     size_t i, posted, max_n = 0;
     uint64_t sum = 0;
+    sfv__slot *last;
     int rc;
     if (ch && reqs && count - 1 < SFV_BATCH_MAX)
         for (i = 0; i < count; i++) {
@@ -4689,10 +4705,10 @@ static sfv_result sfv__post_requests(sfv_channel *ch, sfv__post_kind kind, bool 
     rc = ibv_post_send(ch->qp, wrs, &bad);
     posted = rc ? (bad ? (size_t)(bad - wrs) : 0) : count;
     if (SFV__UNLIKELY(rc)) SFV__INFLIGHT_UNPOST(&ch->sq, wrs, NULL, posted);
-    sfv__track_n(&ch->sq, kind == SFV__POST_READ ? SFV_WC_OP_READ : write ? SFV_WC_OP_WRITE : SFV_WC_OP_SEND, totals, posted);
+    last = sfv__track_n(&ch->sq, kind == SFV__POST_READ ? SFV_WC_OP_READ : write ? SFV_WC_OP_WRITE : SFV_WC_OP_SEND, totals, posted);
     if (SFV__UNLIKELY(rc)) return sfv__batch_failed(ch, pending, posted, rc);
     if (kind == SFV__POST_READ && pending) sfv__read_batch_total(ch, sum);
-    sfv__cover(&ch->sq, pending, (uint32_t)count);
+    sfv__cover(&ch->sq, pending, (uint32_t)count, last);
     return SFV_OK;
 }
 SAFEVERBS_API sfv_result sfv_channel_post_sends(sfv_channel *ch, const sfv_send_request *reqs, size_t count, sfv_pending *pending) {
@@ -4857,20 +4873,26 @@ SFV__API_HOT sfv_result sfv_channel_inject_write_imm(sfv_channel *ch, const void
 }
 
 /* >>impl pending work ----------------------------------------------------------------------- */
-SFV__STATIC_ASSERT(sizeof(sfv__slot) <= sizeof(((sfv_pending *)0)->done_), pending_holds_a_slot);
+/* A done handle keeps its slot's facts after seq (state .. vendor_err); seq_ is its seq. */
+#define SFV__SLOT_FACTS (sizeof(sfv__slot) - offsetof(sfv__slot, state))
+SFV__STATIC_ASSERT(SFV__SLOT_FACTS <= sizeof(((sfv_pending *)0)->done_), pending_holds_a_slot);
+SFV__STATIC_ASSERT(offsetof(sfv__slot, state) == sizeof(uint64_t), slot_facts_after_seq);
 
-/* The slot behind a waiting handle; a handle whose slot was consumed is a broken contract. */
-SFV__HOT_INLINE sfv__slot *sfv__pending_slot(sfv_pending *pending, sfv__ring **qo) {
-    sfv__ring *q = pending->q_;
-    uint64_t seq = pending->seq_;
-    sfv__slot *s;
-    s = &q->slots[seq & q->mask];
-    /* A slot that is not free holds a work request in [tail, head), and its seq names which one:
-       these two tests are the whole check, on every wait. */
-    SFV_ASSERT(s->seq == seq && s->state != SFV__SLOT_FREE &&
+/* The slot behind a waiting handle, and whether it is done. A slot that is not free holds a work
+   request in [tail, head), and its seq names which one: the handle's seq and the slot's state are
+   the whole check, on every wait. A done slot of the handle's seq passes it on the common path;
+   any other is checked by sfv__pending_check before the slow path goes on. */
+SFV__HOT_INLINE bool sfv__pending_slot(sfv_pending *pending, sfv__ring **qo, sfv__slot **so) {
+    sfv__slot *s = (sfv__slot *)pending->s_;
+    *qo = pending->q_;
+    *so = s;
+    return s->seq == pending->seq_ && s->state == SFV__SLOT_DONE;
+}
+/* A handle whose slot was consumed (or reused) is a broken contract. */
+SFV__HOT_INLINE void sfv__pending_check(const sfv_pending *pending, const sfv__slot *s) {
+    SFV_ASSERT(s->seq == pending->seq_ && s->state != SFV__SLOT_FREE &&
                "pending handle used after its scope ended or after it was consumed");
-    *qo = q;
-    return s;
+    (void)pending, (void)s;
 }
 
 /* A call that returns without a completion: wc (if any) zeroed, with the result in it, so it never
@@ -4887,7 +4909,8 @@ SFV__SLOW sfv_result sfv__wc_none(sfv_work_completion *wc, sfv_result r) {
 static const sfv_channel *sfv__srq_channel(const sfv_srq *srq, const sfv__slot *s);
 static sfv_result sfv__pending_result(const sfv_pending *pending, const sfv_channel *ch, sfv_work_completion *wc) {
     sfv__slot d;
-    memcpy(&d, pending->done_, sizeof d);
+    d.seq = pending->seq_;
+    memcpy(&d.state, pending->done_, SFV__SLOT_FACTS);
     if (wc) {
         sfv__wc_make(wc, &d);
         if (ch && ch->core_of) wc->channel = sfv__srq_channel(ch->core_of, &d);
@@ -4907,14 +4930,15 @@ SFV__SLOW void sfv__pending_take_batch(sfv_pending *pending, sfv__ring *q, const
             const sfv__slot *t = &q->slots[seq & q->mask];
             if (t->status != IBV_WC_SUCCESS) { pick = t; break; }
         }
-    memcpy(pending->done_, pick, sizeof *pick);
+    pending->seq_ = pick->seq; /* (done: seq_ names the completion kept) */
+    memcpy(pending->done_, &pick->state, SFV__SLOT_FACTS);
     sfv__release_range(q, first, last);
 }
 
 /* Consumes the handle's work (a whole batch) and gives its result. */
 SFV__HOT_INLINE sfv_result sfv__pending_take(sfv_pending *pending, sfv__ring *q, sfv__slot *last_slot, sfv_work_completion *wc) {
     if (SFV__LIKELY(pending->batch_ == 1)) {
-        memcpy(pending->done_, last_slot, sizeof *last_slot);
+        memcpy(pending->done_, &last_slot->state, SFV__SLOT_FACTS);
         sfv__release(q, last_slot);
     } else {
         sfv__pending_take_batch(pending, q, last_slot);
@@ -4922,7 +4946,7 @@ SFV__HOT_INLINE sfv_result sfv__pending_take(sfv_pending *pending, sfv__ring *q,
     pending->state_ = SFV__PENDING_DONE;
     if (wc) return sfv__pending_result(pending, q->ch, wc);
     /* no completion asked for: the status byte is the result (no second copy of the slot) */
-    if (SFV__LIKELY(((const unsigned char *)pending->done_)[offsetof(sfv__slot, status)] == IBV_WC_SUCCESS)) return SFV_OK;
+    if (SFV__LIKELY(((const unsigned char *)pending->done_)[offsetof(sfv__slot, status) - offsetof(sfv__slot, state)] == IBV_WC_SUCCESS)) return SFV_OK;
     return sfv__pending_result(pending, q->ch, NULL);
 }
 
@@ -4986,8 +5010,8 @@ SFV__API_HOT sfv_result sfv_pending_poll(sfv_pending *pending, sfv_work_completi
         sfv__ring *q;
         sfv__slot *s;
         SFV__PENDING_LIVE(pending, wc);
-        s = sfv__pending_slot(pending, &q);
-        if (SFV__LIKELY(s->state == SFV__SLOT_DONE)) return sfv__pending_take(pending, q, s, wc);
+        if (SFV__LIKELY(sfv__pending_slot(pending, &q, &s))) return sfv__pending_take(pending, q, s, wc);
+        sfv__pending_check(pending, s);
         return sfv__pending_poll_cq(pending, q, s, wc);
     }
     return sfv__pending_again(pending, wc);
@@ -4999,8 +5023,8 @@ SFV__HOT_INLINE sfv_result sfv__pending_wait(sfv_pending *pending, int timeout_m
         sfv__ring *q;
         sfv__slot *s;
         SFV__PENDING_LIVE(pending, wc);
-        s = sfv__pending_slot(pending, &q);
-        if (SFV__LIKELY(s->state == SFV__SLOT_DONE)) return sfv__pending_take(pending, q, s, wc);
+        if (SFV__LIKELY(sfv__pending_slot(pending, &q, &s))) return sfv__pending_take(pending, q, s, wc);
+        sfv__pending_check(pending, s);
         return sfv__pending_block(pending, q, s, timeout_ms, deadline, wc);
     }
     return sfv__pending_again(pending, wc);
@@ -5061,34 +5085,42 @@ static sfv_result sfv__blocking(sfv_channel *ch, sfv_result posted, sfv_pending 
 
 SAFEVERBS_API sfv_result sfv_channel_send(sfv_channel *ch, const sfv_gather_element *sges, size_t n, sfv_work_completion *wc) {
     sfv_pending p;
+    p.state_ = SFV__PENDING_NONE; /* (read by a refused post) */
     return sfv__blocking(ch, sfv_channel_post_send(ch, sges, n, &p), &p, wc);
 }
 SAFEVERBS_API sfv_result sfv_channel_send_imm(sfv_channel *ch, const sfv_gather_element *sges, size_t n, uint32_t imm, sfv_work_completion *wc) {
     sfv_pending p;
+    p.state_ = SFV__PENDING_NONE; /* (read by a refused post) */
     return sfv__blocking(ch, sfv_channel_post_send_imm(ch, sges, n, imm, &p), &p, wc);
 }
 SAFEVERBS_API sfv_result sfv_channel_receive(sfv_channel *ch, const sfv_scatter_element *sges, size_t n, sfv_work_completion *wc) {
     sfv_pending p;
+    p.state_ = SFV__PENDING_NONE; /* (read by a refused post) */
     return sfv__blocking(ch, sfv_channel_post_receive(ch, sges, n, &p), &p, wc);
 }
 SAFEVERBS_API sfv_result sfv_channel_write(sfv_channel *ch, const sfv_gather_element *sges, size_t n, sfv_remote_mr remote, sfv_work_completion *wc) {
     sfv_pending p;
+    p.state_ = SFV__PENDING_NONE; /* (read by a refused post) */
     return sfv__blocking(ch, sfv_channel_post_write(ch, sges, n, remote, &p), &p, wc);
 }
 SAFEVERBS_API sfv_result sfv_channel_write_imm(sfv_channel *ch, const sfv_gather_element *sges, size_t n, sfv_remote_mr remote, uint32_t imm, sfv_work_completion *wc) {
     sfv_pending p;
+    p.state_ = SFV__PENDING_NONE; /* (read by a refused post) */
     return sfv__blocking(ch, sfv_channel_post_write_imm(ch, sges, n, remote, imm, &p), &p, wc);
 }
 SAFEVERBS_API sfv_result sfv_channel_read(sfv_channel *ch, const sfv_scatter_element *sges, size_t n, sfv_remote_mr remote, sfv_work_completion *wc) {
     sfv_pending p;
+    p.state_ = SFV__PENDING_NONE; /* (read by a refused post) */
     return sfv__blocking(ch, sfv_channel_post_read(ch, sges, n, remote, &p), &p, wc);
 }
 SAFEVERBS_API sfv_result sfv_channel_compare_swap(sfv_channel *ch, const sfv_scatter_element *old, sfv_remote_mr remote, uint64_t compare, uint64_t swap, sfv_work_completion *wc) {
     sfv_pending p;
+    p.state_ = SFV__PENDING_NONE; /* (read by a refused post) */
     return sfv__blocking(ch, sfv_channel_post_compare_swap(ch, old, remote, compare, swap, &p), &p, wc);
 }
 SAFEVERBS_API sfv_result sfv_channel_fetch_add(sfv_channel *ch, const sfv_scatter_element *old, sfv_remote_mr remote, uint64_t add, sfv_work_completion *wc) {
     sfv_pending p;
+    p.state_ = SFV__PENDING_NONE; /* (read by a refused post) */
     return sfv__blocking(ch, sfv_channel_post_fetch_add(ch, old, remote, add, &p), &p, wc);
 }
 
@@ -5403,7 +5435,7 @@ static void sfv__srq_attach(sfv_srq *srq, sfv_channel *ch) {
     ch->srq = srq;
     ch->srq_next = srq->channels;
     srq->channels = ch;
-    ch->can_recv = false; /* its receives are the SRQ's */
+    sfv__set_can(ch, ch->can_send, false); /* its receives are the SRQ's */
 }
 
 static sfv_result sfv__srq_unref(sfv_srq *srq);
@@ -5485,7 +5517,7 @@ SAFEVERBS_API sfv_result sfv_create_srq(sfv_pd *pd, const sfv_srq_desc *desc, sf
     }
     sfv__ref(&pd->refs);
     core->pd = pd;
-    core->can_recv = true;
+    sfv__set_can(core, false, true);
     srq->refs = 1;
     sfv__ev_enter(pd->ctx);
     srq->ctx_next = pd->ctx->srqs;
@@ -5592,8 +5624,7 @@ SAFEVERBS_API sfv_result sfv_channel_reset(sfv_channel *ch) {
     sfv__ev_enter(ch->pd->ctx);
     ch->async_cause = ch->async_event = 0;
     sfv__ev_leave(ch->pd->ctx);
-    ch->can_send = false;
-    ch->can_recv = ch->srq == NULL;
+    sfv__set_can(ch, false, ch->srq == NULL);
     return SFV_OK;
 }
 
@@ -5648,8 +5679,7 @@ static sfv_result sfv__lease_bind(sfv_channel *ch, struct ibv_send_wr *wr) {
     wr->send_flags = IBV_SEND_SIGNALED;
     rc = ibv_post_send(ch->qp, wr, &bad);
     if (rc) return sfv__post_failed(&p, 1, "ibv_post_send", rc);
-    sfv__track(&ch->sq, SFV_WC_OP_UNKNOWN, 0);
-    sfv__cover(&ch->sq, &p, 1);
+    sfv__cover(&ch->sq, &p, 1, sfv__track(&ch->sq, SFV_WC_OP_UNKNOWN, 0));
     r = sfv_pending_wait(&p, -1, &wc);
     if (r == SFV_ERR_TIMEOUT) { /* never leave the bind in flight */
         SFV__KEEPING_ERROR(sfv__abort(ch); sfv__ignore(sfv_pending_wait(&p, -1, NULL)));
@@ -5864,7 +5894,7 @@ static sfv_result sfv__channel_ready_from(sfv_channel *ch, struct ibv_qp_attr *r
     if ((rtr_mask & IBV_QP_PATH_MTU) && sfv__mtu_bytes(rtr->path_mtu)) ch->desc.path_mtu = sfv__mtu_bytes(rtr->path_mtu);
     if (rts_mask & IBV_QP_SQ_PSN) ch->desc.send_psn = rts->sq_psn;
     ch->connected = true;
-    ch->can_send = true;
+    sfv__set_can(ch, true, ch->can_recv);
     return SFV_OK;
 }
 /* The connection is gone: the channel breaks and its work is flushed now, so that waits on it
