@@ -2849,7 +2849,9 @@ SAFEVERBS_API sfv_result sfv_remote_mr_decode(const uint8_t *in, size_t size, sf
    RC completes each queue in order, so `completed` also completes unsignaled work before it. */
 enum { SFV__SLOT_FREE = 0, SFV__SLOT_INFLIGHT = 1, SFV__SLOT_DONE = 2,
        SFV__SLOT_INJECT = 3 /* an inject in flight (>>impl inject): nobody consumes it, a completion frees it */ };
-enum { SFV__PENDING_NONE = 0, SFV__PENDING_WAITING = 1, SFV__PENDING_DONE = 2 };
+/* A handle's state_: posted and waiting for one work request (the common path's one test), done,
+   or waiting for a batch of them (batch_ > 1: the slow path). */
+enum { SFV__PENDING_NONE = 0, SFV__PENDING_WAITING = 1, SFV__PENDING_DONE = 2, SFV__PENDING_WAITING_BATCH = 3 };
 
 
 typedef struct sfv__ring {
@@ -3902,7 +3904,7 @@ SFV__SLOW bool sfv__catch_up(sfv_channel *ch, sfv__ring *q, uint64_t seq, enum i
 /* What a receive's successful completion tells: its length, immediate and opcode. */
 SFV__HOT_INLINE void sfv__complete_recv(sfv__slot *s, const struct ibv_wc *w) {
     s->byte_len = w->byte_len;
-    s->has_imm = (w->wc_flags & IBV_WC_WITH_IMM) != 0;
+    s->has_imm = (uint8_t)(w->wc_flags & IBV_WC_WITH_IMM); /* (nonzero: an immediate) */
     s->imm_be = w->imm_data;
     if (w->opcode == IBV_WC_RECV_RDMA_WITH_IMM) s->op = SFV_WC_OP_RECV_IMM;
 }
@@ -4294,7 +4296,7 @@ SFV__HOT_INLINE bool sfv__postable(const sfv_channel *ch, sfv__post_kind kind, c
 static void sfv__pending_clear(sfv_pending *pending, size_t count) {
     size_t i;
     for (i = 0; pending && count <= SFV_BATCH_MAX && i < count; i++)
-        if (pending[i].state_ != SFV__PENDING_WAITING) memset(&pending[i], 0, sizeof pending[i]);
+        if (pending[i].state_ != SFV__PENDING_WAITING && pending[i].state_ != SFV__PENDING_WAITING_BATCH) memset(&pending[i], 0, sizeof pending[i]);
 }
 SFV__SLOW sfv_result sfv__post_failed(sfv_pending *pending, size_t count, const char *verb, int rc) {
     sfv__pending_clear(pending, count);
@@ -4396,7 +4398,7 @@ SFV__HOT_INLINE void sfv__cover(sfv__ring *q, sfv_pending *pending, uint32_t bat
     if (!pending) return;
     pending->q_ = q;
     pending->seq_ = last->seq;
-    pending->state_ = SFV__PENDING_WAITING;
+    pending->state_ = batch == 1 ? SFV__PENDING_WAITING : SFV__PENDING_WAITING_BATCH;
     pending->batch_ = batch;
     pending->s_ = last;
 }
@@ -4450,7 +4452,7 @@ SFV__HOT_INLINE sfv_result sfv__fill_send(struct ibv_send_wr *w, uint64_t seq, e
 /* One signaled work request on the send queue: the data path of every single post. */
 SFV__HOT_INLINE sfv_result sfv__post_one(sfv_channel *ch, enum ibv_wr_opcode opcode, const void *sges, size_t n,
                                          const sfv_remote_mr *remote, uint32_t imm, sfv_pending *pending, unsigned signaled) {
-    struct ibv_send_wr wr, *bad = NULL;
+    struct ibv_send_wr wr, *bad; /* (one work request: nothing to read in bad) */
     uint32_t total = 0;
     sfv_result r;
     int rc;
@@ -4590,7 +4592,7 @@ SAFEVERBS_API sfv_result sfv_channel_post_fetch_add(sfv_channel *ch, const sfv_s
    its own branch only (callgrind: no instruction added to sfv_channel_post_receive). */
 SFV__HOT_INLINE sfv_result sfv__post_recv(sfv_channel *ch, bool on_srq, struct ibv_srq *srq, const sfv_scatter_element *sges,
                                           size_t n, sfv_pending *pending) {
-    struct ibv_recv_wr wr, *bad = NULL;
+    struct ibv_recv_wr wr, *bad; /* (one work request: nothing to read in bad) */
     int rc;
     if (SFV__UNLIKELY(!ch || !sfv__postable(ch, SFV__POST_RECV, sges, n, 1, pending)))
         return sfv__post_refused(ch, SFV__POST_RECV, sges, n, 1, pending);
@@ -4935,9 +4937,10 @@ SFV__SLOW void sfv__pending_take_batch(sfv_pending *pending, sfv__ring *q, const
     sfv__release_range(q, first, last);
 }
 
-/* Consumes the handle's work (a whole batch) and gives its result. */
-SFV__HOT_INLINE sfv_result sfv__pending_take(sfv_pending *pending, sfv__ring *q, sfv__slot *last_slot, sfv_work_completion *wc) {
-    if (SFV__LIKELY(pending->batch_ == 1)) {
+/* Consumes the handle's work (a whole batch, unless `one`: a handle of one work request) and gives
+   its result. */
+SFV__HOT_INLINE sfv_result sfv__pending_take_as(sfv_pending *pending, sfv__ring *q, sfv__slot *last_slot, sfv_work_completion *wc, bool one) {
+    if (SFV__LIKELY(one || pending->batch_ == 1)) {
         memcpy(pending->done_, &last_slot->state, SFV__SLOT_FACTS);
         sfv__release(q, last_slot);
     } else {
@@ -4948,6 +4951,9 @@ SFV__HOT_INLINE sfv_result sfv__pending_take(sfv_pending *pending, sfv__ring *q,
     /* no completion asked for: the status byte is the result (no second copy of the slot) */
     if (SFV__LIKELY(((const unsigned char *)pending->done_)[offsetof(sfv__slot, status) - offsetof(sfv__slot, state)] == IBV_WC_SUCCESS)) return SFV_OK;
     return sfv__pending_result(pending, q->ch, NULL);
+}
+SFV__HOT_INLINE sfv_result sfv__pending_take(sfv_pending *pending, sfv__ring *q, sfv__slot *last_slot, sfv_work_completion *wc) {
+    return sfv__pending_take_as(pending, q, last_slot, wc, false);
 }
 
 SAFEVERBS_API bool sfv_pending_done(const sfv_pending *pending) { return pending && pending->state_ == SFV__PENDING_DONE; }
@@ -4961,11 +4967,15 @@ SFV__SLOW sfv_result sfv__pending_again(const sfv_pending *pending, sfv_work_com
 }
 
 /* Polls the CQ once for `p`: its result if that finished it, else SFV_NOT_DONE. */
-SFV__HOT_INLINE sfv_result sfv__poll_once(sfv_pending *pending, sfv__ring *q, sfv__slot *s, sfv_work_completion *wc) {
+/* (one: a handle of one work request, as sfv__pending_take_as) */
+SFV__HOT_INLINE sfv_result sfv__poll_once_as(sfv_pending *pending, sfv__ring *q, sfv__slot *s, sfv_work_completion *wc, bool one) {
     int n = sfv__drain(q->ch);
     if (SFV__UNLIKELY(n < 0)) return sfv__wc_none(wc, sfv__fail_poll(n));
     if (s->state != SFV__SLOT_DONE) return SFV_NOT_DONE;
-    return sfv__pending_take(pending, q, s, wc);
+    return sfv__pending_take_as(pending, q, s, wc, one);
+}
+SFV__HOT_INLINE sfv_result sfv__poll_once(sfv_pending *pending, sfv__ring *q, sfv__slot *s, sfv_work_completion *wc) {
+    return sfv__poll_once_as(pending, q, s, wc, false);
 }
 
 /* The slow paths are out of line, so the common one (the work is done: consume it) needs no
@@ -4985,11 +4995,15 @@ SFV__SLOW sfv_result sfv__pending_block_wait(sfv_pending *pending, sfv__ring *q,
 }
 /* One poll first: with work in flight ahead of this call, it mostly finds the completion, and
    the wait loop (deadline, clock, sleeping) is never entered. */
-SFV__HOT_INLINE sfv_result sfv__pending_block(sfv_pending *pending, sfv__ring *q, sfv__slot *s, int timeout_ms, uint64_t *deadline,
-                                              sfv_work_completion *wc) {
-    const sfv_result r = sfv__poll_once(pending, q, s, wc);
+SFV__HOT_INLINE sfv_result sfv__pending_block_as(sfv_pending *pending, sfv__ring *q, sfv__slot *s, int timeout_ms, uint64_t *deadline,
+                                                 sfv_work_completion *wc, bool one) {
+    const sfv_result r = sfv__poll_once_as(pending, q, s, wc, one);
     if (r != SFV_NOT_DONE) return r;
     return sfv__pending_block_wait(pending, q, s, timeout_ms, deadline, wc);
+}
+SFV__HOT_INLINE sfv_result sfv__pending_block(sfv_pending *pending, sfv__ring *q, sfv__slot *s, int timeout_ms, uint64_t *deadline,
+                                              sfv_work_completion *wc) {
+    return sfv__pending_block_as(pending, q, s, timeout_ms, deadline, wc, false);
 }
 
 /* Debug builds: a handle whose channel is gone is a broken contract; should SFV_ASSERT return,
@@ -5005,16 +5019,28 @@ SFV__SLOW sfv_result sfv__pending_dead(sfv_work_completion *wc) {
 #define SFV__PENDING_LIVE(p, wc) ((void)0)
 #endif
 
+/* A handle that is not waiting for one work request: a batch's (polled or waited for as the
+   common path does, with the batch's take), or one already consumed (or never posted). */
+SFV__SLOW sfv_result sfv__pending_other(sfv_pending *pending, bool block, int timeout_ms, uint64_t *deadline, sfv_work_completion *wc) {
+    sfv__ring *q;
+    sfv__slot *s;
+    if (!pending || pending->state_ != SFV__PENDING_WAITING_BATCH) return sfv__pending_again(pending, wc);
+    SFV__PENDING_LIVE(pending, wc);
+    if (sfv__pending_slot(pending, &q, &s)) return sfv__pending_take(pending, q, s, wc);
+    sfv__pending_check(pending, s);
+    return block ? sfv__pending_block(pending, q, s, timeout_ms, deadline, wc) : sfv__poll_once(pending, q, s, wc);
+}
+
 SFV__API_HOT sfv_result sfv_pending_poll(sfv_pending *pending, sfv_work_completion *wc) {
     if (SFV__LIKELY(pending && pending->state_ == SFV__PENDING_WAITING)) {
         sfv__ring *q;
         sfv__slot *s;
         SFV__PENDING_LIVE(pending, wc);
-        if (SFV__LIKELY(sfv__pending_slot(pending, &q, &s))) return sfv__pending_take(pending, q, s, wc);
+        if (SFV__LIKELY(sfv__pending_slot(pending, &q, &s))) return sfv__pending_take_as(pending, q, s, wc, true);
         sfv__pending_check(pending, s);
         return sfv__pending_poll_cq(pending, q, s, wc);
     }
-    return sfv__pending_again(pending, wc);
+    return sfv__pending_other(pending, false, 0, NULL, wc);
 }
 
 /* sfv_pending_wait, with the deadline of sfv__pending_block. */
@@ -5023,11 +5049,11 @@ SFV__HOT_INLINE sfv_result sfv__pending_wait(sfv_pending *pending, int timeout_m
         sfv__ring *q;
         sfv__slot *s;
         SFV__PENDING_LIVE(pending, wc);
-        if (SFV__LIKELY(sfv__pending_slot(pending, &q, &s))) return sfv__pending_take(pending, q, s, wc);
+        if (SFV__LIKELY(sfv__pending_slot(pending, &q, &s))) return sfv__pending_take_as(pending, q, s, wc, true);
         sfv__pending_check(pending, s);
-        return sfv__pending_block(pending, q, s, timeout_ms, deadline, wc);
+        return sfv__pending_block_as(pending, q, s, timeout_ms, deadline, wc, true);
     }
-    return sfv__pending_again(pending, wc);
+    return sfv__pending_other(pending, true, timeout_ms, deadline, wc);
 }
 SFV__API_HOT sfv_result sfv_pending_wait(sfv_pending *pending, int timeout_ms, sfv_work_completion *wc) {
     return sfv__pending_wait(pending, timeout_ms, NULL, wc);

@@ -9,12 +9,15 @@
 # Two measurements:
 #   peers_timing ROUNDS ITERS   ROUNDS rounds, every tool once per round in an order rotated
 #                               each round; CSV peers,lat,rR,SIZE,TOOL,lat_us,V
-#   peers_callgrind N           each tool's client under callgrind (the server not) for N, 2N
-#                               and 3N messages; per run the instructions outside the provider's
-#                               poll function and the calls of it go to `bench_report peerfit`,
-#                               which fits Ir = a * messages + b * polls + c (the empty polls
-#                               vary with timing; b is the tool's loop around one poll):
-#                               CSV peers,cg,fit,SIZE,TOOL,ir_msg|ir_poll|...
+#   peers_callgrind N           each tool's client under callgrind (the server not) for N, 2N,
+#                               3N and 2N again messages, counted only inside the tool's
+#                               measurement loop (peer_loop_fn), less the clock reads of its
+#                               waits and the loop's one-time set-up (peer_cg_count); per run
+#                               that count and the calls of the provider's poll function go to
+#                               `bench_report peerfit`, which fits Ir = a * messages + b * polls
+#                               + c (the empty polls vary with timing; b is one poll with the
+#                               tool's loop around it) and gives a + 2b (no empty poll) and the
+#                               fourth run's residual: CSV peers,cg,fit,SIZE,TOOL,ir_rt|...
 # A tool that is missing or fails leaves a line "peers,why,-,SIZE,TOOL" in $WORK/peers-why.txt
 # (the report prints it) and is counted as a failed case.
 # Needs from the caller: B R SDEV GID WORK CSV PORT, and check, figures, wait_listen.
@@ -24,6 +27,7 @@ PEER_SIZE=64 PEER_TIMEOUT=60
 # SCHED_IDLE fi_pingpong's round trip took 16x longer here (5.7 ms against 0.36 ms).
 PEER_IDLE=()
 PEER_TOOLS="sfv raw perftest uct ucp fi qperf"
+PEER_SFV_ARGS=() # more arguments for sfv_bench's client (peers_callgrind's echo delay)
 # Counted from outside (peers_callgrind): safeverbs and the tools of the signalled-path target.
 # UCX's and libfabric's small-message paths are counted in make bench's stage 5 instead, by
 # loops of their own (bench/uct_cost.c, bench/fi_cost.c) that repeat exactly.
@@ -46,7 +50,7 @@ peer_cmd() {
     sfv | raw)
         PEER_CMD=("$B" -d "$SDEV" -x "$GID" -p "$p")
         [[ $side == server ]] ||
-            PEER_CMD+=(--test lat --op send --impl "$t" --sizes "$PEER_SIZE" -n "$n" --warmup 20 --rounds 1 127.0.0.1) ;;
+            PEER_CMD+=(--test lat --op send --impl "$t" --sizes "$PEER_SIZE" -n "$n" --warmup 20 --rounds 1 "${PEER_SFV_ARGS[@]}" 127.0.0.1) ;;
     perftest)
         PEER_CMD=(ib_send_lat -d "$SDEV" -x "$GID" -F -p "$p" -s "$PEER_SIZE" -n "$n")
         [[ $side == server ]] || PEER_CMD+=(127.0.0.1) ;;
@@ -146,8 +150,50 @@ peer_poll_fn() {
              on && />/ && fn == "" { for (i = 1; i <= NF; i++) if ($i ~ /^\?\?\?:0x/) fn = $i } /^ *$/ { on = 0 }
              END { if (fn == "") exit 1; print fn }'
 }
+# The tool's measurement loop, the only code counted (callgrind --toggle-collect): safeverbs'
+# ping-pong in sfv_bench (lib_lat), and in Debian's stripped binaries (no symbols: callgrind names
+# a function by its offset in the object) the function that posts and polls: ib_send_lat's
+# latency loop (perftest 4.5+0.17-1: the caller of the provider's post_send and poll functions,
+# run_iter_lat_send in perftest's sources) and qperf's rc_lat client loop (0.4.11: the caller
+# of its poll wrapper and of its post functions, once per message). Another build of a tool has
+# other offsets: peers_callgrind then finds no poll calls in the loop and says so.
+peer_loop_fn() {
+    case $1 in sfv | raw) echo "${1/sfv/lib}_lat" ;; perftest) echo 0x0000000000023100 ;; qperf) echo 0x00000000000131e0 ;; esac
+}
+# peer_cg_count TREE N FN LOOP: "S POLLS" from `callgrind_annotate --tree=calling --inclusive=yes
+# --threshold=100` of a run collected inside LOOP only. S: the collected instructions less (1)
+# the clock reads made while waiting (gettimeofday, clock_gettime and safeverbs' deadline check
+# sfv__wait_tick, which runs only after 64 empty polls) and (2) the loop function's callees
+# called fewer than N/16 times (set-up inside the loop function: ib_send_lat's loop measures the
+# CPU clock, get_cpu_mhz, by spinning on gettimeofday for a while). POLLS: calls of FN.
+peer_cg_count() {
+    awk -v n="$2" -v fn="$3" -v loop="$4" '
+        function num(s) { gsub(/,/, "", s); return s + 0 }
+        function key(s) { sub(/^ *[0-9,]+ \([ 0-9.]+%\) +[*>] +/, "", s); sub(/ \([0-9,]+x\)/, "", s); return s }
+        function clk(s) { return s ~ /gettimeofday|clock_gettime|sfv__wait_tick/ }
+        /^ *[0-9,]+ .*PROGRAM TOTALS/ { total = num($1) }
+        /\*  / { cur = key($0); next }
+        /^ *$/ { cur = ""; next }
+        />  / && cur != "" {
+            c = $0; sub(/.*\(/, "", c); sub(/x\).*/, "", c); c = num(c)
+            e++; from[e] = cur; to[e] = key($0); ir[e] = num($1); nc[e] = c
+            if (index($0, fn " (")) polls += c
+        }
+        END {
+            # (2): the loop function'"'"'s callees called fewer than n/16 times, and all below them
+            for (i = 1; i <= e; i++)
+                if (index(from[i], ":" loop " ") && !index(to[i], fn " ") && nc[i] < n / 16) { skip += ir[i]; below[to[i]] = 1 }
+            for (more = 1; more;) {
+                more = 0
+                for (i = 1; i <= e; i++) if ((from[i] in below) && !(to[i] in below)) { below[to[i]] = 1; more = 1 }
+            }
+            # (1): clock reads outside those
+            for (i = 1; i <= e; i++) if (clk(to[i]) && !clk(from[i]) && !(from[i] in below)) skip += ir[i]
+            printf "%d %d\n", total - skip, polls
+        }' "$1"
+}
 peers_callgrind() { # N
-    local n1=$1 t k n f fn polls ir lines
+    local n1=$1 t k n f fn loop cnt lines run=0
     fn=$(peer_poll_fn) || true
     if [[ -z $fn ]]; then # no callgrind run of the cost test yet: a short one
         LD_BIND_NOW=1 timeout 300 valgrind --tool=callgrind --callgrind-out-file="$WORK/cg.raw.poll" --collect-atstart=no \
@@ -159,25 +205,31 @@ peers_callgrind() { # N
         check "peers: callgrind (the provider's poll function)" 1 "not found in the cost test's callgrind run of raw_wait"
         return
     fi
-    local PEER_TIMEOUT=300
+    fn=${fn#'???:'}
+    # sfv_bench's server pauses 1 ms before each echo here: the send's completion then always comes
+    # back well before the reply, and each takes its own poll call, as in ib_send_lat, which polls
+    # one completion per call. Without it, safeverbs' drain (up to 16 completions a call) takes
+    # both in one call in some round trips and in two in others, as timing falls, and the count
+    # varies by 2% between runs. The pause is the server's; the client's counted work is the same.
+    local PEER_TIMEOUT=300 PEER_SFV_ARGS=(--echo-delay-us 1000)
     for t in $PEER_CG_TOOLS; do
         peer_usable "$t" || continue
-        lines=
-        for k in 1 2 3; do
-            n=$((k * n1)) f=$WORK/peer-cg-$t-$n
-            [[ $t != qperf ]] || n=$((k * 2)) f=$WORK/peer-cg-$t-$n # seconds
+        lines= loop=$(peer_loop_fn "$t")
+        for k in 1 2 3 2; do # the fourth run checks the fit of the other three
+            n=$((k * n1)) f=$WORK/peer-cg-$t-$((++run))
+            [[ $t != qperf ]] || n=$((k * 2)) # seconds
             if ! peer_pair "$t" "$n" "$f.log" env LD_BIND_NOW=1 valgrind --tool=callgrind --callgrind-out-file="$f" \
-                --trace-children=no; then
+                --trace-children=no --collect-atstart=no --toggle-collect="$loop"; then
                 continue
             fi
             [[ $t != qperf ]] || n=$(awk '$1 == "loc_send_msgs" { gsub(/,/, "", $3); print $3 }' "$f.log")
-            ir=$(sed -n 's/^summary: *//p; s/^totals: *//p' "$f" | head -n 1)
-            callgrind_annotate --tree=calling --inclusive=yes "$f" >"$f.tree" 2>/dev/null
-            # the calls of the poll function, and the instructions inside it
-            polls=$(awk -v fn="$fn" '$0 ~ />/ && index($0, fn " (") { s = $0; sub(/.*\(/, "", s); sub(/x\).*/, "", s); gsub(/,/, "", s); c += s }
-                                     END { print c + 0 }' "$f.tree")
-            pollir=$(awk -v fn="$fn" '$0 ~ /\*/ && index($0, fn " [") { s = $1; gsub(/,/, "", s); print s; exit }' "$f.tree")
-            lines+="$n $((ir - ${pollir:-0})) $polls"$'\n'
+            callgrind_annotate --tree=calling --inclusive=yes --threshold=100 "$f" >"$f.tree" 2>/dev/null
+            cnt=$(peer_cg_count "$f.tree" "$n" "$fn" "$loop")
+            if [[ ${cnt#* } == 0 ]]; then # nothing polled inside the loop: not the loop function of this build
+                peer_why "$t" "callgrind: no call of the provider's poll function ($fn) inside $loop, the loop function of the build these offsets were read from; this build has another"
+                break
+            fi
+            lines+="$n $cnt"$'\n'
         done
         printf '%s' "$lines" >"$WORK/peer-cg-$t.runs"
         figures "peers: $t instructions per message (callgrind)" peerfit "peers,cg,fit,$PEER_SIZE,$t" "$WORK/peer-cg-$t.runs"
