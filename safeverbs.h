@@ -3967,8 +3967,12 @@ SFV__HOT_INLINE void sfv__complete(sfv_channel *ch, const struct ibv_wc *w) {
 /* Polls the CQ once. Returns completions seen, or a negative errno. */
 SFV__HOT_INLINE int sfv__drain(sfv_channel *ch) {
     struct ibv_wc wc[16];
-    int n = ibv_poll_cq(ch->cq, 16, wc), i;
-    for (i = 0; i < n; i++) sfv__complete(ch, &wc[i]);
+    const int n = ibv_poll_cq(ch->cq, 16, wc);
+    if (n > 0) {
+        const struct ibv_wc *w = wc, *const end = wc + n;
+        do sfv__complete(ch, w);
+        while (++w != end);
+    }
     return n;
 }
 
@@ -4258,13 +4262,13 @@ SFV__HOT_INLINE void sfv__release_range(sfv__ring *q, uint64_t first, uint64_t l
     for (seq = first; seq <= last; seq++) q->slots[seq & q->mask].state = SFV__SLOT_FREE;
     sfv__tail_past(q, first, last);
 }
-/* Frees one consumed slot. */
-SFV__HOT_INLINE void sfv__release(sfv__ring *q, sfv__slot *s) {
-    const uint64_t seq = s->seq;
+/* Frees one consumed slot, of work request seq. */
+SFV__HOT_INLINE void sfv__release_seq(sfv__ring *q, sfv__slot *s, uint64_t seq) {
     SFV__INFLIGHT_DONE(q, seq, seq);
     s->state = SFV__SLOT_FREE;
     sfv__tail_past(q, seq, seq);
 }
+SFV__HOT_INLINE void sfv__release(sfv__ring *q, sfv__slot *s) { sfv__release_seq(q, s, s->seq); }
 
 /* What a batch of empty work requests points its element list at (per_wr 0 and no elements
    given), so that no pointer arithmetic is done on NULL; the NIC reads none of it. */
@@ -4941,8 +4945,9 @@ SFV__SLOW void sfv__pending_take_batch(sfv_pending *pending, sfv__ring *q, const
    its result. */
 SFV__HOT_INLINE sfv_result sfv__pending_take_as(sfv_pending *pending, sfv__ring *q, sfv__slot *last_slot, sfv_work_completion *wc, bool one) {
     if (SFV__LIKELY(one || pending->batch_ == 1)) {
+        const uint64_t seq = last_slot->seq; /* (before the copy, which the compiler may think aliases it) */
         memcpy(pending->done_, &last_slot->state, SFV__SLOT_FACTS);
-        sfv__release(q, last_slot);
+        sfv__release_seq(q, last_slot, seq);
     } else {
         sfv__pending_take_batch(pending, q, last_slot);
     }
