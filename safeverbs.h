@@ -3869,15 +3869,16 @@ SFV__SLOW bool sfv__catch_up(sfv_channel *ch, sfv__ring *q, uint64_t seq, enum i
         sfv__slot *const slots = q->slots; /* in registers: the byte stores below may alias q's fields */
         const uint64_t mask = q->mask;
         const uint64_t c0 = q->completed;
+        sfv__slot *s = &slots[c0 & mask], *const wrap = slots + mask + 1; /* one pointer along the ring */
         uint64_t c, freed = 0;
         for (c = c0; c < seq; c++) {
-            sfv__slot *s = &slots[c & mask];
             if (s->state == SFV__SLOT_INFLIGHT) {
-                sfv__finish_quiet(s, false);
+                s->state = SFV__SLOT_DONE; /* (its status says success since its post: sfv__finish_quiet less its stores) */
             } else if (s->state == SFV__SLOT_INJECT) { /* nobody consumes an inject: its place is free now */
                 s->state = SFV__SLOT_FREE;
                 freed++;
             }
+            if (++s == wrap) s = slots;
         }
         q->completed = c;
         if (freed && q->tail == c0 && freed == c - c0) q->tail = c; /* only injects from the tail on: past them */
@@ -4430,7 +4431,7 @@ SFV__SLOW sfv_result sfv__remote_refused(const sfv_remote_mr *remote, uint64_t t
 SFV__HOT_INLINE uint32_t sfv__inline_max(const sfv_channel *ch, enum ibv_wr_opcode opcode) { return opcode == IBV_WR_RDMA_READ ? 0 : ch->inline_max; }
 SFV__HOT_INLINE sfv_result sfv__fill_send(struct ibv_send_wr *w, uint64_t seq, enum ibv_wr_opcode opcode, uint32_t inline_max,
                                           const struct ibv_sge *sg, size_t n, const sfv_remote_mr *remote, uint32_t imm,
-                                          unsigned flags, uint32_t *total_out) {
+                                          unsigned flags, uint32_t *total_out, struct ibv_send_wr *next) {
     uint64_t total = 0;
     size_t k;
     if (remote || inline_max) {
@@ -4439,7 +4440,7 @@ SFV__HOT_INLINE sfv_result sfv__fill_send(struct ibv_send_wr *w, uint64_t seq, e
         if (total - 1 < inline_max) flags |= IBV_SEND_INLINE; /* 1 .. inline_max bytes */
     }
     w->wr_id = seq << 1;
-    w->next = NULL;
+    w->next = next;
     w->sg_list = (struct ibv_sge *)(uintptr_t)sg;
     w->num_sge = (int)n;
     w->opcode = opcode;
@@ -4449,7 +4450,7 @@ SFV__HOT_INLINE sfv_result sfv__fill_send(struct ibv_send_wr *w, uint64_t seq, e
         w->wr.rdma.remote_addr = remote->addr;
         w->wr.rdma.rkey = remote->rkey;
     }
-    *total_out = (uint32_t)total;
+    if (total_out) *total_out = (uint32_t)total;
     return SFV_OK;
 }
 
@@ -4462,7 +4463,7 @@ SFV__HOT_INLINE sfv_result sfv__post_one(sfv_channel *ch, enum ibv_wr_opcode opc
     int rc;
     const sfv__post_kind kind = opcode == IBV_WR_RDMA_READ ? SFV__POST_READ : SFV__POST_SEND;
     if (SFV__UNLIKELY(!ch || !sfv__postable(ch, kind, sges, n, 1, pending))) return sfv__post_refused(ch, kind, sges, n, 1, pending);
-    r = sfv__fill_send(&wr, ch->sq.head, opcode, sfv__inline_max(ch, opcode), (const struct ibv_sge *)sges, n, remote, imm, signaled, &total);
+    r = sfv__fill_send(&wr, ch->sq.head, opcode, sfv__inline_max(ch, opcode), (const struct ibv_sge *)sges, n, remote, imm, signaled, &total, NULL);
     if (SFV__UNLIKELY(r)) {
         sfv__pending_clear(pending, 1);
         return r;
@@ -4482,8 +4483,9 @@ static void sfv__read_batch_total(sfv_channel *ch, uint64_t total) {
 }
 
 /* `count` work requests of `per_wr` elements each behind one call; only the last is signaled.
-   remotes: one per work request for write and read, else NULL. */
-static sfv_result sfv__post_batch(sfv_channel *ch, enum ibv_wr_opcode opcode, const void *sges, size_t per_wr,
+   remotes: one per work request for write and read, else NULL. Inlined into each public batch
+   call, so its opcode is a constant there. */
+SFV__HOT_INLINE sfv_result sfv__post_batch(sfv_channel *ch, enum ibv_wr_opcode opcode, const void *sges, size_t per_wr,
                                   size_t count, const sfv_remote_mr *remotes, sfv_pending *pending) {
     struct ibv_send_wr wrs[SFV_BATCH_MAX], *bad = NULL;
     uint32_t totals[SFV_BATCH_MAX];
@@ -4504,15 +4506,16 @@ static sfv_result sfv__post_batch(sfv_channel *ch, enum ibv_wr_opcode opcode, co
     }
     inline_max = sfv__inline_max(ch, opcode); /* once: the stores below may alias the channel */
     head = ch->sq.head;
-    for (i = 0; i < count; i++) {
-        sfv_result r = sfv__fill_send(&wrs[i], head + i, opcode, inline_max, sg + i * per_wr, per_wr,
-                                      rdma ? &remotes[i] : NULL, 0, i + 1 == count ? IBV_SEND_SIGNALED : 0, &totals[i]);
+    for (i = 0; i < count; i++) { /* each linked to the next (the last's link and signal set after) */
+        sfv_result r = sfv__fill_send(&wrs[i], head + i, opcode, inline_max, sg + i * per_wr, per_wr, rdma ? &remotes[i] : NULL, 0, 0,
+                                      opcode == IBV_WR_RDMA_READ ? &totals[i] : NULL, &wrs[i + 1]); /* (only a read's length is kept) */
         if (r) {
             sfv__pending_clear(pending, 1);
             return r;
         }
-        if (i) wrs[i - 1].next = &wrs[i];
     }
+    wrs[count - 1].next = NULL;
+    wrs[count - 1].send_flags |= IBV_SEND_SIGNALED;
     SFV__INFLIGHT_POST(&ch->sq, wrs, NULL, pending, 1);
     rc = ibv_post_send(ch->qp, wrs, &bad);
     /* What was posted is the NIC's: track it, so nothing lets go of its buffers. After a partial
@@ -4699,7 +4702,7 @@ static sfv_result sfv__post_requests(sfv_channel *ch, sfv__post_kind kind, bool 
                                         : write ? (q.has_imm ? IBV_WR_RDMA_WRITE_WITH_IMM : IBV_WR_RDMA_WRITE)
                                                 : (q.has_imm ? IBV_WR_SEND_WITH_IMM : IBV_WR_SEND);
         sfv_result r = sfv__fill_send(&wrs[i], ch->sq.head + i, opcode, sfv__inline_max(ch, opcode), q.sg ? q.sg : &sfv__no_sge, q.n, q.remote, q.imm,
-                                      i + 1 == count ? IBV_SEND_SIGNALED : 0, &totals[i]);
+                                      i + 1 == count ? IBV_SEND_SIGNALED : 0, &totals[i], NULL);
         if (r) {
             sfv__pending_clear(pending, 1);
             return r;
