@@ -5063,9 +5063,30 @@ SFV__HOT_INLINE sfv_result sfv__pending_wait(sfv_pending *pending, int timeout_m
     }
     return sfv__pending_other(pending, true, timeout_ms, deadline, wc);
 }
+#if defined(SFV__API_STATIC)
 SFV__API_HOT sfv_result sfv_pending_wait(sfv_pending *pending, int timeout_ms, sfv_work_completion *wc) {
     return sfv__pending_wait(pending, timeout_ms, NULL, wc);
 }
+#else
+/* Called from another file: a wait whose work is done already returns without the stack frame a
+   poll needs (the CQ array, the registers kept across the verb); one that must poll goes on in
+   sfv__pending_wait_poll. (Inlined into the caller, SAFEVERBS_STATIC, one body does better.) */
+static __attribute__((noinline)) sfv_result sfv__pending_wait_poll(sfv_pending *pending, sfv__ring *q, sfv__slot *s, int timeout_ms,
+                                                                   sfv_work_completion *wc) {
+    sfv__pending_check(pending, s);
+    return sfv__pending_block_as(pending, q, s, timeout_ms, NULL, wc, true);
+}
+SFV__API_HOT sfv_result sfv_pending_wait(sfv_pending *pending, int timeout_ms, sfv_work_completion *wc) {
+    if (SFV__LIKELY(pending && pending->state_ == SFV__PENDING_WAITING)) {
+        sfv__ring *q;
+        sfv__slot *s;
+        SFV__PENDING_LIVE(pending, wc);
+        if (SFV__LIKELY(sfv__pending_slot(pending, &q, &s))) return sfv__pending_take_as(pending, q, s, wc, true);
+        return sfv__pending_wait_poll(pending, q, s, timeout_ms, wc);
+    }
+    return sfv__pending_other(pending, true, timeout_ms, NULL, wc);
+}
+#endif
 
 /* A wait after a failed one: the last error keeps describing the first failure, unless this
    one stops the call (a timeout, a handle not posted), whose error is the one to read then. */
