@@ -318,6 +318,7 @@ static void t_read_depth_traffic_class_read_sge(void) {
     /* elements per read */
     CHECK(b.ch->max_read_sge >= 1 && b.ch->max_read_sge <= sfv_channel_get_desc(b.ch)->max_send_sge);
     b.ch->max_read_sge = 1; /* as on a NIC that reads into one element */
+    sfv__set_can(b.ch, b.ch->can_send, b.ch->can_recv); /* (the posts read their limits from there) */
     CHECK_OK(sfv_remote_mr_slice(sfv_mr_remote(a.mr), 0, 8192, &whole));
     CHECK_RESULT(sfv_channel_read(b.ch, sc, 2, whole, NULL), SFV_ERR_INVALID);
     CHECK(strstr(sfv_last_error()->message, "max_sge_rd") != NULL);
