@@ -4618,23 +4618,41 @@ SFV__HOT_INLINE sfv_result sfv__post_recv_batch(sfv_channel *ch, bool on_srq, st
                                                 size_t per_wr, size_t count, sfv_pending *pendings) {
     struct ibv_recv_wr wrs[SFV_BATCH_MAX], *bad = NULL;
     const struct ibv_sge *sg = sges ? (const struct ibv_sge *)sges : &sfv__no_sge; /* never arithmetic on NULL */
+    uint64_t head;
     size_t i, posted;
     int rc;
     if (SFV__UNLIKELY(!ch || !sfv__postable(ch, SFV__POST_RECV, sges, per_wr, count, pendings)))
         return sfv__post_refused(ch, SFV__POST_RECV, sges, per_wr, count, pendings);
     SFV__CHECK_ARG(pendings, "pending handles (NULL)");
-    for (i = 0; i < count; i++) {
-        wrs[i].wr_id = (ch->rq.head + i) << 1 | 1;
-        wrs[i].next = i + 1 < count ? &wrs[i + 1] : NULL;
+    head = ch->rq.head; /* (in a register: the stores below may alias the channel) */
+    for (i = 0; i < count; i++) { /* each linked to the next; the last's link set after */
+        wrs[i].wr_id = (head + i) << 1 | 1;
+        wrs[i].next = &wrs[i + 1];
         wrs[i].sg_list = (struct ibv_sge *)(uintptr_t)(sg + i * per_wr);
         wrs[i].num_sge = (int)per_wr;
     }
+    wrs[count - 1].next = NULL;
     SFV__INFLIGHT_POST(&ch->rq, NULL, wrs, pendings, count);
     rc = on_srq ? ibv_post_srq_recv(srq, wrs, &bad) : ibv_post_recv(ch->qp, wrs, &bad);
     posted = rc ? (bad ? (size_t)(bad - wrs) : 0) : count; /* what was posted is the NIC's: track it */
     if (SFV__UNLIKELY(rc)) SFV__INFLIGHT_UNPOST(&ch->rq, NULL, wrs, posted);
-    for (i = 0; i < posted; i++) {
-        sfv__cover(&ch->rq, &pendings[i], 1, sfv__track(&ch->rq, SFV_WC_OP_RECV, 0));
+    { /* each its place and its handle, the ring's fields in registers */
+        sfv__ring *const q = &ch->rq;
+        sfv__slot *const slots = q->slots;
+        const uint64_t mask = q->mask;
+        const uint8_t small[4] = {SFV__SLOT_INFLIGHT, SFV_WC_OP_RECV, 0, 0}; /* as sfv__track_state */
+        for (i = 0; i < posted; i++) {
+            sfv__slot *const s = &slots[(head + i) & mask];
+            sfv_pending *const p = &pendings[i];
+            s->seq = head + i;
+            memcpy(&s->state, small, sizeof small);
+            p->q_ = q;
+            p->seq_ = head + i;
+            p->state_ = SFV__PENDING_WAITING;
+            p->batch_ = 1;
+            p->s_ = s;
+        }
+        q->head = head + posted;
     }
     if (SFV__UNLIKELY(rc)) return sfv__recv_batch_failed(pendings, posted, count, rc, on_srq ? "ibv_post_srq_recv" : "ibv_post_recv");
     return SFV_OK;
