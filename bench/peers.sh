@@ -27,7 +27,7 @@ PEER_SIZE=64 PEER_TIMEOUT=60
 # SCHED_IDLE fi_pingpong's round trip took 16x longer here (5.7 ms against 0.36 ms).
 PEER_IDLE=()
 PEER_TOOLS="sfv raw perftest uct ucp fi qperf"
-PEER_SFV_ARGS=() # more arguments for sfv_bench's client (peers_callgrind's echo delay)
+PEER_SFV_ARGS=() PEER_PT_ARGS=() # more arguments for sfv_bench's client and ib_send_lat (peers_callgrind)
 # Counted from outside (peers_callgrind): safeverbs and the tools of the signalled-path target.
 # UCX's and libfabric's small-message paths are counted in make bench's stage 5 instead, by
 # loops of their own (bench/uct_cost.c, bench/fi_cost.c) that repeat exactly.
@@ -52,7 +52,7 @@ peer_cmd() {
         [[ $side == server ]] ||
             PEER_CMD+=(--test lat --op send --impl "$t" --sizes "$PEER_SIZE" -n "$n" --warmup 20 --rounds 1 "${PEER_SFV_ARGS[@]}" 127.0.0.1) ;;
     perftest)
-        PEER_CMD=(ib_send_lat -d "$SDEV" -x "$GID" -F -p "$p" -s "$PEER_SIZE" -n "$n")
+        PEER_CMD=(ib_send_lat -d "$SDEV" -x "$GID" -F -p "$p" -s "$PEER_SIZE" -n "$n" "${PEER_PT_ARGS[@]}")
         [[ $side == server ]] || PEER_CMD+=(127.0.0.1) ;;
     uct)
         PEER_CMD=(ucx_perftest -d "$SDEV:1" -x rc_verbs -t am_lat -s "$PEER_SIZE" -n "$n" -p "$p")
@@ -160,14 +160,16 @@ peer_poll_fn() {
 peer_loop_fn() {
     case $1 in sfv | raw) echo "${1/sfv/lib}_lat" ;; perftest) echo 0x0000000000023100 ;; qperf) echo 0x00000000000131e0 ;; esac
 }
-# peer_cg_count TREE N FN LOOP: "S POLLS" from `callgrind_annotate --tree=calling --inclusive=yes
+# peer_cg_count TREE FN LOOP: "S POLLS" from `callgrind_annotate --tree=calling --inclusive=yes
 # --threshold=100` of a run collected inside LOOP only. S: the collected instructions less (1)
 # the clock reads made while waiting (gettimeofday, clock_gettime and safeverbs' deadline check
 # sfv__wait_tick, which runs only after 64 empty polls) and (2) the loop function's callees
-# called fewer than N/16 times (set-up inside the loop function: ib_send_lat's loop measures the
-# CPU clock, get_cpu_mhz, by spinning on gettimeofday for a while). POLLS: calls of FN.
+# called fewer than 16 times, with all they call (set-up inside the loop function, the same in
+# every run of at least 64 round trips: ib_send_lat's loop measures the CPU clock, get_cpu_mhz,
+# by spinning on gettimeofday for a while; sfv_bench's waits for its peer's start byte). POLLS:
+# calls of FN.
 peer_cg_count() {
-    awk -v n="$2" -v fn="$3" -v loop="$4" '
+    awk -v fn="$2" -v loop="$3" '
         function num(s) { gsub(/,/, "", s); return s + 0 }
         function key(s) { sub(/^ *[0-9,]+ \([ 0-9.]+%\) +[*>] +/, "", s); sub(/ \([0-9,]+x\)/, "", s); return s }
         function clk(s) { return s ~ /gettimeofday|clock_gettime|sfv__wait_tick/ }
@@ -180,9 +182,9 @@ peer_cg_count() {
             if (index($0, fn " (")) polls += c
         }
         END {
-            # (2): the loop function'"'"'s callees called fewer than n/16 times, and all below them
+            # (2): the loop function'"'"'s callees called fewer than 16 times, and all below them
             for (i = 1; i <= e; i++)
-                if (index(from[i], ":" loop " ") && !index(to[i], fn " ") && nc[i] < n / 16) { skip += ir[i]; below[to[i]] = 1 }
+                if (index(from[i], ":" loop " ") && !index(to[i], fn " ") && nc[i] < 16) { skip += ir[i]; below[to[i]] = 1 }
             for (more = 1; more;) {
                 more = 0
                 for (i = 1; i <= e; i++) if ((from[i] in below) && !(to[i] in below)) { below[to[i]] = 1; more = 1 }
@@ -209,9 +211,17 @@ peers_callgrind() { # N
     # sfv_bench's server pauses 1 ms before each echo here: the send's completion then always comes
     # back well before the reply, and each takes its own poll call, as in ib_send_lat, which polls
     # one completion per call. Without it, safeverbs' drain (up to 16 completions a call) takes
-    # both in one call in some round trips and in two in others, as timing falls, and the count
-    # varies by 2% between runs. The pause is the server's; the client's counted work is the same.
-    local PEER_TIMEOUT=300 PEER_SFV_ARGS=(--echo-delay-us 1000)
+    # both in one call in some round trips and in two in others, as timing falls. The pause is the
+    # server's; the client's counted work is the same. Queues of 16 (sfv_bench's defaults: 128
+    # sends, 512 receives): the cost of a post or a completion varies a little with its place in
+    # the rings (rxe's, safeverbs' and sfv_bench's), so counts are linear in N only over whole
+    # turns of every ring; with these queues every ring turns within 64 round trips, and N is a
+    # multiple of 64 (bench/run.sh: PEER_CG_N).
+    # ib_send_lat gets a receive queue of 16 too (-r; its default is 512): it posts its receive
+    # queue full before its loop and posts a receive again in the loop only while more messages
+    # remain than the queue holds, so with 512 a run of up to 512 round trips would count no
+    # receive posted at all.
+    local PEER_TIMEOUT=300 PEER_SFV_ARGS=(--echo-delay-us 1000 --depth 16 --rx-depth 16) PEER_PT_ARGS=(-r 16)
     for t in $PEER_CG_TOOLS; do
         peer_usable "$t" || continue
         lines= loop=$(peer_loop_fn "$t")
@@ -224,7 +234,7 @@ peers_callgrind() { # N
             fi
             [[ $t != qperf ]] || n=$(awk '$1 == "loc_send_msgs" { gsub(/,/, "", $3); print $3 }' "$f.log")
             callgrind_annotate --tree=calling --inclusive=yes --threshold=100 "$f" >"$f.tree" 2>/dev/null
-            cnt=$(peer_cg_count "$f.tree" "$n" "$fn" "$loop")
+            cnt=$(peer_cg_count "$f.tree" "$fn" "$loop")
             if [[ ${cnt#* } == 0 ]]; then # nothing polled inside the loop: not the loop function of this build
                 peer_why "$t" "callgrind: no call of the provider's poll function ($fn) inside $loop, the loop function of the build these offsets were read from; this build has another"
                 break

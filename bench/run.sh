@@ -49,14 +49,15 @@ CSV=$WORK/results.csv T_START=$SECONDS CHECK_QUIET=1 QUICK=${SAFEVERBS_BENCH_QUI
 # RATE_N: ib_send_bw iterations for about TBW seconds at its usual rate here (8000/s). CG_N: a
 # multiple of every period of the counted loops (safeverbs' inject signals every 64, UCX reaps its
 # send completions every 64, libfabric's verbs provider its send queue every 384), so that the
-# difference of two runs holds whole periods: the long-run count per message.
+# difference of two runs holds whole periods: the long-run count per message. PEER_CG_N likewise
+# (bench/peers.sh, peers_callgrind: every ring there turns within 64 round trips).
 if [[ -n $QUICK ]]; then
     LAT_SIZES=8,512,65536 BW_SIZES=4096,1048576 TLAT=0.3 TBW=0.5 RATE_N=4000 CG_N=384 ST_N=100
-    PEER_ROUNDS=2 PEER_N=100 PEER_CG_N=40
+    PEER_ROUNDS=2 PEER_N=100 PEER_CG_N=64
     SCALE_RANKS="2 4" SCALE_PEERS="1 8 64" SCALE_DEPTHS="1 16 256" SCALE_N=500
 else
     LAT_SIZES=8,64,512,4096,65536 BW_SIZES=4096,16384,65536,262144,1048576
-    TLAT=2.0 TBW=5.0 RATE_N=40000 CG_N=384 ST_N=300 PEER_ROUNDS=5 PEER_N=300 PEER_CG_N=50
+    TLAT=2.0 TBW=5.0 RATE_N=40000 CG_N=384 ST_N=300 PEER_ROUNDS=5 PEER_N=300 PEER_CG_N=64
     SCALE_RANKS="2 4 8 16" SCALE_PEERS="1 4 16 64" SCALE_DEPTHS="1 4 16 64 256" SCALE_N=2000
 fi
 RATE_BATCH=16 RATE_INLINE=64
@@ -235,7 +236,7 @@ syscalls "rate-batch$RATE_BATCH" $((ST_N * RATE_BATCH)) --test bw --op send --si
 : >"$WORK/peers-why.txt"
 log "peers: $PEER_ROUNDS rounds of $PEER_N round trips, the tools rotating, both ends on $SDEV"
 peers_timing "$PEER_ROUNDS" "$PEER_N"
-log "peers: instructions per message (callgrind, $PEER_CG_N, 2x and 3x round trips, each tool's client)"
+log "peers: instructions per message (callgrind, $PEER_CG_N, 2x, 3x and 2x round trips, each tool's client, inside its loop)"
 peers_callgrind "$PEER_CG_N"
 
 # ---- 8. scaling: ranks, channels, peers, depth (build/sfv_scale) ---------------------------
@@ -254,6 +255,44 @@ scale_connect() { # RANKS: every rank a process, rxe0 and rxe1 in turn; the slow
         "$f" >>"$CSV" || rc=1
     check "scaling: connect $w ranks" "$rc" "$(grep -v '^result' "$f" | tail -n 3)"
 }
+# The floor under it (build/raw_connect, bench/raw_connect.c): the same queue pairs, one per rank
+# pair and direction as a node has, brought to RTR and RTS with libibverbs alone, the exchange
+# through shared memory, between two barriers; as many processes as ranks. 5 rounds in one launch;
+# per round the slowest rank's time and the CPU time summed over the ranks; the least of the rounds
+# (noise only adds: the floor).
+scale_raw_connect() { # RANKS
+    local w=$1 r pids=() d f=$WORK/scale-rawconnect-$1 rc=0
+    d=$(mktemp -d) || return
+    : >"$f"
+    for ((r = 0; r < w; r++)); do
+        timeout 120 build/raw_connect -n 5 -w "$w" -r "$r" -s "$d" -d "$([[ $((r % 2)) == 0 ]] && echo "$SDEV" || echo "$CDEV")" \
+            -x "$GID" >>"$f" 2>&1 &
+        pids+=($!)
+    done
+    for r in "${pids[@]}"; do wait "$r" || rc=1; done
+    rm -rf "$d"
+    awk -F, -v w="$w" '$1 == "result" && $7 ~ /^rts_ms/ { if ($8 > t[$4]) t[$4] = $8; n[$4]++ }
+        $1 == "result" && $7 ~ /^cpu_ms/ { c[$4] += $8 }
+        END { for (k in t) { if (n[k] != w) exit 1; if (m == "" || t[k] < m) m = t[k]; if (cm == "" || c[k] < cm) cm = c[k] }
+              if (m == "") exit 1
+              printf "scale,connect,raw,%d,raw,connect_ms,%.3f\nscale,connect,raw,%d,raw,cpu_ms,%.3f\n", w, m, w, cm }' "$f" >>"$CSV" || rc=1
+    check "scaling: raw connect floor, $w ranks" "$rc" "$(grep -v '^result' "$f" | tail -n 3)"
+}
+# sfv_node_connect's steps one by one (sfv_scale --variant phases), each timed, and the CPU time
+scale_connect_phases() { # RANKS
+    local w=$1 r pids=() f=$WORK/scale-connect-phases-$1 rc=0
+    : >"$f"
+    for ((r = 0; r < w; r++)); do
+        timeout 300 "$SC" --test connect --variant phases -w "$w" -r "$r" -d "$([[ $((r % 2)) == 0 ]] && echo "$SDEV" || echo "$CDEV")" \
+            -x "$GID" -p "$PORT" >>"$f" 2>&1 &
+        pids+=($!)
+    done
+    for r in "${pids[@]}"; do wait "$r" || rc=1; done
+    PORT=$((PORT + w + 1))
+    awk -F, -v w="$w" '$1 == "result" { k = $7; sub(/_rank[0-9]+$/, "", k); if (k == "cpu_ms") s[k] += $8; else if ($8 > s[k]) s[k] = $8 }
+        END { for (k in s) printf "scale,connect,phases,%d,sfv,%s,%.3f\n", w, k, s[k] }' "$f" >>"$CSV"
+    check "scaling: connect phases, $w ranks" "$rc" "$(grep -v '^result' "$f" | tail -n 3)"
+}
 scale_rate() { # VARIANT CHANNELS DEPTH: one pair, server on $SDEV, client on $CDEV
     local p=$PORT s rc f=$WORK/scale-rate-$1-$2-$3
     PORT=$((PORT + 4))
@@ -268,6 +307,9 @@ scale_rate() { # VARIANT CHANNELS DEPTH: one pair, server on $SDEV, client on $C
 }
 log "scaling: node connect time, $SCALE_RANKS ranks"
 for w in $SCALE_RANKS; do scale_connect "$w"; done
+log "scaling: the floor under it (raw verbs, the same queue pairs to RTS), and safeverbs' connect step by step"
+for w in $SCALE_RANKS; do scale_raw_connect "$w"; done
+for w in ${SCALE_RANKS%% *} ${SCALE_RANKS##* }; do scale_connect_phases "$w"; done
 log "scaling: memory per channel, 1..64 channels"
 timeout 300 "$SC" --test mem -d "$SDEV" -x "$GID" --channels 1,2,4,8,16,32,64 >"$WORK/scale-mem" 2>&1
 check "scaling: memory" $? "$(tail -n 2 "$WORK/scale-mem")"

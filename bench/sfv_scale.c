@@ -2,9 +2,13 @@
    (bench/run.sh's scaling stage; bench_report turns its lines into RESULTS.md's tables and
    plot.gp into scaling.png). Results are lines on stdout: result,scale,WHAT,VARIANT,X,sfv,METRIC,VALUE.
 
-     --test connect -w RANKS -r RANK [-d DEV] [-p PORT]
+     --test connect -w RANKS -r RANK [-d DEV] [-p PORT] [--variant phases]
          one rank of a node of RANKS (sfv_create_node, sfv_node_connect over 127.0.0.1 ports
          PORT.., one barrier): prints the rank's time from before the connect to after the barrier.
+         --variant phases: sfv_node_connect's own steps called one by one instead (the endpoint
+         exchange over TCP, sfv_node_handshake, the sync exchange; then the barrier), each timed,
+         and the process's CPU time over them, after an untimed exchange of nothing that waits
+         for every rank to be up (its time: start_ms). The raw floor: bench/raw_connect.c.
      --test mem [-d DEV] --channels LIST
          one process: a multi-channel of n channels (the default channel desc) for each n of LIST;
          the heap it took (mallinfo2: safeverbs' tracking and libibverbs' bookkeeping) and the
@@ -27,6 +31,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -48,6 +53,11 @@ static void die(const char *fmt, ...) {
 }
 static void must(sfv_result r, const char *what) {
     if (r != SFV_OK) die("%s: %s (%s)", what, sfv_result_str(r), sfv_last_error()->message);
+}
+static double cpu_ms(void) { /* the process's user + system CPU time */
+    struct rusage u;
+    getrusage(RUSAGE_SELF, &u);
+    return (double)(u.ru_utime.tv_sec + u.ru_stime.tv_sec) * 1e3 + (double)(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e3;
 }
 static double now_s(void) {
     struct timespec ts;
@@ -93,12 +103,42 @@ static int run_connect(const opts *o) {
     d.world_size = (size_t)o->world;
     d.channel = chan_desc(o, 16, 16);
     must(sfv_create_node(pd, &d, &node), "create node");
-    t0 = now_s();
-    must(sfv_node_connect(node, nodes, 120000), "node connect");
-    must(sfv_node_barrier(node, NULL, 0, 120000), "barrier");
-    t1 = now_s();
-    printf("result,scale,connect,%s,%d,sfv,connect_ms_rank%d,%.3f\n", o->variant ? o->variant : "tree", o->world, o->rank,
-           (t1 - t0) * 1e3);
+    if (o->variant && !strcmp(o->variant, "phases")) { /* sfv_node_connect's steps one by one, timed */
+        const size_t each = SFV_NODE_ENDPOINT_SIZE((size_t)o->world);
+        uint8_t *mine = malloc(each), *all = malloc(each * (size_t)o->world);
+        double t[6], c0, s0;
+        static const char *const step[] = {"exchange", "handshake", "sync", "barrier"};
+        if (!mine || !all) die("malloc");
+        /* first an exchange of nothing, outside the steps: every rank is up (processes start
+           seconds apart under emulation) before the clock starts */
+        s0 = now_s();
+        must(sfv_exchange_all_keyed(nodes, (size_t)o->world, (size_t)o->rank, NULL, 0, NULL, NULL, 120000), "start");
+        printf("result,scale,connect,phases,%d,sfv,start_ms_rank%d,%.3f\n", o->world, o->rank, (now_s() - s0) * 1e3);
+        c0 = cpu_ms();
+        t[0] = now_s();
+        must(sfv_node_endpoint(node, mine, each), "node endpoint");
+        must(sfv_exchange_all_keyed(nodes, (size_t)o->world, (size_t)o->rank, mine, each, all, NULL, 120000), "exchange");
+        t[1] = now_s();
+        must(sfv_node_handshake(node, all, each * (size_t)o->world), "handshake");
+        t[2] = now_s();
+        must(sfv_exchange_all_keyed(nodes, (size_t)o->world, (size_t)o->rank, NULL, 0, NULL, NULL, 120000), "sync");
+        t[3] = now_s();
+        must(sfv_node_barrier(node, NULL, 0, 120000), "barrier");
+        t[4] = now_s();
+        for (int i = 0; i < 4; i++)
+            printf("result,scale,connect,phases,%d,sfv,%s_ms_rank%d,%.3f\n", o->world, step[i], o->rank, (t[i + 1] - t[i]) * 1e3);
+        printf("result,scale,connect,phases,%d,sfv,connect_ms_rank%d,%.3f\n", o->world, o->rank, (t[4] - t[0]) * 1e3);
+        printf("result,scale,connect,phases,%d,sfv,cpu_ms_rank%d,%.3f\n", o->world, o->rank, cpu_ms() - c0);
+        free(mine);
+        free(all);
+    } else {
+        t0 = now_s();
+        must(sfv_node_connect(node, nodes, 120000), "node connect");
+        must(sfv_node_barrier(node, NULL, 0, 120000), "barrier");
+        t1 = now_s();
+        printf("result,scale,connect,%s,%d,sfv,connect_ms_rank%d,%.3f\n", o->variant ? o->variant : "tree", o->world, o->rank,
+               (t1 - t0) * 1e3);
+    }
     must(sfv_destroy_node(node), "destroy node");
     sfv_dealloc_pd(pd);
     sfv_close_device(ctx);
