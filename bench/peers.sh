@@ -154,8 +154,9 @@ peer_poll_fn() {
 # ping-pong in sfv_bench (lib_lat), and in Debian's stripped binaries (no symbols: callgrind names
 # a function by its offset in the object) the function that posts and polls: ib_send_lat's
 # latency loop (perftest 4.5+0.17-1: the caller of the provider's post_send and poll functions,
-# run_iter_lat_send in perftest's sources) and qperf's rc_lat client loop (0.4.11: the caller
-# of its poll wrapper and of its post functions, once per message). Another build of a tool has
+# run_iter_lat_send in perftest's sources) and qperf's rc_lat client (0.4.11: the function that
+# calls its poll wrapper and its two post functions once per message; its rdma_cm set-up runs in
+# it too, in callees called once, which peer_cg_count leaves out). Another build of a tool has
 # other offsets: peers_callgrind then finds no poll calls in the loop and says so.
 peer_loop_fn() {
     case $1 in sfv | raw) echo "${1/sfv/lib}_lat" ;; perftest) echo 0x0000000000023100 ;; qperf) echo 0x00000000000131e0 ;; esac
