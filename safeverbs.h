@@ -696,6 +696,14 @@ typedef enum sfv_wait_mode {
 
 /* A zero-filled desc means every default:
      cq_entries       max_send_wr + max_recv_wr      max_send_wr, max_recv_wr   128
+                      Memory a channel costs with these defaults (measured by make bench on rxe,
+                      bench/sfv_scale --test mem, 1 to 64 channels): about 7.5 KB of heap (6 KB of it
+                      safeverbs' own tracking: a place of 24 bytes per work request, the rings
+                      rounded up to a power of two; the rest libibverbs' and the provider's) and
+                      about 240 KB of queue memory mapped with the kernel (the provider's send and
+                      receive queues and CQ). Both grow with max_send_wr, max_recv_wr, cq_entries,
+                      the element counts and max_inline_data; debug builds add the in-flight
+                      tracking (>>impl inflight).
      max_send_sge     4        max_recv_sge  4
      max_inline_data  0: what the device grants, capped at SFV_INLINE_DEFAULT (256 bytes).
                       A send, write or write with immediate whose byte total fits goes inline
@@ -2917,6 +2925,12 @@ static void sfv__set_can(sfv_channel *ch, bool send, bool recv) {
     ch->lim_read = send ? (size_t)ch->max_read_sge + 1 : 0;
     ch->lim_recv = recv ? (size_t)ch->desc.max_recv_sge + 1 : 0;
 }
+/* The send side alone (a connection made). */
+static void sfv__set_can_send(sfv_channel *ch, bool send) {
+    ch->can_send = send;
+    ch->lim_send = send ? (size_t)ch->desc.max_send_sge + 1 : 0;
+    ch->lim_read = send ? (size_t)ch->max_read_sge + 1 : 0;
+}
 
 /* Something besides the device that can end a channel's waits: the RDMA-CM connection over it,
    whose peer may disconnect (>>impl rdmacm). A wait that has to wait polls fd as well (event
@@ -3467,7 +3481,7 @@ SAFEVERBS_API sfv_result sfv_channel_handshake(sfv_channel *ch, const sfv_endpoi
         return sfv__fail(SFV_ERR_BROKEN, why.errnum, why.verb, "the channel is broken (destroy it): %s", why.message);
     }
     ch->connected = true;
-    sfv__set_can(ch, true, ch->can_recv);
+    sfv__set_can_send(ch, !ch->broken); /* (the receive side as it is: an event may break the channel meanwhile) */
     SFV__LOG(SFV_LOG_INFO, "%s qp %u: connected to qp %u (lid %u, %s gid %02x%02x..%02x%02x, mtu %u, read depth %u)",
              sfv_context_name(sfv_pd_context(ch->pd)), ch->qp->qp_num, peer->qpn, peer->lid, peer->has_gid ? "with" : "no",
              peer->gid.raw[0], peer->gid.raw[1], peer->gid.raw[14], peer->gid.raw[15], mtu, qa.max_rd_atomic);
@@ -3792,6 +3806,7 @@ static sfv__ring *sfv__ring_of(sfv_channel *ch, uint64_t wr_id) { return (wr_id 
 static void sfv__finish_quiet(sfv__slot *s, bool flushed) {
     s->status = (uint8_t)(flushed ? IBV_WC_WR_FLUSH_ERR : IBV_WC_SUCCESS);
     s->vendor_err = 0;
+    if (flushed) s->byte_len = 0; /* (no length of an earlier work request in its place: an SRQ's failed receive keeps a QP number there) */
     s->state = SFV__SLOT_DONE;
 }
 
@@ -3993,6 +4008,10 @@ static void sfv__ring_flush(sfv__ring *q) {
 
 static bool sfv__destroy_qp(sfv_channel *ch) {
     if (ch->qp && ibv_destroy_qp(ch->qp) != 0) return false;
+    if (ch->qp) { /* without a QP it takes no work (a reset that makes a new one opens it again) */
+        ch->broken = true;
+        sfv__set_can(ch, false, false);
+    }
     ch->qp = NULL;
     sfv__ring_flush(&ch->sq);
     sfv__ring_flush(&ch->rq);
@@ -5039,8 +5058,11 @@ SFV__SLOW sfv_result sfv__pending_dead(sfv_work_completion *wc) {
     SFV_ASSERT(!"pending handle used after its channel was destroyed");
     return sfv__wc_none(wc, sfv__fail(SFV_ERR_INVALID, EINVAL, "pending", "pending handle used after its channel was destroyed"));
 }
+/* (the handle's place must be its ring's: a ring of another channel, at a freed one's address,
+   would pass the first test) */
 #define SFV__PENDING_LIVE(p, wc) \
-    if (SFV__UNLIKELY(!sfv__live_ring((p)->q_))) return sfv__pending_dead(wc)
+    if (SFV__UNLIKELY(!sfv__live_ring((p)->q_) || (p)->s_ != (void *)&(p)->q_->slots[(p)->seq_ & (p)->q_->mask])) \
+        return sfv__pending_dead(wc)
 #else
 #define SFV__PENDING_LIVE(p, wc) ((void)0)
 #endif
@@ -5089,7 +5111,7 @@ SFV__API_HOT sfv_result sfv_pending_wait(sfv_pending *pending, int timeout_ms, s
 /* Called from another file: a wait whose work is done already returns without the stack frame a
    poll needs (the CQ array, the registers kept across the verb); one that must poll goes on in
    sfv__pending_wait_poll. (Inlined into the caller, SAFEVERBS_STATIC, one body does better.) */
-static __attribute__((noinline)) sfv_result sfv__pending_wait_poll(sfv_pending *pending, sfv__ring *q, sfv__slot *s, int timeout_ms,
+SFV__SLOW sfv_result sfv__pending_wait_poll(sfv_pending *pending, sfv__ring *q, sfv__slot *s, int timeout_ms,
                                                                    sfv_work_completion *wc) {
     sfv__pending_check(pending, s);
     return sfv__pending_block_as(pending, q, s, timeout_ms, NULL, wc, true);
@@ -5244,7 +5266,7 @@ static void sfv__settle(sfv_channel *ch, sfv__ring *q, uint64_t from, uint64_t d
 /* >>impl events ----------------------------------------------------------------------------- */
 /* Any thread may read a context's events (a wait, sfv_context_events), so the reading, the
    context's lists of channels and SRQs and its queue of events are under ev_lock. Whoever reads
-   an event marks what it breaks (a flag and the channel's post tests: a byte each, written by
+   an event marks what it breaks (a flag and the channel's post tests: aligned words, written by
    this thread, read by the channel's owner); the owner's next wait flushes the channel. A
    channel on the list is alive: destroy takes it off under the lock before it frees it. */
 static void sfv__ev_enter(sfv_context *ctx) { while (__atomic_test_and_set(&ctx->ev_lock, __ATOMIC_ACQUIRE)) sched_yield(); }
@@ -5627,7 +5649,7 @@ static sfv_result sfv__srq_unref(sfv_srq *srq) {
     srq->srq = NULL;
     rc = ibv_destroy_cq(srq->core.cq);
     if (rc) { /* the SRQ is gone, its CQ is not: kept, refusing posts, so the call can be repeated */
-        srq->core.broken = true;
+        sfv__break(&srq->core);
         sfv__ref(&srq->refs);
         return sfv__fail_verb("ibv_destroy_cq", rc);
     }
@@ -5967,7 +5989,7 @@ static sfv_result sfv__channel_ready_from(sfv_channel *ch, struct ibv_qp_attr *r
     if ((rtr_mask & IBV_QP_PATH_MTU) && sfv__mtu_bytes(rtr->path_mtu)) ch->desc.path_mtu = sfv__mtu_bytes(rtr->path_mtu);
     if (rts_mask & IBV_QP_SQ_PSN) ch->desc.send_psn = rts->sq_psn;
     ch->connected = true;
-    sfv__set_can(ch, true, ch->can_recv);
+    sfv__set_can_send(ch, !ch->broken); /* (the receive side as it is: an event may break the channel meanwhile) */
     return SFV_OK;
 }
 /* The connection is gone: the channel breaks and its work is flushed now, so that waits on it

@@ -1384,6 +1384,100 @@ static void t_null_arrays(void) {
 /* A peer GID the path cannot use, refused by the verb at RTR with EINVAL (the fake refuses an IPv4
    GID of another /24, as some drivers do; rxe says ETIMEDOUT, t_gid_other_subnet in
    test_channel.c): the error names the verb and hints at the GIDs' type and subnet. */
+/* A channel or SRQ whose destroy failed half-way (its QP or SRQ gone, its CQ not) refuses work
+   rather than handing the verbs a NULL queue, and the destroy can be repeated. */
+static void t_half_destroyed_refuses(void) {
+    tf_env e;
+    sfv_channel *a, *b;
+    sfv_srq *srq;
+    sfv_pending p;
+    sfv_gather_element g;
+    sfv_scatter_element s;
+    tf_open(&e, 4096);
+    tf_pair(&e, NULL, &a, &b);
+    g = sfv_mr_gather_element(e.mr, e.buf, 8);
+    s = sfv_mr_scatter_element(e.mr, e.buf + 64, 8);
+    fk_fail_nth(2); /* sfv_destroy_channel: ibv_destroy_qp, then ibv_destroy_cq fails */
+    CHECK_RESULT(sfv_destroy_channel(a), SFV_ERR_DRIVER);
+    CHECK(fk_failed() && strcmp(fk_failed(), "ibv_destroy_cq") == 0);
+    fk_fail_nth(0);
+    CHECK_RESULT(sfv_channel_post_send(a, &g, 1, &p), SFV_ERR_BROKEN);
+    CHECK_RESULT(sfv_channel_post_receive(a, &s, 1, &p), SFV_ERR_BROKEN);
+    CHECK_OK(sfv_destroy_channel(a));
+    CHECK_OK(sfv_destroy_channel(b));
+    CHECK_OK(sfv_create_srq(e.pd, NULL, &srq));
+    fk_fail_nth(2); /* sfv_destroy_srq: ibv_destroy_srq, then ibv_destroy_cq fails */
+    CHECK_RESULT(sfv_destroy_srq(srq), SFV_ERR_DRIVER);
+    fk_fail_nth(0);
+    CHECK_RESULT(sfv_srq_post_receive(srq, &s, 1, &p), SFV_ERR_BROKEN);
+    CHECK_OK(sfv_destroy_srq(srq));
+    tf_close(&e);
+}
+
+/* An SRQ's receive flushed by an SRQ_ERR event names no channel, even where its place's last
+   message had the length of a channel's QP number (a failed SRQ receive keeps the QP number it
+   came in on where a success keeps its length). The fake NIC has no SRQ QPs: the first receive's
+   completion is handed to the SRQ's completion path, and channel x is attached to the SRQ as a
+   channel created on it would be. */
+static void t_srq_flush_names_no_channel(void) {
+    tf_env e;
+    sfv_channel *x;
+    sfv_srq *srq;
+    sfv_srq_desc sd;
+    sfv_pending r1, r2;
+    sfv_work_completion wc;
+    struct ibv_wc w;
+    sfv_scatter_element s;
+    tf_open(&e, 4096);
+    memset(&sd, 0, sizeof sd);
+    sd.max_wr = 1; /* one place: the second receive takes the first's */
+    CHECK_OK(sfv_create_srq(e.pd, &sd, &srq));
+    CHECK_OK(sfv_create_channel(e.pd, NULL, &x));
+    sfv__srq_attach(srq, x);
+    s = sfv_mr_scatter_element(e.mr, e.buf, 64);
+    CHECK_OK(sfv_srq_post_receive(srq, &s, 1, &r1));
+    memset(&w, 0, sizeof w);
+    w.wr_id = r1.seq_ << 1 | 1;
+    w.status = IBV_WC_SUCCESS;
+    w.opcode = IBV_WC_RECV;
+    w.byte_len = w.qp_num = x->qp->qp_num;
+    sfv__complete(&srq->core, &w);
+    CHECK_OK(sfv_pending_wait(&r1, 0, &wc));
+    CHECK(wc.channel == x && wc.byte_len == x->qp->qp_num);
+    CHECK_OK(sfv_srq_post_receive(srq, &s, 1, &r2));
+    fk_inject_async_event(sfv_context_raw(e.ctx), IBV_EVENT_SRQ_ERR, sfv_srq_raw(srq), 0);
+    CHECK_RESULT(sfv_pending_wait(&r2, 5000, &wc), SFV_ERR_WORK);
+    CHECK(wc.status == SFV_WC_WR_FLUSH_ERR && wc.channel == NULL);
+    sfv__srq_detach(srq, x);
+    CHECK_OK(sfv_destroy_channel(x));
+    (void)sfv_destroy_srq(srq);
+    tf_close(&e);
+}
+
+/* Debug builds: a handle whose channel was destroyed aborts, also where a new channel took the
+   dead one's address and its ring is elsewhere (the handle's place is checked against its ring). */
+static void t_dead_channel_handle(void) {
+#if SFV_DEBUG
+    tf_env e;
+    sfv_channel *a, *b;
+    sfv_channel_desc d;
+    sfv_pending p;
+    sfv_scatter_element s;
+    tf_open(&e, 4096);
+    memset(&d, 0, sizeof d);
+    d.max_recv_wr = 64;
+    CHECK_OK(sfv_create_channel(e.pd, &d, &a));
+    s = sfv_mr_scatter_element(e.mr, e.buf, 8);
+    CHECK_OK(sfv_channel_post_receive(a, &s, 1, &p));
+    CHECK_OK(sfv_destroy_channel(a));
+    d.max_recv_wr = 1024; /* a ring of another size: elsewhere */
+    CHECK_OK(sfv_create_channel(e.pd, &d, &b));
+    CHECK_ABORTS((void)!sfv_pending_wait(&p, 0, NULL));
+    CHECK_OK(sfv_destroy_channel(b));
+    tf_close(&e);
+#endif
+}
+
 static void t_gid_subnet_hint(void) {
     tf_env e;
     sfv_channel *a, *b;
@@ -1995,6 +2089,9 @@ static const harness_test TESTS[] = {
     TEST(t_multi_channel, 10),
     TEST(t_null_arrays, 10),
     TEST(t_gid_subnet_hint, 10),
+    TEST(t_half_destroyed_refuses, 10),
+    TEST(t_srq_flush_names_no_channel, 10),
+    TEST(t_dead_channel_handle, 10),
     TEST(t_node, 20),
 };
 
