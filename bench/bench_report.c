@@ -25,8 +25,9 @@
                                                   (--inclusive=yes / no) of runs of N1 and N2
                                                   (N1 0, BASE1 -: one run, zeroed after warm-up)
        bench_report peerfit ROW FILE              a peer's instructions per message: FILE's lines
-                                                  "N IR POLLS" (callgrind runs), fitted as
-                                                  IR = a N + b POLLS + c (bench/peers.sh)
+                                                  "N IR POLLS [TICKS]" (callgrind runs), fitted
+                                                  as IR = a N + b POLLS [+ t TICKS] + c
+                                                  (bench/peers.sh)
        bench_report syscalls ROW N FILE1 FILE2    system calls per operation from strace -c of
                                                   runs of N and 2N operations
        bench_report hostload FILE                 the host_load= meta line from the host's
@@ -1265,7 +1266,7 @@ static void peers_section(FILE *o, const char *dir) {
         }
     }
     fprintf(o, "\n**Instructions** (callgrind, user space, the client; the server not under valgrind): runs of N, 2N, "
-               "3N and 2N again round trips (N a multiple of 64; qperf: 2, 4, 6 and 4 seconds, its own count of "
+               "3N, 2N and 3N round trips (N a multiple of 64; qperf: 2, 4, 6, 4 and 6 seconds, its own count of "
                "messages), each counted only inside the tool's measurement loop (callgrind --toggle-collect: "
                "sfv_bench's lib_lat; in Debian's stripped ib_send_lat and qperf, which callgrind names by offset, the "
                "function that posts and polls once per message: perftest's latency loop, qperf's rc_lat client "
@@ -1275,7 +1276,10 @@ static void peers_section(FILE *o, const char *dir) {
                "with all below them (set-up: ib_send_lat's loop measures the CPU clock by spinning on gettimeofday, "
                "0.6 to 0.8 million instructions that differ in every run; qperf's rc_lat sets up its rdma_cm "
                "connection). What remains is fitted as *a* x round trips + *b* x polls + *c* (polls: calls of the rxe "
-               "provider's poll function, the same code for every tool; how many come back empty depends on timing). "
+               "provider's poll function, the same code for every tool; how many come back empty depends on timing), "
+               "plus *t* x ticks where the number of clock reads left out differs between runs (safeverbs' wait checks "
+               "its deadline after every 64 empty polls of a wait, so those call sites, a few instructions each, are "
+               "not a fixed share of the polls). "
                "*b* is one poll call with the tool's loop around it, *a* the rest of a round trip (post a send, post a "
                "receive, the tool's bookkeeping). The figure compared is *a* + 2*b*: one round trip of the signalled "
                "path with no empty poll, one poll per completion (the send's and the receive's), every tool counted "
@@ -1287,11 +1291,11 @@ static void peers_section(FILE *o, const char *dir) {
                "and the two land in one poll more often). Queues of 16 for safeverbs and perftest (sfv_bench --depth/--rx-depth, "
                "ib_send_lat -r; ib_send_lat with its default 512 posts all its receives before its loop in runs this "
                "short, and counts none): a post's or a completion's cost varies a little with its place in the rings, "
-               "so counts are linear in N only over whole turns. *residual*: how far the four runs are from their "
+               "so counts are linear in N only over whole turns. *residual*: how far the five runs are from their "
                "fit, the largest difference per round trip; the target is judged only where it is under 1%% of "
                "*a* + 2*b* for safeverbs and the tool, otherwise *no data*. ib_send_lat's count is exact (residual 0, "
-               "the same figure in every run); safeverbs' moves by a few instructions per round trip between runs "
-               "(whether a wait finds its completion at once, and the instructions around its deadline check). "
+               "the same figure in every run); safeverbs' can still move by an instruction or so per round trip "
+               "(whether a wait finds its completion at once). "
                "*naive*: the slopes (Ir(kN) - Ir(jN)) / (k - j)N between whole runs, empty polls included: how far "
                "apart whole counts are. One round trip is one send and one receive on each side. UCX's and "
                "libfabric's small-message paths are counted in the cost loop instead (above), by loops of their "
@@ -1324,69 +1328,80 @@ static void peers_section(FILE *o, const char *dir) {
     peer_why_lines(o, dir);
 }
 
-/* peerfit ROW FILE: FILE holds "N IR POLLS" lines (one callgrind run each); prints ROW,ir_msg
-   (a), ROW,ir_poll (b), ROW,polls_per_msg_min, ROW,ir_msg_naive from the least-squares fit
-   IR = a * N + b * POLLS + c (b = 0 where the polls do not vary apart from N), ROW,ir_rt (a + 2b),
-   and with more than 3 runs ROW,ir_resid_max (the largest residual per N). */
+/* peerfit ROW FILE: FILE holds "N IR POLLS [TICKS]" lines (one callgrind run each); prints
+   ROW,ir_msg (a), ROW,ir_poll (b), ROW,polls_per_msg_min, ROW,ir_msg_naive from the least-squares
+   fit IR = a * N + b * POLLS [+ t * TICKS] + c (b = 0 where the polls do not vary apart from N;
+   TICKS, where they differ between runs: the calls of a waiting loop's clock check every so many empty
+   polls, whose call sites cost a few instructions each and are not a fixed share of the polls),
+   ROW,ir_rt (a + 2b), and with more runs than unknowns ROW,ir_resid_max (the largest residual per
+   N). */
 static int cmd_peerfit(const char *row, const char *path) {
-    double x[16][3], y[16], m[3][4] = {{0}}, best = NAN;
-    int n = 0;
+    enum { MAXK = 4 };
+    double x[16][MAXK], y[16], m[MAXK][MAXK + 1] = {{0}}, best = NAN, co[MAXK] = {0};
+    int n = 0, k = 3;
+    bool ticks = false;
     char line[256];
     FILE *in = fopen(path, "r");
     if (!in) die("cannot read ", path);
     while (n < 16 && fgets(line, sizeof line, in)) {
-        double a, b, c;
-        if (sscanf(line, "%lf %lf %lf", &a, &b, &c) != 3 || a <= 0) continue;
-        x[n][0] = a, x[n][1] = c, x[n][2] = 1, y[n] = b;
+        double a, b, c, t = 0;
+        int got = sscanf(line, "%lf %lf %lf %lf", &a, &b, &c, &t);
+        if (got < 3 || a <= 0) continue;
+        x[n][0] = a, x[n][1] = c, x[n][2] = t, y[n] = b;
+        if (n > 0 && t != x[0][2]) ticks = true; /* the same in every run: part of the constant */
         if (isnan(best) || c / a < best) best = c / a;
         n++;
     }
     fclose(in);
-    if (n < 3) {
-        fprintf(stderr, "bench_report: peerfit %s: %d usable runs of 3 (%s)\n", row, n, path);
+    if (ticks) k = 4;
+    for (int i = 0; i < n; i++) x[i][k - 1] = 1; /* the constant, last (over the ticks' place without them) */
+    if (n < k) {
+        fprintf(stderr, "bench_report: peerfit %s: %d usable runs of %d (%s)\n", row, n, k, path);
         return 1;
     }
     for (int i = 0; i < n; i++)
-        for (int r = 0; r < 3; r++) {
-            for (int c = 0; c < 3; c++) m[r][c] += x[i][r] * x[i][c];
-            m[r][3] += x[i][r] * y[i];
+        for (int r = 0; r < k; r++) {
+            for (int c = 0; c < k; c++) m[r][c] += x[i][r] * x[i][c];
+            m[r][k] += x[i][r] * y[i];
         }
     /* Gaussian elimination with partial pivoting; a singular system (polls proportional to N):
-       the fit without the polls */
-    double a = NAN, b = 0, c0 = 0;
+       no figure */
+    double a = NAN, b = 0;
     {
-        double w[3][4];
+        double w[MAXK][MAXK + 1];
         bool ok = true;
         memcpy(w, m, sizeof w);
-        for (int c = 0; c < 3 && ok; c++) {
+        for (int c = 0; c < k && ok; c++) {
             int p = c;
-            for (int r = c + 1; r < 3; r++)
+            for (int r = c + 1; r < k; r++)
                 if (fabs(w[r][c]) > fabs(w[p][c])) p = r;
             if (fabs(w[p][c]) < 1e-9 * (fabs(m[c][c]) + 1)) ok = false; /* singular: polls proportional to N */
-            for (int k = 0; ok && k < 4; k++) {
-                double t = w[c][k];
-                w[c][k] = w[p][k];
-                w[p][k] = t;
+            for (int j = 0; ok && j <= k; j++) {
+                double t = w[c][j];
+                w[c][j] = w[p][j];
+                w[p][j] = t;
             }
-            for (int r = 0; ok && r < 3; r++) {
+            for (int r = 0; ok && r < k; r++) {
                 if (r == c) continue;
                 double f = w[r][c] / w[c][c];
-                for (int k = c; k < 4; k++) w[r][k] -= f * w[c][k];
+                for (int j = c; j <= k; j++) w[r][j] -= f * w[c][j];
             }
         }
         if (ok) {
-            a = w[0][3] / w[0][0];
-            b = w[1][3] / w[1][1];
-            c0 = w[2][3] / w[2][2];
+            for (int c = 0; c < k; c++) co[c] = w[c][k] / w[c][c];
+            a = co[0];
+            b = co[1];
         }
     }
     /* with more runs than unknowns, how far the runs are from the fit: the largest residual per
        round trip (0 where the count is exact: every empty poll costs the same, nothing else varies);
        printed even where the fit is refused below, as the evidence */
-    if (isfinite(a) && isfinite(b) && n > 3) {
+    if (isfinite(a) && isfinite(b) && n > k) {
         double worst = 0;
         for (int i = 0; i < n; i++) {
-            double r = fabs(y[i] - (a * x[i][0] + b * x[i][1] + c0)) / x[i][0];
+            double f = 0, r;
+            for (int c = 0; c < k; c++) f += co[c] * x[i][c];
+            r = fabs(y[i] - f) / x[i][0];
             if (r > worst) worst = r;
         }
         printf("%s,ir_resid_max,%.2f\n", row, worst);

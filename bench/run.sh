@@ -12,7 +12,8 @@
 # Stages: latency (ping-pong, A-B-B-A, then perftest per size), throughput, message rate,
 # event vs busy waiting, callgrind instruction counts (safeverbs, raw, hand-tracked raw),
 # strace system-call counts, the peers on one device (bench/peers.sh: perftest, UCX, libfabric,
-# qperf), scaling (build/sfv_scale: ranks, channels, peers, depth; scaling.png). This script
+# qperf), scaling (build/sfv_scale: ranks, channels, peers, depth; scaling.png; build/raw_connect:
+# the node connect's raw floor). This script
 # runs the programs; build/bench_report reads their output into CSV lines (test,op,variant,
 # size,impl,metric,value) and writes the report. Ends with "N passed, N failed" (runs that
 # gave their figures, runs that did not).
