@@ -5060,23 +5060,46 @@ SFV__SLOW sfv_result sfv__pending_dead(sfv_work_completion *wc) {
 }
 /* (the handle's place must be its ring's: a ring of another channel, at a freed one's address,
    would pass the first test) */
+#define SFV__PENDING_GONE(p) (!sfv__live_ring((p)->q_) || (p)->s_ != (void *)&(p)->q_->slots[(p)->seq_ & (p)->q_->mask])
 #define SFV__PENDING_LIVE(p, wc) \
-    if (SFV__UNLIKELY(!sfv__live_ring((p)->q_) || (p)->s_ != (void *)&(p)->q_->slots[(p)->seq_ & (p)->q_->mask])) \
-        return sfv__pending_dead(wc)
+    if (SFV__UNLIKELY(SFV__PENDING_GONE(p))) return sfv__pending_dead(wc)
 #else
 #define SFV__PENDING_LIVE(p, wc) ((void)0)
 #endif
 
-/* A handle that is not waiting for one work request: a batch's (polled or waited for as the
+/* A handle that is not waiting for one work request: a batch's (polled, or waited for, as the
    common path does, with the batch's take), or one already consumed (or never posted). */
-SFV__SLOW sfv_result sfv__pending_other(sfv_pending *pending, bool block, int timeout_ms, uint64_t *deadline, sfv_work_completion *wc) {
-    sfv__ring *q;
+/* Its place (checked) where the call goes on to the CQ; NULL where it is over, *r its result. */
+SFV__HOT_INLINE sfv__slot *sfv__pending_other(sfv_pending *pending, sfv__ring **q, sfv_work_completion *wc, sfv_result *r) {
     sfv__slot *s;
-    if (!pending || pending->state_ != SFV__PENDING_WAITING_BATCH) return sfv__pending_again(pending, wc);
-    SFV__PENDING_LIVE(pending, wc);
-    if (sfv__pending_slot(pending, &q, &s)) return sfv__pending_take(pending, q, s, wc);
+    if (!pending || pending->state_ != SFV__PENDING_WAITING_BATCH) {
+        *r = sfv__pending_again(pending, wc);
+        return NULL;
+    }
+#if SFV_DEBUG
+    if (SFV__UNLIKELY(SFV__PENDING_GONE(pending))) {
+        *r = sfv__pending_dead(wc);
+        return NULL;
+    }
+#endif
+    if (sfv__pending_slot(pending, q, &s)) {
+        *r = sfv__pending_take(pending, *q, s, wc);
+        return NULL;
+    }
     sfv__pending_check(pending, s);
-    return block ? sfv__pending_block(pending, q, s, timeout_ms, deadline, wc) : sfv__poll_once(pending, q, s, wc);
+    return s;
+}
+SFV__SLOW sfv_result sfv__pending_other_poll(sfv_pending *pending, sfv_work_completion *wc) {
+    sfv__ring *q;
+    sfv_result r = SFV_OK;
+    sfv__slot *s = sfv__pending_other(pending, &q, wc, &r);
+    return s ? sfv__poll_once(pending, q, s, wc) : r;
+}
+SFV__SLOW sfv_result sfv__pending_other_wait(sfv_pending *pending, int timeout_ms, uint64_t *deadline, sfv_work_completion *wc) {
+    sfv__ring *q;
+    sfv_result r = SFV_OK;
+    sfv__slot *s = sfv__pending_other(pending, &q, wc, &r);
+    return s ? sfv__pending_block(pending, q, s, timeout_ms, deadline, wc) : r;
 }
 
 SFV__API_HOT sfv_result sfv_pending_poll(sfv_pending *pending, sfv_work_completion *wc) {
@@ -5088,7 +5111,7 @@ SFV__API_HOT sfv_result sfv_pending_poll(sfv_pending *pending, sfv_work_completi
         sfv__pending_check(pending, s);
         return sfv__pending_poll_cq(pending, q, s, wc);
     }
-    return sfv__pending_other(pending, false, 0, NULL, wc);
+    return sfv__pending_other_poll(pending, wc);
 }
 
 /* sfv_pending_wait, with the deadline of sfv__pending_block. */
@@ -5101,7 +5124,7 @@ SFV__HOT_INLINE sfv_result sfv__pending_wait(sfv_pending *pending, int timeout_m
         sfv__pending_check(pending, s);
         return sfv__pending_block_as(pending, q, s, timeout_ms, deadline, wc, true);
     }
-    return sfv__pending_other(pending, true, timeout_ms, deadline, wc);
+    return sfv__pending_other_wait(pending, timeout_ms, deadline, wc);
 }
 #if defined(SFV__API_STATIC)
 SFV__API_HOT sfv_result sfv_pending_wait(sfv_pending *pending, int timeout_ms, sfv_work_completion *wc) {
@@ -5124,7 +5147,7 @@ SFV__API_HOT sfv_result sfv_pending_wait(sfv_pending *pending, int timeout_ms, s
         if (SFV__LIKELY(sfv__pending_slot(pending, &q, &s))) return sfv__pending_take_as(pending, q, s, wc, true);
         return sfv__pending_wait_poll(pending, q, s, timeout_ms, wc);
     }
-    return sfv__pending_other(pending, true, timeout_ms, NULL, wc);
+    return sfv__pending_other_wait(pending, timeout_ms, NULL, wc);
 }
 #endif
 
