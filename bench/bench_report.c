@@ -1299,7 +1299,11 @@ static void peers_section(FILE *o, const char *dir) {
                "*naive*: the slopes (Ir(kN) - Ir(jN)) / (k - j)N between whole runs, empty polls included: how far "
                "apart whole counts are. One round trip is one send and one receive on each side. UCX's and "
                "libfabric's small-message paths are counted in the cost loop instead (above), by loops of their "
-               "own.\n\n"
+               "own. *raw verbs* is sfv_bench's same ping-pong on libibverbs alone (raw_lat: the same verbs, "
+               "completions counted, nothing tracked), counted the same way: where perftest's loop costs about what "
+               "it costs, perftest is a loop of bare verbs too, and a layer that tracks its work (records, states, "
+               "checks) cannot be below it: the cost test above measures what that tracking costs at the least "
+               "(*hand-tracked raw*).\n\n"
                "| tool | a: per round trip | b: per poll | a + 2b | residual | polls per round trip (fewest) | naive per round trip (range) | safeverbs/tool (a + 2b) | target |\n"
                "|---|---:|---:|---:|---:|---:|---:|---:|---|\n");
     double sa = fig("peers", "cg", "fit", size, "sfv", "ir_rt"), sres = fig("peers", "cg", "fit", size, "sfv", "ir_resid_max");

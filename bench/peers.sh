@@ -31,7 +31,7 @@ PEER_SFV_ARGS=() PEER_PT_ARGS=() # more arguments for sfv_bench's client and ib_
 # Counted from outside (peers_callgrind): safeverbs and the tools of the signalled-path target.
 # UCX's and libfabric's small-message paths are counted in make bench's stage 5 instead, by
 # loops of their own (bench/uct_cost.c, bench/fi_cost.c) that repeat exactly.
-PEER_CG_TOOLS="sfv perftest qperf"
+PEER_CG_TOOLS="sfv raw perftest qperf" # raw: the same loop on libibverbs alone, the floor of any layer on it
 # rxe's IP address (fi_pingpong and qperf connect through rdma_cm to it)
 peer_ip() {
     local nd
