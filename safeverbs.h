@@ -2918,18 +2918,15 @@ struct sfv_channel {
 
 /* Whether the channel's queues take work now, and the one test its posts make of that (sfv__postable):
    every change of can_send or can_recv goes through here. */
-static void sfv__set_can(sfv_channel *ch, bool send, bool recv) {
+static void sfv__set_can_send(sfv_channel *ch, bool send) { /* the send side alone (a connection made) */
     ch->can_send = send;
-    ch->can_recv = recv;
     ch->lim_send = send ? (size_t)ch->desc.max_send_sge + 1 : 0;
     ch->lim_read = send ? (size_t)ch->max_read_sge + 1 : 0;
-    ch->lim_recv = recv ? (size_t)ch->desc.max_recv_sge + 1 : 0;
 }
-/* The send side alone (a connection made). */
-static void sfv__set_can_send(sfv_channel *ch, bool send) {
-    ch->can_send = send;
-    ch->lim_send = send ? (size_t)ch->desc.max_send_sge + 1 : 0;
-    ch->lim_read = send ? (size_t)ch->max_read_sge + 1 : 0;
+static void sfv__set_can(sfv_channel *ch, bool send, bool recv) {
+    sfv__set_can_send(ch, send);
+    ch->can_recv = recv;
+    ch->lim_recv = recv ? (size_t)ch->desc.max_recv_sge + 1 : 0;
 }
 
 /* Something besides the device that can end a channel's waits: the RDMA-CM connection over it,
@@ -4393,10 +4390,16 @@ static sfv_result sfv__post_refused(sfv_channel *ch, sfv__post_kind kind, const 
 
 /* Takes the next n slots for n posted work requests (the ring's fields stay in registers), in
    `state` (INFLIGHT; INJECT for an inject's). */
+/* Place s now holds work request seq, posted in `state` as op (status SUCCESS until its completion
+   says otherwise, has_imm 0): the small fields in one store. */
+SFV__HOT_INLINE void sfv__slot_posted(sfv__slot *s, uint64_t seq, uint8_t state, sfv_wc_opcode op) {
+    const uint8_t small[4] = {state, (uint8_t)op, 0, 0}; /* state, op, status, has_imm */
+    s->seq = seq;
+    memcpy(&s->state, small, sizeof small);
+}
 SFV__HOT_INLINE sfv__slot *sfv__track_state(sfv__ring *q, uint8_t state, sfv_wc_opcode op, const uint32_t *read_len, size_t n) {
     sfv__slot *const slots = q->slots, *s = NULL;
     const uint64_t mask = q->mask;
-    const uint8_t small[4] = {state, (uint8_t)op, 0, 0}; /* state, op, status, has_imm */
     /* the length a completion will not say: a read's, an atomic's, an inject's (for its failure);
        a receive's comes with its completion, and no one reads a send's or a write's */
     const bool keep_len = op == SFV_WC_OP_READ || sfv__op_is_atomic((uint8_t)op) || state == SFV__SLOT_INJECT;
@@ -4404,8 +4407,7 @@ SFV__HOT_INLINE sfv__slot *sfv__track_state(sfv__ring *q, uint8_t state, sfv_wc_
     size_t i;
     for (i = 0; i < n; i++, head++) {
         s = &slots[head & mask];
-        s->seq = head;
-        memcpy(&s->state, small, sizeof small);
+        sfv__slot_posted(s, head, state, op);
         if (keep_len) s->byte_len = read_len[i];
     }
     q->head = head;
@@ -4655,21 +4657,14 @@ SFV__HOT_INLINE sfv_result sfv__post_recv_batch(sfv_channel *ch, bool on_srq, st
     rc = on_srq ? ibv_post_srq_recv(srq, wrs, &bad) : ibv_post_recv(ch->qp, wrs, &bad);
     posted = rc ? (bad ? (size_t)(bad - wrs) : 0) : count; /* what was posted is the NIC's: track it */
     if (SFV__UNLIKELY(rc)) SFV__INFLIGHT_UNPOST(&ch->rq, NULL, wrs, posted);
-    { /* each its place and its handle, the ring's fields in registers */
+    { /* each its place and its handle, the ring's fields in registers (sfv__track per receive reloads them) */
         sfv__ring *const q = &ch->rq;
         sfv__slot *const slots = q->slots;
         const uint64_t mask = q->mask;
-        const uint8_t small[4] = {SFV__SLOT_INFLIGHT, SFV_WC_OP_RECV, 0, 0}; /* as sfv__track_state */
         for (i = 0; i < posted; i++) {
             sfv__slot *const s = &slots[(head + i) & mask];
-            sfv_pending *const p = &pendings[i];
-            s->seq = head + i;
-            memcpy(&s->state, small, sizeof small);
-            p->q_ = q;
-            p->seq_ = head + i;
-            p->state_ = SFV__PENDING_WAITING;
-            p->batch_ = 1;
-            p->s_ = s;
+            sfv__slot_posted(s, head + i, SFV__SLOT_INFLIGHT, SFV_WC_OP_RECV);
+            sfv__cover(q, &pendings[i], 1, s);
         }
         q->head = head + posted;
     }
@@ -5115,47 +5110,41 @@ SFV__API_HOT sfv_result sfv_pending_poll(sfv_pending *pending, sfv_work_completi
 }
 
 /* sfv_pending_wait, with the deadline of sfv__pending_block. */
-SFV__HOT_INLINE sfv_result sfv__pending_wait(sfv_pending *pending, int timeout_ms, uint64_t *deadline, sfv_work_completion *wc) {
+/* A wait that must poll, out of line: sfv_pending_wait called from another file then returns a done
+   handle without the stack frame a poll needs (the CQ array, the registers kept across the verb).
+   (Inlined into the caller, SAFEVERBS_STATIC, and in sfv_pending_wait_all, one body does better.) */
+SFV__SLOW sfv_result sfv__pending_wait_poll(sfv_pending *pending, sfv__ring *q, sfv__slot *s, int timeout_ms, uint64_t *deadline,
+                                            sfv_work_completion *wc) {
+    sfv__pending_check(pending, s);
+    return sfv__pending_block_as(pending, q, s, timeout_ms, deadline, wc, true);
+}
+SFV__HOT_INLINE sfv_result sfv__pending_wait(sfv_pending *pending, int timeout_ms, uint64_t *deadline, sfv_work_completion *wc,
+                                             bool poll_out_of_line) {
     if (SFV__LIKELY(pending && pending->state_ == SFV__PENDING_WAITING)) {
         sfv__ring *q;
         sfv__slot *s;
         SFV__PENDING_LIVE(pending, wc);
         if (SFV__LIKELY(sfv__pending_slot(pending, &q, &s))) return sfv__pending_take_as(pending, q, s, wc, true);
+        if (poll_out_of_line) return sfv__pending_wait_poll(pending, q, s, timeout_ms, deadline, wc);
         sfv__pending_check(pending, s);
         return sfv__pending_block_as(pending, q, s, timeout_ms, deadline, wc, true);
     }
     return sfv__pending_other_wait(pending, timeout_ms, deadline, wc);
 }
 #if defined(SFV__API_STATIC)
-SFV__API_HOT sfv_result sfv_pending_wait(sfv_pending *pending, int timeout_ms, sfv_work_completion *wc) {
-    return sfv__pending_wait(pending, timeout_ms, NULL, wc);
-}
+#define SFV__WAIT_POLL_OUT_OF_LINE false
 #else
-/* Called from another file: a wait whose work is done already returns without the stack frame a
-   poll needs (the CQ array, the registers kept across the verb); one that must poll goes on in
-   sfv__pending_wait_poll. (Inlined into the caller, SAFEVERBS_STATIC, one body does better.) */
-SFV__SLOW sfv_result sfv__pending_wait_poll(sfv_pending *pending, sfv__ring *q, sfv__slot *s, int timeout_ms,
-                                                                   sfv_work_completion *wc) {
-    sfv__pending_check(pending, s);
-    return sfv__pending_block_as(pending, q, s, timeout_ms, NULL, wc, true);
-}
-SFV__API_HOT sfv_result sfv_pending_wait(sfv_pending *pending, int timeout_ms, sfv_work_completion *wc) {
-    if (SFV__LIKELY(pending && pending->state_ == SFV__PENDING_WAITING)) {
-        sfv__ring *q;
-        sfv__slot *s;
-        SFV__PENDING_LIVE(pending, wc);
-        if (SFV__LIKELY(sfv__pending_slot(pending, &q, &s))) return sfv__pending_take_as(pending, q, s, wc, true);
-        return sfv__pending_wait_poll(pending, q, s, timeout_ms, wc);
-    }
-    return sfv__pending_other_wait(pending, timeout_ms, NULL, wc);
-}
+#define SFV__WAIT_POLL_OUT_OF_LINE true
 #endif
+SFV__API_HOT sfv_result sfv_pending_wait(sfv_pending *pending, int timeout_ms, sfv_work_completion *wc) {
+    return sfv__pending_wait(pending, timeout_ms, NULL, wc, SFV__WAIT_POLL_OUT_OF_LINE);
+}
 
 /* A wait after a failed one: the last error keeps describing the first failure, unless this
    one stops the call (a timeout, a handle not posted), whose error is the one to read then. */
 SFV__SLOW sfv_result sfv__keep_first(sfv_pending *pending, int timeout_ms, uint64_t *deadline, sfv_work_completion *wc) {
     const sfv_error kept = sfv__last;
-    const sfv_result r = sfv__pending_wait(pending, timeout_ms, deadline, wc);
+    const sfv_result r = sfv__pending_wait(pending, timeout_ms, deadline, wc, false);
     if (r == SFV_OK || r == SFV_ERR_WORK) sfv__last = kept;
     return r;
 }
@@ -5178,7 +5167,7 @@ SFV__API_HOT sfv_result sfv_pending_wait_all(sfv_pending *pendings, size_t count
     }
     for (i = 0; i < count; i++) {
         const sfv_result r = first ? sfv__keep_first(&pendings[i], timeout_ms, &deadline, wcs ? &wcs[i] : NULL)
-                                   : sfv__pending_wait(&pendings[i], timeout_ms, &deadline, wcs ? &wcs[i] : NULL);
+                                   : sfv__pending_wait(&pendings[i], timeout_ms, &deadline, wcs ? &wcs[i] : NULL, false);
         if (SFV__LIKELY(r == SFV_OK)) continue;
         if (r != SFV_ERR_WORK) { /* it stopped here: this handle and those after it are as they were */
             sfv__wcs_not_reached(wcs, i + 1, count);
