@@ -2870,9 +2870,22 @@ typedef struct sfv__ring {
     uint64_t cap;        /* work requests posted and not yet consumed, at most */
     uint64_t head;       /* next seq to post */
     uint64_t tail;       /* oldest seq not consumed */
-    uint64_t completed;  /* next seq without a completion */
+    uint64_t completed;  /* next seq without a completion; an INFLIGHT slot below it is done (sfv__slot_done) */
     uint64_t base;       /* the seq of the ring's first work request */
+    uint64_t inject_top; /* the seq + 1 of the newest inject's place (0: none): a catch-up looks at no place from it on */
+    bool gaps;           /* a place in (tail, head) may be free: a release at the tail then looks past itself */
 } sfv__ring;
+
+/* An SRQ's receive ring's `completed` (>>impl srq): its receives complete in any order, each with
+   its own completion, so none is completed by another's. */
+#define SFV__SRQ_UNORDERED UINT64_MAX
+
+/* Whether the work request in slot s (of seq) has completed. A completion completes the
+   unsignaled work before it (RC completes a queue in order) without a store to their slots: what
+   is still INFLIGHT below `completed` succeeded (its status says so since its post). */
+static bool sfv__slot_done(const sfv__ring *q, const sfv__slot *s, uint64_t seq) {
+    return s->state == SFV__SLOT_DONE || (s->state == SFV__SLOT_INFLIGHT && seq < q->completed && q->completed != SFV__SRQ_UNORDERED);
+}
 
 struct sfv_channel {
     sfv_pd *pd;
@@ -3192,6 +3205,8 @@ static sfv_result sfv__ring_init(sfv__ring *q, sfv_channel *ch, uint32_t cap) {
     q->cap = cap;
     q->base = ((__atomic_fetch_add(&sfv__ring_bases, 1, __ATOMIC_RELAXED) & ((1u << 21) - 1)) + 1) << 40;
     q->head = q->tail = q->completed = q->base;
+    q->inject_top = 0;
+    q->gaps = false;
     return SFV_OK;
 }
 
@@ -3757,7 +3772,7 @@ static void sfv__inflight_forget(sfv__ring *q) {
     sfv__iv_enter();
     for (seq = q->tail; seq < q->head; seq++) {
         const sfv__slot *s = &q->slots[seq & q->mask];
-        if (s->state != SFV__SLOT_FREE && s->seq == seq) sfv__iv_drop_slot(q, seq, s->state == SFV__SLOT_DONE ? sfv__iv_written(s) : 0);
+        if (s->state != SFV__SLOT_FREE && s->seq == seq) sfv__iv_drop_slot(q, seq, sfv__slot_done(q, s, seq) ? sfv__iv_written(s) : 0);
     }
     sfv__iv_leave();
 }
@@ -3845,13 +3860,15 @@ SFV__SLOW sfv_work_error_class sfv__failure_class(sfv_channel *ch, uint8_t op, e
     return sfv_wc_status_class((sfv_wc_status)status);
 }
 
-/* Moves q's tail past the places freed at its front (injects' places, given back by a completion). */
-static void sfv__tail_free(sfv__ring *q) {
+/* Moves q's tail past the places freed at its front (work consumed out of order, injects given
+   back by a completion). Inline: on a release's path, a call would cost the caller its registers. */
+SFV__HOT_INLINE void sfv__tail_free(sfv__ring *q) {
     const sfv__slot *const slots = q->slots;
     const uint64_t mask = q->mask, head = q->head;
     uint64_t t = q->tail;
     while (t < head && slots[t & mask].state == SFV__SLOT_FREE) t++;
     q->tail = t;
+    q->gaps = t != head; /* (what is free past the first place it stopped at stays to be passed) */
 }
 
 /* An inject's place completed with `status` (a failure): the channel remembers the first inject
@@ -3883,10 +3900,12 @@ SFV__SLOW bool sfv__catch_up(sfv_channel *ch, sfv__ring *q, uint64_t seq, enum i
         const uint64_t c0 = q->completed;
         sfv__slot *s = &slots[c0 & mask], *const wrap = slots + mask + 1; /* one pointer along the ring */
         uint64_t c, freed = 0;
-        for (c = c0; c < seq; c++) {
-            if (s->state == SFV__SLOT_INFLIGHT) {
-                s->state = SFV__SLOT_DONE; /* (its status says success since its post: sfv__finish_quiet less its stores) */
-            } else if (s->state == SFV__SLOT_INJECT) { /* nobody consumes an inject: its place is free now */
+        if (c0 >= q->inject_top) { /* no inject among them: moving `completed` completes them (sfv__slot_done) */
+            q->completed = seq;
+            return true;
+        }
+        for (c = c0; c < seq; c++) { /* nobody consumes an inject: its place is free now */
+            if (s->state == SFV__SLOT_INJECT) {
                 s->state = SFV__SLOT_FREE;
                 freed++;
             }
@@ -4033,6 +4052,7 @@ static void sfv__abort_mark(sfv_channel *ch) {
         t->seq = q->head++;
         t->state = SFV__SLOT_INJECT;
         t->op = SFV__OP_INJECT_WRITE;
+        q->inject_top = q->head;
     }
 }
 /* Whether work whose buffers are the caller's is still in flight: injects at the end of the send
@@ -4173,7 +4193,7 @@ static sfv_result sfv__wait(sfv_channel *ch, sfv__ring *q, uint64_t seq, uint64_
     unsigned spins = 0;
     for (;;) {
         int n;
-        if (s->state == SFV__SLOT_DONE) return SFV_OK;
+        if (sfv__slot_done(q, s, seq)) return SFV_OK;
         n = sfv__drain(ch);
         if (n < 0) return sfv__fail_poll(n);
         if (n > 0) continue;
@@ -4263,14 +4283,16 @@ SFV__SLOW sfv_result sfv__fail_work(const sfv_channel *ch, const sfv__slot *s) {
                      sfv_wc_status_str((sfv_wc_status)s->status), sfv_work_error_class_str(c), sfv__failure_hint(ch, s));
 }
 
-/* After slots first .. last were freed: if first is the ring's tail, the tail moves past them
-   and past every freed slot after them (work is mostly consumed in order, so it mostly just
-   steps past them). */
+/* After slots first .. last were freed: if first is the ring's tail, the tail moves past them, and
+   past the free places after them where there may be some (work is mostly consumed in order, so
+   there mostly are none: `gaps` says so without a look). */
 SFV__HOT_INLINE void sfv__tail_past(sfv__ring *q, uint64_t first, uint64_t last) {
-    uint64_t t;
-    if (first != q->tail) return; /* older work is still unconsumed */
-    for (t = last + 1; t < q->head && q->slots[t & q->mask].state == SFV__SLOT_FREE; t++) {}
-    q->tail = t;
+    if (first != q->tail) {
+        q->gaps = true; /* freed ahead of older work */
+        return;
+    }
+    q->tail = last + 1;
+    if (SFV__UNLIKELY(q->gaps)) sfv__tail_free(q);
 }
 /* Frees consumed slots first .. last. */
 SFV__HOT_INLINE void sfv__release_range(sfv__ring *q, uint64_t first, uint64_t last) {
@@ -4411,6 +4433,7 @@ SFV__HOT_INLINE sfv__slot *sfv__track_state(sfv__ring *q, uint8_t state, sfv_wc_
         if (keep_len) s->byte_len = read_len[i];
     }
     q->head = head;
+    if (state == SFV__SLOT_INJECT) q->inject_top = head;
     return s; /* the last place taken */
 }
 SFV__HOT_INLINE sfv__slot *sfv__track_n(sfv__ring *q, sfv_wc_opcode op, const uint32_t *read_len, size_t n) {
@@ -4922,7 +4945,8 @@ SFV__STATIC_ASSERT(offsetof(sfv__slot, state) == sizeof(uint64_t), slot_facts_af
 /* The slot behind a waiting handle, and whether it is done. A slot that is not free holds a work
    request in [tail, head), and its seq names which one: the handle's seq and the slot's state are
    the whole check, on every wait. A done slot of the handle's seq passes it on the common path;
-   any other is checked by sfv__pending_check before the slow path goes on. */
+   any other goes to one poll of the CQ, and is checked by sfv__pending_check if that did not
+   finish it (sfv__poll_once_as). */
 SFV__HOT_INLINE bool sfv__pending_slot(sfv_pending *pending, sfv__ring **qo, sfv__slot **so) {
     sfv__slot *s = (sfv__slot *)pending->s_;
     *qo = pending->q_;
@@ -4973,7 +4997,15 @@ SFV__SLOW void sfv__pending_take_batch(sfv_pending *pending, sfv__ring *q, const
         }
     pending->seq_ = pick->seq; /* (done: seq_ names the completion kept) */
     memcpy(pending->done_, &pick->state, SFV__SLOT_FACTS);
-    sfv__release_range(q, first, last);
+    if (first != q->tail) {
+        sfv__release_range(q, first, last);
+        return;
+    }
+    /* the oldest work: the tail moves past the batch, so no one looks at its places again until
+       they are posted anew; only the last, which a copy of the handle names, is marked free */
+    SFV__INFLIGHT_DONE(q, first, last);
+    q->slots[last & q->mask].state = SFV__SLOT_FREE;
+    sfv__tail_past(q, first, last);
 }
 
 /* Consumes the handle's work (a whole batch, unless `one`: a handle of one work request) and gives
@@ -5011,7 +5043,10 @@ SFV__SLOW sfv_result sfv__pending_again(const sfv_pending *pending, sfv_work_com
 SFV__HOT_INLINE sfv_result sfv__poll_once_as(sfv_pending *pending, sfv__ring *q, sfv__slot *s, sfv_work_completion *wc, bool one) {
     int n = sfv__drain(q->ch);
     if (SFV__UNLIKELY(n < 0)) return sfv__wc_none(wc, sfv__fail_poll(n));
-    if (s->state != SFV__SLOT_DONE) return SFV_NOT_DONE;
+    if (s->state != SFV__SLOT_DONE || s->seq != pending->seq_) { /* not done, or no longer the handle's place */
+        sfv__pending_check(pending, s); /* (here, not before the poll: a poll that finds the work done needs no more) */
+        return SFV_NOT_DONE;
+    }
     return sfv__pending_take_as(pending, q, s, wc, one);
 }
 SFV__HOT_INLINE sfv_result sfv__poll_once(sfv_pending *pending, sfv__ring *q, sfv__slot *s, sfv_work_completion *wc) {
@@ -5103,7 +5138,6 @@ SFV__API_HOT sfv_result sfv_pending_poll(sfv_pending *pending, sfv_work_completi
         sfv__slot *s;
         SFV__PENDING_LIVE(pending, wc);
         if (SFV__LIKELY(sfv__pending_slot(pending, &q, &s))) return sfv__pending_take_as(pending, q, s, wc, true);
-        sfv__pending_check(pending, s);
         return sfv__pending_poll_cq(pending, q, s, wc);
     }
     return sfv__pending_other_poll(pending, wc);
@@ -5115,7 +5149,6 @@ SFV__API_HOT sfv_result sfv_pending_poll(sfv_pending *pending, sfv_work_completi
    (Inlined into the caller, SAFEVERBS_STATIC, and in sfv_pending_wait_all, one body does better.) */
 SFV__SLOW sfv_result sfv__pending_wait_poll(sfv_pending *pending, sfv__ring *q, sfv__slot *s, int timeout_ms, uint64_t *deadline,
                                             sfv_work_completion *wc) {
-    sfv__pending_check(pending, s);
     return sfv__pending_block_as(pending, q, s, timeout_ms, deadline, wc, true);
 }
 SFV__HOT_INLINE sfv_result sfv__pending_wait(sfv_pending *pending, int timeout_ms, uint64_t *deadline, sfv_work_completion *wc,
@@ -5126,7 +5159,6 @@ SFV__HOT_INLINE sfv_result sfv__pending_wait(sfv_pending *pending, int timeout_m
         SFV__PENDING_LIVE(pending, wc);
         if (SFV__LIKELY(sfv__pending_slot(pending, &q, &s))) return sfv__pending_take_as(pending, q, s, wc, true);
         if (poll_out_of_line) return sfv__pending_wait_poll(pending, q, s, timeout_ms, deadline, wc);
-        sfv__pending_check(pending, s);
         return sfv__pending_block_as(pending, q, s, timeout_ms, deadline, wc, true);
     }
     return sfv__pending_other_wait(pending, timeout_ms, deadline, wc);
@@ -5157,25 +5189,44 @@ SFV__SLOW void sfv__wcs_not_reached(sfv_work_completion *wcs, size_t from, size_
         wcs[i].result = SFV_NOT_DONE;
     }
 }
+/* sfv_pending_wait_all's common path: waits for pendings[0 ..] in turn until one does not
+   succeed; gives the index of that one (count: none) and its result in *r. Inlined twice, with
+   and without wcs, so each handle costs no test of it. */
+SFV__HOT_INLINE size_t sfv__wait_run(sfv_pending *pendings, size_t count, int timeout_ms, uint64_t *deadline, sfv_work_completion *wcs,
+                                     sfv_result *r) {
+    size_t i;
+    for (i = 0; i < count; i++)
+        if (SFV__UNLIKELY((*r = sfv__pending_wait(&pendings[i], timeout_ms, deadline, wcs ? &wcs[i] : NULL, false)) != SFV_OK)) break;
+    return i;
+}
+/* The handles after a failed work request (from on): the first failure is the one kept. */
+SFV__SLOW sfv_result sfv__wait_rest(sfv_pending *pendings, size_t from, size_t count, int timeout_ms, uint64_t *deadline,
+                                    sfv_work_completion *wcs) {
+    size_t i;
+    for (i = from; i < count; i++) {
+        const sfv_result r = sfv__keep_first(&pendings[i], timeout_ms, deadline, wcs ? &wcs[i] : NULL);
+        if (r != SFV_OK && r != SFV_ERR_WORK) { /* it stopped here: this handle and those after it are as they were */
+            sfv__wcs_not_reached(wcs, i + 1, count);
+            return r;
+        }
+    }
+    return SFV_ERR_WORK;
+}
 SFV__API_HOT sfv_result sfv_pending_wait_all(sfv_pending *pendings, size_t count, int timeout_ms, sfv_work_completion *wcs) {
     uint64_t deadline = 0; /* one for all, read from the clock only when a handle has to wait */
-    sfv_result first = SFV_OK;
+    sfv_result r = SFV_OK;
     size_t i;
     if (SFV__UNLIKELY(!pendings && count)) {
         sfv__wcs_not_reached(wcs, 0, count);
         return sfv__fail(SFV_ERR_INVALID, EINVAL, "sfv_pending_wait_all", "pending handles (NULL) with count %zu", count);
     }
-    for (i = 0; i < count; i++) {
-        const sfv_result r = first ? sfv__keep_first(&pendings[i], timeout_ms, &deadline, wcs ? &wcs[i] : NULL)
-                                   : sfv__pending_wait(&pendings[i], timeout_ms, &deadline, wcs ? &wcs[i] : NULL, false);
-        if (SFV__LIKELY(r == SFV_OK)) continue;
-        if (r != SFV_ERR_WORK) { /* it stopped here: this handle and those after it are as they were */
-            sfv__wcs_not_reached(wcs, i + 1, count);
-            return r;
-        }
-        if (!first) first = r;
+    i = wcs ? sfv__wait_run(pendings, count, timeout_ms, &deadline, wcs, &r) : sfv__wait_run(pendings, count, timeout_ms, &deadline, NULL, &r);
+    if (SFV__LIKELY(i == count)) return SFV_OK;
+    if (r != SFV_ERR_WORK) { /* it stopped here: this handle and those after it are as they were */
+        sfv__wcs_not_reached(wcs, i + 1, count);
+        return r;
     }
-    return first;
+    return sfv__wait_rest(pendings, i + 1, count, timeout_ms, &deadline, wcs);
 }
 
 /* Blocking calls: post, wait with the channel's deadline; on expiry flush, so buffers are free. */
@@ -5238,8 +5289,8 @@ SAFEVERBS_API sfv_result sfv_channel_fetch_add(sfv_channel *ch, const sfv_scatte
 static sfv_result sfv__take_by(sfv_channel *ch, sfv__ring *q, uint64_t seq, uint64_t deadline, sfv_work_completion *wc) {
     sfv__slot *s = &q->slots[seq & q->mask];
     sfv_result w = SFV_OK;
-    if (s->state != SFV__SLOT_DONE && (w = sfv__wait(ch, q, seq, &deadline, 0)) != SFV_OK) sfv__abort(ch);
-    if (s->state != SFV__SLOT_DONE) sfv__finish_quiet(s, true); /* the abort could not end it: never a success */
+    if (!sfv__slot_done(q, s, seq) && (w = sfv__wait(ch, q, seq, &deadline, 0)) != SFV_OK) sfv__abort(ch);
+    if (!sfv__slot_done(q, s, seq)) sfv__finish_quiet(s, true); /* the abort could not end it: never a success */
     sfv__wc_make(wc, s);
     sfv__release(q, s);
     return w;
@@ -5507,8 +5558,7 @@ SAFEVERBS_API bool sfv_channel_broken(const sfv_channel *ch, sfv_event_type *by_
    no place has, so that every completion takes the slow path (sfv__complete_slow -> here): an
    SRQ's receives complete in any order, so nothing is caught up in order. A success keeps the
    QP number of the channel it came in on in vendor_err (unused by a success), a failure in
-   byte_len (unused by a failure). */
-#define SFV__SRQ_UNORDERED UINT64_MAX
+   byte_len (unused by a failure). (That value, SFV__SRQ_UNORDERED, is defined with the ring.) */
 
 static void sfv__srq_complete(sfv__ring *q, const struct ibv_wc *w) {
     const uint64_t seq = w->wr_id >> 1;
@@ -5923,7 +5973,8 @@ static void sfv__scope_fence(sfv_channel *ch) {
     const bool needed = ch->last_unsignaled == ch->sq.head; /* nothing was posted after it */
     const sfv__slot *s = &ch->sq.slots[last & ch->sq.mask];
     ch->last_unsignaled = 0;
-    if (!needed || s->seq != last || (s->state != SFV__SLOT_INFLIGHT && s->state != SFV__SLOT_INJECT)) return; /* completed by later work already */
+    if (!needed || s->seq != last || last < ch->sq.completed || (s->state != SFV__SLOT_INFLIGHT && s->state != SFV__SLOT_INJECT))
+        return; /* completed by later work already */
     if (!ch->can_send || !ch->qp) { /* broken: only a flush ends the work */
         sfv__abort(ch);
         return;

@@ -766,6 +766,97 @@ static void t_unsignaled_reads(void) {
     tf_close(&e);
 }
 
+/* The send ring's places under batches (only a batch's last work request is signaled: a
+   completion completes the ones before it) consumed in every order, around the ring many times:
+   the places taken stay exact (from the oldest unconsumed work to the newest), a queue consumed
+   out of order fills to its capacity again, and every byte arrives. */
+static void t_ring_places(void) {
+    static const int order[4][3] = {{0, 1, 2}, {2, 1, 0}, {1, 2, 0}, {0, 2, 1}};
+    static const size_t left[4][3] = {{5, 4, 0}, {8, 8, 0}, {8, 8, 0}, {5, 5, 0}};
+    tf_env e;
+    sfv_channel_desc d;
+    sfv_channel *a, *b;
+    sfv_pending p[4], rx[8];
+    sfv_gather_element g[4];
+    sfv_scatter_element s[8];
+    sfv_work_completion wc;
+    int round, i;
+    memset(&d, 0, sizeof d);
+    d.max_send_wr = 8;
+    d.max_recv_wr = 8;
+    tf_open(&e, 1024);
+    tf_pair(&e, &d, &a, &b);
+    for (i = 0; i < 4; i++) g[i] = sfv_mr_gather_element(e.mr, e.buf + 16 * i, 16);
+    for (i = 0; i < 8; i++) s[i] = sfv_mr_scatter_element(e.mr, e.buf + 512 + 16 * i, 16);
+    for (round = 0; round < 40; round++) {
+        const int k = round % 4;
+        for (i = 0; i < 4; i++) memset(e.buf + 16 * i, 'A' + (round * 4 + i) % 26, 16);
+        CHECK_OK(sfv_channel_post_receive_batch(b, s, 1, 8, rx));
+        CHECK_OK(sfv_channel_post_send_batch(a, g, 1, 3, &p[0])); /* places 0 .. 2 */
+        CHECK_OK(sfv_channel_post_send(a, &g[3], 1, &p[1]));       /* 3 */
+        CHECK_OK(sfv_channel_post_send_batch(a, g, 1, 4, &p[2])); /* 4 .. 7 */
+        CHECK_EQ(sfv_channel_outstanding(a), 8);
+        CHECK_RESULT(sfv_channel_post_send(a, g, 1, &p[3]), SFV_ERR_RESOURCE); /* full */
+        for (i = 0; i < 3; i++) {
+            CHECK_OK(sfv_pending_wait(&p[order[k][i]], -1, &wc));
+            CHECK_EQ(wc.result, SFV_OK);
+            CHECK_EQ(sfv_channel_outstanding(a), left[k][i]);
+        }
+        for (i = 0; i < 8; i++) { /* receives: forward on even rounds, backward on odd ones */
+            const int r = round % 2 ? 7 - i : i;
+            const int from = r < 3 ? r : r == 3 ? 3 : r - 4; /* the element the send at place r gathered */
+            CHECK_OK(sfv_pending_wait(&rx[r], -1, &wc));
+            CHECK_EQ(wc.byte_len, 16);
+            CHECK_EQ(e.buf[512 + 16 * r], 'A' + (round * 4 + from) % 26);
+            CHECK_EQ(e.buf[512 + 16 * r + 15], 'A' + (round * 4 + from) % 26);
+        }
+        CHECK_EQ(sfv_channel_outstanding(b), 0);
+    }
+    CHECK_OK(sfv_destroy_channel(a));
+    CHECK_OK(sfv_destroy_channel(b));
+    tf_close(&e);
+}
+
+/* A scope's batch without a handle and unsignaled sends: the scope waits for each of them, the
+   ones a later completion completed as well as the last. */
+static sfv_result tf_scope_batch(sfv_channel *ch, void *user) {
+    tf_scope_arg *u = (tf_scope_arg *)user;
+    sfv_gather_element g[3];
+    sfv_result r;
+    int i;
+    for (i = 0; i < 3; i++) g[i] = sfv_mr_gather_element(u->e->mr, u->e->buf + 16 * i, 16);
+    r = sfv_channel_post_send_batch(ch, g, 1, 3, NULL);
+    if (!r) r = sfv_channel_post_send_unsignaled(ch, g, 1);
+    if (!r) r = sfv_channel_post_send_batch(ch, g, 1, 2, NULL);
+    return r;
+}
+static void t_scope_batches(void) {
+    tf_env e;
+    sfv_channel *a, *b;
+    sfv_scope_report rep;
+    tf_scope_arg u;
+    sfv_pending rx[6];
+    sfv_scatter_element s[6];
+    int i, round;
+    tf_open(&e, 1024);
+    tf_pair(&e, NULL, &a, &b);
+    memset(&u, 0, sizeof u);
+    u.e = &e;
+    for (i = 0; i < 6; i++) s[i] = sfv_mr_scatter_element(e.mr, e.buf + 512 + 16 * i, 16);
+    for (round = 0; round < 3; round++) {
+        memset(e.buf, 'a' + round, 48);
+        CHECK_OK(sfv_channel_post_receive_batch(b, s, 1, 6, rx));
+        CHECK_OK(sfv_channel_scope(a, tf_scope_batch, &u, &rep));
+        CHECK(rep.fn_result == SFV_OK && rep.auto_polled == 6 && rep.failed == 0);
+        CHECK_EQ(sfv_channel_outstanding(a), 0);
+        CHECK_OK(sfv_pending_wait_all(rx, 6, -1, NULL));
+        for (i = 0; i < 6; i++) CHECK_EQ(e.buf[512 + 16 * i], 'a' + round);
+    }
+    CHECK_OK(sfv_destroy_channel(a));
+    CHECK_OK(sfv_destroy_channel(b));
+    tf_close(&e);
+}
+
 static void t_pending(void) {
     tf_env e;
     sfv_channel *a, *b;
@@ -2072,6 +2163,8 @@ static const harness_test TESTS[] = {
     TEST(t_inject_full, 10),
     TEST(t_inject_peer_gone, 10),
     TEST(t_batches, 10),
+    TEST(t_ring_places, 10),
+    TEST(t_scope_batches, 10),
     TEST(t_partial_post, 10),
     TEST(t_scopes, 10),
     TEST(t_unsignaled_reads, 10),
