@@ -4522,9 +4522,7 @@ SFV__HOT_INLINE sfv_result sfv__post_one(sfv_channel *ch, enum ibv_wr_opcode opc
 
 /* A read batch's last place reports the bytes of the whole batch (>>batches): the sum of the
    totals its posting worked out anyway. */
-static void sfv__read_batch_total(sfv_channel *ch, uint64_t total) {
-    ch->sq.slots[(ch->sq.head - 1) & ch->sq.mask].byte_len = total > UINT32_MAX ? UINT32_MAX : (uint32_t)total;
-}
+static void sfv__read_batch_total(sfv__slot *last, uint64_t total) { last->byte_len = total > UINT32_MAX ? UINT32_MAX : (uint32_t)total; }
 
 /* `count` work requests of `per_wr` elements each behind one call; only the last is signaled.
    remotes: one per work request for write and read, else NULL. Inlined into each public batch
@@ -4532,13 +4530,12 @@ static void sfv__read_batch_total(sfv_channel *ch, uint64_t total) {
 SFV__HOT_INLINE sfv_result sfv__post_batch(sfv_channel *ch, enum ibv_wr_opcode opcode, const void *sges, size_t per_wr,
                                   size_t count, const sfv_remote_mr *remotes, sfv_pending *pending) {
     struct ibv_send_wr wrs[SFV_BATCH_MAX], *bad = NULL;
-    uint32_t totals[SFV_BATCH_MAX];
     const struct ibv_sge *sg = sges ? (const struct ibv_sge *)sges : &sfv__no_sge; /* never arithmetic on NULL */
     const bool rdma = opcode == IBV_WR_RDMA_WRITE || opcode == IBV_WR_RDMA_READ;
     const sfv_wc_opcode op = sfv__op_of(opcode);
-    sfv__slot *last;
+    sfv__slot *slots, *last;
     uint32_t inline_max;
-    uint64_t head;
+    uint64_t head, mask, read_total = 0;
     size_t i, posted;
     int rc;
     const sfv__post_kind kind = opcode == IBV_WR_RDMA_READ ? SFV__POST_READ : SFV__POST_SEND;
@@ -4548,32 +4545,40 @@ SFV__HOT_INLINE sfv_result sfv__post_batch(sfv_channel *ch, enum ibv_wr_opcode o
         sfv__pending_clear(pending, 1);
         return sfv__fail(SFV_ERR_INVALID, EINVAL, "post", "remote regions (NULL)");
     }
-    inline_max = sfv__inline_max(ch, opcode); /* once: the stores below may alias the channel */
+    inline_max = sfv__inline_max(ch, opcode); /* once, with the ring's fields: the stores below may alias the channel */
     head = ch->sq.head;
-    for (i = 0; i < count; i++) { /* each linked to the next (the last's link and signal set after) */
+    slots = ch->sq.slots;
+    mask = ch->sq.mask;
+    /* each linked to the next (the last's link and signal set after), and its place written in the
+       same pass: places past head are nobody's, so the verb's refusal leaves nothing to undo there */
+    for (i = 0; i < count; i++) {
+        sfv__slot *const s = &slots[(head + i) & mask];
+        uint32_t total = 0;
         sfv_result r = sfv__fill_send(&wrs[i], head + i, opcode, inline_max, sg + i * per_wr, per_wr, rdma ? &remotes[i] : NULL, 0, 0,
-                                      opcode == IBV_WR_RDMA_READ ? &totals[i] : NULL, &wrs[i + 1]); /* (only a read's length is kept) */
+                                      opcode == IBV_WR_RDMA_READ ? &total : NULL, &wrs[i + 1]);
         if (r) {
             sfv__pending_clear(pending, 1);
             return r;
+        }
+        sfv__slot_posted(s, head + i, SFV__SLOT_INFLIGHT, op);
+        if (opcode == IBV_WR_RDMA_READ) { /* (only a read's length is kept: its completion will not say it) */
+            s->byte_len = total;
+            read_total += total;
         }
     }
     wrs[count - 1].next = NULL;
     wrs[count - 1].send_flags |= IBV_SEND_SIGNALED;
     SFV__INFLIGHT_POST(&ch->sq, wrs, NULL, pending, 1);
     rc = ibv_post_send(ch->qp, wrs, &bad);
-    /* What was posted is the NIC's: track it, so nothing lets go of its buffers. After a partial
+    /* What was posted is the NIC's: tracked, so nothing lets go of its buffers. After a partial
        post, unsignaled work can only end by a flush: the channel is broken from there. */
     posted = rc ? (bad ? (size_t)(bad - wrs) : 0) : count;
     if (SFV__UNLIKELY(rc)) SFV__INFLIGHT_UNPOST(&ch->sq, wrs, NULL, posted);
-    last = sfv__track_n(&ch->sq, op, totals, posted);
-    if (SFV__LIKELY(!rc)) sfv__cover(&ch->sq, pending, (uint32_t)count, last);
+    ch->sq.head = head + posted;
     if (SFV__UNLIKELY(rc)) return sfv__batch_failed(ch, pending, posted, rc);
-    if (opcode == IBV_WR_RDMA_READ && pending) { /* in a scope, each read's own completion says its own bytes */
-        uint64_t total = 0;
-        for (i = 0; i < count; i++) total += totals[i];
-        sfv__read_batch_total(ch, total);
-    }
+    last = &slots[(head + count - 1) & mask];
+    sfv__cover(&ch->sq, pending, (uint32_t)count, last);
+    if (opcode == IBV_WR_RDMA_READ && pending) sfv__read_batch_total(last, read_total); /* (in a scope, each read's own completion says its own bytes) */
     return SFV_OK;
 }
 
@@ -4771,7 +4776,7 @@ static sfv_result sfv__post_requests(sfv_channel *ch, sfv__post_kind kind, bool 
     if (SFV__UNLIKELY(rc)) SFV__INFLIGHT_UNPOST(&ch->sq, wrs, NULL, posted);
     last = sfv__track_n(&ch->sq, kind == SFV__POST_READ ? SFV_WC_OP_READ : write ? SFV_WC_OP_WRITE : SFV_WC_OP_SEND, totals, posted);
     if (SFV__UNLIKELY(rc)) return sfv__batch_failed(ch, pending, posted, rc);
-    if (kind == SFV__POST_READ && pending) sfv__read_batch_total(ch, sum);
+    if (kind == SFV__POST_READ && pending) sfv__read_batch_total(&ch->sq.slots[(ch->sq.head - 1) & ch->sq.mask], sum);
     sfv__cover(&ch->sq, pending, (uint32_t)count, last);
     return SFV_OK;
 }
