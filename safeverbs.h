@@ -3996,10 +3996,11 @@ SFV__HOT_INLINE void sfv__complete(sfv_channel *ch, const struct ibv_wc *w) {
     q->completed = seq + 1;
 }
 
-/* Polls the CQ once. Returns completions seen, or a negative errno. */
+/* Polls the CQ once, for up to SFV__POLL_N completions. Returns completions seen, or a negative errno. */
+#define SFV__POLL_N 16
 SFV__HOT_INLINE int sfv__drain(sfv_channel *ch) {
-    struct ibv_wc wc[16];
-    const int n = ibv_poll_cq(ch->cq, 16, wc);
+    struct ibv_wc wc[SFV__POLL_N];
+    const int n = ibv_poll_cq(ch->cq, SFV__POLL_N, wc);
     if (n > 0) {
         const struct ibv_wc *w = wc, *const end = wc + n;
         do sfv__complete(ch, w);
@@ -5043,19 +5044,23 @@ SFV__SLOW sfv_result sfv__pending_again(const sfv_pending *pending, sfv_work_com
     return sfv__pending_result(pending, NULL, wc); /* its channel may be gone: the status's own hint */
 }
 
-/* Polls the CQ once for `p`: its result if that finished it, else SFV_NOT_DONE. */
-/* (one: a handle of one work request, as sfv__pending_take_as) */
-SFV__HOT_INLINE sfv_result sfv__poll_once_as(sfv_pending *pending, sfv__ring *q, sfv__slot *s, sfv_work_completion *wc, bool one) {
-    int n = sfv__drain(q->ch);
-    if (SFV__UNLIKELY(n < 0)) return sfv__wc_none(wc, sfv__fail_poll(n));
-    if (s->state != SFV__SLOT_DONE || s->seq != pending->seq_) { /* not done, or no longer the handle's place */
-        sfv__pending_check(pending, s); /* (here, not before the poll: a poll that finds the work done needs no more) */
-        return SFV_NOT_DONE;
-    }
-    return sfv__pending_take_as(pending, q, s, wc, one);
+/* Polls the CQ for `p`: its result if that finished it, else SFV_NOT_DONE. Once, or (full) again
+   while a poll comes back full, so that a wait whose completion is behind a full poll's worth of
+   others finds it without entering the wait loop. (one: a handle of one work request, as
+   sfv__pending_take_as) */
+SFV__HOT_INLINE sfv_result sfv__poll_once_as(sfv_pending *pending, sfv__ring *q, sfv__slot *s, sfv_work_completion *wc, bool one, bool full) {
+    int n;
+    do {
+        n = sfv__drain(q->ch);
+        if (SFV__UNLIKELY(n < 0)) return sfv__wc_none(wc, sfv__fail_poll(n));
+        if (s->state == SFV__SLOT_DONE && s->seq == pending->seq_) return sfv__pending_take_as(pending, q, s, wc, one);
+    } while (full && n == SFV__POLL_N);
+    sfv__pending_check(pending, s); /* not done, or no longer the handle's place (checked here, not before the poll:
+                                       a poll that finds the work done needs no more) */
+    return SFV_NOT_DONE;
 }
 SFV__HOT_INLINE sfv_result sfv__poll_once(sfv_pending *pending, sfv__ring *q, sfv__slot *s, sfv_work_completion *wc) {
-    return sfv__poll_once_as(pending, q, s, wc, false);
+    return sfv__poll_once_as(pending, q, s, wc, false, false);
 }
 
 /* The slow paths are out of line, so the common one (the work is done: consume it) needs no
@@ -5077,7 +5082,7 @@ SFV__SLOW sfv_result sfv__pending_block_wait(sfv_pending *pending, sfv__ring *q,
    the wait loop (deadline, clock, sleeping) is never entered. */
 SFV__HOT_INLINE sfv_result sfv__pending_block_as(sfv_pending *pending, sfv__ring *q, sfv__slot *s, int timeout_ms, uint64_t *deadline,
                                                  sfv_work_completion *wc, bool one) {
-    const sfv_result r = sfv__poll_once_as(pending, q, s, wc, one);
+    const sfv_result r = sfv__poll_once_as(pending, q, s, wc, one, !one); /* (a batch's handle: behind its batch, often a full poll) */
     if (r != SFV_NOT_DONE) return r;
     return sfv__pending_block_wait(pending, q, s, timeout_ms, deadline, wc);
 }
