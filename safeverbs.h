@@ -2854,7 +2854,9 @@ SAFEVERBS_API sfv_result sfv_remote_mr_decode(const uint8_t *in, size_t size, sf
 /* Each queue (send, receive) is a ring of slots in post order: wr_id = seq << 1 | is_receive.
    A slot lives from post until its completion is consumed (by a pending handle or a scope), so
    a completion polled on behalf of another handle waits in its slot: fixed memory, no map.
-   RC completes each queue in order, so `completed` also completes unsignaled work before it. */
+   RC completes each queue in order, so `completed` also completes unsignaled work before it.
+   Only [tail, head) is ever read: a batch consumed at the tail leaves the places before its last
+   as they were, behind the tail, until they are posted anew. */
 enum { SFV__SLOT_FREE = 0, SFV__SLOT_INFLIGHT = 1, SFV__SLOT_DONE = 2,
        SFV__SLOT_INJECT = 3 /* an inject in flight (>>impl inject): nobody consumes it, a completion frees it */ };
 /* A handle's state_: posted and waiting for one work request (the common path's one test), done,
@@ -2880,11 +2882,13 @@ typedef struct sfv__ring {
    its own completion, so none is completed by another's. */
 #define SFV__SRQ_UNORDERED UINT64_MAX
 
-/* Whether the work request in slot s (of seq) has completed. A completion completes the
+/* Whether slot s still holds work request seq, and it has completed. A completion completes the
    unsignaled work before it (RC completes a queue in order) without a store to their slots: what
-   is still INFLIGHT below `completed` succeeded (its status says so since its post). */
+   is still INFLIGHT below `completed` succeeded (its status says so since its post). (The seq
+   test: a stale handle's place, reused by work in flight, is never taken for its own.) */
 static bool sfv__slot_done(const sfv__ring *q, const sfv__slot *s, uint64_t seq) {
-    return s->state == SFV__SLOT_DONE || (s->state == SFV__SLOT_INFLIGHT && seq < q->completed && q->completed != SFV__SRQ_UNORDERED);
+    return s->seq == seq &&
+           (s->state == SFV__SLOT_DONE || (s->state == SFV__SLOT_INFLIGHT && seq < q->completed && q->completed != SFV__SRQ_UNORDERED));
 }
 
 struct sfv_channel {
@@ -4948,8 +4952,8 @@ SFV__API_HOT sfv_result sfv_channel_inject_write_imm(sfv_channel *ch, const void
 SFV__STATIC_ASSERT(SFV__SLOT_FACTS <= sizeof(((sfv_pending *)0)->done_), pending_holds_a_slot);
 SFV__STATIC_ASSERT(offsetof(sfv__slot, state) == sizeof(uint64_t), slot_facts_after_seq);
 
-/* The slot behind a waiting handle, and whether it is done. A slot that is not free holds a work
-   request in [tail, head), and its seq names which one: the handle's seq and the slot's state are
+/* The slot behind a waiting handle, and whether it is done. A slot in [tail, head) that is not
+   free holds a work request, and its seq names which one: the handle's seq and the slot's state are
    the whole check, on every wait. A done slot of the handle's seq passes it on the common path;
    any other goes to one poll of the CQ, and is checked by sfv__pending_check if that did not
    finish it (sfv__poll_once_as). */
