@@ -4199,14 +4199,17 @@ static sfv_result sfv__wait(sfv_channel *ch, sfv__ring *q, uint64_t seq, uint64_
     for (;;) {
         int n;
         if (sfv__slot_done(q, s, seq)) return SFV_OK;
-        n = sfv__drain(ch);
+        /* empty polls spin here, without a look at the slot: only a completion (or, after a sleep
+           or the deadline's tick, a flush) changes it */
+        do n = sfv__drain(ch);
+        while (n == 0 && !ch->cc && (++spins & 63) != 0);
         if (n < 0) return sfv__fail_poll(n);
         if (n > 0) continue;
         if (ch->cc) {
             n = sfv__wait_sleep(ch, deadline, timeout_ms);
             if (n < 0) return (sfv_result)n;
             if (n) break;
-        } else if ((++spins & 63) == 0 && sfv__wait_tick(ch, spins, deadline, timeout_ms)) {
+        } else if (sfv__wait_tick(ch, spins, deadline, timeout_ms)) {
             break;
         }
     }
