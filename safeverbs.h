@@ -4192,13 +4192,15 @@ SFV__SLOW int sfv__wait_tick(sfv_channel *ch, unsigned spins, uint64_t *deadline
 /* Waits until slot `seq` of q is done, or *deadline (monotonic ns) passes. *deadline 0: timeout_ms
    from the first time the clock is read, which a completion that comes quickly never needs; the
    deadline then stays in *deadline for the caller's next wait (sfv_pending_wait_all: one
-   deadline for many). The device's events are read only once the wait has to wait (>>events). */
-static sfv_result sfv__wait(sfv_channel *ch, sfv__ring *q, uint64_t seq, uint64_t *deadline, uint32_t timeout_ms) {
+   deadline for many). The device's events are read only once the wait has to wait (>>events).
+   signaled: the work request has a completion of its own (a pending handle's), so only its
+   slot's DONE says it is done; else a later completion may complete it (sfv__slot_done). */
+static sfv_result sfv__wait(sfv_channel *ch, sfv__ring *q, uint64_t seq, uint64_t *deadline, uint32_t timeout_ms, bool signaled) {
     const sfv__slot *s = &q->slots[seq & q->mask];
     unsigned spins = 0;
     for (;;) {
         int n;
-        if (sfv__slot_done(q, s, seq)) return SFV_OK;
+        if (signaled ? s->state == SFV__SLOT_DONE && s->seq == seq : sfv__slot_done(q, s, seq)) return SFV_OK;
         /* empty polls spin here, without a look at the slot: only a completion (or, after a sleep
            or the deadline's tick, a flush) changes it */
         do n = sfv__drain(ch);
@@ -5081,7 +5083,7 @@ SFV__SLOW sfv_result sfv__pending_poll_cq(sfv_pending *pending, sfv__ring *q, sf
 SFV__SLOW sfv_result sfv__pending_block_wait(sfv_pending *pending, sfv__ring *q, sfv__slot *s, int timeout_ms, uint64_t *deadline,
                                              sfv_work_completion *wc) {
     uint64_t own = 0;
-    const sfv_result r = sfv__wait(q->ch, q, pending->seq_, deadline ? deadline : &own, sfv__ms_or(timeout_ms, q->ch->desc.timeout_ms));
+    const sfv_result r = sfv__wait(q->ch, q, pending->seq_, deadline ? deadline : &own, sfv__ms_or(timeout_ms, q->ch->desc.timeout_ms), true);
     if (SFV__UNLIKELY(r)) return sfv__wc_none(wc, r);
     return sfv__pending_take(pending, q, s, wc);
 }
@@ -5306,7 +5308,7 @@ SAFEVERBS_API sfv_result sfv_channel_fetch_add(sfv_channel *ch, const sfv_scatte
 static sfv_result sfv__take_by(sfv_channel *ch, sfv__ring *q, uint64_t seq, uint64_t deadline, sfv_work_completion *wc) {
     sfv__slot *s = &q->slots[seq & q->mask];
     sfv_result w = SFV_OK;
-    if (!sfv__slot_done(q, s, seq) && (w = sfv__wait(ch, q, seq, &deadline, 0)) != SFV_OK) sfv__abort(ch);
+    if (!sfv__slot_done(q, s, seq) && (w = sfv__wait(ch, q, seq, &deadline, 0, false)) != SFV_OK) sfv__abort(ch);
     if (!sfv__slot_done(q, s, seq)) sfv__finish_quiet(s, true); /* the abort could not end it: never a success */
     sfv__wc_make(wc, s);
     sfv__release(q, s);
