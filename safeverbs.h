@@ -149,7 +149,8 @@
    arithmetic that could wrap, elements of a write or read against the remote region's length.
    Debug only (SFV_DEBUG): the plain element constructors check that the slice lies inside its MR
    and fits in 32 bits. The _checked constructors always check; the _unchecked ones never do
-   (the NIC then fails the work with a local protection error).
+   (the NIC then fails the work with a local protection error; a send that goes inline is
+   copied by the CPU at the post instead, unchecked).
    Debug only (SFV_TRACK_INFLIGHT, on with SFV_DEBUG): the buffers the NIC owns. A scatter
    element over memory in flight, a gather element over memory in flight as scatter, and
    sfv_dereg_mr of an MR that work in flight uses are broken contracts (SFV_ASSERT, after a
@@ -683,7 +684,9 @@ SAFEVERBS_API sfv_scatter_element sfv_mr_scatter_element(const sfv_mr *mr, void 
 SFV_NODISCARD SAFEVERBS_API sfv_result sfv_mr_gather_element_checked(const sfv_mr *mr, const void *data, size_t len, sfv_gather_element *out);
 SFV_NODISCARD SAFEVERBS_API sfv_result sfv_mr_scatter_element_checked(const sfv_mr *mr, void *data, size_t len, sfv_scatter_element *out);
 /* Unchecked: no checks at all; a length over 32 bits is truncated. The NIC reports a local
-   protection error for memory outside the MR. */
+   protection error for memory outside the MR, except in a send, write or write with immediate
+   small enough to go inline (sfv_channel_desc.max_inline_data): the CPU copies those bytes at the
+   post, with no MR check, so they must be memory the program may read. */
 SAFEVERBS_API sfv_gather_element sfv_mr_gather_element_unchecked(const sfv_mr *mr, const void *data, size_t len);
 SAFEVERBS_API sfv_scatter_element sfv_mr_scatter_element_unchecked(const sfv_mr *mr, void *data, size_t len);
 
@@ -811,7 +814,9 @@ SFV_NODISCARD SAFEVERBS_API sfv_result sfv_channel_desc_resolve(sfv_pd *pd, cons
 SFV_NODISCARD SAFEVERBS_API sfv_result sfv_create_channel(sfv_pd *pd, const sfv_channel_desc *desc, sfv_channel **out);
 /* Flushes work in flight (the QP goes to the error state and the flushed work is drained), then
    frees; the NIC touches none of the channel's buffers afterwards. If a verb refuses to destroy,
-   the channel stays valid, nothing is freed, and the call can be retried. NULL: SFV_OK. */
+   the channel stays valid, nothing is freed, and the call can be retried. NULL: SFV_OK. A
+   channel destroyed already is a broken contract, caught in debug builds (SFV_ASSERT, then
+   SFV_ERR_INVALID); release builds would read freed memory. */
 SAFEVERBS_API sfv_result sfv_destroy_channel(sfv_channel *ch);
 SFV_NODISCARD SAFEVERBS_API sfv_result sfv_channel_endpoint(const sfv_channel *ch, sfv_endpoint *out);
 /* RESET -> INIT -> RTR -> RTS against the peer's endpoint; sets a GRH when the peer has a GID. */
@@ -872,7 +877,11 @@ typedef struct sfv_pending {
 
 /* Unpolled posts. The buffers belong to the NIC until the pending work is done: wait for it
    (sfv_pending_wait), or post inside a scope, which waits for you. `pending` may be NULL only
-   inside a scope (the scope then polls it). */
+   inside a scope (the scope then polls it). A handle needs no initialization; it names the work
+   of its last successful post. Posting into a handle that still holds work (waiting, or done and
+   not consumed) leaves that work with no handle: it stays the channel's, counted by
+   sfv_channel_outstanding, its buffers the NIC's and its queue places taken, until
+   sfv_destroy_channel ends it. */
 SFV_NODISCARD SAFEVERBS_API sfv_result sfv_channel_post_send(sfv_channel *ch, const sfv_gather_element *sges, size_t n, sfv_pending *pending);
 SFV_NODISCARD SAFEVERBS_API sfv_result sfv_channel_post_send_imm(sfv_channel *ch, const sfv_gather_element *sges, size_t n, uint32_t imm, sfv_pending *pending);
 SFV_NODISCARD SAFEVERBS_API sfv_result sfv_channel_post_receive(sfv_channel *ch, const sfv_scatter_element *sges, size_t n, sfv_pending *pending);
@@ -1797,8 +1806,8 @@ SAFEVERBS_API void sfv_set_log(sfv_log_fn fn, void *user, sfv_log_level level) {
     __atomic_store_n(&sfv__log_level, SFV_LOG_OFF, __ATOMIC_RELEASE);
     sfv__log_fn = fn ? fn : sfv__log_stderr;
     sfv__log_user = fn ? user : NULL;
-    if (level < SFV_LOG_OFF) level = SFV_LOG_OFF;
-    if (level > SFV_LOG_DEBUG) level = SFV_LOG_DEBUG;
+    if ((int)level < (int)SFV_LOG_OFF) level = SFV_LOG_OFF; /* (the enum may be unsigned: compared as int) */
+    else if (level > SFV_LOG_DEBUG) level = SFV_LOG_DEBUG;
     __atomic_store_n(&sfv__log_level, (int)level, __ATOMIC_RELEASE);
 }
 
@@ -2135,7 +2144,7 @@ static bool sfv__read_small(const char *path, char *buf, size_t size) {
 
 SAFEVERBS_API int sfv_context_numa_node(const sfv_context *ctx) {
     char path[256 + IBV_SYSFS_PATH_MAX], buf[32];
-    if (!ctx) return -1;
+    if (!ctx || !ctx->ctx->device) return -1; /* (a wrapped context may have no device) */
     snprintf(path, sizeof path, "%s/device/numa_node", ctx->ctx->device->ibdev_path);
     return sfv__read_small(path, buf, sizeof buf) ? atoi(buf) : -1;
 }
@@ -3048,9 +3057,20 @@ static bool sfv__live_ring(const struct sfv__ring *q) {
     sfv__live_leave();
     return live;
 }
+/* Whether ch is a live channel (a second sfv_destroy_channel is caught before it reads ch). */
+static bool sfv__live_has(const sfv_channel *ch) {
+    size_t at;
+    bool live;
+    sfv__live_enter();
+    at = sfv__live_find((uintptr_t)ch);
+    live = at < sfv__live_n && sfv__live[at] == (uintptr_t)ch;
+    sfv__live_leave();
+    return live;
+}
 #else
 static bool sfv__live_add(const sfv_channel *ch) { (void)ch; return true; }
 static void sfv__live_remove(const sfv_channel *ch) { (void)ch; }
+static bool sfv__live_has(const sfv_channel *ch) { (void)ch; return true; }
 #endif
 
 /* The wait loops read the clock while they spin. CLOCK_MONOTONIC_COARSE comes from the vDSO even
@@ -3538,6 +3558,7 @@ extern "C" {
 #endif
 void __asan_poison_memory_region(void const volatile *addr, size_t size);
 void __asan_unpoison_memory_region(void const volatile *addr, size_t size);
+void *__asan_region_is_poisoned(void *beg, size_t size);
 #ifdef __cplusplus
 }
 #endif
@@ -3554,6 +3575,7 @@ typedef struct sfv__iv {
     uint8_t op;               /* sfv_wc_opcode */
     uint8_t scatter;          /* the NIC writes it */
     uint8_t in_tree;
+    uint8_t poisoned;         /* ASan: its bytes were all addressable, and this library poisoned them */
 } sfv__iv;
 
 static bool sfv__iv_lock;
@@ -3642,9 +3664,13 @@ static uint8_t sfv__iv_send_op(const struct ibv_send_wr *w) {
     }
 }
 
-static void sfv__iv_poison(const sfv__iv *n) {
+static void sfv__iv_poison(sfv__iv *n) {
 #if SFV__ASAN
-    __asan_poison_memory_region((const void *)(uintptr_t)n->lo, (size_t)(n->hi - n->lo));
+    /* Only memory the program may use: an unchecked element can name any address (outside ASan's
+       memory, ASan stops the process) or ASan's own redzones (unpoisoning them later would hide
+       the program's overflows). Such an element's bytes are left as ASan keeps them. */
+    n->poisoned = __asan_region_is_poisoned((void *)(uintptr_t)n->lo, (size_t)(n->hi - n->lo)) == NULL;
+    if (n->poisoned) __asan_poison_memory_region((const void *)(uintptr_t)n->lo, (size_t)(n->hi - n->lo));
 #endif
 #if SFV__VALGRIND
     (void)VALGRIND_MAKE_MEM_NOACCESS((const void *)(uintptr_t)n->lo, (size_t)(n->hi - n->lo));
@@ -3656,7 +3682,7 @@ static void sfv__iv_unpoison(const sfv__iv *n, uint64_t written) {
     const size_t len = (size_t)(n->hi - n->lo);
     if (written > len) written = len;
 #if SFV__ASAN
-    __asan_unpoison_memory_region((const void *)(uintptr_t)n->lo, len);
+    if (n->poisoned) __asan_unpoison_memory_region((const void *)(uintptr_t)n->lo, len);
 #endif
 #if SFV__VALGRIND
     (void)VALGRIND_MAKE_MEM_UNDEFINED((const void *)(uintptr_t)n->lo, len);
@@ -3956,7 +3982,10 @@ static void sfv__srq_complete(sfv__ring *q, const struct ibv_wc *w);
 SFV__SLOW void sfv__complete_slow(sfv_channel *ch, sfv__ring *q, const struct ibv_wc *w) {
     const uint64_t seq = (w->wr_id & ~SFV__WRID_INJECT) >> 1;
     sfv__slot *s;
-    if (seq != q->completed && !sfv__catch_up(ch, q, seq, w->status)) {
+    if (seq == q->completed) {
+    } else if (w->status == IBV_WC_SUCCESS && seq > q->completed && seq < q->head && q->completed >= q->inject_top) {
+        q->completed = seq; /* the common case (sfv__catch_up's first): unsignaled work before it, no inject among it */
+    } else if (!sfv__catch_up(ch, q, seq, w->status)) {
         if (ch->core_of) sfv__srq_complete(q, w); /* an SRQ's: every completion comes here (>>impl srq) */
         return;
     }
@@ -4489,9 +4518,13 @@ SFV__HOT_INLINE sfv_result sfv__fill_send(struct ibv_send_wr *w, uint64_t seq, e
     uint64_t total = 0;
     size_t k;
     if (remote || inline_max) {
-        for (k = 0; k < n; k++) total += sg[k].length;
+        bool keyless = false; /* an element of no MR (lkey 0) goes to the NIC, which refuses it, never inline */
+        for (k = 0; k < n; k++) {
+            total += sg[k].length;
+            keyless |= sg[k].lkey == 0;
+        }
         if (remote && SFV__UNLIKELY(total > remote->length || sfv__remote_wraps(*remote))) return sfv__remote_refused(remote, total);
-        if (total - 1 < inline_max) flags |= IBV_SEND_INLINE; /* 1 .. inline_max bytes */
+        if (total - 1 < inline_max && !keyless) flags |= IBV_SEND_INLINE; /* 1 .. inline_max bytes */
     }
     w->wr_id = seq << 1;
     w->next = next;
@@ -4534,6 +4567,32 @@ SFV__HOT_INLINE sfv_result sfv__post_one(sfv_channel *ch, enum ibv_wr_opcode opc
    totals its posting worked out anyway. */
 static void sfv__read_batch_total(sfv__slot *last, uint64_t total) { last->byte_len = total > UINT32_MAX ? UINT32_MAX : (uint32_t)total; }
 
+/* A batch's work requests, each linked to the next (the last's link and signal set after), and
+   their places written in the same pass: places past head are nobody's, so the verb's refusal
+   leaves nothing to undo there. Inlined twice, with and without inline, so that a channel without
+   it pays for no length sum. */
+SFV__HOT_INLINE sfv_result sfv__fill_batch(struct ibv_send_wr *wrs, sfv__slot *slots, uint64_t head, uint64_t mask, enum ibv_wr_opcode opcode,
+                                           uint32_t inline_max, const struct ibv_sge *sg, size_t per_wr, size_t count,
+                                           const sfv_remote_mr *remotes, uint64_t *read_total) {
+    const bool rdma = opcode == IBV_WR_RDMA_WRITE || opcode == IBV_WR_RDMA_READ;
+    const sfv_wc_opcode op = sfv__op_of(opcode);
+    sfv__slot *const wrap = slots + mask + 1;
+    sfv__slot *s = &slots[head & mask];
+    size_t i;
+    for (i = 0; i < count; i++, s = s + 1 == wrap ? slots : s + 1) { /* (s: one pointer along the ring) */
+        uint32_t total = 0;
+        const sfv_result r = sfv__fill_send(&wrs[i], head + i, opcode, inline_max, sg + i * per_wr, per_wr, rdma ? &remotes[i] : NULL, 0,
+                                            0, opcode == IBV_WR_RDMA_READ ? &total : NULL, &wrs[i + 1]);
+        if (r) return r;
+        sfv__slot_posted(s, head + i, SFV__SLOT_INFLIGHT, op);
+        if (opcode == IBV_WR_RDMA_READ) { /* (only a read's length is kept: its completion will not say it) */
+            s->byte_len = total;
+            *read_total += total;
+        }
+    }
+    return SFV_OK;
+}
+
 /* `count` work requests of `per_wr` elements each behind one call; only the last is signaled.
    remotes: one per work request for write and read, else NULL. Inlined into each public batch
    call, so its opcode is a constant there. */
@@ -4542,11 +4601,11 @@ SFV__HOT_INLINE sfv_result sfv__post_batch(sfv_channel *ch, enum ibv_wr_opcode o
     struct ibv_send_wr wrs[SFV_BATCH_MAX], *bad = NULL;
     const struct ibv_sge *sg = sges ? (const struct ibv_sge *)sges : &sfv__no_sge; /* never arithmetic on NULL */
     const bool rdma = opcode == IBV_WR_RDMA_WRITE || opcode == IBV_WR_RDMA_READ;
-    const sfv_wc_opcode op = sfv__op_of(opcode);
     sfv__slot *slots, *last;
     uint32_t inline_max;
     uint64_t head, mask, read_total = 0;
-    size_t i, posted;
+    size_t posted;
+    sfv_result r;
     int rc;
     const sfv__post_kind kind = opcode == IBV_WR_RDMA_READ ? SFV__POST_READ : SFV__POST_SEND;
     if (SFV__UNLIKELY(!ch || !sfv__postable(ch, kind, sges, per_wr, count, pending)))
@@ -4559,22 +4618,11 @@ SFV__HOT_INLINE sfv_result sfv__post_batch(sfv_channel *ch, enum ibv_wr_opcode o
     head = ch->sq.head;
     slots = ch->sq.slots;
     mask = ch->sq.mask;
-    /* each linked to the next (the last's link and signal set after), and its place written in the
-       same pass: places past head are nobody's, so the verb's refusal leaves nothing to undo there */
-    for (i = 0; i < count; i++) {
-        sfv__slot *const s = &slots[(head + i) & mask];
-        uint32_t total = 0;
-        sfv_result r = sfv__fill_send(&wrs[i], head + i, opcode, inline_max, sg + i * per_wr, per_wr, rdma ? &remotes[i] : NULL, 0, 0,
-                                      opcode == IBV_WR_RDMA_READ ? &total : NULL, &wrs[i + 1]);
-        if (r) {
-            sfv__pending_clear(pending, 1);
-            return r;
-        }
-        sfv__slot_posted(s, head + i, SFV__SLOT_INFLIGHT, op);
-        if (opcode == IBV_WR_RDMA_READ) { /* (only a read's length is kept: its completion will not say it) */
-            s->byte_len = total;
-            read_total += total;
-        }
+    r = inline_max ? sfv__fill_batch(wrs, slots, head, mask, opcode, inline_max, sg, per_wr, count, remotes, &read_total)
+                   : sfv__fill_batch(wrs, slots, head, mask, opcode, 0, sg, per_wr, count, remotes, &read_total);
+    if (r) {
+        sfv__pending_clear(pending, 1);
+        return r;
     }
     wrs[count - 1].next = NULL;
     wrs[count - 1].send_flags |= IBV_SEND_SIGNALED;
@@ -4697,10 +4745,8 @@ SFV__HOT_INLINE sfv_result sfv__post_recv_batch(sfv_channel *ch, bool on_srq, st
     if (SFV__UNLIKELY(rc)) SFV__INFLIGHT_UNPOST(&ch->rq, NULL, wrs, posted);
     { /* each its place and its handle, the ring's fields in registers (sfv__track per receive reloads them) */
         sfv__ring *const q = &ch->rq;
-        sfv__slot *const slots = q->slots;
-        const uint64_t mask = q->mask;
-        for (i = 0; i < posted; i++) {
-            sfv__slot *const s = &slots[(head + i) & mask];
+        sfv__slot *const slots = q->slots, *const wrap = slots + q->mask + 1, *s = &slots[head & q->mask];
+        for (i = 0; i < posted; i++, s = s + 1 == wrap ? slots : s + 1) {
             sfv__slot_posted(s, head + i, SFV__SLOT_INFLIGHT, SFV_WC_OP_RECV);
             sfv__cover(q, &pendings[i], 1, s);
         }
@@ -6187,6 +6233,10 @@ SAFEVERBS_API sfv_result sfv_channel_manual_scope(sfv_channel *ch, sfv_scope_fn 
 
 SAFEVERBS_API sfv_result sfv_destroy_channel(sfv_channel *ch) {
     if (!ch) return SFV_OK;
+    if (SFV__UNLIKELY(!sfv__live_has(ch))) { /* (debug builds; release builds would read freed memory) */
+        SFV_ASSERT(!"sfv_destroy_channel of a channel already destroyed (or never created)");
+        return sfv__fail(SFV_ERR_INVALID, EINVAL, "sfv_destroy_channel", "not a live channel (destroyed already?)");
+    }
     SFV__LOG(SFV_LOG_DEBUG, "%s qp %u: destroying (%zu work requests outstanding)", sfv_context_name(sfv_pd_context(ch->pd)),
              ch->qp ? ch->qp->qp_num : 0, sfv_channel_outstanding(ch));
     if (ch->scope_depth > 0)

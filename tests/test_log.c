@@ -127,8 +127,14 @@ static void t_log_levels(void) {
     sfv_set_log(capture, g_log, SFV_LOG_OFF);
     before = g_calls;
     CHECK_RESULT(sfv_open_device("no-such-device", &none), SFV_ERR_NOT_FOUND);
+    sfv_set_log(capture, g_log, (sfv_log_level)-1); /* below OFF: off, not every message */
+    CHECK_RESULT(sfv_open_device("no-such-device", &none), SFV_ERR_NOT_FOUND);
     lg_close(&l);
     CHECK_EQ(g_calls, before);
+    sfv_set_log(capture, g_log, (sfv_log_level)99); /* above DEBUG: DEBUG */
+    CHECK_RESULT(sfv_open_device("no-such-device", &none), SFV_ERR_NOT_FOUND);
+    CHECK(g_calls > before);
+    sfv_set_log(capture, g_log, SFV_LOG_OFF);
 }
 
 /* SAFEVERBS_LOG=debug: to stderr as "safeverbs: LEVEL: ...", read once (a later change of the

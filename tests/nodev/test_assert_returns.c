@@ -2,7 +2,8 @@
    (the header lets a program define it so): the call still keeps every promise it can. Here, a
    stale copy of a consumed pending handle, waited on after its place was reused by other work:
    never a success, never another work request taken for it, and the queue's count of places
-   stays right. On the fake NIC (make check-nodev). */
+   stays right. A post into a handle that still holds work, and a channel destroyed twice. On the
+   fake NIC (make check-nodev). */
 #define _GNU_SOURCE
 #include "fake_verbs.h"
 static int asserts; /* contracts broken so far */
@@ -125,7 +126,54 @@ static void t_stale_over_done(void) {
     ta_close(&e);
 }
 
+/* A post into a handle that still holds earlier work (waiting, or done and unconsumed): the
+   earlier work is left with no handle, as the header says: still counted, its place taken, its
+   buffer the NIC's, until the channel is destroyed; no contract is reported. */
+static void t_post_into_busy_handle(void) {
+    ta_env e;
+    sfv_pending p;
+    sfv_work_completion wc;
+    sfv_scatter_element s1, s2;
+    sfv_gather_element g;
+    int before = asserts;
+    ta_open(&e);
+    s1 = sfv_mr_scatter_element(e.mr, e.buf, 64);
+    s2 = sfv_mr_scatter_element(e.mr, e.buf + 128, 64);
+    g = sfv_mr_gather_element(e.mr, e.buf + 1024, 64);
+    memcpy(e.buf + 1024, "first", 6);
+    CHECK_OK(sfv_channel_post_receive(e.b, &s1, 1, &p));
+    CHECK_OK(sfv_channel_post_receive(e.b, &s2, 1, &p)); /* the first receive has no handle now */
+    CHECK_EQ(sfv_channel_outstanding(e.b), 2);
+    CHECK_OK(sfv_channel_send(e.a, &g, 1, &wc)); /* lands in s1 */
+    CHECK_RESULT(sfv_pending_wait(&p, 20, &wc), SFV_ERR_TIMEOUT); /* p waits for s2's (s1's bytes stay the NIC's) */
+    memcpy(e.buf + 1024, "second", 7);
+    CHECK_OK(sfv_channel_send(e.a, &g, 1, &wc));
+    CHECK_OK(sfv_pending_wait(&p, -1, &wc));
+    CHECK(memcmp(e.buf + 128, "second", 7) == 0);
+    CHECK_EQ(sfv_channel_outstanding(e.b), 2); /* s1's, and s2's place behind it, until the destroy */
+    CHECK_OK(sfv_destroy_channel(e.b));
+    e.b = NULL;
+    CHECK(memcmp(e.buf, "first", 6) == 0); /* the program's again */
+    CHECK_EQ(asserts, before);
+    ta_close(&e);
+}
+
+/* A second sfv_destroy_channel: reported and refused, nothing read of the freed channel. */
+static void t_destroy_twice(void) {
+    ta_env e;
+    int before;
+    ta_open(&e);
+    CHECK_OK(sfv_destroy_channel(e.a));
+    before = asserts;
+    CHECK_RESULT(sfv_destroy_channel(e.a), SFV_ERR_INVALID);
+    CHECK(asserts > before);
+    e.a = NULL;
+    ta_close(&e);
+}
+
 static const harness_test TESTS[] = {
+    TEST(t_post_into_busy_handle, 10),
+    TEST(t_destroy_twice, 10),
     TEST(t_stale_over_inflight, 10),
     TEST(t_stale_batch_over_inflight, 10),
     TEST(t_stale_over_done, 10),

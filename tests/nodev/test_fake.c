@@ -569,6 +569,44 @@ static void t_inline(void) {
     tf_close(&e);
 }
 
+/* Elements the library cannot vouch for: one of no MR (lkey 0) never goes inline, so the NIC
+   refuses it as the header says; an unchecked receive at an address outside the program's
+   memory is the NIC's to refuse, and debug builds under ASan leave such bytes alone. */
+static void t_unchecked_elements(void) {
+    tf_env e;
+    sfv_channel_desc d;
+    sfv_channel *a, *b;
+    sfv_pending rx;
+    sfv_work_completion wc;
+    sfv_gather_element g;
+    sfv_scatter_element s;
+    memset(&d, 0, sizeof d);
+    d.max_inline_data = 64;
+    d.timeout_ms = 200;
+    tf_open(&e, 256);
+    tf_pair(&e, &d, &a, &b);
+    memcpy(e.buf + 192, "no MR!", 7);
+    g = sfv_mr_gather_element(NULL, e.buf + 192, 7);
+    CHECK_EQ(g.lkey, 0);
+    s = sfv_mr_scatter_element(e.mr, e.buf, 64);
+    CHECK_OK(sfv_channel_post_receive(b, &s, 1, &rx));
+    CHECK_RESULT(sfv_channel_send(a, &g, 1, &wc), SFV_ERR_WORK);
+    CHECK_EQ(wc.status, SFV_WC_LOC_PROT_ERR);
+    CHECK_OK(sfv_destroy_channel(a));
+    CHECK_OK(sfv_destroy_channel(b));
+    CHECK(memcmp(e.buf, "no MR!", 7) != 0); /* nothing delivered (read once the receive is over) */
+    tf_pair(&e, &d, &a, &b);
+    s = sfv_mr_scatter_element_unchecked(e.mr, (void *)(uintptr_t)0x100000000ull, 64);
+    CHECK_OK(sfv_channel_post_receive(b, &s, 1, &rx));
+    g = sfv_mr_gather_element(e.mr, e.buf + 192, 7);
+    CHECK_RESULT(sfv_channel_send(a, &g, 1, &wc), SFV_ERR_WORK); /* the receiver could not take it */
+    CHECK_RESULT(sfv_pending_wait(&rx, -1, &wc), SFV_ERR_WORK);
+    CHECK_EQ(wc.status, SFV_WC_LOC_PROT_ERR);
+    CHECK_OK(sfv_destroy_channel(a));
+    CHECK_OK(sfv_destroy_channel(b));
+    tf_close(&e);
+}
+
 static void t_batches(void) {
     tf_env e;
     sfv_channel *a, *b;
@@ -1681,6 +1719,13 @@ static void t_raw_and_wrap(void) {
     /* Without ownership. */
     CHECK_OK(sfv_context_wrap(raw, false, &c));
     CHECK(sfv_context_raw(c) == raw && strcmp(sfv_context_name(c), "fake1") == 0);
+    { /* a raw context without its device (the wrap takes it): no NUMA node, nothing read */
+        struct ibv_device *dev = raw->device;
+        raw->device = NULL;
+        CHECK_EQ(sfv_context_numa_node(c), -1);
+        CHECK_RESULT(sfv_context_bind_thread_to_numa(c, true), SFV_ERR_NOT_FOUND);
+        raw->device = dev;
+    }
     CHECK_OK(sfv_query_device(c, &a));
     CHECK(strcmp(a.fw_ver, "fake") == 0 && a.node_guid == 0x0002c90300a0b001ull && a.atomic_cap == SFV_ATOMIC_HCA);
     CHECK(a.max_qp_wr == 4096 && a.max_sge == 16 && a.max_res_rd_atom == (1u << 20) && a.phys_port_cnt == 1);
@@ -2156,6 +2201,7 @@ static const harness_test TESTS[] = {
     TEST(t_choose_gid_failures, 10),
     TEST(t_loopback, 10),
     TEST(t_two_channels, 10),
+    TEST(t_unchecked_elements, 10),
     TEST(t_inline, 10),
     TEST(t_inject_refusals, 10),
     TEST(t_inject_stream, 20),
