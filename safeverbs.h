@@ -3101,11 +3101,18 @@ static int sfv__ms_until(uint64_t deadline) {
 
 /* A timeout in ns plus the clock's resolution: a deadline never passes early. */
 static uint64_t sfv__timeout_ns(uint32_t ms) {
-    struct timespec res = {0, 0};
+    static uint64_t res_ns; /* read once (every thread reads the same value: a race would be harmless) */
+    uint64_t r = __atomic_load_n(&res_ns, __ATOMIC_RELAXED);
+    if (SFV__UNLIKELY(r == 0)) {
+        struct timespec res = {0, 1};
 #ifdef CLOCK_MONOTONIC_COARSE
-    clock_getres(CLOCK_MONOTONIC_COARSE, &res);
+        if (clock_getres(CLOCK_MONOTONIC_COARSE, &res) != 0) res.tv_sec = 0, res.tv_nsec = 1;
 #endif
-    return (uint64_t)ms * 1000000u + (uint64_t)res.tv_sec * 1000000000u + (uint64_t)res.tv_nsec;
+        r = (uint64_t)res.tv_sec * 1000000000u + (uint64_t)res.tv_nsec;
+        if (r == 0) r = 1;
+        __atomic_store_n(&res_ns, r, __ATOMIC_RELAXED);
+    }
+    return (uint64_t)ms * 1000000u + r;
 }
 
 static sfv_result sfv__bad_field(const char *field, unsigned long long v, const char *allowed) {
