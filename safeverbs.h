@@ -7190,7 +7190,7 @@ static bool sfv__not_up_yet(int err) {
    connection attempts are retried every 50 ms until the deadline. */
 static sfv_result sfv__ex_connect(const sfv_net_node *peer, bool loopback_only, uint64_t deadline, int *out) {
     struct addrinfo *ai, *a;
-    int last = 0;
+    int last = 0, pause_ms = 1;
     sfv_result r = sfv__resolve(peer, false, loopback_only, deadline, &ai);
     if (r) return r;
     for (;;) {
@@ -7227,7 +7227,9 @@ static sfv_result sfv__ex_connect(const sfv_net_node *peer, bool loopback_only, 
             }
             last = err;
         }
-        (void)poll(NULL, 0, sfv__ms_left(deadline) < 50 ? sfv__ms_left(deadline) : 50);
+        /* not listening yet: again after 1 ms, doubling to 50 (a peer a moment late costs a moment) */
+        (void)poll(NULL, 0, sfv__ms_left(deadline) < pause_ms ? sfv__ms_left(deadline) : pause_ms);
+        if (pause_ms < 50) pause_ms = pause_ms * 2 < 50 ? pause_ms * 2 : 50;
     }
 }
 
@@ -8703,6 +8705,7 @@ static sfv_result sfv__ncm_answer(const sfv__ex_key *k, sfv_node *node, size_t t
 static sfv_result sfv__ncm_connect(sfv_node *node, const sfv_net_node *nodes, size_t j, const uint8_t *req, uint64_t deadline, sfv_cm_conn **out) {
     sfv_channel *ch = sfv_multi_channel_peer(sfv_node_multi_channel(node), j);
     const size_t me = sfv_node_rank(node);
+    int pause_ms = 1; /* doubling to 20 (as sfv__ex_connect) */
     for (;;) {
         const int ms = sfv__ms_until(deadline);
         sfv_result r;
@@ -8712,7 +8715,8 @@ static sfv_result sfv__ncm_connect(sfv_node *node, const sfv_net_node *nodes, si
         r = sfv_cm_connect_channel(ch, nodes[me].host, nodes[j].host, nodes[j].port, req, SFV__NCM_SIZE, ms, out);
         /* not listening yet, or a full backlog (a reject with no reason: ours always give one) */
         if (r != SFV_ERR_REFUSED && !(r == SFV_ERR_REJECTED && sfv__reject_len == 0)) return r;
-        (void)poll(NULL, 0, sfv__ms_left(deadline) < 20 ? sfv__ms_left(deadline) : 20);
+        (void)poll(NULL, 0, sfv__ms_left(deadline) < pause_ms ? sfv__ms_left(deadline) : pause_ms);
+        if (pause_ms < 20) pause_ms = pause_ms * 2 < 20 ? pause_ms * 2 : 20;
     }
 }
 
