@@ -2490,23 +2490,31 @@ static bool sfv__op_is_atomic(uint8_t op) { return op == SFV_WC_OP_COMP_SWAP || 
 #define SFV__OP_INJECT_WRITE_IMM 0x7E
 #define SFV__WRID_INJECT (1ull << 63)
 
-static sfv_result sfv__slot_result(const sfv__slot *s) { return s->status == IBV_WC_SUCCESS ? SFV_OK : SFV_ERR_WORK; }
 
-/* The user's view of a finished slot, built only when someone asks for it. */
-static void sfv__wc_make(sfv_work_completion *wc, const sfv__slot *s) {
+/* The user's view of a finished slot, built only when someone asks for it: a success's, inlined
+   where a wait hands one back (no channel to name: not an SRQ's receive). */
+SFV__HOT_INLINE void sfv__wc_make_ok(sfv_work_completion *wc, const sfv__slot *s) {
     const bool recv = s->op == SFV_WC_OP_RECV || s->op == SFV_WC_OP_RECV_IMM;
     wc->wr_id = s->seq << 1 | recv;
-    wc->channel = NULL; /* an SRQ's receive: its taker fills it in (sfv__srq_fill) */
-    wc->result = sfv__slot_result(s);
-    wc->status = (sfv_wc_status)s->status;
-    if (SFV__LIKELY(wc->result == SFV_OK)) {
-        wc->vendor_err = 0;
-        wc->error_class = SFV_WORK_ERROR_NONE;
-        wc->opcode = (sfv_wc_opcode)s->op;
-        wc->byte_len = (recv || s->op == SFV_WC_OP_READ || sfv__op_is_atomic(s->op)) ? s->byte_len : 0;
-        wc->has_imm = s->has_imm != 0;
-        wc->imm_data = s->has_imm ? ntohl(s->imm_be) : 0; /* the one byte-order conversion */
+    wc->channel = NULL;
+    wc->result = SFV_OK;
+    wc->status = SFV_WC_SUCCESS;
+    wc->vendor_err = 0;
+    wc->error_class = SFV_WORK_ERROR_NONE;
+    wc->opcode = (sfv_wc_opcode)s->op;
+    wc->byte_len = (recv || s->op == SFV_WC_OP_READ || sfv__op_is_atomic(s->op)) ? s->byte_len : 0;
+    wc->has_imm = s->has_imm != 0;
+    wc->imm_data = s->has_imm ? ntohl(s->imm_be) : 0; /* the one byte-order conversion */
+}
+static void sfv__wc_make(sfv_work_completion *wc, const sfv__slot *s) {
+    const bool recv = s->op == SFV_WC_OP_RECV || s->op == SFV_WC_OP_RECV_IMM;
+    if (SFV__LIKELY(s->status == IBV_WC_SUCCESS)) {
+        sfv__wc_make_ok(wc, s);
     } else {
+        wc->wr_id = s->seq << 1 | recv;
+        wc->channel = NULL; /* an SRQ's receive: its taker fills it in (sfv__srq_fill) */
+        wc->result = SFV_ERR_WORK;
+        wc->status = (sfv_wc_status)s->status;
         wc->vendor_err = s->vendor_err;
         wc->error_class = s->has_imm ? (sfv_work_error_class)s->has_imm : sfv_wc_status_class(wc->status);
         wc->opcode = SFV_WC_OP_UNKNOWN; /* not valid in an error completion */
@@ -5087,7 +5095,16 @@ SFV__HOT_INLINE sfv_result sfv__pending_take_as(sfv_pending *pending, sfv__ring 
         sfv__pending_take_batch(pending, q, last_slot);
     }
     pending->state_ = SFV__PENDING_DONE;
-    if (wc) return sfv__pending_result(pending, q->ch, wc);
+    if (wc) {
+        sfv__slot d; /* (the facts just kept, in registers) */
+        d.seq = pending->seq_;
+        memcpy(&d.state, pending->done_, SFV__SLOT_FACTS);
+        if (SFV__LIKELY(d.status == IBV_WC_SUCCESS && !q->ch->core_of)) {
+            sfv__wc_make_ok(wc, &d);
+            return SFV_OK;
+        }
+        return sfv__pending_result(pending, q->ch, wc);
+    }
     /* no completion asked for: the status byte is the result (no second copy of the slot) */
     if (SFV__LIKELY(((const unsigned char *)pending->done_)[offsetof(sfv__slot, status) - offsetof(sfv__slot, state)] == IBV_WC_SUCCESS)) return SFV_OK;
     return sfv__pending_result(pending, q->ch, NULL);
