@@ -150,7 +150,7 @@
    Debug only (SFV_DEBUG): the plain element constructors check that the slice lies inside its MR
    and fits in 32 bits. The _checked constructors always check; the _unchecked ones never do
    (the NIC then fails the work with a local protection error; a send that goes inline is
-   copied by the CPU at the post instead, unchecked).
+   copied by the CPU at the post instead, unchecked: so is a plain element in a release build).
    Debug only (SFV_TRACK_INFLIGHT, on with SFV_DEBUG): the buffers the NIC owns. A scatter
    element over memory in flight, a gather element over memory in flight as scatter, and
    sfv_dereg_mr of an MR that work in flight uses are broken contracts (SFV_ASSERT, after a
@@ -686,7 +686,8 @@ SFV_NODISCARD SAFEVERBS_API sfv_result sfv_mr_scatter_element_checked(const sfv_
 /* Unchecked: no checks at all; a length over 32 bits is truncated. The NIC reports a local
    protection error for memory outside the MR, except in a send, write or write with immediate
    small enough to go inline (sfv_channel_desc.max_inline_data): the CPU copies those bytes at the
-   post, with no MR check, so they must be memory the program may read. */
+   post, with no MR check, so they must be memory the program may read (as must a plain
+   element's in a release build, where nothing checks it). */
 SAFEVERBS_API sfv_gather_element sfv_mr_gather_element_unchecked(const sfv_mr *mr, const void *data, size_t len);
 SAFEVERBS_API sfv_scatter_element sfv_mr_scatter_element_unchecked(const sfv_mr *mr, void *data, size_t len);
 
@@ -816,7 +817,8 @@ SFV_NODISCARD SAFEVERBS_API sfv_result sfv_create_channel(sfv_pd *pd, const sfv_
    frees; the NIC touches none of the channel's buffers afterwards. If a verb refuses to destroy,
    the channel stays valid, nothing is freed, and the call can be retried. NULL: SFV_OK. A
    channel destroyed already is a broken contract, caught in debug builds (SFV_ASSERT, then
-   SFV_ERR_INVALID); release builds would read freed memory. */
+   SFV_ERR_INVALID) unless a newer channel took its address; release builds would read freed
+   memory. */
 SAFEVERBS_API sfv_result sfv_destroy_channel(sfv_channel *ch);
 SFV_NODISCARD SAFEVERBS_API sfv_result sfv_channel_endpoint(const sfv_channel *ch, sfv_endpoint *out);
 /* RESET -> INIT -> RTR -> RTS against the peer's endpoint; sets a GRH when the peer has a GID. */
@@ -877,11 +879,13 @@ typedef struct sfv_pending {
 
 /* Unpolled posts. The buffers belong to the NIC until the pending work is done: wait for it
    (sfv_pending_wait), or post inside a scope, which waits for you. `pending` may be NULL only
-   inside a scope (the scope then polls it). A handle needs no initialization; it names the work
-   of its last successful post. Posting into a handle that still holds work (waiting, or done and
-   not consumed) leaves that work with no handle: it stays the channel's, counted by
-   sfv_channel_outstanding, its buffers the NIC's and its queue places taken, until
-   sfv_destroy_channel ends it. */
+   inside a scope (the scope then polls it). A handle names the work of its last successful post;
+   a refused post zeroes it, unless it still holds work of that channel (waiting, or done and not
+   consumed), which it keeps. A successful post into a handle that still holds work leaves that
+   work with no handle: it stays the channel's until the scope it was posted in ends,
+   sfv_channel_reset flushes it or sfv_destroy_channel ends it; until then it counts in
+   sfv_channel_outstanding, its buffers are the NIC's, and every place posted after it stays taken
+   too (the queue fills). */
 SFV_NODISCARD SAFEVERBS_API sfv_result sfv_channel_post_send(sfv_channel *ch, const sfv_gather_element *sges, size_t n, sfv_pending *pending);
 SFV_NODISCARD SAFEVERBS_API sfv_result sfv_channel_post_send_imm(sfv_channel *ch, const sfv_gather_element *sges, size_t n, uint32_t imm, sfv_pending *pending);
 SFV_NODISCARD SAFEVERBS_API sfv_result sfv_channel_post_receive(sfv_channel *ch, const sfv_scatter_element *sges, size_t n, sfv_pending *pending);
@@ -927,7 +931,8 @@ SFV_NODISCARD SAFEVERBS_API sfv_result sfv_channel_post_reads(sfv_channel *ch, c
 /* A pending handle dies with its channel: using one after sfv_destroy_channel is a broken contract,
    caught by SFV_ASSERT in debug builds (a registry of live channels, one lookup per poll or wait);
    release builds skip that check and would read freed memory. A handle whose post was refused
-   is zeroed, and polling or waiting on it is SFV_ERR_INVALID.
+   is zeroed (unless it holds earlier work, see above), and polling or waiting on it is
+   SFV_ERR_INVALID.
    wc, when given, is filled on every return but SFV_NOT_DONE (which leaves it as it was): the
    completion, or zeros with wc->result holding the result when there is no completion (a
    pending wait's timeout, a refused call), never a zero that reads as SFV_OK. (A blocking call
@@ -1734,14 +1739,14 @@ static void sfv__inflight_unpost(struct sfv__ring *q, const struct ibv_send_wr *
 static void sfv__inflight_done(struct sfv__ring *q, uint64_t first, uint64_t last);
 static void sfv__inflight_forget(struct sfv__ring *q);
 static bool sfv__inflight_mr_busy(const sfv_mr *mr);
-static sfv_result sfv__inflight_refused(sfv_pending *pending, size_t count);
+static sfv_result sfv__inflight_refused(const struct sfv__ring *q, sfv_pending *pending, size_t count);
 static sfv_result sfv__inflight_dereg_refused(void);
 /* Room per slot, after a ring's slots, for the elements of its work (calloc'd with them). */
 #define SFV__INFLIGHT_BYTES(ch, q) sfv__inflight_bytes(&(ch)->desc, (q) == &(ch)->rq)
 #define SFV__INFLIGHT_RING_INIT(ch, q, slots) sfv__inflight_ring_init(q, &(ch)->desc, (q) == &(ch)->rq, slots)
 /* Before the verb: checks and records the work requests (a list); refuses the post on a race. */
 #define SFV__INFLIGHT_POST(q, swr, rwr, pending, count) \
-    if (SFV__UNLIKELY(!sfv__inflight_post(q, swr, rwr))) return sfv__inflight_refused(pending, count)
+    if (SFV__UNLIKELY(!sfv__inflight_post(q, swr, rwr))) return sfv__inflight_refused(q, pending, count)
 /* After the verb: forgets the work requests from `posted` on (the verb did not take them). */
 #define SFV__INFLIGHT_UNPOST(q, swr, rwr, posted) sfv__inflight_unpost(q, swr, rwr, posted)
 /* A ring's slots first .. last consumed: their memory is the program's again. */
@@ -3836,10 +3841,10 @@ static bool sfv__inflight_mr_busy(const sfv_mr *mr) {
     sfv__iv_leave();
     return f != NULL;
 }
-static void sfv__pending_clear(sfv_pending *pending, size_t count);
-SFV__SLOW sfv_result sfv__inflight_refused(sfv_pending *pending, size_t count) {
+static void sfv__pending_clear(const sfv_channel *ch, sfv_pending *pending, size_t count);
+SFV__SLOW sfv_result sfv__inflight_refused(const sfv__ring *q, sfv_pending *pending, size_t count) {
     SFV_ASSERT(!"an element overlaps memory the NIC owns (a data race: see the message above)");
-    sfv__pending_clear(pending, count);
+    sfv__pending_clear(q->ch, pending, count);
     return sfv__fail(SFV_ERR_INVALID, EBUSY, "post", "an element overlaps memory in flight (a data race on the buffer)");
 }
 SFV__SLOW sfv_result sfv__inflight_dereg_refused(void) {
@@ -4387,22 +4392,34 @@ SFV__HOT_INLINE bool sfv__postable(const sfv_channel *ch, sfv__post_kind kind, c
 }
 
 /* A refused or failed post leaves its handles zeroed (a wait on one is then SFV_ERR_INVALID):
-   `count` of them for a receive batch, else one; but never one that still waits for earlier
-   work (a handle passed again by mistake, say in a retry loop on a full queue), which stays as
-   it was, so that work can still be consumed. */
-static void sfv__pending_clear(sfv_pending *pending, size_t count) {
+   `count` of them for a receive batch, else one; but never one that still holds earlier work of
+   the same channel (a handle passed again by mistake, say in a retry loop on a full queue),
+   which stays as it was, so that work can still be consumed. */
+/* Whether a handle given to a post holds earlier work of that channel, still to be consumed (read
+   only through the channel's own rings: a handle that was never posted holds whatever bytes it
+   holds). */
+static bool sfv__pending_holds(const sfv_channel *ch, const sfv_pending *p) {
+    const sfv__ring *q;
+    const sfv__slot *s;
+    if (!ch || (p->state_ != SFV__PENDING_WAITING && p->state_ != SFV__PENDING_WAITING_BATCH)) return false;
+    q = p->q_ == &ch->sq ? &ch->sq : p->q_ == &ch->rq ? &ch->rq : NULL;
+    if (!q || p->s_ != (const void *)&q->slots[p->seq_ & q->mask]) return false;
+    s = (const sfv__slot *)p->s_;
+    return s->seq == p->seq_ && s->state != SFV__SLOT_FREE;
+}
+static void sfv__pending_clear(const sfv_channel *ch, sfv_pending *pending, size_t count) {
     size_t i;
     for (i = 0; pending && count <= SFV_BATCH_MAX && i < count; i++)
-        if (pending[i].state_ != SFV__PENDING_WAITING && pending[i].state_ != SFV__PENDING_WAITING_BATCH) memset(&pending[i], 0, sizeof pending[i]);
+        if (!sfv__pending_holds(ch, &pending[i])) memset(&pending[i], 0, sizeof pending[i]);
 }
-SFV__SLOW sfv_result sfv__post_failed(sfv_pending *pending, size_t count, const char *verb, int rc) {
-    sfv__pending_clear(pending, count);
+SFV__SLOW sfv_result sfv__post_failed(const sfv_channel *ch, sfv_pending *pending, size_t count, const char *verb, int rc) {
+    sfv__pending_clear(ch, pending, count);
     return sfv__fail_verb(verb, rc);
 }
 /* A receive batch the verb took only part of: the first `posted` receives are the NIC's, and their
    handles wait; the rest are zeroed. */
-SFV__SLOW sfv_result sfv__recv_batch_failed(sfv_pending *pendings, size_t posted, size_t count, int rc, const char *verb) {
-    sfv__pending_clear(pendings ? pendings + posted : NULL, count - posted);
+SFV__SLOW sfv_result sfv__recv_batch_failed(const sfv_channel *ch, sfv_pending *pendings, size_t posted, size_t count, int rc, const char *verb) {
+    sfv__pending_clear(ch, pendings ? pendings + posted : NULL, count - posted);
     if (!posted) return sfv__fail_verb(verb, rc);
     return sfv__fail(sfv_result_from_errno(rc), rc, verb, "%s took %zu of %zu receives, then failed: %s; wait on (or destroy the channel for) the first %zu handles",
                      verb, posted, count, strerror(rc), posted);
@@ -4411,7 +4428,7 @@ SFV__SLOW sfv_result sfv__recv_batch_failed(sfv_pending *pendings, size_t posted
 /* A send-queue batch the verb refused at work request `posted`: with some posted, their unsignaled
    work can only end by a flush, so the channel is broken (its work is flushed at destroy). */
 SFV__SLOW sfv_result sfv__batch_failed(sfv_channel *ch, sfv_pending *pending, size_t posted, int rc) {
-    sfv__pending_clear(pending, 1);
+    sfv__pending_clear(ch, pending, 1);
     if (!posted) return sfv__fail_verb("ibv_post_send", rc);
     sfv__break(ch);
     return sfv__fail(SFV_ERR_BROKEN, rc, "ibv_post_send", "ibv_post_send took %zu work requests of the batch, then failed: %s; the channel is broken",
@@ -4434,7 +4451,7 @@ static sfv_result sfv__post_refused(sfv_channel *ch, sfv__post_kind kind, const 
     const bool recv = kind == SFV__POST_RECV;
     const sfv__ring *q;
     uint32_t max_sge;
-    sfv__pending_clear(pending, recv ? count : 1);
+    sfv__pending_clear(ch, pending, recv ? count : 1);
     SFV__CHECK_ARG(ch, "channel");
     q = recv ? &ch->rq : &ch->sq;
     max_sge = sfv__max_sge(ch, kind);
@@ -4567,13 +4584,13 @@ SFV__HOT_INLINE sfv_result sfv__post_one(sfv_channel *ch, enum ibv_wr_opcode opc
     if (SFV__UNLIKELY(!ch || !sfv__postable(ch, kind, sges, n, 1, pending))) return sfv__post_refused(ch, kind, sges, n, 1, pending);
     r = sfv__fill_send(&wr, ch->sq.head, opcode, sfv__inline_max(ch, opcode), (const struct ibv_sge *)sges, n, remote, imm, signaled, &total, NULL);
     if (SFV__UNLIKELY(r)) {
-        sfv__pending_clear(pending, 1);
+        sfv__pending_clear(ch, pending, 1);
         return r;
     }
     SFV__INFLIGHT_POST(&ch->sq, &wr, NULL, pending, 1);
     rc = ibv_post_send(ch->qp, &wr, &bad);
     if (SFV__UNLIKELY(rc)) SFV__INFLIGHT_UNPOST(&ch->sq, &wr, NULL, rc ? 0 : 1);
-    if (SFV__UNLIKELY(rc)) return sfv__post_failed(pending, 1, "ibv_post_send", rc);
+    if (SFV__UNLIKELY(rc)) return sfv__post_failed(ch, pending, 1, "ibv_post_send", rc);
     sfv__cover(&ch->sq, pending, 1, sfv__track(&ch->sq, sfv__op_of(opcode), total));
     return SFV_OK;
 }
@@ -4626,7 +4643,7 @@ SFV__HOT_INLINE sfv_result sfv__post_batch(sfv_channel *ch, enum ibv_wr_opcode o
     if (SFV__UNLIKELY(!ch || !sfv__postable(ch, kind, sges, per_wr, count, pending)))
         return sfv__post_refused(ch, kind, sges, per_wr, count, pending);
     if (rdma && !remotes) {
-        sfv__pending_clear(pending, 1);
+        sfv__pending_clear(ch, pending, 1);
         return sfv__fail(SFV_ERR_INVALID, EINVAL, "post", "remote regions (NULL)");
     }
     inline_max = sfv__inline_max(ch, opcode); /* once, with the ring's fields: the stores below may alias the channel */
@@ -4636,7 +4653,7 @@ SFV__HOT_INLINE sfv_result sfv__post_batch(sfv_channel *ch, enum ibv_wr_opcode o
     r = inline_max ? sfv__fill_batch(wrs, slots, head, mask, opcode, inline_max, sg, per_wr, count, remotes, &read_total)
                    : sfv__fill_batch(wrs, slots, head, mask, opcode, 0, sg, per_wr, count, remotes, &read_total);
     if (r) {
-        sfv__pending_clear(pending, 1);
+        sfv__pending_clear(ch, pending, 1);
         return r;
     }
     wrs[count - 1].next = NULL;
@@ -4674,7 +4691,7 @@ static sfv_result sfv__atomic_refused(const sfv_channel *ch, const sfv_scatter_e
 /* A refusal by the rules every post keeps, with the atomic's own words for a missing element. */
 SFV__SLOW sfv_result sfv__atomic_post_refused(sfv_channel *ch, const sfv_scatter_element *old, sfv_pending *pending) {
     if (ch && !old) {
-        sfv__pending_clear(pending, 1);
+        sfv__pending_clear(ch, pending, 1);
         return sfv__fail(SFV_ERR_INVALID, EINVAL, "post", "the old value's element is NULL (an atomic needs one 8-byte element)");
     }
     return sfv__post_refused(ch, SFV__POST_SEND, old, 1, 1, pending);
@@ -4688,7 +4705,7 @@ static sfv_result sfv__post_atomic(sfv_channel *ch, enum ibv_wr_opcode opcode, c
     int rc;
     if (SFV__UNLIKELY(!ch || !sfv__postable(ch, SFV__POST_SEND, old, 1, 1, pending))) return sfv__atomic_post_refused(ch, old, pending);
     if (SFV__UNLIKELY((r = sfv__atomic_refused(ch, old, remote)) != SFV_OK)) {
-        sfv__pending_clear(pending, 1);
+        sfv__pending_clear(ch, pending, 1);
         return r;
     }
     memset(&wr, 0, sizeof wr);
@@ -4704,7 +4721,7 @@ static sfv_result sfv__post_atomic(sfv_channel *ch, enum ibv_wr_opcode opcode, c
     SFV__INFLIGHT_POST(&ch->sq, &wr, NULL, pending, 1);
     rc = ibv_post_send(ch->qp, &wr, &bad);
     if (SFV__UNLIKELY(rc)) SFV__INFLIGHT_UNPOST(&ch->sq, &wr, NULL, rc ? 0 : 1);
-    if (SFV__UNLIKELY(rc)) return sfv__post_failed(pending, 1, "ibv_post_send", rc);
+    if (SFV__UNLIKELY(rc)) return sfv__post_failed(ch, pending, 1, "ibv_post_send", rc);
     sfv__cover(&ch->sq, pending, 1, sfv__track(&ch->sq, sfv__op_of(opcode), 8));
     return SFV_OK;
 }
@@ -4732,7 +4749,7 @@ SFV__HOT_INLINE sfv_result sfv__post_recv(sfv_channel *ch, bool on_srq, struct i
     SFV__INFLIGHT_POST(&ch->rq, NULL, &wr, pending, 1);
     rc = on_srq ? ibv_post_srq_recv(srq, &wr, &bad) : ibv_post_recv(ch->qp, &wr, &bad);
     if (SFV__UNLIKELY(rc)) SFV__INFLIGHT_UNPOST(&ch->rq, NULL, &wr, rc ? 0 : 1);
-    if (SFV__UNLIKELY(rc)) return sfv__post_failed(pending, 1, on_srq ? "ibv_post_srq_recv" : "ibv_post_recv", rc);
+    if (SFV__UNLIKELY(rc)) return sfv__post_failed(ch, pending, 1, on_srq ? "ibv_post_srq_recv" : "ibv_post_recv", rc);
     sfv__cover(&ch->rq, pending, 1, sfv__track(&ch->rq, SFV_WC_OP_RECV, 0));
     return SFV_OK;
 }
@@ -4767,7 +4784,7 @@ SFV__HOT_INLINE sfv_result sfv__post_recv_batch(sfv_channel *ch, bool on_srq, st
         }
         q->head = head + posted;
     }
-    if (SFV__UNLIKELY(rc)) return sfv__recv_batch_failed(pendings, posted, count, rc, on_srq ? "ibv_post_srq_recv" : "ibv_post_recv");
+    if (SFV__UNLIKELY(rc)) return sfv__recv_batch_failed(ch, pendings, posted, count, rc, on_srq ? "ibv_post_srq_recv" : "ibv_post_recv");
     return SFV_OK;
 }
 SFV__API_HOT sfv_result sfv_channel_post_receive(sfv_channel *ch, const sfv_scatter_element *sges, size_t n, sfv_pending *pending) {
@@ -4816,13 +4833,13 @@ static sfv_result sfv__post_requests(sfv_channel *ch, sfv__post_kind kind, bool 
         for (i = 0; i < count; i++) {
             const sfv__request q = sfv__request_at(kind, write, reqs, i);
             if (!q.sg && q.n) {
-                sfv__pending_clear(pending, 1);
+                sfv__pending_clear(ch, pending, 1);
                 return sfv__fail(SFV_ERR_INVALID, EINVAL, "post", "request %zu: %zu elements at NULL", i, q.n);
             }
             if (q.n > max_n) max_n = q.n;
         }
     if (!reqs && ch) {
-        sfv__pending_clear(pending, 1);
+        sfv__pending_clear(ch, pending, 1);
         return sfv__fail(SFV_ERR_INVALID, EINVAL, "post", "requests (NULL)");
     }
     if (SFV__UNLIKELY(!ch || !sfv__postable(ch, kind, &sfv__no_sge, max_n, count, pending)))
@@ -4835,7 +4852,7 @@ static sfv_result sfv__post_requests(sfv_channel *ch, sfv__post_kind kind, bool 
         sfv_result r = sfv__fill_send(&wrs[i], ch->sq.head + i, opcode, sfv__inline_max(ch, opcode), q.sg ? q.sg : &sfv__no_sge, q.n, q.remote, q.imm,
                                       i + 1 == count ? IBV_SEND_SIGNALED : 0, &totals[i], NULL);
         if (r) {
-            sfv__pending_clear(pending, 1);
+            sfv__pending_clear(ch, pending, 1);
             return r;
         }
         sum += totals[i];
@@ -5924,7 +5941,7 @@ static sfv_result sfv__lease_bind(sfv_channel *ch, struct ibv_send_wr *wr) {
     wr->wr_id = ch->sq.head << 1;
     wr->send_flags = IBV_SEND_SIGNALED;
     rc = ibv_post_send(ch->qp, wr, &bad);
-    if (rc) return sfv__post_failed(&p, 1, "ibv_post_send", rc);
+    if (rc) return sfv__post_failed(ch, &p, 1, "ibv_post_send", rc);
     sfv__cover(&ch->sq, &p, 1, sfv__track(&ch->sq, SFV_WC_OP_UNKNOWN, 0));
     r = sfv_pending_wait(&p, -1, &wc);
     if (r == SFV_ERR_TIMEOUT) { /* never leave the bind in flight */
@@ -7204,7 +7221,7 @@ static bool sfv__not_up_yet(int err) {
 
 /* Connects to a rank's address, retrying while it does not listen yet. The name is resolved
    once (a slow resolver then costs one lookup, which is checked against the deadline), the
-   connection attempts are retried every 50 ms until the deadline. */
+   connection attempts are retried after 1 ms, doubling to 50 ms, until the deadline. */
 static sfv_result sfv__ex_connect(const sfv_net_node *peer, bool loopback_only, uint64_t deadline, int *out) {
     struct addrinfo *ai, *a;
     int last = 0, pause_ms = 1;
