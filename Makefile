@@ -77,7 +77,7 @@ $(BUILD)/fi_cost: bench/fi_cost.c | $(BUILD)
 # UCX's uct am_short counted as the cost test counts safeverbs (make bench, stage 5).
 $(BUILD)/uct_cost: LDLIBS = -luct -lucs
 # The RDMA-CM part (SAFEVERBS_RDMACM) needs librdmacm as well.
-$(BUILD)/test_rdmacm $(BUILD)/asan/test_rdmacm $(BUILD)/rping $(BUILD)/cm_setup $(BUILD)/fuzz/fuzz_cm_private: LDLIBS += -lrdmacm
+$(BUILD)/test_rdmacm $(BUILD)/asan/test_rdmacm $(BUILD)/rping $(BUILD)/cm_setup $(BUILD)/fuzz/fuzz_cm_private $(BUILD)/fuzz/fuzz_ncm_signed: LDLIBS += -lrdmacm
 
 deps:
 	@bash tools/deps.sh
@@ -91,8 +91,10 @@ compile-matrix: deps
 # seeds in tests/fuzz/corpus/<name>/. On the host: decoding bytes needs no RDMA device.
 # `make fuzz` runs each for FUZZ_SECONDS; `make check-fuzz` (part of `make check`) for
 # FUZZ_CHECK_SECONDS. New inputs go under build/fuzz/, findings to build/fuzz/findings/.
+# unsigned-integer-overflow: no size or offset sum may wrap, even where it is then tested (the
+# header's SHA-256, whose sums are modulo 2^32 by definition, is exempt by an attribute).
 FUZZ_CC            ?= clang
-FUZZ_FLAGS         := -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
+FUZZ_FLAGS         := -g -O1 -fsanitize=fuzzer,address,undefined,unsigned-integer-overflow -fno-sanitize-recover=all -fno-omit-frame-pointer
 FUZZ_SECONDS       ?= 300
 FUZZ_CHECK_SECONDS ?= 10
 FUZZERS := $(patsubst tests/fuzz/%.c,$(BUILD)/fuzz/%,$(wildcard tests/fuzz/fuzz_*.c))

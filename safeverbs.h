@@ -2763,7 +2763,7 @@ SAFEVERBS_API sfv_result sfv_mr_scatter_element_checked(const sfv_mr *mr, void *
 }
 
 /* >>impl remote regions ---------------------------------------------------------------------- */
-static uint64_t sfv__sat_add(uint64_t a, uint64_t b) { return a + b < a ? UINT64_MAX : a + b; }
+static uint64_t sfv__sat_add(uint64_t a, uint64_t b) { return b > UINT64_MAX - a ? UINT64_MAX : a + b; } /* (no sum that wraps, even tested) */
 static uint64_t sfv__sat_sub(uint64_t a, uint64_t b) { return a > b ? a - b : 0; }
 static uint64_t sfv__sat_mul(uint64_t a, uint64_t b) { return (b && a > UINT64_MAX / b) ? UINT64_MAX : a * b; }
 
@@ -2779,7 +2779,7 @@ SAFEVERBS_API uint64_t sfv_remote_mr_length(sfv_remote_mr region) { return regio
 SAFEVERBS_API uint32_t sfv_remote_mr_rkey(sfv_remote_mr region) { return region.rkey; }
 
 /* A region describes [addr, addr + length): it wraps when that passes 2^64. */
-static bool sfv__remote_wraps(sfv_remote_mr region) { return region.length && region.addr + (region.length - 1) < region.addr; }
+static bool sfv__remote_wraps(sfv_remote_mr region) { return region.length && region.length - 1 > UINT64_MAX - region.addr; }
 static sfv_result sfv__remote_wrapping(sfv_remote_mr region, const char *verb) {
     return sfv__fail(SFV_ERR_INVALID, EINVAL, verb, "remote region [0x%llx, +%llu bytes) wraps past 2^64",
                      (unsigned long long)region.addr, (unsigned long long)region.length);
@@ -2799,7 +2799,7 @@ SAFEVERBS_API sfv_result sfv_remote_mr_slice(sfv_remote_mr region, uint64_t offs
     memset(out, 0, sizeof *out);
     if (sfv__remote_wraps(region)) return sfv__remote_wrapping(region, "sfv_remote_mr_slice");
     if (offset > region.length || length > region.length - offset) return sfv__remote_oob(region, offset, length, out);
-    if (region.addr + offset < region.addr) return sfv__remote_oob(region, offset, length, out); /* an empty slice at 2^64 */
+    if (offset > UINT64_MAX - region.addr) return sfv__remote_oob(region, offset, length, out); /* an empty slice at 2^64 */
     *out = sfv_remote_mr_make(region.addr + offset, length, region.rkey); /* no wrap: region does not */
     return SFV_OK;
 }
@@ -2867,7 +2867,7 @@ SAFEVERBS_API sfv_result sfv_remote_mr_decode(const uint8_t *in, size_t size, sf
     region.addr = sfv__get_be(in + 4, 8);
     region.length = sfv__get_be(in + 12, 8);
     region.rkey = (uint32_t)sfv__get_be(in + 20, 4);
-    if (region.length && region.addr + region.length - 1 < region.addr) return sfv__bad_encoding("sfv_remote_mr_decode", "addr + length wraps");
+    if (sfv__remote_wraps(region)) return sfv__bad_encoding("sfv_remote_mr_decode", "addr + length wraps");
     *out = region;
     return SFV_OK;
 }
@@ -6675,8 +6675,13 @@ static const uint32_t sfv__sha256_k[64] = {
     0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
     0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2};
 
-static uint32_t sfv__ror32(uint32_t x, int n) { return (x >> n) | (x << (32 - n)); }
+static uint32_t sfv__ror32(uint32_t x, int n) { return (x >> n) | ((x & ((1u << n) - 1)) << (32 - n)); } /* (no bit shifted out) */
 
+/* SHA-256's sums are modulo 2^32 by its definition: the one place where unsigned arithmetic wraps
+   on purpose (clang's -fsanitize=unsigned-integer-overflow is told so). */
+#if defined(__clang__)
+__attribute__((no_sanitize("unsigned-integer-overflow")))
+#endif
 static void sfv__sha256_block(uint32_t h[8], const uint8_t *p) {
     uint32_t w[64], s[8];
     int i;
@@ -7465,12 +7470,16 @@ static sfv_result sfv__ex_accept_lower(sfv__ex *x) {
 static sfv_result sfv__ex_meet(sfv__ex *x, size_t peer) {
     const sfv_net_node *pn = &x->nodes[peer];
     const sfv_error saved = sfv__last; /* a try that is tried again leaves no error behind */
+    unsigned hangups = 0;                /* tries its address took, then hung up before its proof */
     for (;;) {
         uint8_t hello_c[SFV__EX_FRAME], in[2 * SFV__EX_FRAME], proof[SFV__EX_FRAME], want[32];
         sfv__ex_frame f, hello_l;
         const char *bad;
         int fd = -1;
         sfv_result r = sfv__ex_connect(pn, x->key.loopback_only, x->deadline, &fd);
+        if (r == SFV_ERR_TIMEOUT && hangups)
+            return sfv__fail(SFV_ERR_TIMEOUT, ETIMEDOUT, "exchange", "rank %zu did not complete the exchange in time: its address %s:%u took the connection and hung up before proving the job key (%u tries)",
+                             peer, pn->host, (unsigned)pn->port, hangups);
         if (r) return r;
         memset(&f, 0, sizeof f);
         f.type = SFV__EX_HELLO;
@@ -7491,6 +7500,7 @@ static sfv_result sfv__ex_meet(sfv__ex *x, size_t peer) {
             if (sfv__now_ns() >= x->deadline)
                 return sfv__fail(SFV_ERR_TIMEOUT, ETIMEDOUT, "exchange", "rank %zu did not complete the exchange in time (it hung up before its proof)", peer);
             sfv__last = saved;
+            hangups++;
             (void)poll(NULL, 0, sfv__ms_left(x->deadline) < 20 ? sfv__ms_left(x->deadline) : 20);
             continue;
         }
