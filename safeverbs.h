@@ -5069,6 +5069,10 @@ static sfv_result sfv__pending_result(const sfv_pending *pending, const sfv_chan
     sfv__slot d;
     d.seq = pending->seq_;
     memcpy(&d.state, pending->done_, SFV__SLOT_FACTS);
+    if (wc && d.status == IBV_WC_SUCCESS && !(ch && ch->core_of)) { /* the common one: built here, no second call */
+        sfv__wc_make_ok(wc, &d);
+        return SFV_OK;
+    }
     if (wc) {
         sfv__wc_make(wc, &d);
         if (ch && ch->core_of) wc->channel = sfv__srq_channel(ch->core_of, &d);
@@ -5112,16 +5116,7 @@ SFV__HOT_INLINE sfv_result sfv__pending_take_as(sfv_pending *pending, sfv__ring 
         sfv__pending_take_batch(pending, q, last_slot);
     }
     pending->state_ = SFV__PENDING_DONE;
-    if (wc) {
-        sfv__slot d; /* (the facts just kept, in registers) */
-        d.seq = pending->seq_;
-        memcpy(&d.state, pending->done_, SFV__SLOT_FACTS);
-        if (SFV__LIKELY(d.status == IBV_WC_SUCCESS && !q->ch->core_of)) {
-            sfv__wc_make_ok(wc, &d);
-            return SFV_OK;
-        }
-        return sfv__pending_result(pending, q->ch, wc);
-    }
+    if (wc) return sfv__pending_result(pending, q->ch, wc); /* (out of line: the common path, no wc, keeps its registers) */
     /* no completion asked for: the status byte is the result (no second copy of the slot) */
     if (SFV__LIKELY(((const unsigned char *)pending->done_)[offsetof(sfv__slot, status) - offsetof(sfv__slot, state)] == IBV_WC_SUCCESS)) return SFV_OK;
     return sfv__pending_result(pending, q->ch, NULL);
