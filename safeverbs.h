@@ -2496,8 +2496,9 @@ static bool sfv__op_is_atomic(uint8_t op) { return op == SFV_WC_OP_COMP_SWAP || 
 #define SFV__WRID_INJECT (1ull << 63)
 
 
-/* The user's view of a finished slot, built only when someone asks for it: a success's, inlined
-   where a wait hands one back (no channel to name: not an SRQ's receive). */
+/* The user's view of a finished slot, built only when someone asks for it: a success's (inlined
+   where a wait hands one back), and any slot's. wc->channel is NULL: for an SRQ's receive, its
+   taker fills it in (sfv__srq_fill, sfv__pending_result). */
 SFV__HOT_INLINE void sfv__wc_make_ok(sfv_work_completion *wc, const sfv__slot *s) {
     const bool recv = s->op == SFV_WC_OP_RECV || s->op == SFV_WC_OP_RECV_IMM;
     wc->wr_id = s->seq << 1 | recv;
@@ -3950,10 +3951,6 @@ SFV__SLOW bool sfv__catch_up(sfv_channel *ch, sfv__ring *q, uint64_t seq, enum i
         const uint64_t c0 = q->completed;
         sfv__slot *s = &slots[c0 & mask], *const wrap = slots + mask + 1; /* one pointer along the ring */
         uint64_t c, freed = 0;
-        if (c0 >= q->inject_top) { /* no inject among them: moving `completed` completes them (sfv__slot_done) */
-            q->completed = seq;
-            return true;
-        }
         for (c = c0; c < seq; c++) { /* nobody consumes an inject: its place is free now */
             if (s->state == SFV__SLOT_INJECT) {
                 s->state = SFV__SLOT_FREE;
@@ -4002,12 +3999,15 @@ static void sfv__srq_complete(sfv__ring *q, const struct ibv_wc *w);
 SFV__SLOW void sfv__complete_slow(sfv_channel *ch, sfv__ring *q, const struct ibv_wc *w) {
     const uint64_t seq = (w->wr_id & ~SFV__WRID_INJECT) >> 1;
     sfv__slot *s;
-    if (seq == q->completed) {
-    } else if (w->status == IBV_WC_SUCCESS && seq > q->completed && seq < q->head && q->completed >= q->inject_top) {
-        q->completed = seq; /* the common case (sfv__catch_up's first): unsignaled work before it, no inject among it */
-    } else if (!sfv__catch_up(ch, q, seq, w->status)) {
-        if (ch->core_of) sfv__srq_complete(q, w); /* an SRQ's: every completion comes here (>>impl srq) */
-        return;
+    if (seq != q->completed) {
+        /* the common case: unsignaled work before it (a batch's last, say) that succeeded, no inject
+           among it: moving `completed` completes it (sfv__slot_done); the rest is sfv__catch_up's */
+        if (w->status != IBV_WC_WR_FLUSH_ERR && seq > q->completed && seq < q->head && q->completed >= q->inject_top) {
+            q->completed = seq;
+        } else if (!sfv__catch_up(ch, q, seq, w->status)) {
+            if (ch->core_of) sfv__srq_complete(q, w); /* an SRQ's: every completion comes here (>>impl srq) */
+            return;
+        }
     }
     s = &q->slots[seq & q->mask];
     if (w->wr_id & SFV__WRID_INJECT) { /* an inject's (>>impl inject): nobody consumes it, its place is free now */
@@ -5069,12 +5069,9 @@ static sfv_result sfv__pending_result(const sfv_pending *pending, const sfv_chan
     sfv__slot d;
     d.seq = pending->seq_;
     memcpy(&d.state, pending->done_, SFV__SLOT_FACTS);
-    if (wc && d.status == IBV_WC_SUCCESS && !(ch && ch->core_of)) { /* the common one: built here, no second call */
-        sfv__wc_make_ok(wc, &d);
-        return SFV_OK;
-    }
     if (wc) {
-        sfv__wc_make(wc, &d);
+        if (d.status == IBV_WC_SUCCESS) sfv__wc_make_ok(wc, &d); /* (the common one built here, no second call) */
+        else sfv__wc_make(wc, &d);
         if (ch && ch->core_of) wc->channel = sfv__srq_channel(ch->core_of, &d);
     }
     return d.status == IBV_WC_SUCCESS ? SFV_OK : sfv__fail_work(ch, &d);
@@ -7219,6 +7216,14 @@ static bool sfv__not_up_yet(int err) {
     return err == ECONNREFUSED || err == ECONNRESET || err == ETIMEDOUT || err == EHOSTUNREACH || err == ENETUNREACH;
 }
 
+/* Sleeps *pause_ms (never past deadline), then doubles it up to cap_ms: a retry of something a
+   moment late costs a moment, of something long gone a poll every cap_ms. */
+static void sfv__backoff(uint64_t deadline, int *pause_ms, int cap_ms) {
+    const int left = sfv__ms_left(deadline);
+    (void)poll(NULL, 0, left < *pause_ms ? left : *pause_ms);
+    if (*pause_ms < cap_ms) *pause_ms = *pause_ms * 2 < cap_ms ? *pause_ms * 2 : cap_ms;
+}
+
 /* Connects to a rank's address, retrying while it does not listen yet. The name is resolved
    once (a slow resolver then costs one lookup, which is checked against the deadline), the
    connection attempts are retried after 1 ms, doubling to 50 ms, until the deadline. */
@@ -7261,9 +7266,7 @@ static sfv_result sfv__ex_connect(const sfv_net_node *peer, bool loopback_only, 
             }
             last = err;
         }
-        /* not listening yet: again after 1 ms, doubling to 50 (a peer a moment late costs a moment) */
-        (void)poll(NULL, 0, sfv__ms_left(deadline) < pause_ms ? sfv__ms_left(deadline) : pause_ms);
-        if (pause_ms < 50) pause_ms = pause_ms * 2 < 50 ? pause_ms * 2 : 50;
+        sfv__backoff(deadline, &pause_ms, 50); /* not listening yet */
     }
 }
 
@@ -8744,7 +8747,7 @@ static sfv_result sfv__ncm_answer(const sfv__ex_key *k, sfv_node *node, size_t t
 static sfv_result sfv__ncm_connect(sfv_node *node, const sfv_net_node *nodes, size_t j, const uint8_t *req, uint64_t deadline, sfv_cm_conn **out) {
     sfv_channel *ch = sfv_multi_channel_peer(sfv_node_multi_channel(node), j);
     const size_t me = sfv_node_rank(node);
-    int pause_ms = 1; /* doubling to 20 (as sfv__ex_connect) */
+    int pause_ms = 1;
     for (;;) {
         const int ms = sfv__ms_until(deadline);
         sfv_result r;
@@ -8754,8 +8757,7 @@ static sfv_result sfv__ncm_connect(sfv_node *node, const sfv_net_node *nodes, si
         r = sfv_cm_connect_channel(ch, nodes[me].host, nodes[j].host, nodes[j].port, req, SFV__NCM_SIZE, ms, out);
         /* not listening yet, or a full backlog (a reject with no reason: ours always give one) */
         if (r != SFV_ERR_REFUSED && !(r == SFV_ERR_REJECTED && sfv__reject_len == 0)) return r;
-        (void)poll(NULL, 0, sfv__ms_left(deadline) < pause_ms ? sfv__ms_left(deadline) : pause_ms);
-        if (pause_ms < 20) pause_ms = pause_ms * 2 < 20 ? pause_ms * 2 : 20;
+        sfv__backoff(deadline, &pause_ms, 20);
     }
 }
 
