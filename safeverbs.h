@@ -1457,7 +1457,11 @@ SFV_NODISCARD SAFEVERBS_API sfv_result sfv_launcher_rank(size_t *rank, size_t *w
    checked before anything is sent). SFV_ERR_TIMEOUT when the other ranks do not all come within
    timeout_ms (< 0: the channels' timeout_ms); each of this rank's writes is bounded by its
    channel's timeout_ms. A timeout or a failed write leaves the barrier half done on some ranks,
-   so it poisons it: every later call returns SFV_ERR_BROKEN. */
+   so it poisons it: every later call returns SFV_ERR_BROKEN. Each rank's NIC writes its barrier
+   count into this rank's memory; a rank can be one barrier ahead, never two (it cannot leave the
+   next one before this rank enters it), so a count two or more ahead (a peer that is not a rank
+   of this node, or ranks passing different groups) is SFV_ERR_BROKEN, and poisons it too: a
+   barrier never passes early on a count. */
 SFV_NODISCARD SAFEVERBS_API sfv_result sfv_node_barrier(sfv_node *node, const size_t *peers, size_t n, int timeout_ms);
 /* The same without checking that peers are sorted and unique (the caller vouches that every
    member passes the same list); ranks are still checked against the world, as they index memory. */
@@ -7903,19 +7907,27 @@ static sfv_result sfv__notify(sfv_node *node, size_t to) {
     return sfv_channel_write(sfv_multi_channel_peer(node->mc, to), &g, 1, sfv_remote_mr_slice_unchecked(node->peer_in[to], node->rank * sizeof *node->in, sizeof *node->in), NULL);
 }
 
-/* Waits until rank `from` announced the next epoch (>=: it may be a barrier ahead). An aligned
-   8-byte write lands whole, and epochs only grow. The wait yields the CPU now and then: a
+/* Waits until rank `from` announced the next epoch (or the one after: it may be a barrier
+   ahead, never two, since it cannot leave the next barrier before this rank enters it). An
+   aligned 8-byte write lands whole, and epochs only grow. Any other epoch is not one a rank of
+   this node writes (a peer that is not a safeverbs node, or a group the ranks do not agree on):
+   it breaks the barrier rather than let it pass early. The wait yields the CPU now and then: a
    barrier often has more ranks than cores. */
 static sfv_result sfv__await(sfv_node *node, size_t from, uint64_t deadline) {
     const uint64_t want = ++node->expected[from];
     unsigned spins = 0;
-    while (sfv__le64(__atomic_load_n(&node->in[from], __ATOMIC_ACQUIRE)) < want) {
+    uint64_t got;
+    while ((got = sfv__le64(__atomic_load_n(&node->in[from], __ATOMIC_ACQUIRE))) < want) {
         if ((++spins & 255) == 0) {
             if (sfv__now_ns() >= deadline)
                 return sfv__fail(SFV_ERR_TIMEOUT, ETIMEDOUT, "barrier", "rank %zu did not reach the barrier in time", from);
             sched_yield();
         }
     }
+    if (SFV__UNLIKELY(got - want > 1))
+        return sfv__fail(SFV_ERR_BROKEN, EPROTO, "barrier", "rank %zu announced barrier %llu while this rank awaits its barrier %llu "
+                             "(no rank of this node runs two barriers ahead: a peer that is not one, or ranks passing different groups)",
+                             from, (unsigned long long)got, (unsigned long long)want);
     return SFV_OK;
 }
 

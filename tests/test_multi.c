@@ -829,6 +829,59 @@ static void t_node_three_ranks(void) {
 }
 
 /* One process: the node's refusals, and a world of one. */
+/* Barrier epochs are written by the peers' NICs: an epoch one barrier ahead is what a faster rank
+   writes and passes; any further ahead is no rank of this node's (a foreign peer, or ranks with
+   different groups), and breaks the barrier instead of letting it pass early. Rank 1's writes
+   here are its own channel's RDMA writes into rank 0's epochs, as a hostile peer would make. */
+static void foreign_epoch(sfv_node *from, sfv_mr *mr, uint64_t *word, uint64_t epoch) {
+    sfv_gather_element g = sfv_mr_gather_element(mr, word, sizeof *word);
+    *word = sfv__le64(epoch);
+    CHECK_OK(sfv_channel_write(sfv_multi_channel_peer(from->mc, 0), &g, 1,
+                               sfv_remote_mr_slice_unchecked(from->peer_in[0], 1 * sizeof(uint64_t), sizeof(uint64_t)), NULL));
+}
+static void t_node_foreign_epochs(void) {
+    const sfv_barrier_kind kinds[3] = {SFV_BARRIER_CENTRALIZED, SFV_BARRIER_BINARY_TREE, SFV_BARRIER_DISSEMINATION};
+    sfv_context *ctx;
+    sfv_pd *pd;
+    sfv_mr *mr;
+    static uint64_t word;
+    size_t k, r;
+    CHECK_OK(sfv_open_device(test_device(0), &ctx));
+    CHECK_OK(sfv_alloc_pd(ctx, &pd));
+    CHECK_OK(sfv_reg_mr_local(pd, &word, sizeof word, &mr));
+    for (k = 0; k < 3; k++) {
+        sfv_node *pair[2];
+        uint8_t blobs[2 * SFV_NODE_ENDPOINT_SIZE(2)];
+        sfv_node_desc nd;
+        memset(&nd, 0, sizeof nd);
+        nd.world_size = 2;
+        nd.barrier = kinds[k];
+        for (r = 0; r < 2; r++) {
+            nd.rank = r;
+            CHECK_OK(sfv_create_node(pd, &nd, &pair[r]));
+            CHECK_OK(sfv_node_endpoint(pair[r], blobs + r * SFV_NODE_ENDPOINT_SIZE(2), SFV_NODE_ENDPOINT_SIZE(2)));
+        }
+        for (r = 0; r < 2; r++) CHECK_OK(sfv_node_handshake(pair[r], blobs, sizeof blobs));
+        /* (with two ranks, rank 0 awaits rank 1 once per barrier in every algorithm) */
+        foreign_epoch(pair[1], mr, &word, 1);
+        CHECK_OK(sfv_node_barrier(pair[0], NULL, 0, 5000)); /* barrier 1 */
+        foreign_epoch(pair[1], mr, &word, 3);               /* rank 1 a barrier ahead of rank 0's 2 */
+        CHECK_OK(sfv_node_barrier(pair[0], NULL, 0, 5000)); /* barrier 2 passes on it */
+        CHECK_OK(sfv_node_barrier(pair[0], NULL, 0, 5000)); /* so does 3 */
+        /* two ahead of 4: no rank writes that (nor a huge one: no sum wraps to let it pass) */
+        foreign_epoch(pair[1], mr, &word, k == 0 ? UINT64_MAX : 6);
+        CHECK_RESULT(sfv_node_barrier(pair[0], NULL, 0, 5000), SFV_ERR_BROKEN);
+        CHECK(strstr(sfv_last_error()->message, k == 0 ? "announced barrier 18446744073709551615" : "announced barrier 6") != NULL);
+        CHECK(strstr(sfv_last_error()->message, "awaits its barrier 4") != NULL);
+        CHECK_RESULT(sfv_node_barrier(pair[0], NULL, 0, 100), SFV_ERR_BROKEN); /* poisoned */
+        CHECK(strstr(sfv_last_error()->message, "poisoned") != NULL);
+        for (r = 0; r < 2; r++) CHECK_OK(sfv_destroy_node(pair[r]));
+    }
+    CHECK_OK(sfv_dereg_mr(mr));
+    sfv_dealloc_pd(pd);
+    sfv_close_device(ctx);
+}
+
 static void t_node_refusals(void) {
     sfv_context *ctx;
     sfv_pd *pd;
@@ -998,6 +1051,7 @@ static const harness_test TESTS[] = {
     TEST(t_exchange_refusals, 60),
     TEST(t_node_three_ranks, 240),
     TEST(t_node_refusals, 60),
+    TEST(t_node_foreign_epochs, 60),
 };
 
 int main(int argc, char **argv) { return harness_main(argc, argv, TESTS, COUNT_OF(TESTS)); }
