@@ -4242,6 +4242,17 @@ SFV__SLOW int sfv__wait_tick(sfv_channel *ch, unsigned spins, uint64_t *deadline
     return now >= *deadline;
 }
 
+/* A caller's timeout_ms: < 0 means `otherwise` ms. */
+static uint32_t sfv__ms_or(int timeout_ms, uint32_t otherwise) { return timeout_ms < 0 ? otherwise : (uint32_t)timeout_ms; }
+/* A wait's deadline passed: why, in words. */
+SFV__SLOW sfv_result sfv__wait_timed_out(const sfv_channel *ch) {
+    if (ch->sq.completed == ch->sq.base && ch->rq.completed == ch->rq.base) /* a fresh channel: the classic first mistake */
+        return sfv__fail(SFV_ERR_TIMEOUT, ETIMEDOUT, "wait",
+                         "work request not complete within the deadline; nothing has completed on this channel yet: "
+                         "has the peer connected (sfv_channel_handshake with this side's endpoint) and posted its side?");
+    return sfv__fail(SFV_ERR_TIMEOUT, ETIMEDOUT, "wait", "work request not complete within the deadline");
+}
+
 /* Waits until slot `seq` of q is done, or *deadline (monotonic ns) passes. *deadline 0: timeout_ms
    from the first time the clock is read, which a completion that comes quickly never needs; the
    deadline then stays in *deadline for the caller's next wait (sfv_pending_wait_all: one
@@ -4268,17 +4279,38 @@ static sfv_result sfv__wait(sfv_channel *ch, sfv__ring *q, uint64_t seq, uint64_
             break;
         }
     }
-    if (ch->sq.completed == ch->sq.base && ch->rq.completed == ch->rq.base) /* a fresh channel: the classic first mistake */
-        return sfv__fail(SFV_ERR_TIMEOUT, ETIMEDOUT, "wait",
-                         "work request not complete within the deadline; nothing has completed on this channel yet: "
-                         "has the peer connected (sfv_channel_handshake with this side's endpoint) and posted its side?");
-    return sfv__fail(SFV_ERR_TIMEOUT, ETIMEDOUT, "wait", "work request not complete within the deadline");
+    return sfv__wait_timed_out(ch);
+}
+
+/* The wait loop of a pending handle's work request (signaled: only its own completion finishes
+   it) after a poll that did not: it polls first, and looks at the slot only after a poll that
+   found work, or after a sleep or a tick (the device's events may have flushed it). The caller's
+   timeout_ms (< 0: the channel's) is looked at only when the clock is. Inlined into the handle's
+   wait, so a wait that has to spin costs no second call and no set-up its first poll does not. */
+SFV__HOT_INLINE sfv_result sfv__wait_slot(sfv_channel *ch, const sfv__slot *s, uint64_t seq, uint64_t *deadline, int timeout_ms) {
+    unsigned spins = 0;
+    for (;;) {
+        int n = sfv__drain(ch);
+        if (n == 0) {
+            if (ch->cc) {
+                n = sfv__wait_sleep(ch, deadline, sfv__ms_or(timeout_ms, ch->desc.timeout_ms));
+                if (n < 0) return (sfv_result)n;
+                if (n) break;
+            } else if ((++spins & 63) != 0) {
+                continue; /* an empty poll changes no slot */
+            } else if (sfv__wait_tick(ch, spins, deadline, sfv__ms_or(timeout_ms, ch->desc.timeout_ms))) {
+                break;
+            }
+        } else if (SFV__UNLIKELY(n < 0)) {
+            return sfv__fail_poll(n);
+        }
+        if (s->state == SFV__SLOT_DONE && s->seq == seq) return SFV_OK;
+    }
+    return sfv__wait_timed_out(ch);
 }
 
 /* The deadline `ms` from now (monotonic ns). */
 static uint64_t sfv__deadline(uint32_t ms) { return sfv__now_ns() + sfv__timeout_ns(ms); }
-/* A caller's timeout_ms: < 0 means `otherwise` ms. */
-static uint32_t sfv__ms_or(int timeout_ms, uint32_t otherwise) { return timeout_ms < 0 ? otherwise : (uint32_t)timeout_ms; }
 
 
 
@@ -5166,7 +5198,7 @@ SFV__SLOW sfv_result sfv__pending_poll_cq(sfv_pending *pending, sfv__ring *q, sf
 SFV__SLOW sfv_result sfv__pending_block_wait(sfv_pending *pending, sfv__ring *q, sfv__slot *s, int timeout_ms, uint64_t *deadline,
                                              sfv_work_completion *wc) {
     uint64_t own = 0;
-    const sfv_result r = sfv__wait(q->ch, q, pending->seq_, deadline ? deadline : &own, sfv__ms_or(timeout_ms, q->ch->desc.timeout_ms), true);
+    const sfv_result r = sfv__wait_slot(q->ch, s, pending->seq_, deadline ? deadline : &own, timeout_ms);
     if (SFV__UNLIKELY(r)) return sfv__wc_none(wc, r);
     return sfv__pending_take(pending, q, s, wc);
 }
