@@ -515,7 +515,8 @@ typedef struct sfv_work_completion {
     uint32_t imm_data;               /* host byte order; valid when has_imm */
     bool has_imm;
     const sfv_channel *channel;      /* a receive of an SRQ (>>srq): the channel it came in on (NULL
-                                        if that channel is destroyed by now); NULL for all else */
+                                        if that channel is destroyed by now, and when a consumed
+                                        handle is read again); NULL for all else */
 } sfv_work_completion;
 
 /* A status's name ("REM_ACCESS_ERR"), its class, a hint for humans, and a class's name: never
@@ -535,7 +536,7 @@ SFV_NODISCARD SAFEVERBS_API sfv_result sfv_create_cq(sfv_context *ctx, uint32_t 
 SAFEVERBS_API sfv_result sfv_destroy_cq(sfv_cq *cq);
 SAFEVERBS_API uint32_t sfv_cq_capacity(const sfv_cq *cq);
 /* Non-blocking: takes up to max completions, *count says how many (0: none ready). wr_id is
-   your QP's own; byte_len is set for receives only. */
+   your QP's own; byte_len is set for receives, and atomics (8); else 0. */
 SFV_NODISCARD SAFEVERBS_API sfv_result sfv_poll_cq(sfv_cq *cq, sfv_work_completion *out, size_t max, size_t *count);
 
 /* >>memory regions --------------------------------------------------------------------------- */
@@ -902,8 +903,10 @@ SFV_NODISCARD SAFEVERBS_API sfv_result sfv_channel_post_read(sfv_channel *ch, co
    the first failure. Write and read batches take one remote region per work request. A receive
    batch fills `count` pending handles, one per receive (every receive completes on its own); if
    the verb takes only part of it, the call fails, its message says how many were taken, and
-   those handles wait as after a success (the rest are zeroed). A send-side batch the verb took
-   only part of: SFV_ERR_BROKEN (its unsignaled work can only end by a flush). */
+   those handles wait as after a success (the rest are zeroed). A receive batch refused for its
+   count (0, or over SFV_BATCH_MAX: SFV_ERR_INVALID) leaves its handles untouched (the array may
+   be shorter than the count). A send-side batch the verb took only part of: SFV_ERR_BROKEN (its
+   unsignaled work can only end by a flush). */
 #define SFV_BATCH_MAX 64
 SFV_NODISCARD SAFEVERBS_API sfv_result sfv_channel_post_send_batch(sfv_channel *ch, const sfv_gather_element *sges, size_t per_wr, size_t count, sfv_pending *pending);
 SFV_NODISCARD SAFEVERBS_API sfv_result sfv_channel_post_write_batch(sfv_channel *ch, const sfv_gather_element *sges, size_t per_wr, size_t count, const sfv_remote_mr *remotes, sfv_pending *pending);
@@ -4178,6 +4181,11 @@ SFV__SLOW void sfv__async_abort(sfv_channel *ch) {
     sfv__abort(ch);
     if (ch->core_of) { /* an SRQ (or its CQ) failed: none of its receives will complete */
         uint64_t seq;
+        sfv_channel *c;
+        /* before its receives are said done (their buffers the program's again), no queue pair may
+           take one: every channel on it stops (an SRQ and its channels are one thread's) */
+        for (c = ch->core_of->channels; c; c = c->srq_next)
+            if (!c->aborted) sfv__abort(c);
         for (seq = ch->rq.tail; seq < ch->rq.head; seq++) {
             sfv__slot *s = &ch->rq.slots[seq & ch->rq.mask];
             if (s->state == SFV__SLOT_INFLIGHT && s->seq == seq) {
@@ -5543,7 +5551,8 @@ static uint32_t sfv__event_break(sfv_channel *ch, uint8_t cause, sfv_event_type 
     if (ch->async_cause) return 0;
     ch->async_event = (uint8_t)type;
     __atomic_store_n(&ch->async_cause, cause, __ATOMIC_RELEASE);
-    sfv__break(ch);
+    ch->broken = true; /* (not sfv__break: no log under ev_lock, as the log fn may call safeverbs; sfv__events_read logs) */
+    sfv__set_can(ch, false, false);
     return 1;
 }
 
@@ -5565,9 +5574,12 @@ static void sfv__event_handle(sfv_context *ctx, const struct ibv_async_event *e,
         for (ch = ctx->channels; ch; ch = ch->ctx_next)
             if (ch->desc.port == ev->port) ev->channels_broken += sfv__event_break(ch, SFV__CAUSE_PORT_DOWN, ev->type);
         break;
-    case SFV_EVENT_DEVICE_FATAL:
+    case SFV_EVENT_DEVICE_FATAL: {
+        sfv_srq *srq;
         for (ch = ctx->channels; ch; ch = ch->ctx_next) ev->channels_broken += sfv__event_break(ch, SFV__CAUSE_FATAL_EVENT, ev->type);
+        for (srq = ctx->srqs; srq; srq = srq->ctx_next) (void)sfv__event_break(&srq->core, SFV__CAUSE_FATAL_EVENT, ev->type); /* (no user channel) */
         break;
+    }
     case SFV_EVENT_QP_FATAL: case SFV_EVENT_QP_REQ_ERR: case SFV_EVENT_QP_ACCESS_ERR: case SFV_EVENT_COMM_EST:
     case SFV_EVENT_SQ_DRAINED: case SFV_EVENT_PATH_MIG: case SFV_EVENT_PATH_MIG_ERR: case SFV_EVENT_QP_LAST_WQE_REACHED:
         ev->qp_num = e->element.qp ? e->element.qp->qp_num : 0;
@@ -5621,6 +5633,11 @@ static void sfv__events_read(sfv_context *ctx) {
         sfv__event_handle(ctx, &e, &ev);
         ibv_ack_async_event(&e); /* at once: a destroy of its object waits for the ack */
         sfv__event_queue(ctx, &ev);
+        if (ev.channels_broken) { /* logged with the lock released: the log fn may call safeverbs */
+            sfv__ev_leave(ctx);
+            SFV__LOG(SFV_LOG_INFO, "%s: %s broke %u channel(s)", ctx->name, sfv_event_type_str(ev.type), (unsigned)ev.channels_broken);
+            sfv__ev_enter(ctx);
+        }
     }
     sfv__ev_leave(ctx);
 }
@@ -5746,7 +5763,11 @@ static void sfv__srq_event(sfv_context *ctx, const struct ibv_async_event *e, sf
     for (srq = ctx->srqs; srq; srq = srq->ctx_next) {
         if (ev->type == SFV_EVENT_CQ_ERR ? srq->core.cq != e->element.cq : srq->srq != e->element.srq) continue;
         ev->srq = srq;
-        if (ev->type != SFV_EVENT_SRQ_LIMIT_REACHED) ev->channels_broken += sfv__event_break(&srq->core, SFV__CAUSE_FATAL_EVENT, ev->type);
+        if (ev->type != SFV_EVENT_SRQ_LIMIT_REACHED) { /* the SRQ (not a user channel: not counted) and every channel on it */
+            sfv_channel *c;
+            (void)sfv__event_break(&srq->core, SFV__CAUSE_FATAL_EVENT, ev->type);
+            for (c = srq->channels; c; c = c->srq_next) ev->channels_broken += sfv__event_break(c, SFV__CAUSE_FATAL_EVENT, ev->type);
+        }
         return;
     }
 }
@@ -6219,7 +6240,8 @@ static sfv_result sfv__channel_would_take(sfv_channel *ch, bool recv, bool read,
     uint64_t total = 0;
     size_t k;
     memset(&stands_in, 0, sizeof stands_in);
-    if (!sfv__postable(ch, kind, sges, n, 1, &stands_in) && sfv__channel_room(ch, recv) > 0)
+    if ((!sges && n) || n > sfv__max_sge(ch, kind) || /* the elements first: the sum below reads them, whatever the room */
+        (!sfv__postable(ch, kind, sges, n, 1, &stands_in) && sfv__channel_room(ch, recv) > 0))
         return sfv__post_refused(ch, kind, sges, n, 1, &stands_in);
     if (!(recv ? ch->can_recv : ch->can_send)) return sfv__post_refused(ch, kind, sges, n, 1, &stands_in);
     if (!remote) return SFV_OK;
