@@ -1579,8 +1579,9 @@ SAFEVERBS_API sfv_channel *sfv_cm_channel(const sfv_cm_conn *c);
 /* The peer's own bytes (accepting side's answer, or the request's); *len may be 0. */
 SAFEVERBS_API const uint8_t *sfv_cm_peer_private(const sfv_cm_conn *c, size_t *len);
 SAFEVERBS_API int sfv_cm_fd(const sfv_cm_conn *c);
-/* Handles what arrived on the connection's CM fd without waiting: SFV_OK (still connected) or
-   SFV_ERR_BROKEN (the peer disconnected: the channel is broken, its work flushed). */
+/* Handles what arrived on the connection's CM fd without waiting: SFV_OK (still connected),
+   SFV_ERR_BROKEN (the peer disconnected: the channel is broken, its work flushed), or the
+   failure of rdma_get_cm_event (the fd may stay readable: the connection is not to be trusted). */
 SFV_NODISCARD SAFEVERBS_API sfv_result sfv_cm_events(sfv_cm_conn *c);
 /* Disconnects (the channel's work flushed first) and frees everything. timeout_ms > 0: first
    waits up to that long for the peer to confirm (it does when it handles its own events or
@@ -2984,7 +2985,7 @@ static void sfv__set_can(sfv_channel *ch, bool send, bool recv) {
 typedef struct sfv__watch {
     int fd;
     void (*check)(struct sfv__watch *w);
-    void (*detach)(struct sfv__watch *w);
+    void (*detach)(struct sfv__watch *w, bool destroyed); /* destroyed: the channel goes; else a reset */
 } sfv__watch;
 
 /* A shared receive queue (>>impl srq). Its inner channel `core` has no QP: its CQ is the receive
@@ -5924,7 +5925,7 @@ SAFEVERBS_API sfv_result sfv_channel_reset(sfv_channel *ch) {
     sfv__leases_drop(ch); /* windows bound to the old QP hold it (>>impl leases); its leases end, dead, until revoked */
     if (sfv__inflight(ch) || (ch->qp && !ch->aborted)) sfv__abort(ch); /* everything in flight flushed */
     if (!sfv__destroy_qp(ch)) return sfv__fail_verb("ibv_destroy_qp", EBUSY);
-    if (ch->watch) ch->watch->detach(ch->watch); /* the old QP's connection is over: it forgets the channel */
+    if (ch->watch) ch->watch->detach(ch->watch, false); /* the old QP's connection is over: it forgets the channel */
     while (sfv__drain(ch) > 0) {} /* the old QP's last completions: their places are done already */
     r = sfv__qp_make(ch, ch->pd);
     if (r) return r; /* broken, without a QP: try again */
@@ -6335,7 +6336,7 @@ SAFEVERBS_API sfv_result sfv_destroy_channel(sfv_channel *ch) {
     sfv__leases_drop(ch); /* >>impl leases */
     if (sfv__inflight(ch)) sfv__abort(ch);
     if (!sfv__destroy_qp(ch)) return sfv__fail_verb("ibv_destroy_qp", EBUSY);
-    if (ch->watch) ch->watch->detach(ch->watch); /* it forgets the channel, and the channel it */
+    if (ch->watch) ch->watch->detach(ch->watch, true); /* it forgets the channel, and the channel it */
     if (ch->cc) sfv_channel_ack_events(ch);
     if (ch->cq) {
         int rc = ibv_destroy_cq(ch->cq);
@@ -8124,6 +8125,7 @@ static sfv_result sfv__cm_addr(const char *fn, const char *addr, uint16_t port, 
 
 /* A failed rdma_* call, with the classes people act on. */
 static sfv_result sfv__cm_fail(const char *verb, int e, const char *what) {
+    if (e == 0) e = EIO; /* a call that failed without saying why: still a failure */
     if (e == EADDRINUSE) return sfv__fail(SFV_ERR_ADDR_IN_USE, e, verb, "%s: address in use (%s)", verb, what);
     if (e == EADDRNOTAVAIL || e == ENODEV)
         return sfv__fail(SFV_ERR_NOT_FOUND, e, verb, "%s: no RDMA device has the address %s", verb, what);
@@ -8207,12 +8209,13 @@ static sfv_result sfv__cm_expect(struct rdma_event_channel *ec, enum rdma_cm_eve
         }
         break;
     case RDMA_CM_EVENT_ADDR_ERROR:
-    case RDMA_CM_EVENT_ROUTE_ERROR:
-        r = sfv__cm_fail(ev->event == RDMA_CM_EVENT_ADDR_ERROR ? "rdma_resolve_addr" : "rdma_resolve_route",
-                         ev->status < 0 ? -ev->status : EHOSTUNREACH, where);
+    case RDMA_CM_EVENT_ROUTE_ERROR: {
+        const int e = ev->status < 0 && ev->status > -4096 ? -ev->status : EHOSTUNREACH; /* an errno (the kernel's are below 4096); -INT_MIN would overflow */
+        r = sfv__cm_fail(ev->event == RDMA_CM_EVENT_ADDR_ERROR ? "rdma_resolve_addr" : "rdma_resolve_route", e, where);
         if (r != SFV_ERR_TIMEOUT && r != SFV_ERR_NOT_FOUND && r != SFV_ERR_UNREACHABLE)
-            r = sfv__fail(SFV_ERR_UNREACHABLE, -ev->status, sfv__last.verb, "%s: %s is unreachable (%s)", step, where, strerror(-ev->status));
+            r = sfv__fail(SFV_ERR_UNREACHABLE, e, sfv__last.verb, "%s: %s is unreachable (%s)", step, where, strerror(e));
         break;
+    }
     case RDMA_CM_EVENT_UNREACHABLE:
     case RDMA_CM_EVENT_CONNECT_ERROR:
         r = sfv__fail(SFV_ERR_UNREACHABLE, EHOSTUNREACH, "rdma_connect", "%s: the peer's CM at %s did not answer (%s, status %d)", step, where,
@@ -8274,7 +8277,7 @@ static void sfv__cm_conn_free(sfv_cm_conn *c) {
 /* Handles what arrived on c's CM fd, without waiting. True: the peer disconnected (now or
    before), and the channel is broken, its work flushed. Also what the channel's waits call
    (sfv__watch), so a disconnect ends them at once. */
-static bool sfv__cm_poll(sfv_cm_conn *c) {
+static bool sfv__cm_poll(sfv_cm_conn *c, int *err) {
     struct rdma_cm_event *ev;
     const int saved = errno; /* a wait may call this between its own calls */
     while (rdma_get_cm_event(c->ec, &ev) == 0) { /* every event read and acked: the fd never stays readable */
@@ -8286,15 +8289,16 @@ static bool sfv__cm_poll(sfv_cm_conn *c) {
         }
         rdma_ack_cm_event(ev);
     }
+    if (err) *err = errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ? 0 : errno ? errno : EIO;
     errno = saved;
     return c->disconnected;
 }
 #define SFV__CM_OF(w) ((sfv_cm_conn *)(void *)((char *)(w) - offsetof(sfv_cm_conn, watch)))
-static void sfv__cm_watch_check(sfv__watch *w) { (void)sfv__cm_poll(SFV__CM_OF(w)); }
-static void sfv__cm_watch_detach(sfv__watch *w) {
+static void sfv__cm_watch_check(sfv__watch *w) { (void)sfv__cm_poll(SFV__CM_OF(w), NULL); }
+static void sfv__cm_watch_detach(sfv__watch *w, bool destroyed) {
     sfv_cm_conn *c = SFV__CM_OF(w);
     if (c->ch && sfv__channel_watched_by(c->ch, w)) sfv__channel_watch(c->ch, NULL);
-    c->ch = NULL;
+    if (destroyed || !c->owns_ch) c->ch = NULL; /* a channel it owns, only reset, still goes with it */
 }
 /* From now on the channel's waits read c's events too. */
 static void sfv__cm_watch(sfv_cm_conn *c) {
@@ -8669,8 +8673,10 @@ SAFEVERBS_API const uint8_t *sfv_cm_peer_private(const sfv_cm_conn *c, size_t *l
 SAFEVERBS_API int sfv_cm_fd(const sfv_cm_conn *c) { return c ? c->ec->fd : -1; }
 
 SAFEVERBS_API sfv_result sfv_cm_events(sfv_cm_conn *c) {
+    int err = 0;
     SFV__CHECK_ARG(c, "connection");
-    if (sfv__cm_poll(c)) return sfv__fail(SFV_ERR_BROKEN, ECONNRESET, "rdma_cm", "the peer disconnected: the channel is broken, its work flushed");
+    if (sfv__cm_poll(c, &err)) return sfv__fail(SFV_ERR_BROKEN, ECONNRESET, "rdma_cm", "the peer disconnected: the channel is broken, its work flushed");
+    if (err) return sfv__fail_verb("rdma_get_cm_event", err);
     return SFV_OK;
 }
 

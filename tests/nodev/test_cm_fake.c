@@ -1,0 +1,1259 @@
+/* test_cm_fake.c - the device-free tier: the RDMA-CM part (SAFEVERBS_RDMACM) on the fake librdmacm
+   of fake_rdmacm.c and the fake NIC of fake_verbs.c. What a peer or the CM can hand the library:
+   every event in every place, private data of every length (and NULL with a length), events
+   after the deadline, rdma_* calls failing with assorted errno. Each test checks the exact
+   result and that nothing is left: the fakes' ids, channels, unacked events and objects, and
+   the library's own allocations (counted here; LeakSanitizer checks them again in the ASan
+   build). */
+#define _GNU_SOURCE
+#include "fake_verbs.h"
+#include "fake_rdmacm.h"
+#include <stdlib.h>
+/* The library's allocations, counted: a test ends with none live. */
+static long tc_allocs;
+static void *tc_malloc(size_t n) {
+    void *p = fk_malloc(n);
+    if (p) tc_allocs++;
+    return p;
+}
+static void *tc_calloc(size_t n, size_t s) {
+    void *p = fk_calloc(n, s);
+    if (p) tc_allocs++;
+    return p;
+}
+static void tc_free(void *p) {
+    if (p) tc_allocs--;
+    fk_free(p);
+}
+#define SFV_MALLOC(sz) tc_malloc(sz)
+#define SFV_CALLOC(n, sz) tc_calloc(n, sz)
+#define SFV_FREE(p) tc_free(p)
+#define SAFEVERBS_RDMACM
+#define SAFEVERBS_IMPLEMENTATION
+#include "safeverbs.h"
+#include "harness.h"
+
+#include <limits.h>
+#include <poll.h>
+
+#define PORT 7471
+
+/* ---- helpers ------------------------------------------------------------------------------- */
+typedef struct tc_env {
+    sfv_context *ctx;
+    sfv_pd *pd;
+    sfv_mr *mr;
+    unsigned char buf[4096];
+} tc_env;
+
+static void tc_open(tc_env *e) {
+    memset(e, 0, sizeof *e);
+    fk_reset();
+    fkcm_reset();
+    CHECK_OK(sfv_open_device("fake0", &e->ctx));
+    CHECK_OK(sfv_alloc_pd(e->ctx, &e->pd));
+    CHECK_OK(sfv_reg_mr_local(e->pd, e->buf, sizeof e->buf, &e->mr));
+}
+
+/* Nothing of the fakes nor of the library is left. */
+static void tc_check_clean(void) {
+    CHECK_EQ(fkcm_unacked(), 0);
+    CHECK_EQ(fkcm_live_ids(), 0);
+    CHECK_EQ(fkcm_live_channels(), 0);
+    CHECK_EQ(fk_async_unacked(), 0);
+    CHECK_EQ(fk_live_total(), 0);
+    CHECK_EQ(tc_allocs, 0);
+}
+static void tc_close(tc_env *e) {
+    CHECK_OK(sfv_dereg_mr(e->mr));
+    CHECK_OK(sfv_dealloc_pd(e->pd));
+    CHECK_OK(sfv_close_device(e->ctx));
+    tc_check_clean();
+}
+
+static fkcm_event tc_ev(int type) {
+    fkcm_event e;
+    memset(&e, 0, sizeof e);
+    e.type = type;
+    return e;
+}
+/* A CONNECT_RESPONSE from a peer with QP qpn and these bytes (header included, if any). */
+static fkcm_event tc_response(uint32_t qpn, const void *priv, size_t len) {
+    fkcm_event e = tc_ev(RDMA_CM_EVENT_CONNECT_RESPONSE);
+    e.qpn = qpn;
+    e.priv = priv;
+    e.priv_len = len;
+    e.initiator_depth = e.responder_resources = 4;
+    return e;
+}
+static void tc_on1(enum fkcm_fn fn, fkcm_event e) { fkcm_on(fn, &e, 1); }
+
+static sfv_result tc_connect(tc_env *e, const void *priv, size_t len, int timeout_ms, sfv_cm_conn **c) {
+    return sfv_cm_connect(e->pd, NULL, FKCM_ADDR0, PORT, NULL, priv, len, timeout_ms, c);
+}
+
+/* A listener with one request pushed and taken: its bytes (header included, if any). */
+static void tc_request(sfv_cm_listener **l, const void *priv, size_t len, sfv_cm_request **req) {
+    fkcm_event ev = tc_ev(RDMA_CM_EVENT_CONNECT_REQUEST);
+    ev.qpn = 0x99;
+    ev.priv = priv;
+    ev.priv_len = len;
+    ev.initiator_depth = ev.responder_resources = 4;
+    if (!*l) CHECK_OK(sfv_cm_listen(FKCM_ADDR0, PORT, 0, l));
+    fkcm_push(sfv_cm_listener_fd(*l), &ev);
+    CHECK_OK(sfv_cm_get_request(*l, 1000, req));
+}
+
+static bool tc_readable(int fd) {
+    struct pollfd p = {fd, POLLIN, 0};
+    return poll(&p, 1, 0) == 1 && (p.revents & POLLIN);
+}
+
+/* The call ran no longer than its deadline allows (plus a scheduling margin). */
+#define CHECK_WITHIN(t0, ms) CHECK(test_seconds() - (t0) < (ms) / 1000.0 + 0.25)
+
+/* ---- connecting ---------------------------------------------------------------------------- */
+static void t_connect_ok(void) {
+    tc_env e;
+    sfv_cm_conn *c;
+    const uint8_t *sent, *peer;
+    size_t n;
+    static const char hello[] = "hello";
+    tc_open(&e);
+    CHECK_OK(tc_connect(&e, hello, 5, 1000, &c));
+    CHECK(sfv_cm_channel(c) != NULL);
+    sent = fkcm_sent(FKCM_CONNECT, &n);
+    CHECK_EQ(n, 4 + 5);
+    CHECK(sent[0] == 'S' && sent[1] == 'C' && sent[2] == 1 && memcmp(sent + 4, hello, 5) == 0);
+    peer = sfv_cm_peer_private(c, &n);
+    CHECK(peer != NULL);
+    CHECK_EQ(n, 0); /* the default answer is a header alone */
+    CHECK(!tc_readable(sfv_cm_fd(c)) || sfv_cm_events(c) == SFV_OK); /* ESTABLISHED: still connected */
+    CHECK_OK(sfv_cm_events(c));
+    CHECK_OK(sfv_cm_close(c, 200));
+    CHECK_EQ(fkcm_calls(FKCM_DISCONNECT), 1);
+    CHECK_OK(sfv_cm_close(NULL, 0));
+    tc_close(&e);
+}
+
+/* Private data of every length this side may send, and a byte more. */
+static void t_connect_private_lengths(void) {
+    tc_env e;
+    sfv_cm_conn *c;
+    uint8_t b[SFV_CM_CONNECT_PRIVATE_MAX + 1];
+    size_t len, n;
+    tc_open(&e);
+    for (len = 0; len < sizeof b; len++) b[len] = (uint8_t)(len * 7 + 1);
+    for (len = 0; len <= SFV_CM_CONNECT_PRIVATE_MAX; len++) {
+        CHECK_OK(tc_connect(&e, b, len, 1000, &c));
+        CHECK(memcmp(fkcm_sent(FKCM_CONNECT, &n) + 4, b, len) == 0);
+        CHECK_EQ(n, len + 4);
+        CHECK_OK(sfv_cm_close(c, 0));
+    }
+    CHECK_RESULT(tc_connect(&e, b, SFV_CM_CONNECT_PRIVATE_MAX + 1, 1000, &c), SFV_ERR_INVALID);
+    CHECK(c == NULL);
+    CHECK_RESULT(tc_connect(&e, NULL, 1, 1000, &c), SFV_ERR_INVALID);
+    CHECK_RESULT(tc_connect(&e, NULL, SIZE_MAX, 1000, &c), SFV_ERR_INVALID);
+    CHECK_OK(tc_connect(&e, NULL, 0, 1000, &c));
+    CHECK_OK(sfv_cm_close(c, 0));
+    CHECK_EQ(fkcm_calls(FKCM_CONNECT), SFV_CM_CONNECT_PRIVATE_MAX + 2);
+    tc_close(&e);
+}
+
+/* The answer's private data: 0..255 bytes, with and without our header, NULL with a length. */
+static void t_connect_peer_private(void) {
+    tc_env e;
+    sfv_cm_conn *c;
+    uint8_t b[255];
+    const uint8_t *p;
+    size_t len, n;
+    tc_open(&e);
+    for (len = 0; len < sizeof b; len++) b[len] = (uint8_t)(0xA0 ^ len);
+    for (len = 0; len <= 255; len++) {
+        tc_on1(FKCM_CONNECT, tc_response(0x77, len ? b : NULL, len)); /* no header: all the caller's */
+        CHECK_OK(tc_connect(&e, NULL, 0, 1000, &c));
+        p = sfv_cm_peer_private(c, &n);
+        CHECK_EQ(n, len);
+        CHECK(memcmp(p, b, n) == 0);
+        CHECK_OK(sfv_cm_close(c, 0));
+    }
+    /* "SC", version 1, a read depth of 255: the header comes off, the depth is capped by ours */
+    b[0] = 'S'; b[1] = 'C'; b[2] = 1; b[3] = 255;
+    for (len = 0; len <= 255; len += 17) {
+        tc_on1(FKCM_CONNECT, tc_response(0x77, b, len));
+        CHECK_OK(tc_connect(&e, NULL, 0, 1000, &c));
+        p = sfv_cm_peer_private(c, &n);
+        CHECK_EQ(n, len >= 4 ? len - 4 : len);
+        CHECK(memcmp(p, len >= 4 ? b + 4 : b, n) == 0);
+        CHECK_OK(sfv_cm_close(c, 0));
+    }
+    /* a NULL pointer with a length: nothing */
+    for (len = 1; len <= 255; len += 127) {
+        tc_on1(FKCM_CONNECT, tc_response(0x77, NULL, len));
+        CHECK_OK(tc_connect(&e, NULL, 0, 1000, &c));
+        (void)sfv_cm_peer_private(c, &n);
+        CHECK_EQ(n, 0);
+        CHECK_OK(sfv_cm_close(c, 0));
+    }
+    tc_close(&e);
+}
+
+/* REJECTED: the listener's reason bytes of any length (or NULL), and IB reason 8 (no listener). */
+static void t_connect_rejected(void) {
+    tc_env e;
+    sfv_cm_conn *c;
+    uint8_t b[255];
+    const uint8_t *p;
+    size_t len, n;
+    fkcm_event ev;
+    tc_open(&e);
+    for (len = 0; len < sizeof b; len++) b[len] = (uint8_t)(len + 3);
+    for (len = 0; len <= 255; len++) {
+        ev = tc_ev(RDMA_CM_EVENT_REJECTED);
+        ev.status = 28;
+        ev.priv = b;
+        ev.priv_len = len;
+        tc_on1(FKCM_CONNECT, ev);
+        CHECK_RESULT(tc_connect(&e, NULL, 0, 1000, &c), SFV_ERR_REJECTED);
+        CHECK(c == NULL);
+        CHECK_EQ(sfv_last_error()->errnum, ECONNREFUSED);
+        p = sfv_cm_reject_reason(&n);
+        CHECK_EQ(n, len);
+        CHECK(memcmp(p, b, n) == 0);
+    }
+    ev = tc_ev(RDMA_CM_EVENT_REJECTED);
+    ev.status = 28;
+    ev.priv_len = 40; /* NULL with a length */
+    tc_on1(FKCM_CONNECT, ev);
+    CHECK_RESULT(tc_connect(&e, NULL, 0, 1000, &c), SFV_ERR_REJECTED);
+    (void)sfv_cm_reject_reason(&n);
+    CHECK_EQ(n, 0);
+    ev = tc_ev(RDMA_CM_EVENT_REJECTED);
+    ev.status = 8;
+    tc_on1(FKCM_CONNECT, ev);
+    CHECK_RESULT(tc_connect(&e, NULL, 0, 1000, &c), SFV_ERR_REFUSED);
+    /* other statuses, odd ones too: still a reject */
+    {
+        static const int st[] = {0, 1, -1, 27, 29, 65535, INT_MAX, INT_MIN};
+        size_t i;
+        for (i = 0; i < COUNT_OF(st); i++) {
+            ev = tc_ev(RDMA_CM_EVENT_REJECTED);
+            ev.status = st[i];
+            tc_on1(FKCM_CONNECT, ev);
+            CHECK_RESULT(tc_connect(&e, NULL, 0, 1000, &c), SFV_ERR_REJECTED);
+        }
+    }
+    /* a reject as the answer to address or route resolution */
+    ev = tc_ev(RDMA_CM_EVENT_REJECTED);
+    ev.status = 28;
+    tc_on1(FKCM_RESOLVE_ROUTE, ev);
+    CHECK_RESULT(tc_connect(&e, NULL, 0, 1000, &c), SFV_ERR_REJECTED);
+    tc_close(&e);
+}
+
+/* Every other event where address resolution, route resolution or the answer is due. */
+static void t_connect_odd_events(void) {
+    static const struct { int type, status; sfv_result want; } cases[] = {
+        {RDMA_CM_EVENT_ADDR_ERROR, -ETIMEDOUT, SFV_ERR_TIMEOUT},
+        {RDMA_CM_EVENT_ADDR_ERROR, -ENODEV, SFV_ERR_NOT_FOUND},
+        {RDMA_CM_EVENT_ADDR_ERROR, -EADDRNOTAVAIL, SFV_ERR_NOT_FOUND},
+        {RDMA_CM_EVENT_ADDR_ERROR, -ENETUNREACH, SFV_ERR_UNREACHABLE},
+        {RDMA_CM_EVENT_ADDR_ERROR, -EINVAL, SFV_ERR_UNREACHABLE},
+        {RDMA_CM_EVENT_ADDR_ERROR, -EADDRINUSE, SFV_ERR_UNREACHABLE},
+        {RDMA_CM_EVENT_ADDR_ERROR, 0, SFV_ERR_UNREACHABLE},
+        {RDMA_CM_EVENT_ADDR_ERROR, 5, SFV_ERR_UNREACHABLE},
+        {RDMA_CM_EVENT_ROUTE_ERROR, -ETIMEDOUT, SFV_ERR_TIMEOUT},
+        {RDMA_CM_EVENT_ROUTE_ERROR, -EHOSTUNREACH, SFV_ERR_UNREACHABLE},
+        {RDMA_CM_EVENT_ROUTE_ERROR, -EIO, SFV_ERR_UNREACHABLE},
+        {RDMA_CM_EVENT_UNREACHABLE, -ETIMEDOUT, SFV_ERR_UNREACHABLE},
+        {RDMA_CM_EVENT_CONNECT_ERROR, -ECONNRESET, SFV_ERR_UNREACHABLE},
+        {RDMA_CM_EVENT_DISCONNECTED, 0, SFV_ERR_BROKEN},
+        {RDMA_CM_EVENT_DEVICE_REMOVAL, 0, SFV_ERR_BROKEN},
+        {RDMA_CM_EVENT_TIMEWAIT_EXIT, 0, SFV_ERR_DRIVER},
+        {RDMA_CM_EVENT_ESTABLISHED, 0, SFV_ERR_DRIVER},
+        {RDMA_CM_EVENT_CONNECT_REQUEST, 0, SFV_ERR_DRIVER},
+        {RDMA_CM_EVENT_ADDR_CHANGE, 0, SFV_ERR_DRIVER},
+        {RDMA_CM_EVENT_MULTICAST_JOIN, 0, SFV_ERR_DRIVER},
+        {RDMA_CM_EVENT_TIMEWAIT_EXIT + 1, 0, SFV_ERR_DRIVER}, /* a type this librdmacm does not know */
+        {-5, 0, SFV_ERR_DRIVER},
+    };
+    static const enum fkcm_fn steps[] = {FKCM_RESOLVE_ADDR, FKCM_RESOLVE_ROUTE, FKCM_CONNECT};
+    tc_env e;
+    sfv_cm_conn *c;
+    size_t i, s;
+    tc_open(&e);
+    for (s = 0; s < COUNT_OF(steps); s++)
+        for (i = 0; i < COUNT_OF(cases); i++) {
+            fkcm_event ev = tc_ev(cases[i].type);
+            double t0 = test_seconds();
+            ev.status = cases[i].status;
+            tc_on1(steps[s], ev);
+            c = (sfv_cm_conn *)&c;
+            CHECK_RESULT(tc_connect(&e, NULL, 0, 1000, &c), cases[i].want);
+            CHECK(c == NULL);
+            CHECK(strlen(sfv_last_error()->message) > 0);
+            CHECK_WITHIN(t0, 0);
+        }
+    tc_close(&e);
+}
+
+/* An ADDR_ERROR whose status is INT_MIN: the library negates it (-INT_MIN overflows). */
+static void t_connect_addr_error_int_min(void) {
+    tc_env e;
+    sfv_cm_conn *c;
+    fkcm_event ev = tc_ev(RDMA_CM_EVENT_ADDR_ERROR);
+    tc_open(&e);
+    ev.status = INT_MIN;
+    tc_on1(FKCM_RESOLVE_ADDR, ev);
+    /* (-INT_MIN is no errno: no overflow, the step's failure) */
+    CHECK_RESULT(tc_connect(&e, NULL, 0, 1000, &c), SFV_ERR_UNREACHABLE);
+    tc_close(&e);
+}
+
+/* An event for another id, extra events before the one due, events after the answer. */
+static void t_connect_strange_ids(void) {
+    tc_env e;
+    sfv_cm_conn *c;
+    fkcm_event ev[3];
+    tc_open(&e);
+    /* the answer names another id (the CM never does that on a connection's own channel): taken
+       as the answer, and the CM's attributes for an id that got none are refused, cleanly */
+    ev[0] = tc_response(0x77, NULL, 0);
+    ev[0].other_id = 1;
+    fkcm_on(FKCM_CONNECT, ev, 1);
+    CHECK_RESULT(tc_connect(&e, NULL, 0, 1000, &c), SFV_ERR_INVALID);
+    CHECK_EQ(fkcm_calls(FKCM_REJECT), 1);
+    /* two answers, then a disconnect: the first counts, the rest waits for sfv_cm_events */
+    ev[0] = tc_response(0x77, NULL, 0);
+    ev[1] = tc_response(0x78, NULL, 0);
+    ev[2] = tc_ev(RDMA_CM_EVENT_DISCONNECTED);
+    fkcm_on(FKCM_CONNECT, ev, 3);
+    CHECK_OK(tc_connect(&e, NULL, 0, 1000, &c));
+    CHECK(tc_readable(sfv_cm_fd(c)));
+    CHECK_RESULT(sfv_cm_events(c), SFV_ERR_BROKEN);
+    CHECK(!tc_readable(sfv_cm_fd(c))); /* every event read and acked */
+    CHECK_RESULT(sfv_cm_events(c), SFV_ERR_BROKEN); /* stays broken */
+    CHECK_OK(sfv_cm_close(c, 100));
+    CHECK_EQ(fkcm_calls(FKCM_DISCONNECT), 1); /* answered the peer's, sent none of its own on close */
+    tc_close(&e);
+}
+
+/* A peer that never answers, and an answer that comes after the deadline. */
+static void t_connect_deadlines(void) {
+    static const enum fkcm_fn steps[] = {FKCM_RESOLVE_ADDR, FKCM_RESOLVE_ROUTE, FKCM_CONNECT};
+    tc_env e;
+    sfv_cm_conn *c;
+    size_t s;
+    tc_open(&e);
+    for (s = 0; s < COUNT_OF(steps); s++) {
+        double t0 = test_seconds();
+        fkcm_event late;
+        fkcm_on(steps[s], NULL, 0);
+        CHECK_RESULT(tc_connect(&e, NULL, 0, 150, &c), SFV_ERR_TIMEOUT);
+        CHECK(test_seconds() - t0 >= 0.14);
+        CHECK_WITHIN(t0, 150);
+        late = steps[s] == FKCM_CONNECT ? tc_response(0x77, NULL, 0)
+               : tc_ev(steps[s] == FKCM_RESOLVE_ADDR ? RDMA_CM_EVENT_ADDR_RESOLVED : RDMA_CM_EVENT_ROUTE_RESOLVED);
+        late.delay_ms = 400;
+        tc_on1(steps[s], late);
+        t0 = test_seconds();
+        CHECK_RESULT(tc_connect(&e, NULL, 0, 150, &c), SFV_ERR_TIMEOUT);
+        CHECK_WITHIN(t0, 150);
+        CHECK_EQ(fkcm_queued(), 0); /* the late event went with its id */
+    }
+    /* timeout_ms 0 and < 0: the desc's, else 10 s; an answer 100 ms late is in time then */
+    {
+        fkcm_event late = tc_response(0x77, NULL, 0);
+        late.delay_ms = 100;
+        tc_on1(FKCM_CONNECT, late);
+        CHECK_OK(tc_connect(&e, NULL, 0, 0, &c));
+        CHECK_OK(sfv_cm_close(c, 0));
+        tc_on1(FKCM_CONNECT, late);
+        CHECK_OK(tc_connect(&e, NULL, 0, -1, &c));
+        CHECK_OK(sfv_cm_close(c, 0));
+    }
+    tc_close(&e);
+}
+
+/* Each rdma_* call of a connect failing, with the errno people act on and some they do not. */
+static void t_connect_call_failures(void) {
+    static const struct { enum fkcm_fn fn; int err; sfv_result want; } cases[] = {
+        {FKCM_CREATE_EVENT_CHANNEL, ENOMEM, SFV_ERR_RESOURCE},
+        {FKCM_CREATE_EVENT_CHANNEL, EMFILE, SFV_ERR_RESOURCE},
+        {FKCM_CREATE_EVENT_CHANNEL, 0, SFV_ERR_RESOURCE},
+        {FKCM_CREATE_ID, ENOMEM, SFV_ERR_RESOURCE},
+        {FKCM_CREATE_ID, ENODEV, SFV_ERR_NOT_FOUND},
+        {FKCM_RESOLVE_ADDR, EADDRNOTAVAIL, SFV_ERR_NOT_FOUND},
+        {FKCM_RESOLVE_ADDR, ENETUNREACH, SFV_ERR_UNREACHABLE},
+        {FKCM_RESOLVE_ADDR, ETIMEDOUT, SFV_ERR_TIMEOUT},
+        {FKCM_RESOLVE_ADDR, EADDRINUSE, SFV_ERR_ADDR_IN_USE},
+        {FKCM_RESOLVE_ADDR, EINVAL, SFV_ERR_INVALID},
+        {FKCM_RESOLVE_ROUTE, EHOSTUNREACH, SFV_ERR_UNREACHABLE},
+        {FKCM_RESOLVE_ROUTE, EIO, SFV_ERR_DRIVER},
+        {FKCM_CONNECT, ECONNREFUSED, SFV_ERR_DRIVER},
+        {FKCM_CONNECT, ENOMEM, SFV_ERR_RESOURCE},
+        {FKCM_INIT_QP_ATTR, EINVAL, SFV_ERR_INVALID},
+        {FKCM_INIT_QP_ATTR, 0, SFV_ERR_DRIVER}, /* failed without an errno: EIO */
+        {FKCM_ESTABLISH, EIO, SFV_ERR_DRIVER},
+        {FKCM_GET_CM_EVENT, EIO, SFV_ERR_DRIVER},
+        {FKCM_GET_CM_EVENT, EBADF, SFV_ERR_DRIVER},
+        {FKCM_GET_CM_EVENT, 0, SFV_ERR_DRIVER},
+    };
+    tc_env e;
+    sfv_cm_conn *c;
+    size_t i;
+    tc_open(&e);
+    for (i = 0; i < COUNT_OF(cases); i++) {
+        fkcm_fail(cases[i].fn, 1, cases[i].err, 0);
+        c = (sfv_cm_conn *)&c;
+        CHECK_RESULT(tc_connect(&e, NULL, 0, 1000, &c), cases[i].want);
+        CHECK(c == NULL);
+        if (cases[i].err && cases[i].fn != FKCM_CREATE_EVENT_CHANNEL) CHECK_EQ(sfv_last_error()->errnum, cases[i].err);
+        fkcm_reset();
+        CHECK_EQ(fkcm_live_ids(), 0);
+        CHECK_EQ(fkcm_live_channels(), 0);
+        CHECK_EQ(fkcm_unacked(), 0);
+    }
+    /* EINTR and EAGAIN from rdma_get_cm_event are "try again", every time they come */
+    fkcm_fail(FKCM_GET_CM_EVENT, 1, EINTR, 0);
+    CHECK_OK(tc_connect(&e, NULL, 0, 1000, &c));
+    CHECK_OK(sfv_cm_close(c, 0));
+    fkcm_fail(FKCM_GET_CM_EVENT, 2, EAGAIN, 0);
+    CHECK_OK(tc_connect(&e, NULL, 0, 1000, &c));
+    CHECK_OK(sfv_cm_close(c, 0));
+    /* a failing rdma_disconnect on close: still freed */
+    CHECK_OK(tc_connect(&e, NULL, 0, 1000, &c));
+    fkcm_fail(FKCM_DISCONNECT, 1, EINVAL, 0);
+    CHECK_OK(sfv_cm_close(c, 500));
+    /* the library's own allocations failing, one by one */
+    {
+        long n;
+        sfv_result r = SFV_OK;
+        for (n = 1; n < 200; n++) {
+            fk_fail_nth(n);
+            r = tc_connect(&e, NULL, 0, 1000, &c);
+            if (!fk_failed()) break;
+            CHECK(r != SFV_OK);
+            CHECK(c == NULL);
+            CHECK_EQ(fkcm_live_ids(), 0);
+            CHECK_EQ(fkcm_live_channels(), 0);
+        }
+        fk_fail_nth(0);
+        CHECK_OK(r);
+        CHECK_OK(sfv_cm_close(c, 0));
+    }
+    tc_close(&e);
+}
+
+/* An rdma_* call that fails without setting errno (errno 0): still a failure, with no object
+   (errno 0 once mapped to SFV_OK, with *out NULL). */
+static void t_errno_zero(void) {
+    static const enum fkcm_fn conn_fns[] = {FKCM_CREATE_ID, FKCM_RESOLVE_ADDR, FKCM_RESOLVE_ROUTE, FKCM_CONNECT, FKCM_ESTABLISH};
+    static const enum fkcm_fn listen_fns[] = {FKCM_CREATE_ID, FKCM_BIND_ADDR, FKCM_LISTEN};
+    tc_env e;
+    sfv_cm_conn *c;
+    sfv_cm_listener *l = NULL;
+    sfv_cm_request *q;
+    sfv_context *ctx;
+    sfv_result r;
+    size_t i;
+    tc_open(&e);
+    for (i = 0; i < COUNT_OF(conn_fns); i++) {
+        fkcm_fail(conn_fns[i], 1, 0, 0);
+        r = tc_connect(&e, NULL, 0, 1000, &c);
+        CHECK(c == NULL);
+        CHECK(r == SFV_ERR_DRIVER);
+        fkcm_reset();
+    }
+    for (i = 0; i < COUNT_OF(listen_fns); i++) {
+        fkcm_fail(listen_fns[i], 1, 0, 0);
+        r = sfv_cm_listen(FKCM_ADDR0, PORT, 0, &l);
+        CHECK(l == NULL);
+        CHECK(r == SFV_ERR_DRIVER);
+        fkcm_reset();
+    }
+    fkcm_fail(FKCM_BIND_ADDR, 1, 0, 0);
+    r = sfv_cm_open_device(FKCM_ADDR0, &ctx);
+    CHECK(r == SFV_ERR_DRIVER);
+    CHECK(ctx == NULL);
+    fkcm_reset();
+    tc_request(&l, NULL, 0, &q);
+    fkcm_fail(FKCM_ACCEPT, 1, 0, 0);
+    r = sfv_cm_accept(q, e.pd, NULL, NULL, 0, 1000, &c);
+    CHECK(c == NULL);
+    CHECK(r == SFV_ERR_DRIVER);
+    CHECK_OK(sfv_cm_destroy_listener(l));
+    tc_close(&e);
+}
+
+/* A peer's answer the NIC cannot connect to: QP number 0 or over 24 bits. */
+static void t_connect_bad_peer_qp(void) {
+    static const uint32_t qpns[] = {0, 0x1000000, 0xFFFFFFFF};
+    tc_env e;
+    sfv_cm_conn *c;
+    size_t i;
+    tc_open(&e);
+    for (i = 0; i < COUNT_OF(qpns); i++) {
+        long rejects = fkcm_calls(FKCM_REJECT);
+        tc_on1(FKCM_CONNECT, tc_response(qpns[i], NULL, 0));
+        CHECK_RESULT(tc_connect(&e, NULL, 0, 1000, &c), SFV_ERR_INVALID);
+        CHECK(strcmp(sfv_last_error()->verb, "ibv_modify_qp") == 0);
+        CHECK_EQ(fkcm_calls(FKCM_REJECT), rejects + 1); /* the peer is told, not left to its deadline */
+    }
+    tc_close(&e);
+}
+
+/* The address and the PD: wrong device, no device, no route, not numeric. */
+static void t_connect_addresses(void) {
+    tc_env e;
+    sfv_cm_conn *c;
+    tc_open(&e);
+    CHECK_RESULT(sfv_cm_connect(e.pd, FKCM_ADDR1, FKCM_ADDR0, PORT, NULL, NULL, 0, 1000, &c), SFV_ERR_INVALID); /* src on fake1 */
+    CHECK(strstr(sfv_last_error()->message, "fake1") != NULL);
+    CHECK_RESULT(sfv_cm_connect(e.pd, NULL, "not-an-address", PORT, NULL, NULL, 0, 1000, &c), SFV_ERR_NOT_FOUND);
+    CHECK_RESULT(sfv_cm_connect(e.pd, "nonsense", FKCM_ADDR0, PORT, NULL, NULL, 0, 1000, &c), SFV_ERR_NOT_FOUND);
+    CHECK_RESULT(sfv_cm_connect(e.pd, NULL, NULL, PORT, NULL, NULL, 0, 1000, &c), SFV_ERR_INVALID);
+    CHECK_RESULT(sfv_cm_connect(NULL, NULL, FKCM_ADDR0, PORT, NULL, NULL, 0, 1000, &c), SFV_ERR_INVALID);
+    CHECK_RESULT(sfv_cm_connect(e.pd, NULL, FKCM_ADDR0, PORT, NULL, NULL, 0, 1000, NULL), SFV_ERR_INVALID);
+    CHECK_EQ(fkcm_calls(FKCM_CREATE_ID), 1); /* only the first got that far */
+    tc_close(&e);
+}
+
+/* ---- listening and accepting --------------------------------------------------------------- */
+static void t_listen(void) {
+    sfv_cm_listener *l, *m;
+    sfv_context *ctx;
+    fk_reset();
+    fkcm_reset();
+    CHECK_OK(sfv_cm_listen(FKCM_ADDR0, PORT, 0, &l));
+    CHECK_EQ(sfv_cm_listener_port(l), PORT);
+    CHECK(sfv_cm_listener_fd(l) >= 0);
+    CHECK_RESULT(sfv_cm_listen(FKCM_ADDR0, PORT, 0, &m), SFV_ERR_ADDR_IN_USE);
+    CHECK(m == NULL);
+    CHECK_OK(sfv_cm_destroy_listener(l));
+    CHECK_OK(sfv_cm_listen(NULL, 0, -5, &l)); /* every address, a port the kernel picks */
+    CHECK(sfv_cm_listener_port(l) != 0);
+    CHECK_OK(sfv_cm_destroy_listener(l));
+    CHECK_RESULT(sfv_cm_listen(FKCM_ADDR_NORDMA, PORT, 0, &l), SFV_ERR_NOT_FOUND);
+    CHECK_RESULT(sfv_cm_listen("192.0.2.77", PORT, 0, &l), SFV_ERR_NOT_FOUND);
+    CHECK_RESULT(sfv_cm_listen("::1x", PORT, 0, &l), SFV_ERR_NOT_FOUND);
+    CHECK_RESULT(sfv_cm_listen(FKCM_ADDR0, PORT, 0, NULL), SFV_ERR_INVALID);
+    fkcm_fail(FKCM_LISTEN, 1, EADDRINUSE, 0);
+    CHECK_RESULT(sfv_cm_listen(FKCM_ADDR0, PORT, 0, &l), SFV_ERR_ADDR_IN_USE);
+    fkcm_fail(FKCM_BIND_ADDR, 1, ENODEV, 0);
+    CHECK_RESULT(sfv_cm_listen(FKCM_ADDR0, PORT, 0, &l), SFV_ERR_NOT_FOUND);
+    fkcm_fail(FKCM_CREATE_EVENT_CHANNEL, 1, EMFILE, 0);
+    CHECK_RESULT(sfv_cm_listen(FKCM_ADDR0, PORT, 0, &l), SFV_ERR_RESOURCE);
+    CHECK_EQ(sfv_cm_listener_port(NULL), 0);
+    CHECK_EQ(sfv_cm_listener_fd(NULL), -1);
+    CHECK_OK(sfv_cm_destroy_listener(NULL));
+    /* the device of an address */
+    CHECK_OK(sfv_cm_open_device(FKCM_ADDR1, &ctx));
+    CHECK(strcmp(sfv_context_name(ctx), "fake1") == 0);
+    CHECK_OK(sfv_close_device(ctx));
+    CHECK_RESULT(sfv_cm_open_device(FKCM_ADDR_NORDMA, &ctx), SFV_ERR_NOT_FOUND);
+    CHECK_RESULT(sfv_cm_open_device("10.1.2.3", &ctx), SFV_ERR_NOT_FOUND);
+    tc_check_clean();
+}
+
+/* What a listener meets besides requests, requests with odd bytes, and no request at all. */
+static void t_get_request(void) {
+    static const int others[] = {RDMA_CM_EVENT_DISCONNECTED, RDMA_CM_EVENT_DEVICE_REMOVAL, RDMA_CM_EVENT_ESTABLISHED,
+                                 RDMA_CM_EVENT_TIMEWAIT_EXIT, RDMA_CM_EVENT_ADDR_CHANGE, RDMA_CM_EVENT_REJECTED, 99};
+    sfv_cm_listener *l = NULL;
+    sfv_cm_request *q;
+    uint8_t b[255];
+    const uint8_t *p;
+    size_t i, n;
+    double t0;
+    fk_reset();
+    fkcm_reset();
+    for (i = 0; i < sizeof b; i++) b[i] = (uint8_t)(i * 3);
+    CHECK_OK(sfv_cm_listen(FKCM_ADDR0, PORT, 4, &l));
+    t0 = test_seconds();
+    CHECK_RESULT(sfv_cm_get_request(l, -1, &q), SFV_ERR_TIMEOUT);
+    CHECK(q == NULL);
+    CHECK_RESULT(sfv_cm_get_request(l, 0, &q), SFV_ERR_TIMEOUT);
+    CHECK_RESULT(sfv_cm_get_request(l, 100, &q), SFV_ERR_TIMEOUT);
+    CHECK_WITHIN(t0, 100);
+    for (i = 0; i < COUNT_OF(others); i++) {
+        fkcm_event ev = tc_ev(others[i]);
+        fkcm_push(sfv_cm_listener_fd(l), &ev);
+    }
+    CHECK_RESULT(sfv_cm_get_request(l, -1, &q), SFV_ERR_TIMEOUT); /* all skipped */
+    CHECK(!tc_readable(sfv_cm_listener_fd(l)));
+    /* request bytes: 0..255, with and without the header; NULL with a length */
+    for (n = 0; n <= 255; n += 5) {
+        tc_request(&l, n ? b : NULL, n, &q);
+        p = sfv_cm_request_private(q, &i);
+        CHECK_EQ(i, n);
+        CHECK(memcmp(p, b, i) == 0);
+        CHECK_OK(sfv_cm_reject(q, NULL, 0));
+    }
+    b[0] = 'S'; b[1] = 'C'; b[2] = 1; b[3] = 0;
+    tc_request(&l, b, 4, &q);
+    (void)sfv_cm_request_private(q, &i);
+    CHECK_EQ(i, 0);
+    CHECK_OK(sfv_cm_reject(q, NULL, 0));
+    tc_request(&l, NULL, 200, &q);
+    (void)sfv_cm_request_private(q, &i);
+    CHECK_EQ(i, 0);
+    CHECK_OK(sfv_cm_reject(q, NULL, 0));
+    CHECK(sfv_cm_request_private(NULL, &i) == NULL);
+    CHECK_EQ(i, 0);
+    /* a request that comes while the call waits, and one after its deadline */
+    {
+        fkcm_event ev = tc_ev(RDMA_CM_EVENT_CONNECT_REQUEST);
+        ev.delay_ms = 50;
+        fkcm_push(sfv_cm_listener_fd(l), &ev);
+        t0 = test_seconds();
+        CHECK_OK(sfv_cm_get_request(l, 2000, &q));
+        CHECK(test_seconds() - t0 < 1.0);
+        CHECK_OK(sfv_cm_reject(q, NULL, 0));
+        ev.delay_ms = 300;
+        fkcm_push(sfv_cm_listener_fd(l), &ev);
+        t0 = test_seconds();
+        CHECK_RESULT(sfv_cm_get_request(l, 100, &q), SFV_ERR_TIMEOUT);
+        CHECK_WITHIN(t0, 100);
+    }
+    /* rdma_get_cm_event failing */
+    {
+        fkcm_event ev = tc_ev(RDMA_CM_EVENT_CONNECT_REQUEST);
+        fkcm_push(sfv_cm_listener_fd(l), &ev);
+        fkcm_fail(FKCM_GET_CM_EVENT, 1, EIO, 0);
+        CHECK_RESULT(sfv_cm_get_request(l, 100, &q), SFV_ERR_DRIVER);
+        CHECK_OK(sfv_cm_get_request(l, 100, &q)); /* it is still there */
+        CHECK_OK(sfv_cm_reject(q, NULL, 0));
+        /* the library's calloc failing: the request is refused, nothing is left */
+        fkcm_push(sfv_cm_listener_fd(l), &ev);
+        fk_fail_nth(1);
+        CHECK_RESULT(sfv_cm_get_request(l, 100, &q), SFV_ERR_RESOURCE);
+        CHECK(fk_failed() != NULL);
+        fk_fail_nth(0);
+    }
+    CHECK_OK(sfv_cm_destroy_listener(l)); /* the late request is still queued: refused */
+    tc_check_clean();
+}
+
+static void t_reject(void) {
+    sfv_cm_listener *l = NULL;
+    sfv_cm_request *q;
+    uint8_t b[SFV_CM_REJECT_PRIVATE_MAX + 1];
+    const uint8_t *p;
+    size_t n;
+    fk_reset();
+    fkcm_reset();
+    for (n = 0; n < sizeof b; n++) b[n] = (uint8_t)~n;
+    for (n = 0; n <= SFV_CM_REJECT_PRIVATE_MAX; n++) {
+        tc_request(&l, NULL, 0, &q);
+        CHECK_OK(sfv_cm_reject(q, b, n));
+        p = fkcm_sent(FKCM_REJECT, &n);
+        CHECK(p != NULL && memcmp(p, b, n) == 0);
+    }
+    tc_request(&l, NULL, 0, &q);
+    CHECK_RESULT(sfv_cm_reject(q, b, SFV_CM_REJECT_PRIVATE_MAX + 1), SFV_ERR_INVALID); /* still rejected, and freed */
+    (void)fkcm_sent(FKCM_REJECT, &n);
+    CHECK_EQ(n, 0);
+    tc_request(&l, NULL, 0, &q);
+    CHECK_RESULT(sfv_cm_reject(q, NULL, 3), SFV_ERR_INVALID);
+    tc_request(&l, NULL, 0, &q);
+    fkcm_fail(FKCM_REJECT, 1, EINVAL, 0); /* the peer gave up: nothing left to refuse */
+    CHECK_OK(sfv_cm_reject(q, NULL, 0));
+    tc_request(&l, NULL, 0, &q);
+    fkcm_fail(FKCM_REJECT, 1, EIO, 0);
+    CHECK_RESULT(sfv_cm_reject(q, NULL, 0), SFV_ERR_DRIVER);
+    CHECK_RESULT(sfv_cm_reject(NULL, NULL, 0), SFV_ERR_INVALID);
+    CHECK_OK(sfv_cm_destroy_listener(l));
+    tc_check_clean();
+}
+
+/* Accept, and everything that can follow it. */
+static void t_accept_events(void) {
+    static const struct { int type; sfv_result want; } cases[] = {
+        {RDMA_CM_EVENT_ESTABLISHED, SFV_OK},
+        {RDMA_CM_EVENT_DISCONNECTED, SFV_OK}, /* connected and gone at once: OK, the channel broken */
+        {RDMA_CM_EVENT_REJECTED, SFV_ERR_UNREACHABLE},
+        {RDMA_CM_EVENT_UNREACHABLE, SFV_ERR_UNREACHABLE},
+        {RDMA_CM_EVENT_CONNECT_ERROR, SFV_ERR_UNREACHABLE},
+        {RDMA_CM_EVENT_DEVICE_REMOVAL, SFV_ERR_DRIVER},
+        {RDMA_CM_EVENT_TIMEWAIT_EXIT, SFV_ERR_DRIVER},
+        {RDMA_CM_EVENT_CONNECT_RESPONSE, SFV_ERR_DRIVER},
+        {RDMA_CM_EVENT_ADDR_ERROR, SFV_ERR_DRIVER},
+        {123, SFV_ERR_DRIVER},
+    };
+    tc_env e;
+    sfv_cm_listener *l = NULL;
+    sfv_cm_request *q;
+    sfv_cm_conn *c;
+    size_t i;
+    tc_open(&e);
+    for (i = 0; i < COUNT_OF(cases); i++) {
+        fkcm_event ev = tc_ev(cases[i].type);
+        ev.priv_len = 9; /* NULL with a length, where any event may carry bytes */
+        tc_request(&l, NULL, 0, &q);
+        tc_on1(FKCM_ACCEPT, ev);
+        CHECK_RESULT(sfv_cm_accept(q, e.pd, NULL, NULL, 0, 1000, &c), cases[i].want);
+        if (cases[i].want) {
+            CHECK(c == NULL);
+            continue;
+        }
+        if (cases[i].type == RDMA_CM_EVENT_DISCONNECTED) {
+            sfv_gather_element g = sfv_mr_gather_element(e.mr, e.buf, 8);
+            CHECK_RESULT(sfv_cm_events(c), SFV_ERR_BROKEN);
+            CHECK_RESULT(sfv_channel_send(sfv_cm_channel(c), &g, 1, NULL), SFV_ERR_BROKEN);
+        } else {
+            CHECK_OK(sfv_cm_events(c));
+        }
+        CHECK_OK(sfv_cm_close(c, 100));
+    }
+    /* silence, and an ESTABLISHED that comes too late */
+    {
+        fkcm_event late = tc_ev(RDMA_CM_EVENT_ESTABLISHED);
+        double t0 = test_seconds();
+        tc_request(&l, NULL, 0, &q);
+        fkcm_on(FKCM_ACCEPT, NULL, 0);
+        CHECK_RESULT(sfv_cm_accept(q, e.pd, NULL, NULL, 0, 120, &c), SFV_ERR_TIMEOUT);
+        CHECK_WITHIN(t0, 120);
+        late.delay_ms = 300;
+        tc_request(&l, NULL, 0, &q);
+        tc_on1(FKCM_ACCEPT, late);
+        t0 = test_seconds();
+        CHECK_RESULT(sfv_cm_accept(q, e.pd, NULL, NULL, 0, 120, &c), SFV_ERR_TIMEOUT);
+        CHECK_WITHIN(t0, 120);
+    }
+    CHECK_OK(sfv_cm_destroy_listener(l));
+    tc_close(&e);
+}
+
+/* Accept's arguments and failing calls: the request is answered and freed whatever happens. */
+static void t_accept_failures(void) {
+    static const struct { enum fkcm_fn fn; int err; sfv_result want; } cases[] = {
+        {FKCM_CREATE_EVENT_CHANNEL, ENOMEM, SFV_ERR_RESOURCE},
+        {FKCM_MIGRATE_ID, EINVAL, SFV_ERR_INVALID},
+        {FKCM_INIT_QP_ATTR, EINVAL, SFV_ERR_INVALID},
+        {FKCM_ACCEPT, ECONNRESET, SFV_ERR_DRIVER},
+        {FKCM_ACCEPT, ETIMEDOUT, SFV_ERR_TIMEOUT},
+        {FKCM_GET_CM_EVENT, EIO, SFV_ERR_DRIVER},
+    };
+    tc_env e;
+    sfv_cm_listener *l = NULL;
+    sfv_cm_request *q;
+    sfv_cm_conn *c;
+    sfv_channel *ch;
+    uint8_t b[SFV_CM_ACCEPT_PRIVATE_MAX + 1];
+    size_t i, n;
+    sfv_channel_desc d = SFV_ZERO_INIT;
+    tc_open(&e);
+    memset(b, 0x5A, sizeof b);
+    for (i = 0; i < COUNT_OF(cases); i++) {
+        tc_request(&l, NULL, 0, &q);
+        fkcm_fail(cases[i].fn, 1, cases[i].err, 0);
+        CHECK_RESULT(sfv_cm_accept(q, e.pd, NULL, NULL, 0, 1000, &c), cases[i].want);
+        CHECK(c == NULL);
+        fkcm_reset();
+    }
+    /* private data: every length that fits, one more, NULL with a length */
+    for (n = 0; n <= SFV_CM_ACCEPT_PRIVATE_MAX; n += 16) {
+        const uint8_t *p;
+        size_t m;
+        tc_request(&l, NULL, 0, &q);
+        CHECK_OK(sfv_cm_accept(q, e.pd, NULL, b, n, 1000, &c));
+        p = fkcm_sent(FKCM_ACCEPT, &m);
+        CHECK_EQ(m, n + 4);
+        CHECK(memcmp(p + 4, b, n) == 0);
+        CHECK_OK(sfv_cm_close(c, 0));
+    }
+    tc_request(&l, NULL, 0, &q);
+    CHECK_RESULT(sfv_cm_accept(q, e.pd, NULL, b, SFV_CM_ACCEPT_PRIVATE_MAX + 1, 1000, &c), SFV_ERR_INVALID);
+    tc_request(&l, NULL, 0, &q);
+    CHECK_RESULT(sfv_cm_accept(q, e.pd, NULL, NULL, 1, 1000, &c), SFV_ERR_INVALID);
+    tc_request(&l, NULL, 0, &q);
+    CHECK_RESULT(sfv_cm_accept(q, NULL, NULL, NULL, 0, 1000, &c), SFV_ERR_INVALID);
+    CHECK_RESULT(sfv_cm_accept(NULL, e.pd, NULL, NULL, 0, 1000, &c), SFV_ERR_INVALID);
+    /* a request whose peer's QP the NIC cannot connect to */
+    {
+        fkcm_event ev = tc_ev(RDMA_CM_EVENT_CONNECT_REQUEST);
+        ev.qpn = 0;
+        fkcm_push(sfv_cm_listener_fd(l), &ev);
+        CHECK_OK(sfv_cm_get_request(l, 100, &q));
+        CHECK_RESULT(sfv_cm_accept(q, e.pd, NULL, NULL, 0, 1000, &c), SFV_ERR_INVALID);
+    }
+    /* a caller's channel: already connected, on another port */
+    CHECK_OK(sfv_create_channel(e.pd, NULL, &ch));
+    {
+        sfv_endpoint me;
+        CHECK_OK(sfv_channel_endpoint(ch, &me));
+        CHECK_OK(sfv_channel_handshake(ch, &me));
+    }
+    tc_request(&l, NULL, 0, &q);
+    CHECK_RESULT(sfv_cm_accept_channel(q, ch, NULL, 0, 1000, &c), SFV_ERR_INVALID);
+    CHECK_OK(sfv_destroy_channel(ch));
+    tc_request(&l, NULL, 0, &q);
+    CHECK_RESULT(sfv_cm_accept_channel(q, NULL, NULL, 0, 1000, &c), SFV_ERR_INVALID);
+    /* the library's own allocations failing, one by one */
+    {
+        long k;
+        sfv_result r = SFV_OK;
+        for (k = 1; k < 200; k++) {
+            tc_request(&l, NULL, 0, &q);
+            fk_fail_nth(k);
+            r = sfv_cm_accept(q, e.pd, &d, NULL, 0, 1000, &c);
+            if (!fk_failed()) break;
+            CHECK(r != SFV_OK && c == NULL);
+        }
+        fk_fail_nth(0);
+        CHECK_OK(r);
+        CHECK_OK(sfv_cm_close(c, 0));
+    }
+    CHECK_OK(sfv_cm_destroy_listener(l));
+    tc_close(&e);
+}
+
+/* A listener destroyed with requests queued and not taken: each is refused and freed. */
+static void t_destroy_listener_pending(void) {
+    sfv_cm_listener *l;
+    int i;
+    fk_reset();
+    fkcm_reset();
+    CHECK_OK(sfv_cm_listen(FKCM_ADDR0, PORT, 0, &l));
+    for (i = 0; i < 5; i++) {
+        fkcm_event ev = tc_ev(i % 2 ? RDMA_CM_EVENT_CONNECT_REQUEST : RDMA_CM_EVENT_DISCONNECTED);
+        fkcm_push(sfv_cm_listener_fd(l), &ev);
+    }
+    CHECK_OK(sfv_cm_destroy_listener(l));
+    CHECK_EQ(fkcm_calls(FKCM_REJECT), 2);
+    tc_check_clean();
+}
+
+/* ---- a connection's life ------------------------------------------------------------------- */
+/* A channel of the test's own, connected to the CM's channel of c, so work moves. */
+static void tc_peer_up(sfv_channel *peer, sfv_cm_conn *c) {
+    sfv_endpoint ep;
+    CHECK_OK(sfv_channel_endpoint(sfv_cm_channel(c), &ep));
+    CHECK_OK(sfv_channel_handshake(peer, &ep));
+}
+static sfv_cm_conn *tc_connect_to(tc_env *e, sfv_channel *peer, sfv_wait_mode mode) {
+    sfv_channel_desc d = SFV_ZERO_INIT;
+    sfv_endpoint ep;
+    sfv_cm_conn *c;
+    d.wait_mode = mode;
+    CHECK_OK(sfv_channel_endpoint(peer, &ep));
+    fkcm_set_peer(ep.qpn, ep.psn);
+    CHECK_OK(sfv_cm_connect(e->pd, NULL, FKCM_ADDR0, PORT, &d, NULL, 0, 1000, &c));
+    tc_peer_up(peer, c);
+    return c;
+}
+
+/* Work moves; then the peer disconnects while a receive waits: the wait ends at once. */
+static void t_disconnect_ends_wait(void) {
+    static const sfv_wait_mode modes[] = {SFV_WAIT_BUSY, SFV_WAIT_EVENT};
+    static const int how[] = {RDMA_CM_EVENT_DISCONNECTED, RDMA_CM_EVENT_DEVICE_REMOVAL, RDMA_CM_EVENT_TIMEWAIT_EXIT};
+    tc_env e;
+    size_t m, h;
+    tc_open(&e);
+    for (m = 0; m < COUNT_OF(modes); m++)
+        for (h = 0; h < COUNT_OF(how); h++) {
+            sfv_channel *peer;
+            sfv_cm_conn *c;
+            sfv_pending rx;
+            sfv_work_completion wc;
+            sfv_scatter_element in = sfv_mr_scatter_element(e.mr, e.buf + 64, 64);
+            sfv_gather_element out = sfv_mr_gather_element(e.mr, e.buf, 6);
+            fkcm_event ev = tc_ev(how[h]);
+            double t0;
+            memcpy(e.buf, "hello", 6);
+            CHECK_OK(sfv_create_channel(e.pd, NULL, &peer));
+            c = tc_connect_to(&e, peer, modes[m]);
+            CHECK_OK(sfv_channel_post_receive(sfv_cm_channel(c), &in, 1, &rx));
+            CHECK_OK(sfv_channel_send(peer, &out, 1, NULL));
+            CHECK_OK(sfv_pending_wait(&rx, 1000, &wc));
+            CHECK(strcmp((char *)e.buf + 64, "hello") == 0);
+            CHECK_OK(sfv_channel_post_receive(sfv_cm_channel(c), &in, 1, &rx));
+            ev.delay_ms = 100;
+            fkcm_push(sfv_cm_fd(c), &ev);
+            t0 = test_seconds();
+            CHECK_RESULT(sfv_pending_wait(&rx, 5000, &wc), SFV_ERR_WORK);
+            CHECK(test_seconds() - t0 < 1.5);
+            CHECK_EQ(wc.error_class, SFV_WORK_ERROR_TRANSPORT);
+            CHECK(strstr(sfv_last_error()->message, "disconnect") != NULL);
+            CHECK_RESULT(sfv_channel_post_receive(sfv_cm_channel(c), &in, 1, &rx), SFV_ERR_BROKEN);
+            CHECK_RESULT(sfv_cm_events(c), SFV_ERR_BROKEN);
+            CHECK_OK(sfv_cm_close(c, 100));
+            CHECK_OK(sfv_destroy_channel(peer));
+        }
+    tc_close(&e);
+}
+
+/* sfv_cm_events with whatever the CM hands a connected id, and a failing read. */
+static void t_events(void) {
+    static const struct { int type; sfv_result want; } cases[] = {
+        {RDMA_CM_EVENT_ESTABLISHED, SFV_OK},
+        {RDMA_CM_EVENT_CONNECT_RESPONSE, SFV_OK},
+        {RDMA_CM_EVENT_ADDR_CHANGE, SFV_OK},
+        {RDMA_CM_EVENT_REJECTED, SFV_OK},
+        {77, SFV_OK},
+        {RDMA_CM_EVENT_DISCONNECTED, SFV_ERR_BROKEN},
+        {RDMA_CM_EVENT_DEVICE_REMOVAL, SFV_ERR_BROKEN},
+        {RDMA_CM_EVENT_TIMEWAIT_EXIT, SFV_ERR_BROKEN},
+    };
+    tc_env e;
+    sfv_cm_conn *c;
+    size_t i;
+    tc_open(&e);
+    for (i = 0; i < COUNT_OF(cases); i++) {
+        fkcm_event ev = tc_ev(cases[i].type);
+        CHECK_OK(tc_connect(&e, NULL, 0, 1000, &c));
+        ev.priv_len = 200;
+        fkcm_push(sfv_cm_fd(c), &ev);
+        CHECK_RESULT(sfv_cm_events(c), cases[i].want);
+        CHECK_RESULT(sfv_cm_events(c), cases[i].want);
+        CHECK(!tc_readable(sfv_cm_fd(c)));
+        CHECK_OK(sfv_cm_close(c, 50));
+    }
+    /* rdma_get_cm_event failing: the disconnect is read next time */
+    {
+        fkcm_event ev = tc_ev(RDMA_CM_EVENT_DISCONNECTED);
+        CHECK_OK(tc_connect(&e, NULL, 0, 1000, &c));
+        sfv_result r;
+        fkcm_push(sfv_cm_fd(c), &ev);
+        fkcm_fail(FKCM_GET_CM_EVENT, 1, EIO, 0);
+        /* (a failed read is the caller's to know, not "still connected") */
+        r = sfv_cm_events(c);
+        CHECK(r == SFV_ERR_DRIVER);
+        CHECK(tc_readable(sfv_cm_fd(c))); /* the disconnect is still there */
+        CHECK_RESULT(sfv_cm_events(c), SFV_ERR_BROKEN);
+        CHECK_OK(sfv_cm_close(c, 0));
+    }
+    CHECK_RESULT(sfv_cm_events(NULL), SFV_ERR_INVALID);
+    CHECK_EQ(sfv_cm_fd(NULL), -1);
+    CHECK(sfv_cm_channel(NULL) == NULL);
+    tc_close(&e);
+}
+
+/* Close: a peer that never confirms (close returns at its deadline), one that confirms late,
+   one already gone, events queued and unread at close. */
+static void t_close(void) {
+    tc_env e;
+    sfv_cm_conn *c;
+    double t0;
+    tc_open(&e);
+    CHECK_OK(tc_connect(&e, NULL, 0, 1000, &c));
+    fkcm_on(FKCM_DISCONNECT, NULL, 0);
+    t0 = test_seconds();
+    CHECK_OK(sfv_cm_close(c, 150));
+    CHECK(test_seconds() - t0 >= 0.14);
+    CHECK_WITHIN(t0, 150);
+    CHECK_OK(tc_connect(&e, NULL, 0, 1000, &c));
+    {
+        fkcm_event ev[2];
+        ev[0] = tc_ev(RDMA_CM_EVENT_TIMEWAIT_EXIT);
+        ev[1] = tc_ev(RDMA_CM_EVENT_DISCONNECTED);
+        ev[1].delay_ms = 500;
+        fkcm_on(FKCM_DISCONNECT, ev, 2);
+    }
+    t0 = test_seconds();
+    CHECK_OK(sfv_cm_close(c, 100)); /* returns at its deadline, the late confirmation dropped */
+    CHECK_WITHIN(t0, 100);
+    CHECK_OK(tc_connect(&e, NULL, 0, 1000, &c));
+    {
+        fkcm_event ev = tc_ev(RDMA_CM_EVENT_ESTABLISHED);
+        int k;
+        for (k = 0; k < 10; k++) fkcm_push(sfv_cm_fd(c), &ev);
+    }
+    CHECK_OK(sfv_cm_close(c, 0));
+    /* failing reads while close waits */
+    CHECK_OK(tc_connect(&e, NULL, 0, 1000, &c));
+    fkcm_fail(FKCM_GET_CM_EVENT, 1, EIO, 1);
+    t0 = test_seconds();
+    CHECK_OK(sfv_cm_close(c, 2000));
+    CHECK(test_seconds() - t0 < 1.0);
+    fkcm_reset();
+    tc_close(&e);
+}
+
+/* A caller's channel: the connection and the channel in either order. */
+static void t_caller_channel(void) {
+    tc_env e;
+    sfv_channel *ch;
+    sfv_cm_conn *c, *c2;
+    sfv_cm_listener *l = NULL;
+    sfv_cm_request *q;
+    sfv_gather_element g;
+    tc_open(&e);
+    g = sfv_mr_gather_element(e.mr, e.buf, 8);
+    CHECK_OK(sfv_create_channel(e.pd, NULL, &ch));
+    CHECK_OK(sfv_cm_connect_channel(ch, NULL, FKCM_ADDR0, PORT, NULL, 0, 1000, &c));
+    CHECK(sfv_cm_channel(c) == ch);
+    CHECK_RESULT(sfv_cm_connect_channel(ch, NULL, FKCM_ADDR0, PORT, NULL, 0, 1000, &c2), SFV_ERR_INVALID); /* not fresh */
+    CHECK(c2 == NULL);
+    CHECK_OK(sfv_destroy_channel(ch)); /* first the channel ... */
+    CHECK_EQ(fkcm_live_ids(), 1);
+    CHECK_OK(sfv_cm_close(c, 0));    /* ... then its connection */
+    CHECK_OK(sfv_create_channel(e.pd, NULL, &ch));
+    CHECK_OK(sfv_cm_connect_channel(ch, NULL, FKCM_ADDR0, PORT, NULL, 0, 1000, &c));
+    CHECK_OK(sfv_cm_close(c, 0)); /* the other way: the channel is broken, then destroyed */
+    CHECK_RESULT(sfv_channel_send(ch, &g, 1, NULL), SFV_ERR_BROKEN);
+    CHECK_OK(sfv_channel_reset(ch)); /* and reset, it may connect again */
+    CHECK_OK(sfv_cm_connect_channel(ch, NULL, FKCM_ADDR0, PORT, NULL, 0, 1000, &c));
+    CHECK_OK(sfv_channel_reset(ch)); /* a reset ends the connection's hold */
+    CHECK_OK(sfv_cm_close(c, 0));
+    /* failures after the channel came up leave it broken */
+    fkcm_fail(FKCM_ESTABLISH, 1, EIO, 0);
+    CHECK_RESULT(sfv_cm_connect_channel(ch, NULL, FKCM_ADDR0, PORT, NULL, 0, 1000, &c), SFV_ERR_DRIVER);
+    CHECK_RESULT(sfv_channel_send(ch, &g, 1, NULL), SFV_ERR_BROKEN);
+    CHECK_RESULT(sfv_cm_connect_channel(ch, NULL, FKCM_ADDR0, PORT, NULL, 0, 1000, &c2), SFV_ERR_INVALID);
+    CHECK_OK(sfv_channel_reset(ch));
+    /* failures before leave it fresh */
+    tc_on1(FKCM_CONNECT, tc_ev(RDMA_CM_EVENT_UNREACHABLE));
+    CHECK_RESULT(sfv_cm_connect_channel(ch, NULL, FKCM_ADDR0, PORT, NULL, 0, 1000, &c), SFV_ERR_UNREACHABLE);
+    CHECK_OK(sfv_cm_connect_channel(ch, NULL, FKCM_ADDR0, PORT, NULL, 0, 1000, &c));
+    CHECK_OK(sfv_cm_close(c, 0));
+    CHECK_OK(sfv_channel_reset(ch));
+    /* accepted on the caller's channel; a failing accept after bring-up breaks it */
+    tc_request(&l, NULL, 0, &q);
+    CHECK_OK(sfv_cm_accept_channel(q, ch, NULL, 0, 1000, &c));
+    CHECK(sfv_cm_channel(c) == ch);
+    CHECK_OK(sfv_cm_close(c, 0));
+    CHECK_OK(sfv_channel_reset(ch));
+    tc_request(&l, NULL, 0, &q);
+    tc_on1(FKCM_ACCEPT, tc_ev(RDMA_CM_EVENT_CONNECT_ERROR));
+    CHECK_RESULT(sfv_cm_accept_channel(q, ch, NULL, 0, 1000, &c), SFV_ERR_UNREACHABLE);
+    CHECK_RESULT(sfv_channel_send(ch, &g, 1, NULL), SFV_ERR_BROKEN);
+    CHECK_OK(sfv_destroy_channel(ch));
+    CHECK_OK(sfv_cm_destroy_listener(l));
+    tc_close(&e);
+}
+
+/* The channel a connection owns, reset through the channel API (which "works on it"): the
+   connection must still free it. */
+static void t_reset_owned_channel(void) {
+    tc_env e;
+    sfv_cm_conn *c;
+    sfv_channel *ch;
+    tc_open(&e);
+    CHECK_OK(tc_connect(&e, NULL, 0, 1000, &c));
+    ch = sfv_cm_channel(c);
+    CHECK_OK(sfv_channel_reset(ch));
+    CHECK_OK(sfv_cm_close(c, 0));
+    CHECK(fk_live(FK_QP) == 0); /* the connection freed the channel it owns, reset or not */
+    tc_close(&e);
+}
+
+/* ---- seeded random sequences --------------------------------------------------------------- */
+static unsigned tc_rand(unsigned *s) {
+    *s = *s * 1103515245u + 12345u;
+    return (*s >> 8) & 0xFFFFFF;
+}
+static bool tc_valid(sfv_result r) {
+    return r == SFV_OK || (r <= SFV_ERR_INVALID && r >= SFV_ERR_ADDR_IN_USE);
+}
+static const int tc_types[] = {
+    RDMA_CM_EVENT_ADDR_RESOLVED, RDMA_CM_EVENT_ADDR_ERROR, RDMA_CM_EVENT_ROUTE_RESOLVED, RDMA_CM_EVENT_ROUTE_ERROR,
+    RDMA_CM_EVENT_CONNECT_REQUEST, RDMA_CM_EVENT_CONNECT_RESPONSE, RDMA_CM_EVENT_CONNECT_ERROR, RDMA_CM_EVENT_UNREACHABLE,
+    RDMA_CM_EVENT_REJECTED, RDMA_CM_EVENT_ESTABLISHED, RDMA_CM_EVENT_DISCONNECTED, RDMA_CM_EVENT_DEVICE_REMOVAL,
+    RDMA_CM_EVENT_ADDR_CHANGE, RDMA_CM_EVENT_TIMEWAIT_EXIT, 200};
+/* A random event: type, status, private data (or NULL with a length), a QP, sometimes late or
+   for another id. */
+static fkcm_event tc_rand_event(unsigned *s, uint8_t *priv, int want) {
+    fkcm_event e;
+    size_t k;
+    static const int st[] = {0, 8, 28, -ETIMEDOUT, -ENODEV, -EHOSTUNREACH, -EINVAL, 1, -1};
+    memset(&e, 0, sizeof e);
+    e.type = want >= 0 && tc_rand(s) % 4 ? want : tc_types[tc_rand(s) % COUNT_OF(tc_types)];
+    e.status = st[tc_rand(s) % COUNT_OF(st)];
+    e.priv_len = tc_rand(s) % 4 == 0 ? 0 : tc_rand(s) % 256;
+    for (k = 0; k < e.priv_len; k++) priv[k] = (uint8_t)tc_rand(s);
+    if (e.priv_len >= 4 && tc_rand(s) % 2) { priv[0] = 'S'; priv[1] = 'C'; priv[2] = 1; }
+    e.priv = tc_rand(s) % 16 ? priv : NULL;
+    e.qpn = tc_rand(s) % 8 ? 0x77 : tc_rand(s) * 0x101u;
+    e.initiator_depth = (uint8_t)tc_rand(s);
+    e.responder_resources = (uint8_t)tc_rand(s);
+    e.other_id = tc_rand(s) % 16 == 0;
+    e.delay_ms = tc_rand(s) % 12 == 0 ? (int)(tc_rand(s) % 60) : 0;
+    return e;
+}
+/* Scripts fn's next reply: 0..3 random events, mostly the one due. */
+static void tc_rand_script(unsigned *s, enum fkcm_fn fn, int want) {
+    uint8_t priv[3][256];
+    fkcm_event ev[3];
+    int n = tc_rand(s) % 8 == 0 ? 0 : 1 + (int)(tc_rand(s) % 3), k;
+    for (k = 0; k < n; k++) ev[k] = tc_rand_event(s, priv[k], want);
+    fkcm_on(fn, ev, n);
+}
+
+#define TC_TIMED(call, ms)                                                                    \
+    do {                                                                                      \
+        const double t0_ = test_seconds();                                                    \
+        const sfv_result r_ = (call);                                                         \
+        if (!tc_valid(r_)) FAIL("seed %u step %d: %s returned %d", seed, step, #call, (int)r_); \
+        if (r_ && !sfv_last_error()->message[0]) FAIL("seed %u step %d: %s failed without a message", seed, step, #call); \
+        if (test_seconds() - t0_ > (ms) / 1000.0 + 0.3) FAIL("seed %u step %d: %s took %.3f s, deadline %d ms", seed, step, #call, test_seconds() - t0_, (int)(ms)); \
+        last = r_;                                                                            \
+        if (tc_trace) fprintf(stderr, "step %d: %s -> %s\n", step, #call, sfv_result_str(r_));  \
+    } while (0)
+static int tc_trace; /* TC_TRACE set: each step of a random run on stderr */
+
+/* Chaos includes calls that fail with errno 0 (still failures). */
+#define TC_ERRNO0 true
+static void tc_random_run(unsigned seed) {
+    enum { NCONN = 4, NREQ = 3 };
+    tc_env e;
+    sfv_cm_listener *l = NULL;
+    sfv_cm_conn *conns[NCONN] = {0};
+    sfv_cm_request *reqs[NREQ] = {0};
+    sfv_channel *mine = NULL;
+    unsigned s = seed;
+    int step;
+    sfv_result last = SFV_OK;
+    uint8_t priv[256];
+    tc_trace = getenv("TC_TRACE") != NULL;
+    tc_open(&e);
+    CHECK_OK(sfv_create_channel(e.pd, NULL, &mine));
+    if (seed % 3 == 0) fkcm_chaos(seed, 30, TC_ERRNO0);
+    for (step = 0; step < 40; step++) {
+        const int tmo = 20 + (int)(tc_rand(&s) % 60);
+        const unsigned act = tc_rand(&s) % 10;
+        size_t i = tc_rand(&s) % NCONN, j = tc_rand(&s) % NREQ;
+        size_t len = tc_rand(&s) % 4 == 0 ? tc_rand(&s) % 260 : tc_rand(&s) % 40;
+        size_t k;
+        for (k = 0; k < len && k < sizeof priv; k++) priv[k] = (uint8_t)tc_rand(&s);
+        switch (act) {
+        case 0: case 1: /* connect, each step's answer scripted at random */
+            if (conns[i]) break;
+            if (tc_rand(&s) % 2) tc_rand_script(&s, FKCM_RESOLVE_ADDR, RDMA_CM_EVENT_ADDR_RESOLVED);
+            if (tc_rand(&s) % 2) tc_rand_script(&s, FKCM_RESOLVE_ROUTE, RDMA_CM_EVENT_ROUTE_RESOLVED);
+            if (tc_rand(&s) % 2) tc_rand_script(&s, FKCM_CONNECT, RDMA_CM_EVENT_CONNECT_RESPONSE);
+            if (tc_rand(&s) % 4 == 0 && mine && sfv__channel_fresh(mine)) {
+                TC_TIMED(sfv_cm_connect_channel(mine, NULL, FKCM_ADDR0, PORT, priv, len % 60, tmo, &conns[i]), tmo);
+            } else {
+                TC_TIMED(sfv_cm_connect(e.pd, NULL, FKCM_ADDR0, PORT, NULL, tc_rand(&s) % 8 ? priv : NULL, len % 60, tmo, &conns[i]), tmo);
+            }
+            CHECK(last ? conns[i] == NULL : conns[i] != NULL);
+            fkcm_reset(); /* scripts the call did not use */
+            if (seed % 3 == 0) fkcm_chaos(seed + (unsigned)step, 30, TC_ERRNO0);
+            break;
+        case 2: /* listen */
+            if (l) break;
+            TC_TIMED(sfv_cm_listen(FKCM_ADDR0, PORT, 0, &l), 0);
+            CHECK(last ? l == NULL : l != NULL);
+            break;
+        case 3: /* a peer asks */
+            if (l) {
+                fkcm_event ev = tc_rand_event(&s, priv, RDMA_CM_EVENT_CONNECT_REQUEST);
+                fkcm_push(sfv_cm_listener_fd(l), &ev);
+            }
+            break;
+        case 4: /* take a request */
+            if (!l || reqs[j]) break;
+            TC_TIMED(sfv_cm_get_request(l, tc_rand(&s) % 3 ? tmo : -1, &reqs[j]), tmo);
+            CHECK(last ? reqs[j] == NULL : reqs[j] != NULL);
+            break;
+        case 5: /* answer it */
+            if (!reqs[j]) break;
+            if (tc_rand(&s) % 3 == 0) {
+                TC_TIMED(sfv_cm_reject(reqs[j], tc_rand(&s) % 8 ? priv : NULL, len), 0);
+            } else if (conns[i] == NULL) {
+                if (tc_rand(&s) % 2) tc_rand_script(&s, FKCM_ACCEPT, RDMA_CM_EVENT_ESTABLISHED);
+                if (tc_rand(&s) % 4 == 0 && mine && sfv__channel_fresh(mine)) {
+                    TC_TIMED(sfv_cm_accept_channel(reqs[j], mine, priv, len, tmo, &conns[i]), tmo);
+                } else {
+                    TC_TIMED(sfv_cm_accept(reqs[j], e.pd, NULL, tc_rand(&s) % 8 ? priv : NULL, len, tmo, &conns[i]), tmo);
+                }
+                CHECK(last ? conns[i] == NULL : conns[i] != NULL);
+                fkcm_reset();
+                if (seed % 3 == 0) fkcm_chaos(seed + (unsigned)step, 30, TC_ERRNO0);
+            } else {
+                break;
+            }
+            reqs[j] = NULL; /* answered and freed, whatever the result */
+            break;
+        case 6: /* the CM says something to a connection */
+            if (conns[i]) {
+                fkcm_event ev = tc_rand_event(&s, priv, RDMA_CM_EVENT_DISCONNECTED);
+                fkcm_push(sfv_cm_fd(conns[i]), &ev);
+            }
+            break;
+        case 7: /* read it */
+            if (!conns[i]) break;
+            TC_TIMED(sfv_cm_events(conns[i]), 0);
+            if (seed % 3) CHECK(last == SFV_OK || last == SFV_ERR_BROKEN); /* (with chaos, a failed read too) */
+            break;
+        case 8: /* close */
+            if (!conns[i]) break;
+            TC_TIMED(sfv_cm_close(conns[i], tc_rand(&s) % 2 ? tmo : 0), tmo);
+            CHECK_OK(last);
+            conns[i] = NULL;
+            break;
+        case 9: /* the caller's channel: reset or replaced */
+            if (tc_rand(&s) % 2 && mine) {
+                TC_TIMED(sfv_channel_reset(mine), 0);
+            } else if (mine) {
+                TC_TIMED(sfv_destroy_channel(mine), 0);
+                CHECK_OK(last);
+                mine = NULL;
+                TC_TIMED(sfv_create_channel(e.pd, NULL, &mine), 0);
+                if (last) mine = NULL;
+            }
+            break;
+        }
+    }
+    fkcm_chaos(0, 0, 0);
+    fkcm_reset();
+    for (step = 0; step < NREQ; step++)
+        if (reqs[step]) CHECK_OK(sfv_cm_reject(reqs[step], NULL, 0));
+    for (step = 0; step < NCONN; step++) CHECK_OK(sfv_cm_close(conns[step], 0));
+    if (mine) CHECK_OK(sfv_destroy_channel(mine));
+    CHECK_OK(sfv_cm_destroy_listener(l));
+    tc_close(&e);
+}
+
+/* Seeds 1..TC_SEEDS (default 200), each in a child of its own; TC_SEED=n runs seed n alone, in
+   this process (TC_TRACE=1 prints its steps). */
+static void t_random_sequences(void) {
+    const char *one = getenv("TC_SEED"), *env = getenv("TC_SEEDS");
+    unsigned n = env ? (unsigned)atoi(env) : 200, seed;
+    if (one) {
+        tc_random_run((unsigned)atoi(one));
+        return;
+    }
+    for (seed = 1; seed <= n; seed++) {
+        pid_t pid = fork(); /* each seed alone: a crash names it */
+        int st = 0;
+        CHECK(pid >= 0);
+        if (pid == 0) {
+            tc_random_run(seed);
+            exit(0);
+        }
+        CHECK(waitpid(pid, &st, 0) == pid);
+        if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) FAIL("seed %u failed (status 0x%x): TC_SEED=%u to run it alone", seed, st, seed);
+    }
+}
+
+static const harness_test TESTS[] = {
+    TEST(t_connect_ok, 10),
+    TEST(t_connect_private_lengths, 10),
+    TEST(t_connect_peer_private, 20),
+    TEST(t_connect_rejected, 20),
+    TEST(t_connect_odd_events, 20),
+    TEST(t_connect_addr_error_int_min, 10),
+    TEST(t_connect_strange_ids, 10),
+    TEST(t_connect_deadlines, 20),
+    TEST(t_connect_call_failures, 20),
+    TEST(t_errno_zero, 10),
+    TEST(t_connect_bad_peer_qp, 10),
+    TEST(t_connect_addresses, 10),
+    TEST(t_listen, 10),
+    TEST(t_get_request, 20),
+    TEST(t_reject, 10),
+    TEST(t_accept_events, 20),
+    TEST(t_accept_failures, 20),
+    TEST(t_destroy_listener_pending, 10),
+    TEST(t_disconnect_ends_wait, 30),
+    TEST(t_events, 10),
+    TEST(t_close, 20),
+    TEST(t_caller_channel, 20),
+    TEST(t_reset_owned_channel, 10),
+    TEST(t_random_sequences, 240),
+};
+
+int main(int argc, char **argv) { return harness_main(argc, argv, TESTS, COUNT_OF(TESTS)); }
