@@ -1930,6 +1930,78 @@ static void t_srq_events(void) {
 static sfv_remote_mr tf_at(const tf_env *e, size_t off) { return sfv_remote_mr_make(sfv_mr_addr(e->mr) + off, 64, sfv_mr_rkey(e->mr)); }
 
 /* The default inline limit, SFV_INLINE_NONE, and what an inject refuses before posting. */
+/* A multi-channel read whose peer's queue is full still checks its elements before it reads
+   them: NULL with a count, and a count past the element limit, are SFV_ERR_INVALID (they were
+   summed first: a NULL read, or one past the array). */
+static void t_mc_full_elements(void) {
+    tf_env e;
+    sfv_multi_channel *mc;
+    sfv_endpoint ep[1];
+    sfv_channel_desc d;
+    sfv_gather_element g;
+    sfv_pending p;
+    sfv_peer_read rq;
+    sfv_work_completion wc;
+    sfv_scatter_element one;
+    memset(&d, 0, sizeof d);
+    d.max_send_wr = 1;
+    tf_open(&e, 4096);
+    CHECK_OK(sfv_create_multi_channel(e.pd, 1, &d, &mc));
+    CHECK_OK(sfv_multi_channel_endpoints(mc, ep, 1));
+    CHECK_OK(sfv_multi_channel_handshake(mc, ep, 1)); /* peer 0 is itself */
+    g = sfv_mr_gather_element(e.mr, e.buf, 8);
+    CHECK_OK(sfv_channel_post_write(sfv_multi_channel_peer(mc, 0), &g, 1,
+                                    sfv_remote_mr_make((uint64_t)(uintptr_t)e.buf + 64, 8, sfv_mr_rkey(e.mr)), &p));
+    memset(&rq, 0, sizeof rq); /* the write's place is taken until it is consumed: the queue is full */
+    rq.remote = sfv_remote_mr_make((uint64_t)(uintptr_t)e.buf, 64, sfv_mr_rkey(e.mr));
+    rq.n = 1;
+    CHECK_RESULT(sfv_multi_channel_gather_read(mc, &rq, 1, &wc), SFV_ERR_INVALID);
+    one = sfv_mr_scatter_element(e.mr, e.buf + 128, 8);
+    rq.sges = &one;
+    rq.n = 100000000;
+    CHECK_RESULT(sfv_multi_channel_gather_read(mc, &rq, 1, &wc), SFV_ERR_INVALID);
+    rq.n = 1; /* a good one: the full queue */
+    CHECK_RESULT(sfv_multi_channel_gather_read(mc, &rq, 1, &wc), SFV_ERR_RESOURCE);
+    CHECK_OK(sfv_pending_wait(&p, 1000, NULL));
+    CHECK_OK(sfv_multi_channel_gather_read(mc, &rq, 1, &wc));
+    CHECK_OK(sfv_destroy_multi_channel(mc));
+    tf_close(&e);
+}
+
+/* A log fn may call safeverbs ("from any thread that uses safeverbs"): one that reads the
+   context's events when an event broke a channel gets them (it spun for ever on the event lock,
+   which the break's log line was written under). */
+static sfv_context *tf_log_ctx;
+static int tf_log_reads;
+static void tf_log_reading_events(void *user, sfv_log_level level, const char *msg) {
+    (void)user, (void)level;
+    if (strstr(msg, "broke")) {
+        sfv_event ev[4];
+        size_t n = 0;
+        CHECK_OK(sfv_context_events(tf_log_ctx, ev, 4, &n));
+        tf_log_reads += (int)n;
+    }
+}
+static void t_log_calls_back(void) {
+    tf_env e;
+    sfv_channel *a, *b;
+    sfv_event ev[4];
+    size_t n = 0;
+    tf_open(&e, 256);
+    tf_pair(&e, NULL, &a, &b);
+    tf_log_ctx = e.ctx;
+    tf_log_reads = 0;
+    sfv_set_log(tf_log_reading_events, NULL, SFV_LOG_INFO);
+    fk_inject_async_event(sfv_context_raw(e.ctx), IBV_EVENT_QP_FATAL, sfv_channel_raw_qp(a), 0);
+    CHECK_OK(sfv_context_events(e.ctx, ev, 4, &n));
+    sfv_set_log(NULL, NULL, SFV_LOG_OFF);
+    CHECK_EQ(tf_log_reads, 1); /* the event was queued before its line was logged: the callback took it */
+    CHECK_EQ(n + 0, 0);
+    CHECK_OK(sfv_destroy_channel(a));
+    CHECK_OK(sfv_destroy_channel(b));
+    tf_close(&e);
+}
+
 static void t_inject_refusals(void) {
     tf_env e;
     sfv_channel_desc d;
@@ -2220,6 +2292,8 @@ static const harness_test TESTS[] = {
     TEST(t_timeout, 10),
     TEST(t_async_events, 10),
     TEST(t_srq_events, 10),
+    TEST(t_mc_full_elements, 10),
+    TEST(t_log_calls_back, 10),
     TEST(t_work_errors, 10),
     TEST(t_atomics, 10),
     TEST(t_not_connected, 10),
