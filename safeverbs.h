@@ -1908,10 +1908,26 @@ static sfv_result sfv__fail_poll(int n) {
     return sfv__fail(SFV_ERR_DRIVER, EIO, "ibv_poll_cq", "ibv_poll_cq failed (the provider returned %d)", n);
 }
 
+/* The verb a refused argument is reported under (sfv_error.verb): the public function's name,
+   or, where an internal one checks for several public calls, the check's (sfv_error's list). */
+static const char *sfv__arg_verb(const char *fn) {
+    static const struct { const char *prefix, *verb; } map[] = {
+        {"sfv__post", "post"}, {"sfv__scope", "scope"}, {"sfv__mc_scope", "scope"}, {"sfv__mc", "multi-channel"},
+        {"sfv__exchange", "exchange"}, {"sfv__barrier", "barrier"}, {"sfv__cm", "rdma_cm"},
+        {"sfv__choose_gid", "sfv_choose_gid"}, {"sfv__desc", "sfv_channel_desc"},
+    };
+    size_t i;
+    if (strncmp(fn, "sfv__", 5) != 0) return fn;
+    for (i = 0; i < sizeof map / sizeof map[0]; i++)
+        if (strncmp(fn, map[i].prefix, strlen(map[i].prefix)) == 0) return map[i].verb;
+    return "safeverbs";
+}
 #define SFV__CHECK_ARG(cond, name)                                                            \
     do {                                                                                      \
-        if (SFV__UNLIKELY(!(cond)))                                                           \
-            return sfv__fail(SFV_ERR_INVALID, EINVAL, __func__, "%s: invalid %s", __func__, name); \
+        if (SFV__UNLIKELY(!(cond))) {                                                         \
+            const char *verb_ = sfv__arg_verb(__func__);                                      \
+            return sfv__fail(SFV_ERR_INVALID, EINVAL, verb_, "%s: invalid %s", verb_, name);  \
+        }                                                                                     \
     } while (0)
 
 /* Makes fd non-blocking, and close-on-exec when asked (for systems without SOCK_CLOEXEC or
@@ -4520,6 +4536,9 @@ static sfv_result sfv__post_refused(sfv_channel *ch, sfv__post_kind kind, const 
                          ch->first_status ? ", " : "", ch->first_status ? sfv_wc_status_str((sfv_wc_status)ch->first_status) : "");
     if (SFV__UNLIKELY(!recv && !ch->connected))
         return sfv__fail(SFV_ERR_INVALID, EINVAL, "post", "the channel is not connected (call sfv_channel_handshake)");
+    if (SFV__UNLIKELY(count > q->cap))
+        return sfv__fail(SFV_ERR_RESOURCE, ENOMEM, "post", "a batch of %zu work requests is larger than the whole queue (%llu places)",
+                         count, (unsigned long long)q->cap);
     if (SFV__UNLIKELY(q->head - q->tail + count > q->cap))
         return sfv__fail(SFV_ERR_RESOURCE, ENOMEM, "post", "queue full: %llu work requests posted and not yet consumed",
                          (unsigned long long)(q->head - q->tail));

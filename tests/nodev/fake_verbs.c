@@ -184,8 +184,10 @@ typedef struct fk_swr {
     uint32_t inl_len;
 } fk_swr;
 typedef struct fk_rwr { uint64_t wr_id; int n; struct ibv_sge sg[FK_MAX_SGE]; } fk_rwr;
+typedef struct fk_srq { struct ibv_srq srq; fk_rwr *rq; uint32_t head, count, max; int qps; } fk_srq;
 typedef struct fk_qp {
     struct ibv_qp qp;
+    fk_srq *srq;
     struct fk_qp *next;
     struct ibv_qp_cap cap;
     int sq_sig_all;
@@ -600,15 +602,17 @@ struct ibv_qp *ibv_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *a) {
         errno = ENOMEM;
         return NULL;
     }
-    if (a->qp_type != IBV_QPT_RC || !a->send_cq || !a->recv_cq || a->srq || a->cap.max_send_wr < 1 ||
-        a->cap.max_recv_wr < 1 || a->cap.max_send_wr > 4096 || a->cap.max_recv_wr > 4096 ||
+    if (a->qp_type != IBV_QPT_RC || !a->send_cq || !a->recv_cq || a->cap.max_send_wr < 1 ||
+        (!a->srq && a->cap.max_recv_wr < 1) || a->cap.max_send_wr > 4096 || a->cap.max_recv_wr > 4096 ||
         a->cap.max_send_sge > FK_MAX_SGE || a->cap.max_recv_sge > FK_MAX_SGE || a->cap.max_inline_data > fk_max_inline) {
         errno = EINVAL;
         return NULL;
     }
     q = (fk_qp *)fk_new(sizeof *q, FK_QP);
     q->sq = (fk_swr *)calloc(a->cap.max_send_wr, sizeof *q->sq);
-    q->rq = (fk_rwr *)calloc(a->cap.max_recv_wr, sizeof *q->rq);
+    q->rq = (fk_rwr *)calloc(a->cap.max_recv_wr ? a->cap.max_recv_wr : 1, sizeof *q->rq);
+    q->srq = (fk_srq *)a->srq;
+    if (q->srq) q->srq->qps++;
     if (!q->sq || !q->rq) abort();
     q->qp.context = pd->context;
     q->qp.qp_context = a->qp_context;
@@ -747,6 +751,7 @@ int ibv_destroy_qp(struct ibv_qp *qp) {
     for (i = 0; i < q->cap.max_send_wr; i++) fk_free_swr(&q->sq[i]);
     free(q->sq);
     free(q->rq);
+    if (q->srq) q->srq->qps--;
     ((fk_cq *)qp->send_cq)->qps--;
     ((fk_cq *)qp->recv_cq)->qps--;
     ((fk_pd *)qp->pd)->qps--;
@@ -825,7 +830,10 @@ static void fk_sq_pop(fk_qp *q) {
     q->sq_head = (q->sq_head + 1) % q->cap.max_send_wr;
     q->sq_count--;
 }
+static bool fk_rq_has(fk_qp *d) { return d->srq ? d->srq->count != 0 : d->rq_count != 0; }
+static fk_rwr *fk_rq_front(fk_qp *d) { return d->srq ? &d->srq->rq[d->srq->head] : &d->rq[d->rq_head]; }
 static void fk_rq_pop(fk_qp *q) {
+    if (q->srq) { q->srq->head = (q->srq->head + 1) % q->srq->max; q->srq->count--; return; }
     q->rq_head = (q->rq_head + 1) % q->cap.max_recv_wr;
     q->rq_count--;
 }
@@ -878,7 +886,7 @@ static bool fk_exec(fk_qp *q) {
         fk_send_done(q, IBV_WC_SUCCESS, 8);
         return true;
     }
-    if (uses_recv && !d->rq_count) return false; /* receiver not ready: RNR, retried forever */
+    if (uses_recv && !fk_rq_has(d)) return false; /* receiver not ready: RNR, retried forever */
     buf = (unsigned char *)malloc(total ? total : 1);
     if (!buf) abort();
     if (is_read) {
@@ -889,12 +897,12 @@ static bool fk_exec(fk_qp *q) {
         fk_gather(w, buf);
         fk_dma((void *)(uintptr_t)w->raddr, buf, total);
         if (has_imm) {
-            fk_complete(d->qp.recv_cq, d, d->rq[d->rq_head].wr_id, IBV_WC_SUCCESS, IBV_WC_RECV_RDMA_WITH_IMM, (uint32_t)total, true, w->imm_be);
+            fk_complete(d->qp.recv_cq, d, fk_rq_front(d)->wr_id, IBV_WC_SUCCESS, IBV_WC_RECV_RDMA_WITH_IMM, (uint32_t)total, true, w->imm_be);
             fk_rq_pop(d);
         }
         fk_send_done(q, IBV_WC_SUCCESS, 0);
     } else {
-        fk_rwr *r = &d->rq[d->rq_head];
+        fk_rwr *r = fk_rq_front(d);
         uint64_t room;
         if (!fk_local_ok(d->qp.pd, r->sg, r->n, true, &room)) {
             fk_complete(d->qp.recv_cq, d, r->wr_id, IBV_WC_LOC_PROT_ERR, IBV_WC_RECV, 0, false, 0);
@@ -1078,23 +1086,38 @@ void ibv_ack_async_event(struct ibv_async_event *event) {
    never complete: the fake's QPs keep their own receive queues; SRQ traffic is tested on rxe,
    tests/test_srq.c) ------------------------------------------------------------------------- */
 static int fk_post_srq_recv(struct ibv_srq *srq, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad) {
-    (void)srq; (void)wr; (void)bad;
-    return 0; /* taken, and never filled: no fake QP takes from an SRQ */
+    fk_srq *q = (fk_srq *)srq;
+    int len = 0, budget; const struct ibv_recv_wr *it;
+    for (it = wr; it; it = it->next) len++;
+    budget = fk_inject("ibv_post_srq_recv") ? fk_budget(len) : -1;
+    *bad = NULL;
+    for (; wr; wr = wr->next) {
+        fk_rwr *r; int k;
+        if (budget-- == 0) { *bad = wr; return ENOMEM; }
+        if (wr->num_sge < 0 || wr->num_sge > FK_MAX_SGE || q->count == q->max) { *bad = wr; return q->count == q->max ? ENOMEM : EINVAL; }
+        r = &q->rq[(q->head + q->count) % q->max];
+        r->wr_id = wr->wr_id; r->n = wr->num_sge;
+        for (k = 0; k < wr->num_sge; k++) r->sg[k] = wr->sg_list[k];
+        q->count++;
+    }
+    fk_progress();
+    return 0;
+}
+static int fk_locked_post_srq_recv(struct ibv_srq *srq, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad) {
+    int r; pthread_mutex_lock(&fk_lock); r = fk_post_srq_recv(srq, wr, bad); pthread_mutex_unlock(&fk_lock); return r;
 }
 struct ibv_srq *ibv_create_srq(struct ibv_pd *pd, struct ibv_srq_init_attr *attr) {
-    struct ibv_srq *srq;
-    (void)attr;
+    fk_srq *q;
     FK_SITE();
-    if (fk_inject("ibv_create_srq")) {
-        errno = ENOMEM;
-        return NULL;
-    }
-    srq = (struct ibv_srq *)calloc(1, sizeof *srq);
-    if (!srq) fk_bug("calloc");
-    srq->context = pd->context;
-    srq->pd = pd;
-    pd->context->ops.post_srq_recv = fk_post_srq_recv;
-    return srq;
+    if (fk_inject("ibv_create_srq")) { errno = ENOMEM; return NULL; }
+    q = (fk_srq *)calloc(1, sizeof *q);
+    if (!q) fk_bug("calloc");
+    q->max = attr->attr.max_wr ? attr->attr.max_wr : 1;
+    q->rq = (fk_rwr *)calloc(q->max, sizeof *q->rq);
+    q->srq.context = pd->context;
+    q->srq.pd = pd;
+    pd->context->ops.post_srq_recv = fk_locked_post_srq_recv;
+    return &q->srq;
 }
 int ibv_modify_srq(struct ibv_srq *srq, struct ibv_srq_attr *attr, int mask) {
     (void)srq; (void)attr; (void)mask;
@@ -1104,6 +1127,8 @@ int ibv_modify_srq(struct ibv_srq *srq, struct ibv_srq_attr *attr, int mask) {
 int ibv_destroy_srq(struct ibv_srq *srq) {
     FK_SITE();
     if (fk_inject("ibv_destroy_srq")) return EIO;
+    if (((fk_srq *)srq)->qps) return EBUSY;
+    free(((fk_srq *)srq)->rq);
     free(srq);
     return 0;
 }

@@ -1550,36 +1550,89 @@ static void t_half_destroyed_refuses(void) {
    channel created on it would be. */
 static void t_srq_flush_names_no_channel(void) {
     tf_env e;
-    sfv_channel *x;
+    sfv_channel *x, *y;
     sfv_srq *srq;
     sfv_srq_desc sd;
+    sfv_channel_desc d;
     sfv_pending r1, r2;
     sfv_work_completion wc;
-    struct ibv_wc w;
     sfv_scatter_element s;
+    sfv_gather_element g;
     tf_open(&e, 4096);
     memset(&sd, 0, sizeof sd);
     sd.max_wr = 1; /* one place: the second receive takes the first's */
     CHECK_OK(sfv_create_srq(e.pd, &sd, &srq));
-    CHECK_OK(sfv_create_channel(e.pd, NULL, &x));
-    sfv__srq_attach(srq, x);
+    memset(&d, 0, sizeof d);
+    d.srq = srq;
+    CHECK_OK(sfv_create_channel(e.pd, &d, &x));
+    CHECK_OK(sfv_create_channel(e.pd, NULL, &y));
+    tf_connect(x, y);
     s = sfv_mr_scatter_element(e.mr, e.buf, 64);
+    g = sfv_mr_gather_element(e.mr, e.buf + 1024, 16);
     CHECK_OK(sfv_srq_post_receive(srq, &s, 1, &r1));
-    memset(&w, 0, sizeof w);
-    w.wr_id = r1.seq_ << 1 | 1;
-    w.status = IBV_WC_SUCCESS;
-    w.opcode = IBV_WC_RECV;
-    w.byte_len = w.qp_num = x->qp->qp_num;
-    sfv__complete(&srq->core, &w);
-    CHECK_OK(sfv_pending_wait(&r1, 0, &wc));
-    CHECK(wc.channel == x && wc.byte_len == x->qp->qp_num);
+    CHECK_OK(sfv_channel_send(y, &g, 1, NULL)); /* x takes it from the SRQ */
+    CHECK_OK(sfv_pending_wait(&r1, 1000, &wc));
+    CHECK(wc.channel == x && wc.byte_len == 16);
     CHECK_OK(sfv_srq_post_receive(srq, &s, 1, &r2));
     fk_inject_async_event(sfv_context_raw(e.ctx), IBV_EVENT_SRQ_ERR, sfv_srq_raw(srq), 0);
     CHECK_RESULT(sfv_pending_wait(&r2, 5000, &wc), SFV_ERR_WORK);
-    CHECK(wc.status == SFV_WC_WR_FLUSH_ERR && wc.channel == NULL);
-    sfv__srq_detach(srq, x);
+    CHECK(wc.status == SFV_WC_WR_FLUSH_ERR && wc.channel == NULL); /* (its place held x's QP number before) */
+    CHECK(sfv_channel_broken(x, NULL)); /* no QP takes a receive of a failed SRQ */
     CHECK_OK(sfv_destroy_channel(x));
-    (void)sfv_destroy_srq(srq);
+    CHECK_OK(sfv_destroy_channel(y));
+    CHECK_OK(sfv_destroy_srq(srq));
+    tf_close(&e);
+}
+
+/* A CQ error on an SRQ's CQ: its receives are flushed (their buffers the program's again), so
+   every channel on it stops first: a peer's next message lands in no buffer given back, and a
+   fatal device error breaks the SRQ's waits at once too. */
+static void t_srq_cq_err_stops_channels(void) {
+    tf_env e;
+    sfv_srq *srq;
+    sfv_channel *a, *b;
+    sfv_channel_desc d;
+    sfv_scatter_element s;
+    sfv_gather_element g;
+    sfv_pending rx;
+    sfv_work_completion wc;
+    sfv_event ev[8];
+    size_t n = 0, i, broken = 0;
+    double t0;
+    tf_open(&e, 4096);
+    CHECK_OK(sfv_create_srq(e.pd, NULL, &srq));
+    memset(&d, 0, sizeof d);
+    d.srq = srq;
+    d.timeout_ms = 500;
+    CHECK_OK(sfv_create_channel(e.pd, &d, &a));
+    d.srq = NULL;
+    CHECK_OK(sfv_create_channel(e.pd, &d, &b));
+    tf_connect(a, b);
+    s = sfv_mr_scatter_element(e.mr, e.buf, 64);
+    g = sfv_mr_gather_element(e.mr, e.buf + 1024, 16);
+    CHECK_OK(sfv_srq_post_receive(srq, &s, 1, &rx));
+    fk_inject_async_event(sfv_context_raw(e.ctx), IBV_EVENT_CQ_ERR, sfv_channel_raw_qp(a)->recv_cq, 0);
+    CHECK_RESULT(sfv_pending_wait(&rx, -1, &wc), SFV_ERR_WORK);
+    CHECK_EQ(wc.status, SFV_WC_WR_FLUSH_ERR);
+    CHECK(sfv_channel_broken(a, NULL));
+    CHECK_OK(sfv_context_events(e.ctx, ev, 8, &n));
+    for (i = 0; i < n; i++) broken += ev[i].channels_broken;
+    CHECK_EQ(broken, 1); /* a, not the SRQ's own inner channel */
+    memcpy(e.buf, "program's own data", 19);
+    memcpy(e.buf + 1024, "PEER OVERWRITES", 16);
+    CHECK(sfv_channel_send(b, &g, 1, &wc) != SFV_OK); /* a takes nothing any more: b's send fails */
+    CHECK(memcmp(e.buf, "program's own data", 19) == 0);
+    CHECK_OK(sfv_destroy_channel(a));
+    CHECK_OK(sfv_destroy_channel(b));
+    CHECK_OK(sfv_destroy_srq(srq));
+    /* a fatal device error ends an SRQ's wait at once, not at its deadline */
+    CHECK_OK(sfv_create_srq(e.pd, NULL, &srq));
+    CHECK_OK(sfv_srq_post_receive(srq, &s, 1, &rx));
+    fk_inject_async_event(sfv_context_raw(e.ctx), IBV_EVENT_DEVICE_FATAL, NULL, 0);
+    t0 = test_seconds();
+    CHECK_RESULT(sfv_pending_wait(&rx, 3000, &wc), SFV_ERR_WORK);
+    CHECK(test_seconds() - t0 < 1.0);
+    CHECK_OK(sfv_destroy_srq(srq));
     tf_close(&e);
 }
 
@@ -2293,6 +2346,7 @@ static const harness_test TESTS[] = {
     TEST(t_async_events, 10),
     TEST(t_srq_events, 10),
     TEST(t_mc_full_elements, 10),
+    TEST(t_srq_cq_err_stops_channels, 10),
     TEST(t_log_calls_back, 10),
     TEST(t_work_errors, 10),
     TEST(t_atomics, 10),
