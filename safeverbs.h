@@ -6436,9 +6436,14 @@ free_mc:
 
 SAFEVERBS_API sfv_result sfv_destroy_multi_channel(sfv_multi_channel *mc) {
     sfv_result r;
+    size_t i;
     if (!mc) return SFV_OK;
     if (mc->in_scope)
         return sfv__fail(SFV_ERR_INVALID, EINVAL, "sfv_destroy_multi_channel", "a scope of this multi-channel is open: destroy it after the scope returns");
+    for (i = 0; i < mc->n; i++) /* all or none: no channel goes while one of them would refuse */
+        if (mc->peers[i].ch && mc->peers[i].ch->scope_depth > 0)
+            return sfv__fail(SFV_ERR_INVALID, EINVAL, "sfv_destroy_multi_channel",
+                             "the channel to peer %zu is inside an open scope: destroy the multi-channel after the scope returns", i);
     r = sfv__mc_destroy_channels(mc);
     if (r) return r;
     sfv__mc_free(mc);

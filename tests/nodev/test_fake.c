@@ -2021,6 +2021,30 @@ static void t_mc_full_elements(void) {
     tf_close(&e);
 }
 
+/* A multi-channel destroyed from inside a scope of one of its channels: refused before any
+   channel goes (it destroyed the other peers' channels first, then refused). */
+static sfv_multi_channel *tf_scoped_mc;
+static sfv_result tf_destroy_mc_in_scope(sfv_channel *ch, void *user) {
+    (void)ch, (void)user;
+    CHECK_RESULT(sfv_destroy_multi_channel(tf_scoped_mc), SFV_ERR_INVALID);
+    CHECK(strstr(sfv_last_error()->message, "peer 0") != NULL);
+    CHECK_EQ(sfv_multi_channel_len(tf_scoped_mc), 3);
+    return SFV_OK;
+}
+static void t_mc_destroy_in_scope(void) {
+    tf_env e;
+    sfv_endpoint ep[3];
+    tf_open(&e, 256);
+    CHECK_OK(sfv_create_multi_channel(e.pd, 3, NULL, &tf_scoped_mc));
+    CHECK_OK(sfv_multi_channel_endpoints(tf_scoped_mc, ep, 3));
+    CHECK_OK(sfv_multi_channel_handshake(tf_scoped_mc, ep, 3));
+    CHECK_OK(sfv_channel_scope(sfv_multi_channel_peer(tf_scoped_mc, 0), tf_destroy_mc_in_scope, NULL, NULL));
+    CHECK_EQ(sfv_multi_channel_len(tf_scoped_mc), 3);
+    CHECK(sfv_multi_channel_peer(tf_scoped_mc, 2) != NULL);
+    CHECK_OK(sfv_destroy_multi_channel(tf_scoped_mc));
+    tf_close(&e);
+}
+
 /* A log fn may call safeverbs ("from any thread that uses safeverbs"): one that reads the
    context's events when an event broke a channel gets them (it spun for ever on the event lock,
    which the break's log line was written under). */
@@ -2346,6 +2370,7 @@ static const harness_test TESTS[] = {
     TEST(t_async_events, 10),
     TEST(t_srq_events, 10),
     TEST(t_mc_full_elements, 10),
+    TEST(t_mc_destroy_in_scope, 10),
     TEST(t_srq_cq_err_stops_channels, 10),
     TEST(t_log_calls_back, 10),
     TEST(t_work_errors, 10),
