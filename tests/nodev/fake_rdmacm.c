@@ -17,7 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#define FKCM_MAX_REPLY 4
+#define FKCM_MAX_REPLY 8
 #define FKCM_MAX_SCRIPT 64
 
 typedef struct fkcm_ch fkcm_ch;
@@ -77,7 +77,7 @@ static uint32_t fkcm_peer_qpn = 0x77, fkcm_peer_psn = 0x1234, fkcm_local_psn = 0
 static uint16_t fkcm_next_port = 20000;
 static fkcm_script fkcm_scripts[FKCM_FNS][FKCM_MAX_SCRIPT];
 static int fkcm_script_first[FKCM_FNS], fkcm_script_n[FKCM_FNS];
-static long fkcm_fail_at[FKCM_FNS], fkcm_fail_count[FKCM_FNS], fkcm_ok_calls[FKCM_FNS];
+static long fkcm_fail_at[FKCM_FNS], fkcm_fail_count[FKCM_FNS], fkcm_ok_calls[FKCM_FNS], fkcm_nfailed;
 static int fkcm_fail_errno[FKCM_FNS];
 static bool fkcm_fail_every[FKCM_FNS];
 static unsigned fkcm_chaos_seed;
@@ -121,11 +121,13 @@ static bool fkcm_fails(enum fkcm_fn fn) {
         fkcm_fail_count[fn]++;
         if (fkcm_fail_count[fn] == fkcm_fail_at[fn] || (fkcm_fail_every[fn] && fkcm_fail_count[fn] > fkcm_fail_at[fn])) {
             errno = fkcm_fail_errno[fn];
+            fkcm_nfailed++;
             return true;
         }
     }
     if (fkcm_chaos_permille && (int)(rand_r(&fkcm_chaos_seed) % 1000) < fkcm_chaos_permille) {
         errno = errs[rand_r(&fkcm_chaos_seed) % (sizeof errs / sizeof errs[0] - (fkcm_chaos_errno0 ? 0 : 1))];
+        fkcm_nfailed++;
         return true;
     }
     return false;
@@ -148,6 +150,7 @@ void fkcm_reset(void) {
         fkcm_ok_calls[f] = 0;
     }
     fkcm_chaos_permille = 0;
+    fkcm_nfailed = 0;
     fkcm_peer_qpn = 0x77;
     fkcm_peer_psn = 0x1234;
     fkcm_local_psn = 0x4321;
@@ -169,6 +172,7 @@ static void fkcm_record(enum fkcm_fn fn, const void *p, size_t n) {
     if (n) memcpy(fkcm_sent_buf[fn], p, n);
 }
 long fkcm_calls(enum fkcm_fn fn) { return fkcm_ok_calls[fn]; }
+long fkcm_failures(void) { return fkcm_nfailed; }
 long fkcm_live_ids(void) {
     long n;
     pthread_mutex_lock(&fkcm_mu);
@@ -277,6 +281,7 @@ static void fkcm_ev_free(fkcm_ev *e) {
     free(e);
 }
 static void fkcm_id_free(fkcm_id *d);
+static void fkcm_reply(enum fkcm_fn fn, fkcm_id *d, const fkcm_event *def);
 
 /* Drops the queued events of c that match (id NULL: all); a dropped request takes its id along. */
 static void fkcm_drop(fkcm_ch *c, const fkcm_id *id) {
@@ -457,7 +462,7 @@ int rdma_listen(struct rdma_cm_id *id, int backlog) {
         goto fail;
     }
     d->listening = true;
-    fkcm_ok_calls[FKCM_LISTEN]++;
+    fkcm_reply(FKCM_LISTEN, d, NULL); /* nothing, unless scripted: requests to the new listener */
     pthread_mutex_unlock(&fkcm_mu);
     return 0;
 fail:

@@ -20,7 +20,8 @@
      channel. Unless scripted (fkcm_on), the defaults are: resolve_addr -> ADDR_RESOLVED,
      resolve_route -> ROUTE_RESOLVED, connect -> CONNECT_RESPONSE (the peer's QP number and PSN
      of fkcm_set_peer, an "SC" header), establish and accept -> ESTABLISHED, disconnect ->
-     DISCONNECTED (once per id);
+     DISCONNECTED (once per id), listen -> nothing (a script's CONNECT_REQUESTs come to the new
+     listener: peers asking a listener made inside a call, as sfv_node_connect_cm's);
    - rdma_init_qp_attr gives what the fake NIC's ibv_modify_qp takes: RTR to the peer's QP
      number and PSN (fkcm_set_peer) over the GID ::ffff:10.0.0.2, RTS with the id's own PSN.
    Failures: fkcm_fail makes the n-th call of a function fail (-1, errno as given);
@@ -65,8 +66,8 @@ void fkcm_set_peer(uint32_t qpn, uint32_t psn);
 void fkcm_set_local_psn(uint32_t psn);
 
 /* The next successful call of fn (not yet answered by an earlier script) queues these n
-   events instead of its default reply; n 0: nothing (a silent peer). Scripts for one function
-   are used in order, one per call. */
+   events (at most 8) instead of its default reply; n 0: nothing (a silent peer). Scripts for
+   one function are used in order, one per call. */
 void fkcm_on(enum fkcm_fn fn, const fkcm_event *ev, int n);
 /* Queues ev on the channel whose fd is fd (sfv_cm_fd, sfv_cm_listener_fd), for its first id;
    a CONNECT_REQUEST makes a new id for the request on that channel, as the kernel does. */
@@ -83,6 +84,8 @@ void fkcm_chaos(unsigned seed, int permille, int with_errno0);
 const uint8_t *fkcm_sent(enum fkcm_fn fn, size_t *len);
 /* Calls of fn that succeeded so far. */
 long fkcm_calls(enum fkcm_fn fn);
+/* Calls made to fail (fkcm_fail, fkcm_chaos) since fkcm_reset. */
+long fkcm_failures(void);
 
 /* Live ids, live channels, events read and not acked, events queued and not read. */
 long fkcm_live_ids(void);

@@ -28,9 +28,29 @@ static void tc_free(void *p) {
 #define SFV_MALLOC(sz) tc_malloc(sz)
 #define SFV_CALLOC(n, sz) tc_calloc(n, sz)
 #define SFV_FREE(p) tc_free(p)
+/* The library's clock (its clock_gettime, renamed while it is included), with a jump the test
+   can plan: once the fake CM has handed out tc_jump_after events, the library's tc_jump_at-th
+   clock read from then on, and every read after it, are tc_jump_ns later (a thread preempted
+   between two reads of the clock). tc_jump_after < 0: the plain clock. */
+#include <time.h>
+static long tc_jump_after = -1, tc_jump_reads;
+static int tc_jump_at;
+static long long tc_jump_ns;
+static int tc_clock_gettime(clockid_t id, struct timespec *ts) {
+    const int rc = clock_gettime(id, ts);
+    if (rc == 0 && tc_jump_after >= 0 && fkcm_calls(FKCM_GET_CM_EVENT) >= tc_jump_after && ++tc_jump_reads >= tc_jump_at) {
+        const long long ns = (long long)ts->tv_nsec + tc_jump_ns;
+        ts->tv_sec += (time_t)(ns / 1000000000);
+        ts->tv_nsec = (long)(ns % 1000000000);
+        tc_jump_reads = tc_jump_at; /* (no overflow) */
+    }
+    return rc;
+}
+#define clock_gettime tc_clock_gettime
 #define SAFEVERBS_RDMACM
 #define SAFEVERBS_IMPLEMENTATION
 #include "safeverbs.h"
+#undef clock_gettime
 #include "harness.h"
 
 #include <limits.h>
@@ -1229,6 +1249,956 @@ static void t_random_sequences(void) {
     }
 }
 
+/* ---- a node connected through the CM (sfv_node_connect_cm) --------------------------------- */
+/* The rank under test is w->me of a world of 2 or 3, on fake0 at FKCM_ADDR0; the other ranks are
+   simulated by the scripts: a higher rank's request comes to the listener the call makes
+   (fkcm_on(FKCM_LISTEN)), a lower rank answers this rank's connect (fkcm_on(FKCM_CONNECT)).
+   Their messages are made with the library's own sfv__ncm_make from nodes of their rank (made
+   here on the same PD, for their barrier regions), then corrupted. A genuine rank r has QP
+   number 0x100 + r; strangers use others, so a connection shows whose request it took. */
+enum { TN_MAX = 3 };
+#define TN_KEY "node cm test key"
+#define TN_QP_STRANGER 0x5A5Au
+typedef struct tn_world {
+    tc_env e;
+    size_t me, world;
+    int ms;                          /* the deadline given to sfv_node_connect_cm */
+    uint32_t chan_ms;                /* its channels' desc.timeout_ms (0: the default) */
+    sfv_node *node;                  /* the rank under test */
+    sfv_node *peer[TN_MAX];          /* the simulated ranks (peer[me] NULL) */
+    uint32_t qpn[TN_MAX];            /* rank r's QP number for its channel to this rank */
+    sfv_net_node nodes[TN_MAX];
+    sfv_exchange_desc desc;
+    sfv__ex_key key;
+    uint8_t req[TN_MAX][SFV__NCM_SIZE]; /* this rank's request to lower rank j, as it will send it */
+} tn_world;
+
+/* Up to 8 events of one script, each with its own private data. */
+typedef struct tn_script {
+    int n;
+    fkcm_event ev[8];
+    uint8_t buf[8][256];
+} tn_script;
+
+static const char *tn_host(size_t me, size_t r) {
+    static const char *const hosts[] = {FKCM_ADDR0, FKCM_ADDR1, "127.0.0.3", "127.0.0.4"};
+    return hosts[r == me ? 0 : r < me ? r + 1 : r];
+}
+
+/* This rank's node (again): a fresh one, and the requests it will send. */
+static void tn_new_node(tn_world *w) {
+    sfv_node_desc d;
+    size_t j;
+    if (w->node) CHECK_OK(sfv_destroy_node(w->node));
+    fkcm_reset(); /* (after the destroy: its disconnects are not counted) */
+    memset(&d, 0, sizeof d);
+    d.world_size = w->world;
+    d.rank = w->me;
+    d.channel.timeout_ms = w->chan_ms;
+    CHECK_OK(sfv_create_node(w->e.pd, &d, &w->node));
+    for (j = 0; j < w->me; j++) {
+        sfv_endpoint ep;
+        CHECK_OK(sfv_channel_endpoint(sfv_multi_channel_peer(sfv_node_multi_channel(w->node), j), &ep));
+        sfv__ncm_make(&w->key, 'C', w->node, j, ep.qpn, NULL, w->req[j]);
+    }
+}
+
+static void tn_open(tn_world *w, size_t world, size_t me, int ms) {
+    sfv_node_desc d;
+    size_t r;
+    tc_open(&w->e);
+    w->me = me;
+    w->world = world;
+    w->ms = ms;
+    w->chan_ms = 0;
+    w->node = NULL;
+    memset(w->peer, 0, sizeof w->peer);
+    memset(&w->desc, 0, sizeof w->desc);
+    w->desc.key = TN_KEY;
+    w->desc.key_len = strlen(TN_KEY);
+    CHECK_OK(sfv__ex_key_pick(&w->desc, &w->key));
+    memset(&d, 0, sizeof d);
+    d.world_size = world;
+    for (r = 0; r < world; r++) {
+        w->nodes[r].host = tn_host(me, r);
+        w->nodes[r].port = (uint16_t)(PORT + r);
+        w->nodes[r].rank = (uint32_t)r;
+        w->nodes[r].device = NULL;
+        w->qpn[r] = 0x100 + (uint32_t)r;
+        d.rank = r;
+        if (r != me) CHECK_OK(sfv_create_node(w->e.pd, &d, &w->peer[r]));
+    }
+    tn_new_node(w);
+}
+
+static void tn_close(tn_world *w) {
+    size_t r;
+    fkcm_chaos(0, 0, 0);
+    fkcm_reset();
+    CHECK_OK(sfv_destroy_node(w->node));
+    for (r = 0; r < w->world; r++) CHECK_OK(sfv_destroy_node(w->peer[r]));
+    tc_close(&w->e);
+}
+
+/* An event of s: type, the peer's QP, msg (len bytes; NULL with a length: the event says so)
+   after an "SC" header unless hdr is false. Returned for the caller to add to (src, delay, status). */
+static fkcm_event *tn_add(tn_script *s, int type, uint32_t qpn, const uint8_t *msg, size_t len, bool hdr) {
+    fkcm_event *e = &s->ev[s->n];
+    uint8_t *b = s->buf[s->n];
+    size_t h = hdr ? SFV__CM_HDR : 0;
+    CHECK(s->n < 8 && h + len <= 255);
+    *e = tc_ev(type);
+    e->qpn = qpn;
+    e->initiator_depth = e->responder_resources = 4;
+    b[0] = 'S'; b[1] = 'C'; b[2] = 1; b[3] = 4;
+    if (msg) memcpy(b + h, msg, len);
+    e->priv = msg || !len ? b : NULL;
+    e->priv_len = h + len;
+    s->n++;
+    return e;
+}
+/* Rank r's request to this rank, as msg says, from r's address. */
+static fkcm_event *tn_add_request(tn_script *s, const tn_world *w, size_t r, uint32_t qpn, const uint8_t *msg, size_t len) {
+    fkcm_event *e = tn_add(s, RDMA_CM_EVENT_CONNECT_REQUEST, qpn, msg, len, true);
+    e->src = w->nodes[r < w->world ? r : 0].host;
+    return e;
+}
+static void tn_good_request(const tn_world *w, size_t r, uint8_t out[SFV__NCM_SIZE]) {
+    sfv__ncm_make(&w->key, 'C', w->peer[r], w->me, w->qpn[r], NULL, out);
+}
+static void tn_good_answer(const tn_world *w, size_t j, uint8_t out[SFV__NCM_SIZE]) {
+    sfv__ncm_make(&w->key, 'A', w->peer[j], w->me, w->qpn[j], w->req[j], out);
+}
+/* m's MAC made anew with key k, for receiver `to`, QP qpn (and request req): a signed message
+   whose fields were changed by someone who has the key. */
+static void tn_resign(const sfv__ex_key *k, uint8_t m[SFV__NCM_SIZE], size_t to, uint32_t qpn, const uint8_t *req) {
+    sfv__ncm_mac(k, m, to, qpn, req, m + SFV__NCM_BODY);
+}
+/* The next connect's answer: a CONNECT_RESPONSE from QP qpn with msg as its private data. */
+static void tn_answer(uint32_t qpn, const uint8_t *msg, size_t len, bool hdr) {
+    tn_script s;
+    s.n = 0;
+    tn_add(&s, RDMA_CM_EVENT_CONNECT_RESPONSE, qpn, msg, len, hdr);
+    fkcm_on(FKCM_CONNECT, s.ev, 1);
+}
+/* Every rank does its part, in order: the higher ranks' requests (queued at the listen), the
+   lower ranks' answers; with a stranger's request first if `stranger`. */
+static void tn_script_all(const tn_world *w, bool stranger) {
+    tn_script s;
+    uint8_t m[SFV__NCM_SIZE];
+    size_t r;
+    s.n = 0;
+    if (stranger && w->me + 1 < w->world) tn_add_request(&s, w, w->me + 1, TN_QP_STRANGER, NULL, 0);
+    for (r = w->me + 1; r < w->world; r++) {
+        tn_good_request(w, r, m);
+        tn_add_request(&s, w, r, w->qpn[r], m, sizeof m);
+    }
+    if (s.n) fkcm_on(FKCM_LISTEN, s.ev, s.n);
+    for (r = 0; r < w->me; r++) {
+        tn_good_answer(w, r, m);
+        tn_answer(w->qpn[r], m, sizeof m, true);
+    }
+}
+static void tn_script_good(const tn_world *w) { tn_script_all(w, false); }
+
+/* The call, with the promises checked: a valid result, a message on failure, within its
+   deadline; nothing of a failed call is left in the CM. */
+static sfv_result tn_run(tn_world *w) {
+    const double t0 = test_seconds();
+    const sfv_result r = sfv_node_connect_cm(w->node, w->nodes, &w->desc, w->ms);
+    const double took = test_seconds() - t0;
+    if (!tc_valid(r)) FAIL("sfv_node_connect_cm returned %d", (int)r);
+    if (r && !sfv_last_error()->message[0]) FAIL("sfv_node_connect_cm failed (%s) without a message", sfv_result_str(r));
+    if (took > w->ms / 1000.0 + 0.25) FAIL("sfv_node_connect_cm took %.3f s, deadline %d ms (%s: %s)", took, w->ms, sfv_result_str(r),
+                                           r ? sfv_last_error()->message : "");
+    if (r) {
+        CHECK(!w->node->connected && w->node->keep == NULL);
+        CHECK_EQ(fkcm_live_ids(), 0);
+        CHECK_EQ(fkcm_live_channels(), 0);
+        CHECK_EQ(fkcm_unacked(), 0);
+    }
+    return r;
+}
+/* Connected, each rank to the genuine one: its QP number, its barrier region. */
+static void tn_check_genuine(const tn_world *w) {
+    const sfv__ncm *st = (const sfv__ncm *)w->node->keep;
+    size_t r;
+    CHECK(w->node->connected && !w->node->poisoned && st && st->n == w->world);
+    for (r = 0; r < w->world; r++) {
+        uint8_t a[SFV_REMOTE_MR_ENCODED_SIZE], b[SFV_REMOTE_MR_ENCODED_SIZE];
+        if (r == w->me) {
+            CHECK(st->conns[r] == NULL);
+            continue;
+        }
+        CHECK(st->conns[r] != NULL);
+        if (st->conns[r]->peer_qpn != w->qpn[r]) FAIL("rank %zu is connected to QP 0x%x, not the genuine 0x%x", r, st->conns[r]->peer_qpn, w->qpn[r]);
+        sfv_remote_mr_encode(w->node->peer_in[r], a);
+        sfv_remote_mr_encode(sfv__node_barrier(w->peer[r]), b);
+        CHECK(memcmp(a, b, sizeof a) == 0);
+    }
+}
+/* After a failure: a node that brought nothing up connects on a second try; one that did is
+   broken for good. Leaves a fresh node either way. */
+static void tn_after_failure(tn_world *w) {
+    fkcm_chaos(0, 0, 0);
+    fkcm_reset();
+    fk_fail_nth(0);
+    if (w->node->poisoned) {
+        CHECK_RESULT(sfv_node_connect_cm(w->node, w->nodes, &w->desc, w->ms), SFV_ERR_BROKEN);
+    } else {
+        tn_script_good(w);
+        CHECK_OK(tn_run(w));
+        tn_check_genuine(w);
+    }
+    fkcm_reset();
+    tn_new_node(w);
+}
+
+/* Good messages: every rank of worlds of 1, 2 and 3, the bytes sent as the peers expect them. */
+static void t_node_cm_ok(void) {
+    static const size_t shapes[][2] = {{1, 0}, {2, 0}, {2, 1}, {3, 0}, {3, 1}, {3, 2}};
+    size_t i;
+    for (i = 0; i < COUNT_OF(shapes); i++) {
+        tn_world w;
+        uint8_t m[SFV__NCM_SIZE], body[SFV__NCM_SIZE];
+        const uint8_t *sent;
+        size_t n;
+        tn_open(&w, shapes[i][0], shapes[i][1], 1000);
+        tn_script_good(&w);
+        CHECK_OK(tn_run(&w));
+        tn_check_genuine(&w);
+        if (w.me > 0) { /* the last request sent: to rank me - 1, "SC" header and the message */
+            sent = fkcm_sent(FKCM_CONNECT, &n);
+            CHECK_EQ(n, SFV__CM_HDR + SFV__NCM_SIZE);
+            CHECK(memcmp(sent + SFV__CM_HDR, w.req[w.me - 1], SFV__NCM_SIZE) == 0);
+        }
+        if (w.me + 1 < w.world) { /* the last answer: to rank world - 1, over its request */
+            sfv_endpoint ep;
+            CHECK_OK(sfv_channel_endpoint(sfv_multi_channel_peer(sfv_node_multi_channel(w.node), w.world - 1), &ep));
+            tn_good_request(&w, w.world - 1, body);
+            sfv__ncm_make(&w.key, 'A', w.node, w.world - 1, ep.qpn, body, m);
+            sent = fkcm_sent(FKCM_ACCEPT, &n);
+            CHECK_EQ(n, SFV__CM_HDR + SFV__NCM_SIZE);
+            CHECK(memcmp(sent + SFV__CM_HDR, m, SFV__NCM_SIZE) == 0);
+        }
+        CHECK_EQ(fkcm_calls(FKCM_REJECT), 0);
+        CHECK_RESULT(sfv_node_connect_cm(w.node, w.nodes, &w.desc, 1000), SFV_ERR_INVALID); /* already connected */
+        tn_close(&w);
+    }
+}
+
+/* Rank 0 of 2 gets `bad` first, then rank 1's good request: bad is rejected with a reason (why,
+   if not NULL, in it), takes no place, and the good one is accepted. */
+static void tn_reject_then_good(tn_world *w, const fkcm_event *bad, const char *why) {
+    tn_script s;
+    uint8_t m[SFV__NCM_SIZE];
+    const uint8_t *reason;
+    size_t n;
+    s.n = 0;
+    s.ev[s.n++] = *bad;
+    tn_good_request(w, 1, m);
+    tn_add_request(&s, w, 1, w->qpn[1], m, sizeof m);
+    fkcm_on(FKCM_LISTEN, s.ev, s.n);
+    CHECK_OK(tn_run(w));
+    tn_check_genuine(w);
+    CHECK_EQ(fkcm_calls(FKCM_REJECT), 1);
+    reason = fkcm_sent(FKCM_REJECT, &n);
+    CHECK(reason && n > 0);
+    if (why && (n < strlen(why) || memcmp(reason, why, strlen(why)) != 0)) FAIL("rejected for \"%.*s\", not \"%s\"", (int)n, (const char *)reason, why);
+    fkcm_reset();
+    tn_new_node(w);
+}
+
+/* Requests that must be rejected: missing, short, long with bytes after, unsigned or badly
+   signed (every bit of the message flipped), signed by the key but wrong (kind, version, rank
+   out of the world or this rank, world size, barrier region, another QP, another receiver),
+   from another address; and requests that are fine (zero padding, no "SC" header). */
+static void t_node_cm_bad_requests(void) {
+    tn_world w;
+    tn_script s;
+    uint8_t good[SFV__NCM_SIZE], m[256];
+    sfv__ex_key other;
+    size_t len, bit;
+    const uint32_t q = TN_QP_STRANGER;
+    tn_open(&w, 2, 0, 1000);
+    tn_good_request(&w, 1, good);
+    /* missing: nothing, the header alone, NULL with a length */
+    s.n = 0;
+    tn_reject_then_good(&w, tn_add_request(&s, &w, 1, q, NULL, 0), "not a safeverbs node");
+    s.n = 0;
+    tn_reject_then_good(&w, tn_add(&s, RDMA_CM_EVENT_CONNECT_REQUEST, q, NULL, 0, false), "not a safeverbs node");
+    s.n = 0;
+    tn_reject_then_good(&w, tn_add_request(&s, &w, 1, q, NULL, SFV__NCM_SIZE), "not a safeverbs node");
+    /* short: the good message cut anywhere, with and without the header */
+    for (len = 1; len < SFV__NCM_SIZE; len++) {
+        s.n = 0;
+        tn_reject_then_good(&w, tn_add_request(&s, &w, 1, w.qpn[1], good, len), "not a safeverbs node");
+        s.n = 0;
+        tn_reject_then_good(&w, tn_add(&s, RDMA_CM_EVENT_CONNECT_REQUEST, w.qpn[1], good, len, false), "not a safeverbs node");
+    }
+    /* long: zero padding is the CM's (accepted), any other byte after the message is not */
+    memset(m, 0, sizeof m);
+    memcpy(m, good, sizeof good);
+    for (len = SFV__NCM_SIZE + 1; len <= 255 - SFV__CM_HDR; len += 13) {
+        s.n = 0;
+        tn_add_request(&s, &w, 1, w.qpn[1], m, len);
+        fkcm_on(FKCM_LISTEN, s.ev, s.n);
+        CHECK_OK(tn_run(&w));
+        tn_check_genuine(&w);
+        tn_new_node(&w);
+        m[len - 1] = 1;
+        s.n = 0;
+        tn_reject_then_good(&w, tn_add_request(&s, &w, 1, w.qpn[1], m, len), "bytes after the message");
+        m[len - 1] = 0;
+    }
+    /* no "SC" header: the message alone is as good */
+    s.n = 0;
+    tn_add(&s, RDMA_CM_EVENT_CONNECT_REQUEST, w.qpn[1], good, sizeof good, false)->src = FKCM_ADDR1;
+    fkcm_on(FKCM_LISTEN, s.ev, s.n);
+    CHECK_OK(tn_run(&w));
+    tn_check_genuine(&w);
+    tn_new_node(&w);
+    /* every bit flipped, one at a time (the genuine QP number: only the bytes are wrong) */
+    for (bit = 0; bit < SFV__NCM_SIZE * 8; bit++) {
+        memcpy(m, good, sizeof good);
+        m[bit / 8] ^= (uint8_t)(1u << (bit % 8));
+        s.n = 0;
+        tn_reject_then_good(&w, tn_add_request(&s, &w, 1, w.qpn[1], m, SFV__NCM_SIZE), NULL);
+    }
+    /* no MAC, another key's, a MAC for another QP, another receiver (itself) */
+    memcpy(m, good, sizeof good);
+    memset(m + SFV__NCM_BODY, 0, 16);
+    s.n = 0;
+    tn_reject_then_good(&w, tn_add_request(&s, &w, 1, w.qpn[1], m, SFV__NCM_SIZE), "it did not prove the job key");
+    other = w.key;
+    other.bytes = (const uint8_t *)"another job's key";
+    other.len = strlen((const char *)other.bytes);
+    memcpy(m, good, sizeof good);
+    tn_resign(&other, m, 0, w.qpn[1], NULL);
+    s.n = 0;
+    tn_reject_then_good(&w, tn_add_request(&s, &w, 1, w.qpn[1], m, SFV__NCM_SIZE), "it did not prove the job key");
+    s.n = 0; /* the genuine request, replayed with a stranger's QP number */
+    tn_reject_then_good(&w, tn_add_request(&s, &w, 1, q, good, SFV__NCM_SIZE), "it did not prove the job key");
+    memcpy(m, good, sizeof good);
+    tn_resign(&w.key, m, 1, w.qpn[1], NULL);
+    s.n = 0;
+    tn_reject_then_good(&w, tn_add_request(&s, &w, 1, w.qpn[1], m, SFV__NCM_SIZE), "it did not prove the job key");
+    /* signed with the key, and still wrong */
+    {
+        static const struct { size_t at; int bytes; uint32_t v; const char *why; } f[] = {
+            {2, 1, 'A', "not a safeverbs node"},          /* an answer where a request is due */
+            {3, 1, 2, "not a safeverbs node"},            /* version 2 */
+            {4, 4, 0, "a rank out of this world"},        /* this rank itself */
+            {4, 4, 2, "a rank out of this world"},
+            {4, 4, 3, "a rank out of this world"},
+            {4, 4, 0xFFFFFFFFu, "a rank out of this world"},
+            {8, 4, 0, "another world size"},
+            {8, 4, 1, "another world size"},
+            {8, 4, 3, "another world size"},
+            {8, 4, 0xFFFFFFFFu, "another world size"},
+            {12, 1, 'X', "a barrier region"},             /* not a region */
+            {15, 1, 1, "a barrier region"},               /* its reserved byte */
+            {24, 8, 8, "a barrier region"},               /* a length below world * 8 */
+            {24, 8, 0, "a barrier region"},
+            {16, 8, 0xFFFFFFFFu, "a barrier region"},     /* addr + length wraps (the addr's low half: with length 16 below) */
+        };
+        size_t i;
+        for (i = 0; i < COUNT_OF(f); i++) {
+            memcpy(m, good, sizeof good);
+            if (f[i].at == 16) { sfv__put_be(m + 16, UINT64_MAX - 4, 8); sfv__put_be(m + 24, 16, 8); }
+            else sfv__put_be(m + f[i].at, f[i].v, f[i].bytes);
+            tn_resign(&w.key, m, 0, w.qpn[1], NULL);
+            s.n = 0;
+            tn_reject_then_good(&w, tn_add_request(&s, &w, 1, w.qpn[1], m, SFV__NCM_SIZE), f[i].why);
+        }
+    }
+    /* the genuine request from another address (another rank's, one with no device, the wildcard) */
+    {
+        static const char *const src[] = {FKCM_ADDR0, FKCM_ADDR_NORDMA, "0.0.0.0", "127.0.0.3"};
+        size_t i;
+        for (i = 0; i < COUNT_OF(src); i++) {
+            s.n = 0;
+            tn_add_request(&s, &w, 1, w.qpn[1], good, SFV__NCM_SIZE)->src = src[i];
+            tn_reject_then_good(&w, &s.ev[0], "not from that rank's address");
+        }
+    }
+    tn_close(&w);
+    /* a lower rank's request (rank 1 of 3: rank 0 is connected to, not accepted), signed */
+    tn_open(&w, 3, 1, 1000);
+    tn_good_request(&w, 0, m);
+    s.n = 0;
+    tn_add_request(&s, &w, 0, w.qpn[0], m, SFV__NCM_SIZE);
+    tn_good_request(&w, 2, m);
+    tn_add_request(&s, &w, 2, w.qpn[2], m, SFV__NCM_SIZE);
+    fkcm_on(FKCM_LISTEN, s.ev, s.n);
+    tn_good_answer(&w, 0, m);
+    tn_answer(w.qpn[0], m, SFV__NCM_SIZE, true);
+    CHECK_OK(tn_run(&w));
+    tn_check_genuine(&w);
+    CHECK_EQ(fkcm_calls(FKCM_REJECT), 1);
+    tn_close(&w);
+}
+
+/* Two requests claiming one rank, a stranger between genuine ranks, strangers only. */
+static void t_node_cm_duplicates_strangers(void) {
+    tn_world w;
+    tn_script s;
+    uint8_t g1[SFV__NCM_SIZE], g2[SFV__NCM_SIZE], m[SFV__NCM_SIZE];
+    const uint8_t *reason;
+    size_t n;
+    tn_open(&w, 3, 0, 1000);
+    tn_good_request(&w, 1, g1);
+    tn_good_request(&w, 2, g2);
+    /* the same request twice (a replay): the first is rank 1, the second takes no place */
+    s.n = 0;
+    tn_add_request(&s, &w, 1, w.qpn[1], g1, sizeof g1);
+    tn_add_request(&s, &w, 1, w.qpn[1], g1, sizeof g1);
+    tn_add_request(&s, &w, 2, w.qpn[2], g2, sizeof g2);
+    fkcm_on(FKCM_LISTEN, s.ev, s.n);
+    CHECK_OK(tn_run(&w));
+    tn_check_genuine(&w);
+    CHECK_EQ(fkcm_calls(FKCM_REJECT), 1);
+    reason = fkcm_sent(FKCM_REJECT, &n);
+    CHECK(n == strlen("a rank already connected") && memcmp(reason, "a rank already connected", n) == 0);
+    fkcm_reset();
+    tn_new_node(&w);
+    /* a second request for rank 1 signed with the key (another QP, rank 2's address): refused */
+    memcpy(m, g1, sizeof m);
+    tn_resign(&w.key, m, 0, TN_QP_STRANGER, NULL);
+    s.n = 0;
+    tn_add_request(&s, &w, 1, w.qpn[1], g1, sizeof g1);
+    tn_add_request(&s, &w, 2, TN_QP_STRANGER, m, sizeof m);
+    tn_add_request(&s, &w, 2, w.qpn[2], g2, sizeof g2);
+    fkcm_on(FKCM_LISTEN, s.ev, s.n);
+    CHECK_OK(tn_run(&w));
+    tn_check_genuine(&w);
+    CHECK_EQ(fkcm_calls(FKCM_REJECT), 1);
+    fkcm_reset();
+    tn_new_node(&w);
+    /* rank 2 before rank 1, strangers in the middle, each a little later */
+    s.n = 0;
+    tn_add_request(&s, &w, 2, w.qpn[2], g2, sizeof g2);
+    tn_add_request(&s, &w, 1, TN_QP_STRANGER, g1, 20)->delay_ms = 10;
+    tn_add_request(&s, &w, 1, TN_QP_STRANGER, NULL, 0)->delay_ms = 20;
+    tn_add(&s, RDMA_CM_EVENT_DISCONNECTED, 0, NULL, 0, false)->delay_ms = 25; /* (a listener ignores it) */
+    tn_add_request(&s, &w, 1, w.qpn[1], g1, sizeof g1)->delay_ms = 30;
+    tn_add_request(&s, &w, 1, w.qpn[1], g1, sizeof g1)->delay_ms = 30; /* left to the listener's destroy */
+    fkcm_on(FKCM_LISTEN, s.ev, s.n);
+    CHECK_OK(tn_run(&w));
+    tn_check_genuine(&w);
+    CHECK_EQ(fkcm_calls(FKCM_REJECT), 3);
+    fkcm_reset();
+    tn_new_node(&w);
+    /* strangers only: a timeout naming rank 1, at the deadline; nothing was brought up */
+    w.ms = 200;
+    s.n = 0;
+    for (n = 0; n < 8; n++) tn_add_request(&s, &w, 1, TN_QP_STRANGER + (uint32_t)n, g1, n * 7)->delay_ms = (int)n * 10;
+    fkcm_on(FKCM_LISTEN, s.ev, s.n);
+    {
+        const double t0 = test_seconds();
+        CHECK_RESULT(tn_run(&w), SFV_ERR_TIMEOUT);
+        CHECK(test_seconds() - t0 >= 0.19);
+    }
+    CHECK(strstr(sfv_last_error()->message, "rank 1 did not connect") != NULL);
+    CHECK_EQ(fkcm_calls(FKCM_REJECT), 8);
+    CHECK(!w.node->poisoned);
+    tn_after_failure(&w);
+    /* rank 1 came, rank 2 never did (strangers in its place): a timeout naming rank 2, and the
+       node is broken (rank 1's channel was brought up) */
+    s.n = 0;
+    tn_add_request(&s, &w, 1, w.qpn[1], g1, sizeof g1);
+    tn_add_request(&s, &w, 2, TN_QP_STRANGER, g2, sizeof g2);
+    tn_add_request(&s, &w, 2, w.qpn[2], g1, sizeof g1);
+    fkcm_on(FKCM_LISTEN, s.ev, s.n);
+    CHECK_RESULT(tn_run(&w), SFV_ERR_TIMEOUT);
+    CHECK(strstr(sfv_last_error()->message, "rank 2 did not connect") != NULL);
+    CHECK(strstr(sfv_last_error()->message, "broken") != NULL);
+    CHECK(w.node->poisoned);
+    tn_after_failure(&w);
+    tn_close(&w);
+}
+
+/* This rank's connect to a lower rank, answered with m (len bytes, hdr: after an "SC" header)
+   from QP qpn: refused (SFV_ERR_PERMISSION, why in the message), and the node is broken. */
+static void tn_bad_answer(tn_world *w, uint32_t qpn, const uint8_t *m, size_t len, bool hdr, const char *why) {
+    tn_answer(qpn, m, len, hdr);
+    CHECK_RESULT(tn_run(w), SFV_ERR_PERMISSION);
+    if (why && !strstr(sfv_last_error()->message, why)) FAIL("refused for \"%s\", not \"%s\"", sfv_last_error()->message, why);
+    CHECK(strstr(sfv_last_error()->message, "rank 0's answer is refused") != NULL);
+    CHECK(w->node->poisoned);
+    if (fkcm_calls(FKCM_DISCONNECT) != 1) FAIL("%ld disconnects (%s)", fkcm_calls(FKCM_DISCONNECT), sfv_last_error()->message); /* the connection it made is closed */
+    tn_after_failure(w);
+}
+
+/* Answers: bad private data in the CONNECT_RESPONSE, a REJECTED with bytes or without, other
+   events; and on the accepting side, what comes after the accept. */
+static void t_node_cm_bad_answers(void) {
+    tn_world w;
+    uint8_t good[SFV__NCM_SIZE], m[256], req[SFV__NCM_SIZE];
+    size_t len, bit;
+    tn_open(&w, 2, 1, 1000);
+    tn_good_answer(&w, 0, good);
+    tn_bad_answer(&w, w.qpn[0], NULL, 0, false, "not a safeverbs node");
+    tn_bad_answer(&w, w.qpn[0], NULL, 0, true, "not a safeverbs node");
+    tn_bad_answer(&w, w.qpn[0], NULL, 40, true, "not a safeverbs node");
+    for (len = 1; len < SFV__NCM_SIZE; len += 3) {
+        tn_good_answer(&w, 0, good);
+        tn_bad_answer(&w, w.qpn[0], good, len, true, "not a safeverbs node");
+    }
+    memset(m, 0, sizeof m);
+    tn_good_answer(&w, 0, good);
+    memcpy(m, good, sizeof good);
+    for (len = SFV__NCM_SIZE + 1; len <= 255 - SFV__CM_HDR; len += 29) { /* zeroes after it: fine */
+        tn_good_answer(&w, 0, m);
+        tn_answer(w.qpn[0], m, len, true);
+        CHECK_OK(tn_run(&w));
+        tn_check_genuine(&w);
+        fkcm_reset();
+        tn_new_node(&w);
+        tn_good_answer(&w, 0, m);
+        m[len - 1] = 0x80;
+        tn_bad_answer(&w, w.qpn[0], m, len, true, "bytes after the message");
+        m[len - 1] = 0;
+    }
+    for (bit = 0; bit < SFV__NCM_SIZE * 8; bit += 5) {
+        tn_good_answer(&w, 0, m);
+        m[bit / 8] ^= (uint8_t)(1u << (bit % 8));
+        tn_bad_answer(&w, w.qpn[0], m, SFV__NCM_SIZE, true, NULL);
+    }
+    /* the genuine answer from another QP; signed over another request; our own request reflected */
+    tn_good_answer(&w, 0, m);
+    tn_bad_answer(&w, TN_QP_STRANGER, m, SFV__NCM_SIZE, true, "it did not prove the job key");
+    memcpy(req, w.req[0], sizeof req);
+    req[40] ^= 1;
+    sfv__ncm_make(&w.key, 'A', w.peer[0], 1, w.qpn[0], req, m);
+    tn_bad_answer(&w, w.qpn[0], m, SFV__NCM_SIZE, true, "it did not prove the job key");
+    memcpy(m, w.req[0], SFV__NCM_SIZE);
+    tn_bad_answer(&w, w.qpn[0], m, SFV__NCM_SIZE, true, "not a safeverbs node");
+    /* signed with the key, and wrong: this rank, a rank out of the world, another world size */
+    {
+        static const struct { size_t at; uint32_t v; const char *why; } f[] = {
+            {4, 1, "a rank out of this world"}, {4, 2, "a rank out of this world"}, {8, 3, "another world size"}, {8, 1, "another world size"},
+        };
+        size_t i;
+        for (i = 0; i < COUNT_OF(f); i++) {
+            tn_good_answer(&w, 0, m);
+            sfv__put_be(m + f[i].at, f[i].v, 4);
+            tn_resign(&w.key, m, 1, w.qpn[0], w.req[0]);
+            tn_bad_answer(&w, w.qpn[0], m, SFV__NCM_SIZE, true, f[i].why);
+        }
+    }
+    /* REJECTED with bytes (a node's reason, nonsense, a good message): the rank's answer, nothing
+       was brought up */
+    {
+        static const char why[] = "it did not prove the job key";
+        const void *const rs[] = {why, good, m};
+        const size_t ns[] = {sizeof why - 1, sizeof good, 148};
+        size_t i;
+        memset(m, 0xEE, sizeof m);
+        tn_good_answer(&w, 0, good);
+        for (i = 0; i < COUNT_OF(rs); i++) {
+            fkcm_event ev = tc_ev(RDMA_CM_EVENT_REJECTED);
+            ev.status = 28;
+            ev.priv = rs[i];
+            ev.priv_len = ns[i];
+            tc_on1(FKCM_CONNECT, ev);
+            CHECK_RESULT(tn_run(&w), SFV_ERR_REJECTED);
+            CHECK(!w.node->poisoned);
+            tn_after_failure(&w);
+        }
+    }
+    /* not listening yet (reason 8), a full backlog (no bytes), then the answer: connected */
+    {
+        fkcm_event ev = tc_ev(RDMA_CM_EVENT_REJECTED);
+        ev.status = 8;
+        tc_on1(FKCM_CONNECT, ev);
+        ev.status = 28;
+        tc_on1(FKCM_CONNECT, ev);
+        ev.priv_len = 20; /* NULL with a length: no bytes */
+        tc_on1(FKCM_CONNECT, ev);
+        tn_good_answer(&w, 0, good);
+        tn_answer(w.qpn[0], good, sizeof good, true);
+        CHECK_OK(tn_run(&w));
+        tn_check_genuine(&w);
+        CHECK_EQ(fkcm_calls(FKCM_CONNECT), 4);
+        fkcm_reset();
+        tn_new_node(&w);
+    }
+    /* other events where the answer is due, a good message in them: nothing brought up */
+    {
+        static const int types[] = {RDMA_CM_EVENT_ESTABLISHED, RDMA_CM_EVENT_CONNECT_REQUEST, RDMA_CM_EVENT_DISCONNECTED,
+                                    RDMA_CM_EVENT_UNREACHABLE, RDMA_CM_EVENT_CONNECT_ERROR, RDMA_CM_EVENT_ADDR_CHANGE};
+        size_t i;
+        for (i = 0; i < COUNT_OF(types); i++) {
+            tn_script s;
+            s.n = 0;
+            tn_good_answer(&w, 0, good);
+            tn_add(&s, types[i], w.qpn[0], good, sizeof good, true);
+            fkcm_on(FKCM_CONNECT, s.ev, 1);
+            CHECK(tn_run(&w) != SFV_OK);
+            CHECK(!w.node->poisoned);
+            tn_after_failure(&w);
+        }
+    }
+    tn_close(&w);
+    /* an answer that proves the key and says another rank (rank 2 of 3 connects to rank 0; rank 1 answers) */
+    tn_open(&w, 3, 2, 1000);
+    sfv__ncm_make(&w.key, 'A', w.peer[1], 2, w.qpn[0], w.req[0], m);
+    tn_bad_answer(&w, w.qpn[0], m, SFV__NCM_SIZE, true, "it says another rank");
+    tn_close(&w);
+    /* the accepting side: after the accept, ESTABLISHED with bytes is fine; REJECTED, a
+       disconnect, nothing at all: the accepted channel was brought up, the node is broken */
+    tn_open(&w, 2, 0, 300);
+    {
+        static const int types[] = {RDMA_CM_EVENT_ESTABLISHED, RDMA_CM_EVENT_REJECTED, RDMA_CM_EVENT_CONNECT_ERROR,
+                                    RDMA_CM_EVENT_TIMEWAIT_EXIT, RDMA_CM_EVENT_CONNECT_REQUEST, -1};
+        size_t i;
+        for (i = 0; i < COUNT_OF(types); i++) {
+            tn_script s;
+            sfv_result r;
+            s.n = 0;
+            memset(m, 0x33, sizeof m);
+            if (types[i] >= 0) tn_add(&s, types[i], TN_QP_STRANGER, m, 100, false);
+            fkcm_on(FKCM_ACCEPT, s.ev, s.n);
+            tn_script_good(&w);
+            r = tn_run(&w);
+            if (types[i] == RDMA_CM_EVENT_ESTABLISHED) {
+                CHECK_OK(r);
+                tn_check_genuine(&w);
+                fkcm_reset();
+                tn_new_node(&w);
+                continue;
+            }
+            CHECK_RESULT(r, types[i] < 0 ? SFV_ERR_TIMEOUT : types[i] == RDMA_CM_EVENT_TIMEWAIT_EXIT || types[i] == RDMA_CM_EVENT_CONNECT_REQUEST ? SFV_ERR_DRIVER : SFV_ERR_UNREACHABLE);
+            CHECK(w.node->poisoned);
+            tn_after_failure(&w);
+        }
+    }
+    tn_close(&w);
+}
+
+/* Peers that never answer, at every step, and answers after the deadline: the call returns at
+   its deadline, not later. */
+static void t_node_cm_deadlines(void) {
+    static const enum fkcm_fn steps[] = {FKCM_RESOLVE_ADDR, FKCM_RESOLVE_ROUTE, FKCM_CONNECT, FKCM_ACCEPT, FKCM_LISTEN};
+    tn_world w;
+    size_t i;
+    tn_open(&w, 3, 1, 150);
+    for (i = 0; i < COUNT_OF(steps); i++) {
+        const double t0 = test_seconds();
+        fkcm_on(steps[i], NULL, 0); /* silent */
+        tn_script_good(&w);
+        CHECK_RESULT(tn_run(&w), SFV_ERR_TIMEOUT);
+        CHECK(test_seconds() - t0 >= 0.14);
+        CHECK(w.node->poisoned == (steps[i] == FKCM_ACCEPT || steps[i] == FKCM_LISTEN)); /* rank 0's channel came up before */
+        tn_after_failure(&w);
+    }
+    /* the answer and the request, late */
+    {
+        uint8_t m[SFV__NCM_SIZE];
+        tn_script s;
+        s.n = 0;
+        tn_good_answer(&w, 0, m);
+        tn_add(&s, RDMA_CM_EVENT_CONNECT_RESPONSE, w.qpn[0], m, sizeof m, true)->delay_ms = 400;
+        fkcm_on(FKCM_CONNECT, s.ev, 1);
+        CHECK_RESULT(tn_run(&w), SFV_ERR_TIMEOUT);
+        CHECK(!w.node->poisoned);
+        tn_after_failure(&w);
+        s.n = 0;
+        tn_good_request(&w, 2, m);
+        tn_add_request(&s, &w, 2, w.qpn[2], m, sizeof m)->delay_ms = 400;
+        fkcm_on(FKCM_LISTEN, s.ev, 1);
+        tn_good_answer(&w, 0, m);
+        tn_answer(w.qpn[0], m, sizeof m, true);
+        CHECK_RESULT(tn_run(&w), SFV_ERR_TIMEOUT);
+        CHECK(strstr(sfv_last_error()->message, "rank 2 did not connect") != NULL);
+        tn_after_failure(&w);
+        /* the request in time, its ESTABLISHED not: the accept has what is left */
+        s.n = 0;
+        tn_good_request(&w, 2, m);
+        tn_add_request(&s, &w, 2, w.qpn[2], m, sizeof m)->delay_ms = 100;
+        fkcm_on(FKCM_LISTEN, s.ev, 1);
+        s.n = 0;
+        tn_add(&s, RDMA_CM_EVENT_ESTABLISHED, 0, NULL, 0, false)->delay_ms = 300;
+        fkcm_on(FKCM_ACCEPT, s.ev, 1);
+        tn_good_answer(&w, 0, m);
+        tn_answer(w.qpn[0], m, sizeof m, true);
+        CHECK_RESULT(tn_run(&w), SFV_ERR_TIMEOUT);
+        tn_after_failure(&w);
+    }
+    /* a lower rank that keeps rejecting without a reason (a full backlog): retried to the deadline */
+    {
+        fkcm_event ev = tc_ev(RDMA_CM_EVENT_REJECTED);
+        const double t0 = test_seconds();
+        int k;
+        ev.status = 28;
+        for (k = 0; k < 60; k++) tc_on1(FKCM_CONNECT, ev);
+        CHECK_RESULT(tn_run(&w), SFV_ERR_TIMEOUT);
+        CHECK(test_seconds() - t0 >= 0.14);
+        CHECK(strstr(sfv_last_error()->message, "rank 0") != NULL);
+        CHECK(fkcm_calls(FKCM_CONNECT) > 3);
+        CHECK(!w.node->poisoned);
+        tn_after_failure(&w);
+    }
+    tn_close(&w);
+}
+
+/* Each rdma_* call failing, at each of its calls in a connect of rank 1 of 3 (a listen, a
+   connect, an accept), with assorted errno (0 too); then each of the fake NIC's verbs and the
+   library's allocations. A failure before a channel came up leaves the node as it was (it
+   connects on a second try), after one it is broken. */
+static void t_node_cm_call_failures(void) {
+    static const int errs[] = {EIO, 0, EINTR, EAGAIN, ENOMEM, ETIMEDOUT, EADDRINUSE};
+    tn_world w;
+    int fn;
+    size_t e;
+    long nth;
+    tn_open(&w, 3, 1, 500);
+    for (fn = 0; fn < FKCM_FNS; fn++)
+        for (e = 0; e < COUNT_OF(errs); e++)
+            for (nth = 1; nth < 100; nth++) {
+                sfv_result r;
+                tn_script_all(&w, true); /* (a stranger first: a reject too) */
+                fkcm_fail((enum fkcm_fn)fn, (int)nth, errs[e], 0);
+                r = tn_run(&w);
+                if (!fkcm_failures()) { /* past its last call */
+                    CHECK_OK(r);
+                    tn_check_genuine(&w);
+                    fkcm_reset();
+                    tn_new_node(&w);
+                    break;
+                }
+                if (getenv("TC_TRACE")) fprintf(stderr, "fn %d errno %d call %ld: %s %s\n", fn, errs[e], nth, sfv_result_str(r), r ? sfv_last_error()->message : "");
+                if (r == SFV_OK) {
+                    tn_check_genuine(&w); /* a failure it may live with: EINTR or EAGAIN of a read, a reject's */
+                    fkcm_reset();
+                    tn_new_node(&w);
+                } else {
+                    tn_after_failure(&w);
+                }
+            }
+    for (nth = 1; nth < 2000; nth++) {
+        sfv_result r;
+        tn_script_all(&w, true);
+        fk_fail_nth(nth);
+        r = tn_run(&w);
+        if (!fk_failed()) {
+            fk_fail_nth(0);
+            CHECK_OK(r);
+            tn_check_genuine(&w);
+            fkcm_reset();
+            tn_new_node(&w);
+            break;
+        }
+        fk_fail_nth(0);
+        if (r == SFV_OK) {
+            tn_check_genuine(&w);
+            fkcm_reset();
+            tn_new_node(&w);
+        } else {
+            tn_after_failure(&w);
+        }
+    }
+    CHECK(nth < 2000);
+    tn_close(&w);
+}
+
+/* FIXME(node bug 1): a reject without a reason, as the kernel's CM delivers it. The IB CM (rxe
+   and RoCE too) reports every REJECTED with IB_CM_REJ_PRIVATE_DATA_SIZE (148) bytes of private
+   data, zeroes where the rejecting side gave none (drivers/infiniband/core/cma.c,
+   cma_ib_handler). So a full backlog (the kernel's reject) or a listener's rdma_reject(id, NULL,
+   0) arrives as 148 zero bytes, never as 0 bytes: sfv__ncm_connect must try again, as it does
+   for 0 bytes. It returns SFV_ERR_REJECTED at once: the check stays guarded until the fix. */
+static void t_node_cm_reject_padded(void) {
+    static const uint8_t zeroes[148];
+    tn_world w;
+    uint8_t m[SFV__NCM_SIZE];
+    fkcm_event ev = tc_ev(RDMA_CM_EVENT_REJECTED);
+    sfv_result r;
+    tn_open(&w, 2, 1, 1000);
+    ev.status = 28; /* IB_CM_REJ_CONSUMER_DEFINED */
+    ev.priv = zeroes;
+    ev.priv_len = sizeof zeroes;
+    tc_on1(FKCM_CONNECT, ev);
+    tn_good_answer(&w, 0, m);
+    tn_answer(w.qpn[0], m, sizeof m, true);
+    r = tn_run(&w);
+    if (getenv("TN_SHOW_BUGS")) {
+        CHECK_OK(r);
+        tn_check_genuine(&w);
+        CHECK_EQ(fkcm_calls(FKCM_CONNECT), 2);
+    } else if (r != SFV_OK) { /* the bug: given up at the first full backlog */
+        CHECK(r == SFV_ERR_REJECTED && fkcm_calls(FKCM_CONNECT) == 1 && !w.node->poisoned);
+        tn_after_failure(&w);
+    } else {
+        tn_check_genuine(&w);
+    }
+    tn_close(&w);
+}
+
+/* FIXME(node bug 2): the accept's timeout is the deadline read twice
+   (sfv__ms_until(deadline) ? sfv__ms_until(deadline) : 1): when the deadline passes between the
+   two reads (the thread preempted there, or a clock tick), the accept gets 0, which
+   sfv__cm_timeout takes as "the channel's timeout_ms" (10 s by default), and a silent peer
+   holds the call that long past its deadline. Here the clock jumps 300 ms between the reads
+   (deadline 300 ms, the request at 100 ms, channels' timeout 1 s): the call takes 1.1 s. The
+   same pattern feeds rdma_resolve_addr and rdma_resolve_route a timeout of 0. */
+static void t_node_cm_deadline_read_twice(void) {
+    tn_world w;
+    tn_script s;
+    uint8_t m[SFV__NCM_SIZE];
+    double t0, took;
+    tn_open(&w, 2, 0, 300);
+    w.chan_ms = 1000;
+    tn_new_node(&w);
+    s.n = 0;
+    tn_good_request(&w, 1, m);
+    tn_add_request(&s, &w, 1, w.qpn[1], m, sizeof m)->delay_ms = 100;
+    fkcm_on(FKCM_LISTEN, s.ev, s.n);
+    fkcm_on(FKCM_ACCEPT, NULL, 0); /* the peer never confirms */
+    tc_jump_after = 1; /* the request read: the next read of the clock is the first of the two */
+    tc_jump_reads = 0;
+    tc_jump_at = 2;
+    tc_jump_ns = 300000000;
+    t0 = test_seconds();
+    CHECK_RESULT(sfv_node_connect_cm(w.node, w.nodes, &w.desc, w.ms), SFV_ERR_TIMEOUT);
+    took = test_seconds() - t0;
+    tc_jump_after = -1;
+    CHECK(tc_jump_reads == 2); /* the jump came where planned */
+    if (getenv("TN_SHOW_BUGS") && took > 0.1 + 0.25) FAIL("sfv_node_connect_cm took %.3f s (deadline 300 ms, at most 0.1 s of it real)", took);
+    CHECK(took < 1.5);
+    tn_close(&w);
+}
+
+/* ---- seeded random CM traffic for a node --------------------------------------------------- */
+/* A message of rank r to this rank, good or spoiled at random: bytes cut, added or flipped, a
+   field changed and signed anew, a MAC of another key, nonsense. *genuine: untouched. */
+static size_t tn_rand_msg(unsigned *s, const tn_world *w, char kind, size_t r, uint8_t *out, bool *genuine) {
+    uint8_t good[SFV__NCM_SIZE];
+    size_t len = SFV__NCM_SIZE, k;
+    if (kind == 'C') tn_good_request(w, r, good); else tn_good_answer(w, r, good);
+    memcpy(out, good, sizeof good);
+    *genuine = false;
+    switch (tc_rand(s) % 10) {
+    case 0: len = tc_rand(s) % SFV__NCM_SIZE; break;
+    case 1: len = SFV__NCM_SIZE + 1 + tc_rand(s) % 100; memset(out + SFV__NCM_SIZE, 0, len - SFV__NCM_SIZE); out[len - 1 - tc_rand(s) % (len - SFV__NCM_SIZE)] = (uint8_t)(1 + tc_rand(s) % 255); break;
+    case 2: k = tc_rand(s) % (SFV__NCM_SIZE * 8); out[k / 8] ^= (uint8_t)(1u << (k % 8)); break;
+    case 3: { /* a field made wrong by someone with the key (one who makes it right is a rank) */
+        const uint32_t ranks[] = {(uint32_t)w->me, (uint32_t)w->world, 0xFFFFFFFFu, w->me && kind == 'C' ? 0 : (uint32_t)w->me};
+        const uint32_t worlds[] = {(uint32_t)w->world + 1, (uint32_t)w->world - 1, 0, 0xFFFFFFFFu};
+        k = tc_rand(s) % 3;
+        if (k == 0) sfv__put_be(out + 4, ranks[tc_rand(s) % 4], 4);
+        else if (k == 1) sfv__put_be(out + 8, worlds[tc_rand(s) % 4], 4);
+        else sfv__put_be(out + 24, tc_rand(s) % 2 * 8, 8); /* the barrier region's length: below world * 8 */
+        tn_resign(&w->key, out, w->me, w->qpn[r], kind == 'C' ? NULL : w->req[r]);
+        break;
+    }
+    case 4: len = tc_rand(s) % 120; for (k = 0; k < len; k++) out[k] = (uint8_t)tc_rand(s); break;
+    case 5: out[2] = kind == 'C' ? 'A' : 'C'; break;
+    default:
+        *genuine = true;
+        if (tc_rand(s) % 4 == 0) { len = SFV__NCM_SIZE + tc_rand(s) % 100; memset(out + SFV__NCM_SIZE, 0, len - SFV__NCM_SIZE); }
+    }
+    if (len >= SFV__NCM_SIZE && memcmp(out, good, sizeof good) == 0) { /* (a change that changed nothing) */
+        for (k = SFV__NCM_SIZE; k < len && !out[k]; k++) {}
+        *genuine = k == len;
+    }
+    return len;
+}
+
+static void tn_random_run(unsigned seed) {
+    tn_world w;
+    unsigned s = seed;
+    const size_t world = 2 + seed % 2, me = tc_rand(&s) % world;
+    bool sent_genuine[TN_MAX] = {false};
+    size_t r, k;
+    sfv_result res;
+    tn_open(&w, world, me, 40 + (int)(tc_rand(&s) % 120));
+    /* the higher ranks' requests, strangers and copies among them, in any order, some late */
+    if (me + 1 < world) {
+        tn_script sc;
+        const int n = 1 + (int)(tc_rand(&s) % 8);
+        sc.n = 0;
+        while (sc.n < n) {
+            uint8_t m[256];
+            bool genuine;
+            size_t len;
+            fkcm_event *e;
+            r = me + 1 + tc_rand(&s) % (world - me - 1);
+            len = tn_rand_msg(&s, &w, 'C', r, m, &genuine);
+            e = tn_add(&sc, RDMA_CM_EVENT_CONNECT_REQUEST, tc_rand(&s) % 4 ? w.qpn[r] : TN_QP_STRANGER, tc_rand(&s) % 16 ? m : NULL, len,
+                       tc_rand(&s) % 4 != 0 && len <= 251);
+            if (e->priv_len > 255) e->priv_len = 255;
+            e->src = tc_rand(&s) % 8 ? w.nodes[r].host : w.nodes[tc_rand(&s) % world].host;
+            e->delay_ms = tc_rand(&s) % 3 ? 0 : (int)(tc_rand(&s) % 200);
+            if (tc_rand(&s) % 10 == 0) e->type = tc_types[tc_rand(&s) % COUNT_OF(tc_types)];
+            sent_genuine[r] = sent_genuine[r] || genuine;
+        }
+        fkcm_on(FKCM_LISTEN, sc.ev, sc.n);
+    }
+    /* the lower ranks' answers: 1 to 3 attempts each, good or not */
+    for (r = 0; r < me; r++) {
+        const int attempts = 1 + (int)(tc_rand(&s) % 3);
+        int a;
+        for (a = 0; a < attempts; a++) {
+            tn_script sc;
+            uint8_t m[256];
+            bool genuine;
+            size_t len = tn_rand_msg(&s, &w, 'A', r, m, &genuine);
+            const unsigned what = tc_rand(&s) % 8;
+            fkcm_event *e;
+            sc.n = 0;
+            if (what == 0) { fkcm_on(FKCM_CONNECT, NULL, 0); continue; } /* silent */
+            e = tn_add(&sc, what == 1 ? RDMA_CM_EVENT_REJECTED : what == 2 ? tc_types[tc_rand(&s) % COUNT_OF(tc_types)] : RDMA_CM_EVENT_CONNECT_RESPONSE,
+                       tc_rand(&s) % 4 ? w.qpn[r] : TN_QP_STRANGER, tc_rand(&s) % 16 ? m : NULL, len < 200 ? len : 200, tc_rand(&s) % 4 != 0);
+            e->status = tc_rand(&s) % 3 ? 28 : 8;
+            if (tc_rand(&s) % 2) e->priv_len = 0;
+            e->delay_ms = tc_rand(&s) % 6 ? 0 : (int)(tc_rand(&s) % 200);
+        }
+    }
+    /* the CM's other steps, now and then */
+    for (k = 0; k < 3; k++)
+        if (tc_rand(&s) % 6 == 0) tc_rand_script(&s, (enum fkcm_fn[]){FKCM_RESOLVE_ADDR, FKCM_RESOLVE_ROUTE, FKCM_ACCEPT}[k],
+                                                 (int[]){RDMA_CM_EVENT_ADDR_RESOLVED, RDMA_CM_EVENT_ROUTE_RESOLVED, RDMA_CM_EVENT_ESTABLISHED}[k]);
+    if (seed % 4 == 0) fkcm_chaos(seed, 20, TC_ERRNO0);
+    if (tc_trace) fprintf(stderr, "seed %u: rank %zu of %zu, %d ms\n", seed, me, world, w.ms);
+    res = tn_run(&w);
+    if (tc_trace) fprintf(stderr, "  -> %s: %s\n", sfv_result_str(res), res ? sfv_last_error()->message : "");
+    fkcm_chaos(0, 0, 0);
+    if (res == SFV_OK) {
+        tn_check_genuine(&w); /* whatever came, each rank is the genuine one */
+        for (r = me + 1; r < world; r++) CHECK(sent_genuine[r]);
+        fkcm_reset();
+        tn_new_node(&w);
+    } else {
+        tn_after_failure(&w);
+    }
+    tn_close(&w);
+}
+
+/* Seeds 1..TN_SEEDS (default 120), each in a child of its own; TN_SEED=n runs seed n alone here
+   (TC_TRACE=1 says what it did). */
+static void t_node_cm_random(void) {
+    const char *one = getenv("TN_SEED"), *env = getenv("TN_SEEDS");
+    unsigned n = env ? (unsigned)atoi(env) : 120, seed;
+    tc_trace = getenv("TC_TRACE") != NULL;
+    if (one) {
+        tn_random_run((unsigned)atoi(one));
+        return;
+    }
+    for (seed = 1; seed <= n; seed++) {
+        pid_t pid = fork();
+        int st = 0;
+        CHECK(pid >= 0);
+        if (pid == 0) {
+            tn_random_run(seed);
+            exit(0);
+        }
+        CHECK(waitpid(pid, &st, 0) == pid);
+        if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) FAIL("seed %u failed (status 0x%x): TN_SEED=%u to run it alone", seed, st, seed);
+    }
+}
+
 static const harness_test TESTS[] = {
     TEST(t_connect_ok, 10),
     TEST(t_connect_private_lengths, 10),
@@ -1254,6 +2224,15 @@ static const harness_test TESTS[] = {
     TEST(t_caller_channel, 20),
     TEST(t_reset_owned_channel, 10),
     TEST(t_random_sequences, 240),
+    TEST(t_node_cm_ok, 10),
+    TEST(t_node_cm_bad_requests, 60),
+    TEST(t_node_cm_duplicates_strangers, 20),
+    TEST(t_node_cm_bad_answers, 60),
+    TEST(t_node_cm_deadlines, 30),
+    TEST(t_node_cm_call_failures, 120),
+    TEST(t_node_cm_reject_padded, 10),
+    TEST(t_node_cm_deadline_read_twice, 20),
+    TEST(t_node_cm_random, 120),
 };
 
 int main(int argc, char **argv) { return harness_main(argc, argv, TESTS, COUNT_OF(TESTS)); }
