@@ -8608,6 +8608,7 @@ static sfv_result sfv__cm_connect(sfv_pd *pd, sfv_channel *ch, const char *src, 
     uint64_t deadline;
     uint8_t peer_rd = 0;
     bool up = false;
+    int left;
     sfv_result r;
     SFV__CHECK_ARG(addr, "addr");
     if (len > SFV_CM_CONNECT_PRIVATE_MAX || (len && !priv))
@@ -8625,7 +8626,8 @@ static sfv_result sfv__cm_connect(sfv_pd *pd, sfv_channel *ch, const char *src, 
     c->ec = sfv__cm_channel();
     if (!c->ec) { r = sfv__last.result; goto fail; }
     if (rdma_create_id(c->ec, &c->id, c, RDMA_PS_TCP)) { r = sfv__cm_fail("rdma_create_id", errno, where); goto fail; }
-    if (rdma_resolve_addr(c->id, src ? (struct sockaddr *)&from : NULL, (struct sockaddr *)&ss, sfv__ms_until(deadline) ? sfv__ms_until(deadline) : 1)) {
+    left = sfv__ms_until(deadline);
+    if (rdma_resolve_addr(c->id, src ? (struct sockaddr *)&from : NULL, (struct sockaddr *)&ss, left ? left : 1)) {
         r = sfv__cm_fail("rdma_resolve_addr", errno, where);
         goto fail;
     }
@@ -8634,7 +8636,8 @@ static sfv_result sfv__cm_connect(sfv_pd *pd, sfv_channel *ch, const char *src, 
     rdma_ack_cm_event(ev);
     r = ch ? sfv__cm_channel_fits(ch, c->id, fn, where) : sfv__cm_same_device(pd, c->id, fn, where);
     if (r) goto fail;
-    if (rdma_resolve_route(c->id, sfv__ms_until(deadline) ? sfv__ms_until(deadline) : 1)) {
+    left = sfv__ms_until(deadline);
+    if (rdma_resolve_route(c->id, left ? left : 1)) {
         r = sfv__cm_fail("rdma_resolve_route", errno, where);
         goto fail;
     }
@@ -8847,12 +8850,15 @@ static sfv_result sfv__ncm_connect(sfv_node *node, const sfv_net_node *nodes, si
     for (;;) {
         const int ms = sfv__ms_until(deadline);
         sfv_result r;
+        size_t i;
         if (ms == 0)
             return sfv__fail(SFV_ERR_TIMEOUT, ETIMEDOUT, "sfv_node_connect_cm", "sfv_node_connect_cm: rank %zu (%s port %u) did not listen before the deadline", j,
                              nodes[j].host, (unsigned)nodes[j].port);
         r = sfv_cm_connect_channel(ch, nodes[me].host, nodes[j].host, nodes[j].port, req, SFV__NCM_SIZE, ms, out);
-        /* not listening yet, or a full backlog (a reject with no reason: ours always give one) */
-        if (r != SFV_ERR_REFUSED && !(r == SFV_ERR_REJECTED && sfv__reject_len == 0)) return r;
+        /* not listening yet, or a full backlog (a reject with no reason: ours always give one; the
+           IB CM pads a reason to 148 bytes, so none arrives as zeroes) */
+        for (i = 0; i < sfv__reject_len && !sfv__reject_buf[i]; i++) {}
+        if (r != SFV_ERR_REFUSED && !(r == SFV_ERR_REJECTED && i == sfv__reject_len)) return r;
         sfv__backoff(deadline, &pause_ms, 20);
     }
 }
@@ -8871,6 +8877,7 @@ static sfv_result sfv__ncm_accept(const sfv__ex_key *k, sfv_node *node, sfv_cm_l
         const uint8_t *p;
         const char *why;
         size_t n, from, r0;
+        int left;
         sfv_result r = ms ? sfv_cm_get_request(l, ms, &q) : SFV_ERR_TIMEOUT;
         if (r == SFV_ERR_TIMEOUT) {
             for (r0 = me + 1; r0 < st->n && st->conns[r0]; r0++) {}
@@ -8890,8 +8897,9 @@ static sfv_result sfv__ncm_accept(const sfv__ex_key *k, sfv_node *node, sfv_cm_l
         r = sfv_channel_endpoint(sfv_multi_channel_peer(sfv_node_multi_channel(node), from), &ep);
         if (r) { SFV__KEEPING_ERROR(sfv__ignore(sfv_cm_reject(q, NULL, 0))); return r; }
         sfv__ncm_make(k, 'A', node, from, ep.qpn, p, rep);
-        r = sfv_cm_accept_channel(q, sfv_multi_channel_peer(sfv_node_multi_channel(node), from), rep, sizeof rep,
-                                  sfv__ms_until(deadline) ? sfv__ms_until(deadline) : 1, &st->conns[from]);
+        left = sfv__ms_until(deadline); /* read once: 0 would be the channel's own timeout */
+        r = sfv_cm_accept_channel(q, sfv_multi_channel_peer(sfv_node_multi_channel(node), from), rep, sizeof rep, left ? left : 1,
+                                  &st->conns[from]);
         if (r) return r;
         barriers[from] = b;
         return SFV_OK;
