@@ -307,6 +307,7 @@ typedef struct sfv_error {
                             "remote region", "post", "wait", "completion" (a failed work
                             request), "pending", "scope", "multi-channel", "exchange",
                             "network config", "node", "node endpoint", "barrier", "numa",
+                            "rdma_cm" (a connection manager's call refused its arguments),
                             "channel" (a channel already connected or broken),
                             "sfv_channel_desc", "sfv_node_desc" (a desc field out of range) */
     char message[256];   /* a sentence for humans */
@@ -1463,8 +1464,9 @@ SFV_NODISCARD SAFEVERBS_API sfv_result sfv_launcher_rank(size_t *rank, size_t *w
    so it poisons it: every later call returns SFV_ERR_BROKEN. Each rank's NIC writes its barrier
    count into this rank's memory; a rank can be one barrier ahead, never two (it cannot leave the
    next one before this rank enters it), so a count two or more ahead (a peer that is not a rank
-   of this node, or ranks passing different groups) is SFV_ERR_BROKEN, and poisons it too: a
-   barrier never passes early on a count. */
+   of this node, say) is SFV_ERR_BROKEN, and poisons it too. A count one ahead, or members that
+   pass different groups, cannot be told from a faster rank: every member must pass the same
+   peers. */
 SFV_NODISCARD SAFEVERBS_API sfv_result sfv_node_barrier(sfv_node *node, const size_t *peers, size_t n, int timeout_ms);
 /* The same without checking that peers are sorted and unique (the caller vouches that every
    member passes the same list); ranks are still checked against the world, as they index memory. */
@@ -4194,6 +4196,8 @@ SAFEVERBS_API sfv_result sfv_channel_ack_events(sfv_channel *ch) {
    cause in its class and hint. */
 SFV__SLOW void sfv__async_abort(sfv_channel *ch) {
     if (ch->aborted) return;
+    SFV__LOG(SFV_LOG_INFO, "%s qp %u: broken by the device's %s event (no more work; destroy it)", sfv_context_name(sfv_pd_context(ch->pd)),
+             ch->qp ? ch->qp->qp_num : 0, sfv_event_type_str((sfv_event_type)ch->async_event));
     if (!ch->first_status && !ch->first_cause) ch->first_cause = ch->async_cause;
     sfv__abort(ch);
     if (ch->core_of) { /* an SRQ (or its CQ) failed: none of its receives will complete */
@@ -4202,7 +4206,10 @@ SFV__SLOW void sfv__async_abort(sfv_channel *ch) {
         /* before its receives are said done (their buffers the program's again), no queue pair may
            take one: every channel on it stops (an SRQ and its channels are one thread's) */
         for (c = ch->core_of->channels; c; c = c->srq_next)
-            if (!c->aborted) sfv__abort(c);
+            if (!c->aborted) {
+                if (!c->first_status && !c->first_cause) c->first_cause = SFV__CAUSE_FATAL_EVENT; /* its flushes say why */
+                sfv__abort(c);
+            }
         for (seq = ch->rq.tail; seq < ch->rq.head; seq++) {
             sfv__slot *s = &ch->rq.slots[seq & ch->rq.mask];
             if (s->state == SFV__SLOT_INFLIGHT && s->seq == seq) {
@@ -4366,6 +4373,8 @@ static const char *sfv__failure_hint(const sfv_channel *ch, const sfv__slot *s) 
     if (ch && ch->first_cause == SFV__CAUSE_FATAL_EVENT)
         return ch->async_event == SFV_EVENT_CQ_ERR ? "the channel's CQ failed (the device's CQ_ERR event: an overrun?): the channel flushed its work and is broken"
              : ch->async_event == SFV_EVENT_DEVICE_FATAL ? "the device failed (DEVICE_FATAL event): the channel flushed its work and is broken"
+             : ch->async_event == SFV_EVENT_SRQ_ERR || (ch->srq && !ch->async_event)
+                 ? "the channel's SRQ failed (the device's SRQ_ERR or CQ_ERR event): every channel on it flushed its work and is broken"
              : "the QP hit an error the device reported as an event (QP_FATAL, QP_REQ_ERR or QP_ACCESS_ERR): the channel flushed its work and is broken";
     if (ch && ch->first_cause == SFV__CAUSE_PEER_GONE)
         return "the peer disconnected (its connection manager said so): the channel flushed its work and is broken";
@@ -5758,22 +5767,28 @@ static const sfv_channel *sfv__srq_channel(const sfv_srq *srq, const sfv__slot *
     return NULL;
 }
 
+/* The SRQ's list of channels is under ev_lock, as the context's: an event read on any thread
+   breaks every channel on it (sfv__srq_event). */
 static void sfv__srq_attach(sfv_srq *srq, sfv_channel *ch) {
     sfv__ref(&srq->refs);
     ch->srq = srq;
+    sfv__set_can(ch, ch->can_send, false); /* its receives are the SRQ's */
+    sfv__ev_enter(ch->pd->ctx);
     ch->srq_next = srq->channels;
     srq->channels = ch;
-    sfv__set_can(ch, ch->can_send, false); /* its receives are the SRQ's */
+    sfv__ev_leave(ch->pd->ctx);
 }
 
 static sfv_result sfv__srq_unref(sfv_srq *srq);
 static void sfv__srq_detach(sfv_srq *srq, sfv_channel *ch) {
     sfv_channel **at;
+    sfv__ev_enter(ch->pd->ctx);
     for (at = &srq->channels; *at; at = &(*at)->srq_next)
         if (*at == ch) {
             *at = ch->srq_next;
             break;
         }
+    sfv__ev_leave(ch->pd->ctx);
     ch->srq = NULL;
     (void)sfv__srq_unref(srq); /* not the caller's handle: a refusal keeps it, unreported */
 }
@@ -6307,9 +6322,13 @@ static sfv_result sfv__scope_verdict(sfv_result ran, const sfv_scope_report *rep
             sfv__fail(SFV_ERR_SCOPE_AUTOPOLL, sfv__fence_errno, "scope", "%zu auto-polled work request(s) failed; first: %s (the scope could not post its fence after unsignaled work: ibv_post_send failed: %s; it flushed the channel, which is broken)",
                       rep->failed, f->result == SFV_ERR_WORK ? sfv_wc_status_str(f->status) : sfv_result_str(f->result), strerror(sfv__fence_errno));
         else
-            sfv__fail(SFV_ERR_SCOPE_AUTOPOLL, 0, "scope", "%zu auto-polled work request(s) failed; first: %s (%s)", rep->failed,
+            sfv__fail(SFV_ERR_SCOPE_AUTOPOLL, 0, "scope", "%zu auto-polled work request(s) failed; first: %s, class %s (%s)", rep->failed,
                       f->result == SFV_ERR_WORK ? sfv_wc_status_str(f->status) : sfv_result_str(f->result),
-                      f->result == SFV_ERR_WORK ? sfv_wc_status_hint(f->status) : "waiting for it failed; the channel flushed its work");
+                      sfv_work_error_class_str(f->result == SFV_ERR_WORK ? f->error_class : SFV_WORK_ERROR_TIMEOUT),
+                      f->result != SFV_ERR_WORK ? "waiting for it failed; the channel flushed its work"
+                      : f->status == SFV_WC_WR_FLUSH_ERR && f->error_class != SFV_WORK_ERROR_LOCAL_PROGRAMMING
+                          ? "flushed: the channel was broken before it ran, by an earlier failure, a deadline or an event"
+                          : sfv_wc_status_hint(f->status));
         return SFV_ERR_SCOPE_AUTOPOLL;
     }
     return SFV_OK;
@@ -8309,7 +8328,8 @@ static bool sfv__cm_poll(sfv_cm_conn *c, int *err) {
                                  ev->event == RDMA_CM_EVENT_TIMEWAIT_EXIT)) {
             c->disconnected = true;
             (void)rdma_disconnect(c->id); /* answer the peer's DREQ */
-            if (c->ch) sfv__channel_peer_gone(c->ch, true);
+            /* only while the channel is this connection's (after a reset it may have a new peer) */
+            if (c->ch && sfv__channel_watched_by(c->ch, &c->watch)) sfv__channel_peer_gone(c->ch, true);
         }
         rdma_ack_cm_event(ev);
     }
@@ -8855,8 +8875,9 @@ static sfv_result sfv__ncm_connect(sfv_node *node, const sfv_net_node *nodes, si
             return sfv__fail(SFV_ERR_TIMEOUT, ETIMEDOUT, "sfv_node_connect_cm", "sfv_node_connect_cm: rank %zu (%s port %u) did not listen before the deadline", j,
                              nodes[j].host, (unsigned)nodes[j].port);
         r = sfv_cm_connect_channel(ch, nodes[me].host, nodes[j].host, nodes[j].port, req, SFV__NCM_SIZE, ms, out);
-        /* not listening yet, or a full backlog (a reject with no reason: ours always give one; the
-           IB CM pads a reason to 148 bytes, so none arrives as zeroes) */
+        /* not listening yet, or a full backlog, or a rank that failed while accepting: a reject
+           with no reason (the IB CM pads a reason to 148 bytes, so none arrives as zeroes; a
+           refusal of ours says why), tried again until the deadline */
         for (i = 0; i < sfv__reject_len && !sfv__reject_buf[i]; i++) {}
         if (r != SFV_ERR_REFUSED && !(r == SFV_ERR_REJECTED && i == sfv__reject_len)) return r;
         sfv__backoff(deadline, &pause_ms, 20);

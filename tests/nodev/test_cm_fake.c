@@ -1054,6 +1054,26 @@ static void t_reset_owned_channel(void) {
     CHECK_OK(tc_connect(&e, NULL, 0, 1000, &c));
     ch = sfv_cm_channel(c);
     CHECK_OK(sfv_channel_reset(ch));
+    { /* connected anew to a local channel: the old connection's disconnect breaks nothing of it */
+        sfv_channel *b;
+        sfv_endpoint ea, eb;
+        sfv_gather_element g = sfv_mr_gather_element(e.mr, e.buf, 8);
+        sfv_scatter_element s = sfv_mr_scatter_element(e.mr, e.buf + 64, 8);
+        sfv_pending rx;
+        sfv_work_completion wc;
+        fkcm_event ev = tc_ev(RDMA_CM_EVENT_DISCONNECTED);
+        CHECK_OK(sfv_create_channel(e.pd, NULL, &b));
+        CHECK_OK(sfv_channel_endpoint(ch, &ea));
+        CHECK_OK(sfv_channel_endpoint(b, &eb));
+        CHECK_OK(sfv_channel_handshake(b, &ea));
+        CHECK_OK(sfv_channel_handshake(ch, &eb));
+        fkcm_push(sfv_cm_fd(c), &ev); /* the old peer hangs up */
+        CHECK_RESULT(sfv_cm_events(c), SFV_ERR_BROKEN); /* the old connection is over */
+        CHECK_OK(sfv_channel_post_receive(b, &s, 1, &rx));
+        CHECK_OK(sfv_channel_send(ch, &g, 1, &wc)); /* the new one is not */
+        CHECK_OK(sfv_pending_wait(&rx, 1000, &wc));
+        CHECK_OK(sfv_destroy_channel(b));
+    }
     CHECK_OK(sfv_cm_close(c, 0));
     CHECK(fk_live(FK_QP) == 0); /* the connection freed the channel it owns, reset or not */
     tc_close(&e);

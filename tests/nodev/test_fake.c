@@ -1594,7 +1594,7 @@ static void t_srq_cq_err_stops_channels(void) {
     sfv_channel_desc d;
     sfv_scatter_element s;
     sfv_gather_element g;
-    sfv_pending rx;
+    sfv_pending rx, tx;
     sfv_work_completion wc;
     sfv_event ev[8];
     size_t n = 0, i, broken = 0;
@@ -1611,10 +1611,15 @@ static void t_srq_cq_err_stops_channels(void) {
     s = sfv_mr_scatter_element(e.mr, e.buf, 64);
     g = sfv_mr_gather_element(e.mr, e.buf + 1024, 16);
     CHECK_OK(sfv_srq_post_receive(srq, &s, 1, &rx));
+    CHECK_OK(sfv_channel_post_send(a, &g, 1, &tx)); /* b has no receive: in flight (RNR) */
     fk_inject_async_event(sfv_context_raw(e.ctx), IBV_EVENT_CQ_ERR, sfv_channel_raw_qp(a)->recv_cq, 0);
     CHECK_RESULT(sfv_pending_wait(&rx, -1, &wc), SFV_ERR_WORK);
     CHECK_EQ(wc.status, SFV_WC_WR_FLUSH_ERR);
     CHECK(sfv_channel_broken(a, NULL));
+    /* a's own work, flushed by the SRQ's wait, says why as a's own wait would have */
+    CHECK_RESULT(sfv_pending_wait(&tx, 1000, &wc), SFV_ERR_WORK);
+    CHECK_EQ(wc.error_class, SFV_WORK_ERROR_FATAL);
+    CHECK(strstr(sfv_last_error()->message, "CQ") != NULL);
     CHECK_OK(sfv_context_events(e.ctx, ev, 8, &n));
     for (i = 0; i < n; i++) broken += ev[i].channels_broken;
     CHECK_EQ(broken, 1); /* a, not the SRQ's own inner channel */
