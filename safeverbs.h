@@ -1418,7 +1418,9 @@ SFV_NODISCARD SAFEVERBS_API sfv_result sfv_node_handshake(sfv_node *node, const 
    that when it returns every rank's channels are connected. One deadline for all of it
    (timeout_ms < 0: 60 s; no cap). It allocates world_size * SFV_NODE_ENDPOINT_SIZE(world_size)
    bytes for the exchange while it runs (0.9 MB at 128 ranks, about 940 MB at 4096). Errors:
-   those of the three calls; a node already connected is refused
+   those of the three calls; a failed empty exchange after the handshake leaves the ranks
+   unsynced, so it also breaks the node (every later call: SFV_ERR_BROKEN; destroy it);
+   a node already connected is refused
    at once (SFV_ERR_INVALID), a broken one with SFV_ERR_BROKEN, before any exchange. Both
    exchanges prove the job key as sfv_exchange_all_keyed says: sfv_node_connect takes it from
    SAFEVERBS_JOB_KEY (without one, loopback addresses only), sfv_node_connect_keyed from desc
@@ -1433,8 +1435,9 @@ SFV_NODISCARD SAFEVERBS_API sfv_result sfv_node_connect_keyed(sfv_node *node, co
 typedef sfv_result (*sfv_allgather_fn)(void *user, const void *mine, void *all, size_t size);
 /* sfv_node_connect over any allgather: the endpoints through it, the handshake, then an
    allgather of 0 bytes, so that when it returns every rank's channels are connected. A failure
-   of fn that set no sfv_last_error is recorded as the result fn returned (a non-negative one:
-   SFV_ERR_DRIVER). fn must be collective over exactly the node's world, in rank order: a blob
+   of fn that set no sfv_last_error (or another result than it returned) is recorded as the
+   result fn returned (one that is no sfv_result failure: SFV_ERR_DRIVER); a failure of the
+   allgather after the handshake breaks the node, as in sfv_node_connect. fn must be collective over exactly the node's world, in rank order: a blob
    that says another rank or world size is refused by the handshake (SFV_ERR_INVALID). It
    allocates as sfv_node_connect does. */
 SFV_NODISCARD SAFEVERBS_API sfv_result sfv_node_connect_with(sfv_node *node, sfv_allgather_fn fn, void *user);
@@ -3954,7 +3957,7 @@ SFV__HOT_INLINE void sfv__tail_free(sfv__ring *q) {
 SFV__SLOW void sfv__inject_failed(sfv_channel *ch, const sfv__ring *q, const sfv__slot *s, enum ibv_wc_status status) {
     const uint8_t cls = (uint8_t)sfv__failure_class(ch, s->op, status);
     uint64_t later = 0, t;
-    if (ch->inject_failed.no || (ch->aborted && status == IBV_WC_WR_FLUSH_ERR)) return; /* flushed by our abort: not its failure */
+    if (ch->inject_failed.no || (status == IBV_WC_WR_FLUSH_ERR && (ch->aborted || ch->broken))) return; /* flushed by our abort or after another failure: not its failure */
     for (t = s->seq + 1; t < q->head; t++) { /* the injects after it have not completed: count them */
         const sfv__slot *u = &q->slots[t & q->mask];
         if (u->seq == t && u->state == SFV__SLOT_INJECT) later++;
@@ -7900,8 +7903,8 @@ SAFEVERBS_API sfv_result sfv_node_connect_keyed(sfv_node *node, const sfv_net_no
     sfv_result r;
     SFV__CHECK_ARG(node, "node");
     SFV__CHECK_ARG(nodes, "nodes (NULL)");
-    if (node->connected) return sfv__fail(SFV_ERR_INVALID, EINVAL, "sfv_node_connect", "the node is already connected");
     if (node->poisoned) return sfv__fail(SFV_ERR_BROKEN, EIO, "sfv_node_connect", "the node is broken: destroy it");
+    if (node->connected) return sfv__fail(SFV_ERR_INVALID, EINVAL, "sfv_node_connect", "the node is already connected");
     each = SFV_NODE_ENDPOINT_SIZE(node->world);
     mine = (uint8_t *)SFV_MALLOC(each);
     all = (uint8_t *)SFV_MALLOC(node->world * each);
@@ -7909,7 +7912,11 @@ SAFEVERBS_API sfv_result sfv_node_connect_keyed(sfv_node *node, const sfv_net_no
     if (r == SFV_OK) r = sfv_node_endpoint(node, mine, each);
     if (r == SFV_OK) r = sfv_exchange_all_keyed(nodes, node->world, node->rank, mine, each, all, desc, sfv__ms_until(deadline));
     if (r == SFV_OK) r = sfv_node_handshake(node, all, node->world * each);
-    if (r == SFV_OK) r = sfv_exchange_all_keyed(nodes, node->world, node->rank, NULL, 0, NULL, desc, sfv__ms_until(deadline));
+    if (r == SFV_OK && (r = sfv_exchange_all_keyed(nodes, node->world, node->rank, NULL, 0, NULL, desc, sfv__ms_until(deadline))) != SFV_OK) {
+        const sfv_error why = sfv__last;
+        node->poisoned = true; /* connected, but the ranks were not synced: no way back */
+        r = sfv__fail(r, why.errnum, why.verb, "%s (after the handshake: the ranks are not synced, so the node is broken: destroy it)", why.message);
+    }
     SFV_FREE(mine);
     SFV_FREE(all);
     if (r == SFV_OK) SFV__LOG(SFV_LOG_INFO, "node rank %u of %u: connected to every rank", (unsigned)node->rank, (unsigned)node->world);
@@ -7927,8 +7934,8 @@ SAFEVERBS_API sfv_result sfv_node_connect_with(sfv_node *node, sfv_allgather_fn 
     unsigned long failures;
     SFV__CHECK_ARG(node, "node");
     SFV__CHECK_ARG(fn, "allgather function (NULL)");
-    if (node->connected) return sfv__fail(SFV_ERR_INVALID, EINVAL, "sfv_node_connect", "the node is already connected");
     if (node->poisoned) return sfv__fail(SFV_ERR_BROKEN, EIO, "sfv_node_connect", "the node is broken: destroy it");
+    if (node->connected) return sfv__fail(SFV_ERR_INVALID, EINVAL, "sfv_node_connect", "the node is already connected");
     each = SFV_NODE_ENDPOINT_SIZE(node->world);
     mine = (uint8_t *)SFV_MALLOC(each);
     all = (uint8_t *)SFV_CALLOC(node->world, each);
@@ -7938,14 +7945,18 @@ SAFEVERBS_API sfv_result sfv_node_connect_with(sfv_node *node, sfv_allgather_fn 
         failures = sfv__failures;
         r = fn(user, mine, all, each);
         if (r == SFV_OK) r = sfv_node_handshake(node, all, node->world * each);
-        else if (failures == sfv__failures)
-            r = sfv__fail(r < 0 ? r : SFV_ERR_DRIVER, EIO, "node", "the allgather of the endpoints failed (%s)", sfv_result_str(r));
+        else if (failures == sfv__failures || sfv__last.result != r)
+            r = sfv__fail(r < 0 && r >= SFV_ERR_ADDR_IN_USE ? r : SFV_ERR_DRIVER, EIO, "node", "the allgather of the endpoints failed (it returned %d: %s)", (int)r, sfv_result_str(r));
     }
     if (r == SFV_OK) {
         failures = sfv__failures;
         r = fn(user, NULL, NULL, 0);
-        if (r != SFV_OK && failures == sfv__failures)
-            r = sfv__fail(r < 0 ? r : SFV_ERR_DRIVER, EIO, "node", "the allgather of the sync after the handshake failed (%s)", sfv_result_str(r));
+        if (r != SFV_OK) { /* connected, but the ranks were not synced: no way back */
+            node->poisoned = true;
+            if (failures == sfv__failures || sfv__last.result != r)
+                r = sfv__fail(r < 0 && r >= SFV_ERR_ADDR_IN_USE ? r : SFV_ERR_DRIVER, EIO, "node",
+                              "the allgather of the sync after the handshake failed (it returned %d: %s); the node is broken: destroy it", (int)r, sfv_result_str(r));
+        }
     }
     SFV_FREE(mine);
     SFV_FREE(all);

@@ -2050,6 +2050,71 @@ static void t_mc_destroy_in_scope(void) {
     tf_close(&e);
 }
 
+/* sfv_node_connect_with's allgather may return anything: what is no sfv_result failure is
+   SFV_ERR_DRIVER (as is a result other than the error it recorded), and a failed sync after the
+   handshake breaks the node (the ranks are not synced): a retry and a barrier say so. */
+static int tf_ag_mode;
+static sfv_result tf_allgather(void *user, const void *mine, void *all, size_t size) {
+    (void)user;
+    if (tf_ag_mode == 0) return (sfv_result)-9999;
+    if (tf_ag_mode == 1) {
+        sfv__ignore(sfv_exchange_all(NULL, 0, 0, NULL, 0, NULL, 0)); /* records SFV_ERR_INVALID */
+        return (sfv_result)5;
+    }
+    if (size) memcpy(all, mine, size); /* a world of one */
+    return size ? SFV_OK : tf_ag_mode == 2 ? (sfv_result)-9999 : SFV_ERR_TIMEOUT;
+}
+static void t_node_connect_with_results(void) {
+    tf_env e;
+    sfv_node_desc nd;
+    sfv_node *node;
+    tf_open(&e, 256);
+    memset(&nd, 0, sizeof nd);
+    nd.world_size = 1;
+    for (tf_ag_mode = 0; tf_ag_mode < 4; tf_ag_mode++) {
+        sfv_result r;
+        CHECK_OK(sfv_create_node(e.pd, &nd, &node));
+        r = sfv_node_connect_with(node, tf_allgather, NULL);
+        CHECK_EQ(r, tf_ag_mode == 3 ? SFV_ERR_TIMEOUT : SFV_ERR_DRIVER);
+        CHECK_EQ(sfv_last_error()->result, r);
+        if (tf_ag_mode >= 2) { /* the sync failed after the handshake */
+            CHECK(strstr(sfv_last_error()->message, "destroy it") != NULL);
+            CHECK_RESULT(sfv_node_connect_with(node, tf_allgather, NULL), SFV_ERR_BROKEN);
+            CHECK_RESULT(sfv_node_barrier(node, NULL, 0, 100), SFV_ERR_BROKEN);
+        }
+        CHECK_OK(sfv_destroy_node(node));
+    }
+    tf_close(&e);
+}
+
+/* An inject only flushed after another work request failed is not the failure the channel's
+   refusals name: they name the one that failed. */
+static void t_inject_flushed_not_blamed(void) {
+    tf_env e;
+    sfv_channel_desc d;
+    sfv_channel *a, *b;
+    sfv_remote_mr bad;
+    sfv_pending p;
+    sfv_gather_element g;
+    memset(&d, 0, sizeof d);
+    d.timeout_ms = 300;
+    d.max_send_wr = 8;
+    tf_open(&e, 4096);
+    tf_pair(&e, &d, &a, &b);
+    bad = sfv_mr_remote(e.mr);
+    bad.rkey ^= 0x5a5a;
+    g = sfv_mr_gather_element(e.mr, e.buf, 8);
+    CHECK_OK(sfv_channel_post_write(a, &g, 1, bad, &p));            /* fails: REM_ACCESS_ERR */
+    CHECK_OK(sfv_channel_inject_write(a, "abcd", 4, sfv_mr_remote(e.mr))); /* good, only flushed */
+    CHECK_RESULT(sfv_pending_wait(&p, 1000, NULL), SFV_ERR_WORK);
+    CHECK_RESULT(sfv_channel_inject_write(a, "abcd", 4, sfv_mr_remote(e.mr)), SFV_ERR_BROKEN);
+    CHECK(strstr(sfv_last_error()->message, "REM_ACCESS_ERR") != NULL);
+    CHECK(strstr(sfv_last_error()->message, "inject #") == NULL);
+    CHECK_OK(sfv_destroy_channel(a));
+    CHECK_OK(sfv_destroy_channel(b));
+    tf_close(&e);
+}
+
 /* A log fn may call safeverbs ("from any thread that uses safeverbs"): one that reads the
    context's events when an event broke a channel gets them (it spun for ever on the event lock,
    which the break's log line was written under). */
@@ -2375,6 +2440,8 @@ static const harness_test TESTS[] = {
     TEST(t_async_events, 10),
     TEST(t_srq_events, 10),
     TEST(t_mc_full_elements, 10),
+    TEST(t_inject_flushed_not_blamed, 10),
+    TEST(t_node_connect_with_results, 10),
     TEST(t_mc_destroy_in_scope, 10),
     TEST(t_srq_cq_err_stops_channels, 10),
     TEST(t_log_calls_back, 10),
