@@ -3885,10 +3885,14 @@ SFV__SLOW sfv_result sfv__inflight_dereg_refused(void) {
 
 /* >>impl completions ------------------------------------------------------------------------ */
 /* After an error completion, a flush or a partial post: nothing more may be posted. */
-static void sfv__break(sfv_channel *ch) {
-    if (!ch->broken) SFV__LOG(SFV_LOG_INFO, "%s qp %u: broken (no more work; destroy it)", sfv_context_name(sfv_pd_context(ch->pd)), ch->qp ? ch->qp->qp_num : 0);
+/* Broken, without a word (under ev_lock, where the log fn may not call safeverbs), and with one. */
+static void sfv__mark_broken(sfv_channel *ch) {
     ch->broken = true;
     sfv__set_can(ch, false, false);
+}
+static void sfv__break(sfv_channel *ch) {
+    if (!ch->broken) SFV__LOG(SFV_LOG_INFO, "%s qp %u: broken (no more work; destroy it)", sfv_context_name(sfv_pd_context(ch->pd)), ch->qp ? ch->qp->qp_num : 0);
+    sfv__mark_broken(ch);
 }
 
 static sfv__ring *sfv__ring_of(sfv_channel *ch, uint64_t wr_id) { return (wr_id & 1) ? &ch->rq : &ch->sq; }
@@ -4288,41 +4292,18 @@ SFV__SLOW sfv_result sfv__wait_timed_out(const sfv_channel *ch) {
     return sfv__fail(SFV_ERR_TIMEOUT, ETIMEDOUT, "wait", "work request not complete within the deadline");
 }
 
-/* Waits until slot `seq` of q is done, or *deadline (monotonic ns) passes. *deadline 0: timeout_ms
-   from the first time the clock is read, which a completion that comes quickly never needs; the
-   deadline then stays in *deadline for the caller's next wait (sfv_pending_wait_all: one
-   deadline for many). The device's events are read only once the wait has to wait (>>events).
-   signaled: the work request has a completion of its own (a pending handle's), so only its
-   slot's DONE says it is done; else a later completion may complete it (sfv__slot_done). */
-static sfv_result sfv__wait(sfv_channel *ch, sfv__ring *q, uint64_t seq, uint64_t *deadline, uint32_t timeout_ms, bool signaled) {
-    const sfv__slot *s = &q->slots[seq & q->mask];
-    unsigned spins = 0;
-    for (;;) {
-        int n;
-        if (signaled ? s->state == SFV__SLOT_DONE && s->seq == seq : sfv__slot_done(q, s, seq)) return SFV_OK;
-        /* empty polls spin here, without a look at the slot: only a completion (or, after a sleep
-           or the deadline's tick, a flush) changes it */
-        do n = sfv__drain(ch);
-        while (n == 0 && !ch->cc && (++spins & 63) != 0);
-        if (n < 0) return sfv__fail_poll(n);
-        if (n > 0) continue;
-        if (ch->cc) {
-            n = sfv__wait_sleep(ch, deadline, timeout_ms);
-            if (n < 0) return (sfv_result)n;
-            if (n) break;
-        } else if (sfv__wait_tick(ch, spins, deadline, timeout_ms)) {
-            break;
-        }
-    }
-    return sfv__wait_timed_out(ch);
-}
-
-/* The wait loop of a pending handle's work request (signaled: only its own completion finishes
-   it) after a poll that did not: it polls first, and looks at the slot only after a poll that
-   found work, or after a sleep or a tick (the device's events may have flushed it). The caller's
-   timeout_ms (< 0: the channel's) is looked at only when the clock is. Inlined into the handle's
-   wait, so a wait that has to spin costs no second call and no set-up its first poll does not. */
-SFV__HOT_INLINE sfv_result sfv__wait_slot(sfv_channel *ch, const sfv__slot *s, uint64_t seq, uint64_t *deadline, int timeout_ms) {
+/* Waits until work request `seq` (in slot s of q) is done, or *deadline (monotonic ns) passes,
+   after a look at the slot or a poll that did not find it done: it polls first, and looks at the
+   slot only after a poll that found work, or after a sleep or a tick (the device's events may
+   have flushed it). *deadline 0: timeout_ms (< 0: the channel's) from the first time the clock
+   is read, which a completion that comes quickly never needs; the deadline then stays in
+   *deadline for the caller's next wait (sfv_pending_wait_all: one deadline for many). The
+   device's events are read only once the wait has to wait (>>events). signaled: the work request
+   has a completion of its own (a pending handle's), so only its slot's DONE says it is done; else
+   a later completion may complete it (sfv__slot_done). Inlined into the handle's wait, so a wait
+   that has to spin costs no second call and no set-up its first poll does not. */
+SFV__HOT_INLINE sfv_result sfv__wait_slot(sfv_channel *ch, const sfv__ring *q, const sfv__slot *s, uint64_t seq, uint64_t *deadline,
+                                          int timeout_ms, bool signaled) {
     unsigned spins = 0;
     for (;;) {
         int n = sfv__drain(ch);
@@ -4339,7 +4320,7 @@ SFV__HOT_INLINE sfv_result sfv__wait_slot(sfv_channel *ch, const sfv__slot *s, u
         } else if (SFV__UNLIKELY(n < 0)) {
             return sfv__fail_poll(n);
         }
-        if (s->state == SFV__SLOT_DONE && s->seq == seq) return SFV_OK;
+        if (signaled ? s->state == SFV__SLOT_DONE && s->seq == seq : sfv__slot_done(q, s, seq)) return SFV_OK;
     }
     return sfv__wait_timed_out(ch);
 }
@@ -5238,7 +5219,7 @@ SFV__SLOW sfv_result sfv__pending_poll_cq(sfv_pending *pending, sfv__ring *q, sf
 SFV__SLOW sfv_result sfv__pending_block_wait(sfv_pending *pending, sfv__ring *q, sfv__slot *s, int timeout_ms, uint64_t *deadline,
                                              sfv_work_completion *wc) {
     uint64_t own = 0;
-    const sfv_result r = sfv__wait_slot(q->ch, s, pending->seq_, deadline ? deadline : &own, timeout_ms);
+    const sfv_result r = sfv__wait_slot(q->ch, q, s, pending->seq_, deadline ? deadline : &own, timeout_ms, true);
     if (SFV__UNLIKELY(r)) return sfv__wc_none(wc, r);
     return sfv__pending_take(pending, q, s, wc);
 }
@@ -5463,7 +5444,7 @@ SAFEVERBS_API sfv_result sfv_channel_fetch_add(sfv_channel *ch, const sfv_scatte
 static sfv_result sfv__take_by(sfv_channel *ch, sfv__ring *q, uint64_t seq, uint64_t deadline, sfv_work_completion *wc) {
     sfv__slot *s = &q->slots[seq & q->mask];
     sfv_result w = SFV_OK;
-    if (!sfv__slot_done(q, s, seq) && (w = sfv__wait(ch, q, seq, &deadline, 0, false)) != SFV_OK) sfv__abort(ch);
+    if (!sfv__slot_done(q, s, seq) && (w = sfv__wait_slot(ch, q, s, seq, &deadline, 0, false)) != SFV_OK) sfv__abort(ch);
     if (!sfv__slot_done(q, s, seq)) sfv__finish_quiet(s, true); /* the abort could not end it: never a success */
     sfv__wc_make(wc, s);
     sfv__release(q, s);
@@ -5583,8 +5564,7 @@ static uint32_t sfv__event_break(sfv_channel *ch, uint8_t cause, sfv_event_type 
     if (ch->async_cause) return 0;
     ch->async_event = (uint8_t)type;
     __atomic_store_n(&ch->async_cause, cause, __ATOMIC_RELEASE);
-    ch->broken = true; /* (not sfv__break: no log under ev_lock, as the log fn may call safeverbs; sfv__events_read logs) */
-    sfv__set_can(ch, false, false);
+    sfv__mark_broken(ch); /* (sfv__events_read logs, with the lock released) */
     return 1;
 }
 
@@ -7896,6 +7876,20 @@ SAFEVERBS_API sfv_result sfv_node_handshake(sfv_node *node, const uint8_t *all, 
     return SFV_OK;
 }
 
+/* A failed sync after the handshake: the node is connected but its ranks are not synced, so it
+   is broken for good; the failure keeps its result, its message says so. */
+static sfv_result sfv__node_unsynced(sfv_node *node, sfv_result r) {
+    const sfv_error why = sfv__last;
+    node->poisoned = true;
+    return sfv__fail(r, why.errnum, why.verb, "%s (after the handshake: the ranks are not synced, so the node is broken: destroy it)", why.message);
+}
+/* A caller's allgather that failed (r, with sfv__failures at `failures` before it ran): what it
+   recorded if it recorded r, else r itself (one that is no sfv_result failure: SFV_ERR_DRIVER). */
+static sfv_result sfv__allgather_failed(sfv_result r, unsigned long failures, const char *what) {
+    if (failures != sfv__failures && sfv__last.result == r) return r;
+    return sfv__fail(r < 0 && r >= SFV_ERR_ADDR_IN_USE ? r : SFV_ERR_DRIVER, EIO, "node", "the allgather of %s failed (it returned %d: %s)", what, (int)r,
+                     sfv_result_str(r));
+}
 SAFEVERBS_API sfv_result sfv_node_connect_keyed(sfv_node *node, const sfv_net_node *nodes, const sfv_exchange_desc *desc, int timeout_ms) {
     const uint64_t deadline = sfv__deadline(sfv__ms_or(timeout_ms, 60000u));
     size_t each;
@@ -7912,11 +7906,8 @@ SAFEVERBS_API sfv_result sfv_node_connect_keyed(sfv_node *node, const sfv_net_no
     if (r == SFV_OK) r = sfv_node_endpoint(node, mine, each);
     if (r == SFV_OK) r = sfv_exchange_all_keyed(nodes, node->world, node->rank, mine, each, all, desc, sfv__ms_until(deadline));
     if (r == SFV_OK) r = sfv_node_handshake(node, all, node->world * each);
-    if (r == SFV_OK && (r = sfv_exchange_all_keyed(nodes, node->world, node->rank, NULL, 0, NULL, desc, sfv__ms_until(deadline))) != SFV_OK) {
-        const sfv_error why = sfv__last;
-        node->poisoned = true; /* connected, but the ranks were not synced: no way back */
-        r = sfv__fail(r, why.errnum, why.verb, "%s (after the handshake: the ranks are not synced, so the node is broken: destroy it)", why.message);
-    }
+    if (r == SFV_OK && (r = sfv_exchange_all_keyed(nodes, node->world, node->rank, NULL, 0, NULL, desc, sfv__ms_until(deadline))) != SFV_OK)
+        r = sfv__node_unsynced(node, r);
     SFV_FREE(mine);
     SFV_FREE(all);
     if (r == SFV_OK) SFV__LOG(SFV_LOG_INFO, "node rank %u of %u: connected to every rank", (unsigned)node->rank, (unsigned)node->world);
@@ -7944,19 +7935,12 @@ SAFEVERBS_API sfv_result sfv_node_connect_with(sfv_node *node, sfv_allgather_fn 
     if (r == SFV_OK) {
         failures = sfv__failures;
         r = fn(user, mine, all, each);
-        if (r == SFV_OK) r = sfv_node_handshake(node, all, node->world * each);
-        else if (failures == sfv__failures || sfv__last.result != r)
-            r = sfv__fail(r < 0 && r >= SFV_ERR_ADDR_IN_USE ? r : SFV_ERR_DRIVER, EIO, "node", "the allgather of the endpoints failed (it returned %d: %s)", (int)r, sfv_result_str(r));
+        r = r == SFV_OK ? sfv_node_handshake(node, all, node->world * each) : sfv__allgather_failed(r, failures, "the endpoints");
     }
     if (r == SFV_OK) {
         failures = sfv__failures;
         r = fn(user, NULL, NULL, 0);
-        if (r != SFV_OK) { /* connected, but the ranks were not synced: no way back */
-            node->poisoned = true;
-            if (failures == sfv__failures || sfv__last.result != r)
-                r = sfv__fail(r < 0 && r >= SFV_ERR_ADDR_IN_USE ? r : SFV_ERR_DRIVER, EIO, "node",
-                              "the allgather of the sync after the handshake failed (it returned %d: %s); the node is broken: destroy it", (int)r, sfv_result_str(r));
-        }
+        if (r != SFV_OK) r = sfv__node_unsynced(node, sfv__allgather_failed(r, failures, "the sync after the handshake"));
     }
     SFV_FREE(mine);
     SFV_FREE(all);
@@ -8175,6 +8159,12 @@ static sfv_result sfv__cm_addr(const char *fn, const char *addr, uint16_t port, 
     memcpy(ss, ai->ai_addr, ai->ai_addrlen);
     freeaddrinfo(ai);
     return SFV_OK;
+}
+
+/* sfv__ms_until, at least 1 ms (the clock read once): for a call where 0 means a default of its own. */
+static int sfv__ms_until_some(uint64_t deadline) {
+    const int ms = sfv__ms_until(deadline);
+    return ms ? ms : 1;
 }
 
 /* A failed rdma_* call, with the classes people act on. */
@@ -8639,7 +8629,6 @@ static sfv_result sfv__cm_connect(sfv_pd *pd, sfv_channel *ch, const char *src, 
     uint64_t deadline;
     uint8_t peer_rd = 0;
     bool up = false;
-    int left;
     sfv_result r;
     SFV__CHECK_ARG(addr, "addr");
     if (len > SFV_CM_CONNECT_PRIVATE_MAX || (len && !priv))
@@ -8657,8 +8646,7 @@ static sfv_result sfv__cm_connect(sfv_pd *pd, sfv_channel *ch, const char *src, 
     c->ec = sfv__cm_channel();
     if (!c->ec) { r = sfv__last.result; goto fail; }
     if (rdma_create_id(c->ec, &c->id, c, RDMA_PS_TCP)) { r = sfv__cm_fail("rdma_create_id", errno, where); goto fail; }
-    left = sfv__ms_until(deadline);
-    if (rdma_resolve_addr(c->id, src ? (struct sockaddr *)&from : NULL, (struct sockaddr *)&ss, left ? left : 1)) {
+    if (rdma_resolve_addr(c->id, src ? (struct sockaddr *)&from : NULL, (struct sockaddr *)&ss, sfv__ms_until_some(deadline))) {
         r = sfv__cm_fail("rdma_resolve_addr", errno, where);
         goto fail;
     }
@@ -8667,8 +8655,7 @@ static sfv_result sfv__cm_connect(sfv_pd *pd, sfv_channel *ch, const char *src, 
     rdma_ack_cm_event(ev);
     r = ch ? sfv__cm_channel_fits(ch, c->id, fn, where) : sfv__cm_same_device(pd, c->id, fn, where);
     if (r) goto fail;
-    left = sfv__ms_until(deadline);
-    if (rdma_resolve_route(c->id, left ? left : 1)) {
+    if (rdma_resolve_route(c->id, sfv__ms_until_some(deadline))) {
         r = sfv__cm_fail("rdma_resolve_route", errno, where);
         goto fail;
     }
@@ -8909,7 +8896,6 @@ static sfv_result sfv__ncm_accept(const sfv__ex_key *k, sfv_node *node, sfv_cm_l
         const uint8_t *p;
         const char *why;
         size_t n, from, r0;
-        int left;
         sfv_result r = ms ? sfv_cm_get_request(l, ms, &q) : SFV_ERR_TIMEOUT;
         if (r == SFV_ERR_TIMEOUT) {
             for (r0 = me + 1; r0 < st->n && st->conns[r0]; r0++) {}
@@ -8929,9 +8915,8 @@ static sfv_result sfv__ncm_accept(const sfv__ex_key *k, sfv_node *node, sfv_cm_l
         r = sfv_channel_endpoint(sfv_multi_channel_peer(sfv_node_multi_channel(node), from), &ep);
         if (r) { SFV__KEEPING_ERROR(sfv__ignore(sfv_cm_reject(q, NULL, 0))); return r; }
         sfv__ncm_make(k, 'A', node, from, ep.qpn, p, rep);
-        left = sfv__ms_until(deadline); /* read once: 0 would be the channel's own timeout */
-        r = sfv_cm_accept_channel(q, sfv_multi_channel_peer(sfv_node_multi_channel(node), from), rep, sizeof rep, left ? left : 1,
-                                  &st->conns[from]);
+        r = sfv_cm_accept_channel(q, sfv_multi_channel_peer(sfv_node_multi_channel(node), from), rep, sizeof rep, sfv__ms_until_some(deadline),
+                                  &st->conns[from]); /* (0 would be the channel's own timeout) */
         if (r) return r;
         barriers[from] = b;
         return SFV_OK;
