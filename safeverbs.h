@@ -1414,15 +1414,20 @@ SFV_NODISCARD SAFEVERBS_API sfv_result sfv_node_endpoint(const sfv_node *node, u
    sfv_node_connect, which does it all. */
 SFV_NODISCARD SAFEVERBS_API sfv_result sfv_node_handshake(sfv_node *node, const uint8_t *all, size_t size);
 /* Connects the node to the job in one call: its endpoint to every rank and theirs back
-   (sfv_exchange_all over nodes, world_size of them), the handshake, then an empty exchange, so
-   that when it returns every rank's channels are connected. One deadline for all of it
+   (sfv_exchange_all over nodes, world_size of them), the handshake, then a sync, so that when
+   it returns every rank's channels are connected. The sync goes over the exchange's own
+   connections, kept open for it (world_size - 1 sockets a rank while it runs; one authenticated
+   frame each way); above 256 ranks it is an exchange of its own, as sfv_exchange_all of 0
+   bytes. So every rank of a job connects with sfv_node_connect (or every rank by hand, as
+   sfv_node_handshake says), not some each way. One deadline for all of it
    (timeout_ms < 0: 60 s; no cap). It allocates world_size * SFV_NODE_ENDPOINT_SIZE(world_size)
    bytes for the exchange while it runs (0.9 MB at 128 ranks, about 940 MB at 4096). Errors:
-   those of the three calls; a failed empty exchange after the handshake leaves the ranks
-   unsynced, so it also breaks the node (every later call: SFV_ERR_BROKEN; destroy it);
+   those of the exchange and the handshake; a failed sync after the handshake (a rank gone, a
+   frame that fails its tag: SFV_ERR_PERMISSION) leaves the ranks unsynced, so it also breaks
+   the node (every later call: SFV_ERR_BROKEN; destroy it);
    a node already connected is refused
-   at once (SFV_ERR_INVALID), a broken one with SFV_ERR_BROKEN, before any exchange. Both
-   exchanges prove the job key as sfv_exchange_all_keyed says: sfv_node_connect takes it from
+   at once (SFV_ERR_INVALID), a broken one with SFV_ERR_BROKEN, before any exchange. The
+   exchange and the sync prove the job key as sfv_exchange_all_keyed says: sfv_node_connect takes it from
    SAFEVERBS_JOB_KEY (without one, loopback addresses only), sfv_node_connect_keyed from desc
    (NULL: as sfv_node_connect). */
 SFV_NODISCARD SAFEVERBS_API sfv_result sfv_node_connect(sfv_node *node, const sfv_net_node *nodes, int timeout_ms);
@@ -6760,23 +6765,32 @@ static uint32_t sfv__ror32(uint32_t x, int n) { return (x >> n) | ((x & ((1u << 
 __attribute__((no_sanitize("unsigned-integer-overflow")))
 #endif
 static void sfv__sha256_block(uint32_t h[8], const uint8_t *p) {
-    uint32_t w[64], s[8];
+    uint32_t w[64], a = h[0], b = h[1], c = h[2], d = h[3], e = h[4], f = h[5], g = h[6], k = h[7];
     int i;
-    for (i = 0; i < 16; i++) w[i] = (uint32_t)sfv__get_be(p + 4 * i, 4);
+    for (i = 0; i < 16; i++) w[i] = (uint32_t)p[4 * i] << 24 | (uint32_t)p[4 * i + 1] << 16 | (uint32_t)p[4 * i + 2] << 8 | p[4 * i + 3];
     for (i = 16; i < 64; i++)
         w[i] = w[i - 16] + (sfv__ror32(w[i - 15], 7) ^ sfv__ror32(w[i - 15], 18) ^ (w[i - 15] >> 3)) + w[i - 7] +
                (sfv__ror32(w[i - 2], 17) ^ sfv__ror32(w[i - 2], 19) ^ (w[i - 2] >> 10));
-    memcpy(s, h, sizeof s);
-    for (i = 0; i < 64; i++) { /* s: a b c d e f g h */
-        const uint32_t t1 = s[7] + (sfv__ror32(s[4], 6) ^ sfv__ror32(s[4], 11) ^ sfv__ror32(s[4], 25)) +
-                            ((s[4] & s[5]) ^ (~s[4] & s[6])) + sfv__sha256_k[i] + w[i];
-        const uint32_t t2 = (sfv__ror32(s[0], 2) ^ sfv__ror32(s[0], 13) ^ sfv__ror32(s[0], 22)) +
-                            ((s[0] & s[1]) ^ (s[0] & s[2]) ^ (s[1] & s[2]));
-        memmove(s + 1, s, 7 * sizeof *s);
-        s[4] += t1; /* the old d */
-        s[0] = t1 + t2;
+    for (i = 0; i < 64; i++) { /* the working variables a .. h (k: h) move down one each round, in registers */
+        const uint32_t t1 = k + (sfv__ror32(e, 6) ^ sfv__ror32(e, 11) ^ sfv__ror32(e, 25)) + ((e & f) ^ (~e & g)) + sfv__sha256_k[i] + w[i];
+        const uint32_t t2 = (sfv__ror32(a, 2) ^ sfv__ror32(a, 13) ^ sfv__ror32(a, 22)) + ((a & b) ^ (a & c) ^ (b & c));
+        k = g;
+        g = f;
+        f = e;
+        e = d + t1;
+        d = c;
+        c = b;
+        b = a;
+        a = t1 + t2;
     }
-    for (i = 0; i < 8; i++) h[i] += s[i];
+    h[0] += a;
+    h[1] += b;
+    h[2] += c;
+    h[3] += d;
+    h[4] += e;
+    h[5] += f;
+    h[6] += g;
+    h[7] += k;
 }
 
 static void sfv__sha256_init(sfv__sha256 *s) {
@@ -6992,7 +7006,34 @@ typedef struct sfv__ex {
     unsigned strangers;    /* connections dropped, for the message of a timeout */
     char stranger[64];     /* the last one's ADDR:PORT */
     char why[64];          /* and what it did */
+    struct sfv__ex_link *links; /* NULL: each connection closes when its swap is done */
 } sfv__ex;
+
+/* A connection of a finished exchange kept for one more round, sfv_node_connect's sync after the
+   handshake (sfv__ex_sync): its socket and the two hellos its tags are bound to. fd -1: none. */
+typedef struct sfv__ex_link {
+    int fd;
+    bool listening;
+    uint8_t hello_c[SFV__EX_FRAME], hello_l[SFV__EX_FRAME];
+} sfv__ex_link;
+
+static void sfv__ex_links_close(sfv__ex_link *links, size_t n) {
+    size_t i;
+    for (i = 0; i < n; i++)
+        if (links[i].fd >= 0) close(links[i].fd);
+}
+/* The end of one swap: the connection kept (x->links, a swap that succeeded) or closed. */
+static void sfv__ex_end(sfv__ex *x, int fd, size_t peer, bool listening, const uint8_t *hello_c, const uint8_t *hello_l, sfv_result r) {
+    sfv__ex_link *l = x->links ? &x->links[peer] : NULL;
+    if (r != SFV_OK || !l || l->fd >= 0) {
+        close(fd);
+        return;
+    }
+    l->fd = fd;
+    l->listening = listening;
+    memcpy(l->hello_c, hello_c, SFV__EX_FRAME);
+    memcpy(l->hello_l, hello_l, SFV__EX_FRAME);
+}
 
 /* An accepted connection not proven yet. */
 typedef struct sfv__ex_conn {
@@ -7040,6 +7081,8 @@ static sfv_result sfv__fd_io(int fd, void *buf, size_t len, bool writing, uint64
         } else if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) {
             sfv_result r = sfv__fd_wait(fd, writing ? POLLOUT : POLLIN, deadline, peer);
             if (r) return r;
+        } else if (errno == ECONNRESET || errno == EPIPE) { /* closed with our bytes unread: a reset */
+            return sfv__fail(SFV_ERR_DRIVER, errno, "exchange", "rank %zu closed the connection mid-exchange (%s)", peer, strerror(errno));
         } else {
             return sfv__fail_verb(writing ? "send" : "recv", errno);
         }
@@ -7534,7 +7577,7 @@ static sfv_result sfv__ex_accept_lower(sfv__ex *x) {
             }
             r = sfv__ex_same_job(x, &hello, hello.rank);
             if (r == SFV_OK) r = sfv__ex_data(x, c.fd, true, hello.rank, c.in, c.out);
-            close(c.fd);
+            sfv__ex_end(x, c.fd, hello.rank, true, c.in, c.out, r);
             for (k = 0; k < live; k++) { /* the proof clock of those kept waiting starts again */
                 const uint64_t again = sfv__deadline(x->key.proof_ms);
                 if (conns[k].deadline < again) conns[k].deadline = again;
@@ -7613,13 +7656,13 @@ static sfv_result sfv__ex_meet(sfv__ex *x, size_t peer) {
             x->seen[peer] = true;
             r = sfv__ex_data(x, fd, false, peer, hello_c, in);
         }
-        close(fd);
+        sfv__ex_end(x, fd, peer, false, hello_c, in, r);
         return r;
     }
 }
 
 static sfv_result sfv__exchange(const sfv_net_node *nodes, size_t n, size_t rank, const void *mine, size_t size, void *all,
-                                const sfv_exchange_desc *desc, int timeout_ms) {
+                                const sfv_exchange_desc *desc, int timeout_ms, sfv__ex_link *links) {
     const uint64_t deadline = sfv__deadline(sfv__ms_or(timeout_ms, 60000u));
     sfv_result r = sfv_net_config_check(nodes, n);
     sfv__ex x;
@@ -7640,6 +7683,7 @@ static sfv_result sfv__exchange(const sfv_net_node *nodes, size_t n, size_t rank
     x.mine = mine;
     x.all = (uint8_t *)all;
     x.deadline = deadline;
+    x.links = links;
     x.seen = (bool *)SFV_CALLOC(n, sizeof *x.seen);
     if (!x.seen) return sfv__fail_verb("calloc", ENOMEM);
     if (size) memcpy(x.all + rank * size, mine, size);
@@ -7650,14 +7694,53 @@ static sfv_result sfv__exchange(const sfv_net_node *nodes, size_t n, size_t rank
     return r;
 }
 
-SAFEVERBS_API sfv_result sfv_exchange_all_keyed(const sfv_net_node *nodes, size_t n, size_t rank, const void *mine, size_t size, void *all,
-                                                const sfv_exchange_desc *desc, int timeout_ms) {
+/* links: NULL, or n of them (fd -1), where every connection of the exchange is kept (>>node). */
+static sfv_result sfv__exchange_all(const sfv_net_node *nodes, size_t n, size_t rank, const void *mine, size_t size, void *all,
+                                    const sfv_exchange_desc *desc, int timeout_ms, sfv__ex_link *links) {
     sfv_result r;
     sfv__log_init();
     SFV__LOG(SFV_LOG_DEBUG, "exchange: rank %zu of %zu, %zu bytes each%s", rank, n, size, size ? "" : " (a barrier)");
-    r = sfv__exchange(nodes, n, rank, mine, size, all, desc, timeout_ms);
+    r = sfv__exchange(nodes, n, rank, mine, size, all, desc, timeout_ms, links);
     if (r && all && size && n <= SFV__MAX_PEERS && size <= SFV__EX_MAX_SIZE) memset(all, 0, n * size); /* no half-exchange left */
     if (r == SFV_OK) SFV__LOG(SFV_LOG_DEBUG, "exchange: rank %zu of %zu: done", rank, n);
+    return r;
+}
+SAFEVERBS_API sfv_result sfv_exchange_all_keyed(const sfv_net_node *nodes, size_t n, size_t rank, const void *mine, size_t size, void *all,
+                                                const sfv_exchange_desc *desc, int timeout_ms) {
+    return sfv__exchange_all(nodes, n, rank, mine, size, all, desc, timeout_ms, NULL);
+}
+
+/* The sync of sfv_node_connect over the connections its exchange kept: each side sends a tag
+   frame bound to the connection's hellos ('s' from the listening side, 'S' from the connecting
+   one), then reads and checks the peer's. All sends go first (a frame fits any socket buffer),
+   so no two ranks wait for each other. Closes every link. */
+static sfv_result sfv__ex_sync(sfv__ex_link *links, size_t n, const sfv_exchange_desc *desc, uint64_t deadline) {
+    sfv__ex_key key;
+    sfv_result r = sfv__ex_key_pick(desc, &key);
+    size_t i;
+    for (i = 0; r == SFV_OK && i < n; i++) {
+        uint8_t out[SFV__EX_FRAME];
+        sfv__ex_frame f;
+        if (links[i].fd < 0) continue;
+        memset(&f, 0, sizeof f);
+        f.type = SFV__EX_TAG;
+        sfv__ex_mac(&key, links[i].listening ? 's' : 'S', links[i].hello_c, links[i].hello_l, NULL, 0, f.body);
+        sfv__ex_encode(&f, out);
+        r = sfv__fd_io(links[i].fd, out, sizeof out, true, deadline, i);
+    }
+    for (i = 0; r == SFV_OK && i < n; i++) {
+        uint8_t in[SFV__EX_FRAME], want[32];
+        sfv__ex_frame f;
+        const char *bad;
+        if (links[i].fd < 0) continue;
+        if ((r = sfv__fd_io(links[i].fd, in, sizeof in, false, deadline, i)) != SFV_OK) break;
+        bad = sfv__ex_decode(in, sizeof in, &f);
+        if (!bad && f.type != SFV__EX_TAG) bad = "a frame that is not a tag";
+        sfv__ex_mac(&key, links[i].listening ? 'S' : 's', links[i].hello_c, links[i].hello_l, NULL, 0, want);
+        if (!bad && !sfv__same_bytes(f.body, want, sizeof want)) bad = "a sync that does not match its connection";
+        if (bad) r = sfv__fail(SFV_ERR_PERMISSION, EACCES, "exchange", "rank %zu sent %s", i, bad);
+    }
+    sfv__ex_links_close(links, n);
     return r;
 }
 
@@ -7890,10 +7973,15 @@ static sfv_result sfv__allgather_failed(sfv_result r, unsigned long failures, co
     return sfv__fail(r < 0 && r >= SFV_ERR_ADDR_IN_USE ? r : SFV_ERR_DRIVER, EIO, "node", "the allgather of %s failed (it returned %d: %s)", what, (int)r,
                      sfv_result_str(r));
 }
+/* Up to this world size sfv_node_connect keeps its exchange's connections (world - 1 sockets a
+   rank) for the sync; above it the sync is an exchange of its own, as sfv_exchange_all of 0 bytes.
+   A constant, not the process's limit of open files: every rank must sync the same way. */
+#define SFV__NODE_LINKS_MAX 256
 SAFEVERBS_API sfv_result sfv_node_connect_keyed(sfv_node *node, const sfv_net_node *nodes, const sfv_exchange_desc *desc, int timeout_ms) {
     const uint64_t deadline = sfv__deadline(sfv__ms_or(timeout_ms, 60000u));
-    size_t each;
+    size_t each, i;
     uint8_t *mine, *all;
+    sfv__ex_link *links = NULL;
     sfv_result r;
     SFV__CHECK_ARG(node, "node");
     SFV__CHECK_ARG(nodes, "nodes (NULL)");
@@ -7902,12 +7990,22 @@ SAFEVERBS_API sfv_result sfv_node_connect_keyed(sfv_node *node, const sfv_net_no
     each = SFV_NODE_ENDPOINT_SIZE(node->world);
     mine = (uint8_t *)SFV_MALLOC(each);
     all = (uint8_t *)SFV_MALLOC(node->world * each);
-    r = mine && all ? SFV_OK : sfv__fail_verb("malloc", ENOMEM);
+    if (node->world > 1 && node->world <= SFV__NODE_LINKS_MAX) {
+        links = (sfv__ex_link *)SFV_MALLOC(node->world * sizeof *links);
+        for (i = 0; links && i < node->world; i++) links[i].fd = -1;
+    }
+    r = mine && all && (links || node->world == 1 || node->world > SFV__NODE_LINKS_MAX) ? SFV_OK : sfv__fail_verb("malloc", ENOMEM);
     if (r == SFV_OK) r = sfv_node_endpoint(node, mine, each);
-    if (r == SFV_OK) r = sfv_exchange_all_keyed(nodes, node->world, node->rank, mine, each, all, desc, sfv__ms_until(deadline));
+    if (r == SFV_OK) r = sfv__exchange_all(nodes, node->world, node->rank, mine, each, all, desc, sfv__ms_until(deadline), links);
     if (r == SFV_OK) r = sfv_node_handshake(node, all, node->world * each);
-    if (r == SFV_OK && (r = sfv_exchange_all_keyed(nodes, node->world, node->rank, NULL, 0, NULL, desc, sfv__ms_until(deadline))) != SFV_OK)
-        r = sfv__node_unsynced(node, r);
+    if (r == SFV_OK) { /* the sync: over the exchange's connections where it kept them */
+        r = links ? sfv__ex_sync(links, node->world, desc, deadline)
+                  : sfv_exchange_all_keyed(nodes, node->world, node->rank, NULL, 0, NULL, desc, sfv__ms_until(deadline));
+        if (r != SFV_OK) r = sfv__node_unsynced(node, r);
+    } else if (links) {
+        sfv__ex_links_close(links, node->world);
+    }
+    SFV_FREE(links);
     SFV_FREE(mine);
     SFV_FREE(all);
     if (r == SFV_OK) SFV__LOG(SFV_LOG_INFO, "node rank %u of %u: connected to every rank", (unsigned)node->rank, (unsigned)node->world);

@@ -660,8 +660,10 @@ static void syscall_section(FILE *o) {
     fprintf(o, "## System calls per operation (strace)\n\n"
                "strace -c -f on the client, runs of N and 2N operations, 8-byte sends; the difference over N. On rxe "
                "every post of send-queue work is one write(2) to the kernel (the doorbell), receives and polling none. "
-               "In the SFV_WAIT_EVENT run the server pauses 2 ms before each echo, so every wait of the client "
-               "sleeps (arm, poll, read the event) and the count does not depend on timing.\n\n"
+               "In the SFV_WAIT_EVENT run the server pauses 10 ms before each echo, so every wait of the client "
+               "sleeps (arm, poll, read the event) and the count does not depend on timing (with 2 ms, a client kept off "
+               "the CPU that long now and then found a reply already there and slept once less: 0.06 calls per op "
+               "between two runs of the same loop).\n\n"
                "| run | safeverbs | raw verbs | safeverbs - raw | target: equal |\n|---|---:|---:|---:|---|\n");
     for (int c = 0; c < 3; c++) {
         char variant[40];
@@ -1012,7 +1014,9 @@ static void scale_section(FILE *o, const char *dir) {
     fprintf(o, "## How cost grows with the work\n\n![scaling](scaling.png)\n\n"
                "**Connecting a node** (build/sfv_scale --test connect): every rank a process in the guest, rxe0 and "
                "rxe1 in turn, sfv_create_node then timed: sfv_node_connect (the TCP exchange on 127.0.0.1, the "
-               "handshakes, the sync) and one barrier; the slowest rank's time. Each rank connects a channel to "
+               "handshakes, the sync over the exchange's kept connections) and one barrier; the slowest rank's time, "
+               "the least of 3 rounds (noise only adds), and the CPU time of the same calls summed over the ranks "
+               "(the least round). Each rank connects a channel to "
                "every rank, so the work per rank grows with the ranks, and the whole job's with their square. "
                "*raw floor*: the same queue pairs (one per rank, itself included, each rank a process, rxe0 and rxe1 "
                "in turn) created and moved to INIT untimed, then timed as the node's connect is: RTR and RTS for every "
@@ -1021,13 +1025,13 @@ static void scale_section(FILE *o, const char *dir) {
                "the slowest rank's time, the least of them (noise only adds). *raw CPU*: the CPU time of that "
                "timed part summed over the ranks (the modify_qp system calls run in the calling process; the "
                "kernel counts CPU time in ticks, so a few ms are rough), the least round.\n\n"
-               "| ranks | connect + barrier (ms) | per rank (ms) | raw floor (ms) | raw CPU, all ranks (ms) |\n"
-               "|---:|---:|---:|---:|---:|\n");
+               "| ranks | connect + barrier (ms) | per rank (ms) | CPU, all ranks (ms) | raw floor (ms) | raw CPU, all ranks (ms) |\n"
+               "|---:|---:|---:|---:|---:|---:|\n");
     n = sizes_of("scale", "connect", "tree", x, 64);
     for (int i = 0; i < n; i++) {
         double t = fig("scale", "connect", "tree", x[i], "sfv", "connect_ms");
-        fprintf(o, "| %ld | %s | %s | %s | %s |\n", x[i], num(t, 1), num(t / (double)x[i], 2),
-                num(fig("scale", "connect", "raw", x[i], "raw", "connect_ms"), 1),
+        fprintf(o, "| %ld | %s | %s | %s | %s | %s |\n", x[i], num(t, 1), num(t / (double)x[i], 2),
+                num(fig("scale", "connect", "tree", x[i], "sfv", "cpu_ms"), 1), num(fig("scale", "connect", "raw", x[i], "raw", "connect_ms"), 1),
                 num(fig("scale", "connect", "raw", x[i], "raw", "cpu_ms"), 1));
     }
     {
@@ -1068,8 +1072,10 @@ static void scale_section(FILE *o, const char *dir) {
         long px[8];
         int np = sizes_of("scale", "connect", "phases", px, 8);
         if (np > 0) {
-            fprintf(o, "**sfv_node_connect step by step** (sfv_scale --variant phases: its steps called one by one "
-                       "through the public API, each the slowest rank's time; one run each, ms). The node connect "
+            fprintf(o, "**A node connected by hand, step by step** (sfv_scale --variant phases: sfv_node_connect's steps called one by one "
+                       "through the public API, each the slowest rank's time; one run each, ms; the sync by hand is an "
+                       "exchange of 0 bytes over new connections, where sfv_node_connect sends one frame each way over "
+                       "the connections its exchange kept). The node connect "
                        "above starts its clock in each rank when that rank is ready, so its time holds the wait "
                        "for the last rank to start; here an untimed exchange first lines the ranks up:\n\n| step |");
             for (int i = 0; i < np; i++) fprintf(o, " %ld ranks |", px[i]);

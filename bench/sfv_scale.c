@@ -132,12 +132,14 @@ static int run_connect(const opts *o) {
         free(mine);
         free(all);
     } else {
+        const double c0 = cpu_ms();
         t0 = now_s();
         must(sfv_node_connect(node, nodes, 120000), "node connect");
         must(sfv_node_barrier(node, NULL, 0, 120000), "barrier");
         t1 = now_s();
         printf("result,scale,connect,%s,%d,sfv,connect_ms_rank%d,%.3f\n", o->variant ? o->variant : "tree", o->world, o->rank,
                (t1 - t0) * 1e3);
+        printf("result,scale,connect,%s,%d,sfv,cpu_ms_rank%d,%.3f\n", o->variant ? o->variant : "tree", o->world, o->rank, cpu_ms() - c0);
     }
     must(sfv_destroy_node(node), "destroy node");
     sfv_dealloc_pd(pd);

@@ -19,6 +19,7 @@
 #include <arpa/inet.h>
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -632,6 +633,76 @@ static void t_bytes_changed_on_the_way(void) {
     wait_ok(relay, "the relay");
 }
 
+/* ---- sfv_node_connect's sync over the exchange's kept connections ------------------------------ */
+/* Rank 1 (a child) exchanges with links kept, then does `mode` with them: 0 syncs; 1 closes
+   them; 2 sends its sync frame with a bit changed; 3 sends the frame of the other direction (what
+   rank 0 itself sends: a reflection); 4 sends nothing and holds them open. Rank 0 syncs and must
+   get OK, SFV_ERR_DRIVER (closed), SFV_ERR_PERMISSION twice, SFV_ERR_TIMEOUT by its deadline. */
+static void sync_rank1(const sfv_net_node *nodes, const sfv_exchange_desc *d, int mode) {
+    char m1[MSG] = "rank 1", a1[3 * MSG];
+    sfv__ex_link links[3];
+    sfv__ex_key key;
+    size_t i;
+    for (i = 0; i < 3; i++) links[i].fd = -1;
+    CHECK_OK(sfv__exchange_all(nodes, 2, 1, m1, MSG, a1, d, 5000, links));
+    CHECK(links[0].fd >= 0 && links[1].fd < 0 && links[0].listening); /* rank 0 came to us */
+    CHECK(strcmp(a1, "rank 0") == 0);
+    if (mode == 0) {
+        CHECK_OK(sfv__ex_sync(links, 2, d, sfv__deadline(5000)));
+        CHECK(fcntl(links[0].fd, F_GETFD) < 0); /* closed */
+        exit(0);
+    }
+    if (mode == 1) {
+        sfv__ex_links_close(links, 2);
+        exit(0);
+    }
+    if (mode == 2 || mode == 3) {
+        uint8_t out[SFV__EX_FRAME];
+        sfv__ex_frame f;
+        CHECK_OK(sfv__ex_key_pick(d, &key));
+        memset(&f, 0, sizeof f);
+        f.type = SFV__EX_TAG;
+        sfv__ex_mac(&key, mode == 2 ? 's' : 'S', links[0].hello_c, links[0].hello_l, NULL, 0, f.body);
+        if (mode == 2) f.body[7] ^= 0x10;
+        sfv__ex_encode(&f, out);
+        CHECK(write(links[0].fd, out, sizeof out) == (ssize_t)sizeof out);
+    }
+    sleep(3); /* (mode 4: silent past rank 0's deadline) */
+    sfv__ex_links_close(links, 2);
+    exit(0);
+}
+static void t_node_sync_links(void) {
+    static const sfv_result want[5] = {SFV_OK, SFV_ERR_DRIVER, SFV_ERR_PERMISSION, SFV_ERR_PERMISSION, SFV_ERR_TIMEOUT};
+    static const char *const says[5] = {"", "rank 1 closed the connection", "rank 1 sent a sync that does not match",
+                                        "rank 1 sent a sync that does not match", "rank 1 did not complete the exchange in time"};
+    sfv_net_node nodes[2];
+    sfv_exchange_desc d;
+    int mode;
+    unsetenv("SAFEVERBS_JOB_KEY");
+    for (mode = 0; mode < 5; mode++) {
+        job j = {2, (uint16_t)(25230 + 2 * mode), "the job key of t_node_sync_links", 0, 1, 5000};
+        char mine[MSG] = "rank 0", all[2 * MSG];
+        sfv__ex_link links[2];
+        double t0;
+        pid_t other;
+        job_net(&j, nodes);
+        job_desc(&j, &d);
+        other = fork();
+        CHECK(other >= 0);
+        if (other == 0) sync_rank1(nodes, &d, mode);
+        links[0].fd = links[1].fd = -1;
+        CHECK_OK(sfv__exchange_all(nodes, 2, 0, mine, MSG, all, &d, 5000, links));
+        CHECK(links[0].fd < 0 && links[1].fd >= 0 && !links[1].listening);
+        CHECK(strcmp(all + MSG, "rank 1") == 0);
+        t0 = test_seconds();
+        CHECK_RESULT(sfv__ex_sync(links, 2, &d, sfv__deadline(1000)), want[mode]);
+        if (test_seconds() - t0 > 2.5) FAIL("mode %d: the sync returned after %.2f s, its deadline was 1 s", mode, test_seconds() - t0);
+        if (mode && !strstr(sfv_last_error()->message, says[mode])) FAIL("mode %d: message: %s", mode, sfv_last_error()->message);
+        CHECK(fcntl(links[1].fd, F_GETFD) < 0); /* closed, whatever the result */
+        wait_ok(other, "rank 1");
+    }
+}
+
 /* ---- name lookups ------------------------------------------------------------------------------ */
 /* The resolver, interposed for names under .test: NAME.slow.test answers 127.0.0.1 after 3 s (a
    resolver that does not answer in time), NAME.gone.test does not exist; other names go to the
@@ -707,6 +778,7 @@ static const harness_test TESTS[] = {
     TEST(t_stranger_flood, 30),
     TEST(t_stranger_alone, 20),
     TEST(t_bytes_changed_on_the_way, 20),
+    TEST(t_node_sync_links, 40),
     TEST(t_name_lookup_by_deadline, 30),
 };
 
