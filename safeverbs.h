@@ -5127,16 +5127,27 @@ SFV__SLOW sfv_result sfv__wc_none(sfv_work_completion *wc, sfv_result r) {
 
 /* A consumed handle's result; ch (NULL once the channel may be gone) only sharpens the hint. */
 static const sfv_channel *sfv__srq_channel(const sfv_srq *srq, const sfv__slot *s);
-static sfv_result sfv__pending_result(const sfv_pending *pending, const sfv_channel *ch, sfv_work_completion *wc) {
+SFV__SLOW sfv_result sfv__pending_result_slow(const sfv_pending *pending, const sfv_channel *ch, sfv_work_completion *wc) {
     sfv__slot d;
     d.seq = pending->seq_;
     memcpy(&d.state, pending->done_, SFV__SLOT_FACTS);
     if (wc) {
-        if (d.status == IBV_WC_SUCCESS) sfv__wc_make_ok(wc, &d); /* (the common one built here, no second call) */
-        else sfv__wc_make(wc, &d);
+        sfv__wc_make(wc, &d);
         if (ch && ch->core_of) wc->channel = sfv__srq_channel(ch->core_of, &d);
     }
     return d.status == IBV_WC_SUCCESS ? SFV_OK : sfv__fail_work(ch, &d);
+}
+/* The common one, a success whose completion is asked for (not an SRQ's receive), is built here
+   with no stack frame; the rest is sfv__pending_result_slow's. */
+static sfv_result sfv__pending_result(const sfv_pending *pending, const sfv_channel *ch, sfv_work_completion *wc) {
+    sfv__slot d;
+    d.seq = pending->seq_;
+    memcpy(&d.state, pending->done_, SFV__SLOT_FACTS);
+    if (SFV__LIKELY(wc && d.status == IBV_WC_SUCCESS && !(ch && ch->core_of))) {
+        sfv__wc_make_ok(wc, &d);
+        return SFV_OK;
+    }
+    return sfv__pending_result_slow(pending, ch, wc);
 }
 
 /* Consumes a batch's handle: keeps the first failure, else the last completion. Only the last
