@@ -152,7 +152,8 @@
    (the NIC then fails the work with a local protection error; a send that goes inline is
    copied by the CPU at the post instead, unchecked: so is a plain element in a release build).
    Debug only (SFV_TRACK_INFLIGHT, on with SFV_DEBUG): the buffers the NIC owns. A scatter
-   element over memory in flight, a gather element over memory in flight as scatter, and
+   element over memory in flight, a gather element over memory in flight as scatter (an inline
+   send's and an inject's bytes included: the CPU copies them at the post), and
    sfv_dereg_mr of an MR that work in flight uses are broken contracts (SFV_ASSERT, after a
    message naming both); ASan and valgrind see the NIC's ownership (>>impl inflight). Not
    caught: a CPU write to a buffer the NIC reads, code built without the sanitizer, a peer's
@@ -516,8 +517,9 @@ typedef struct sfv_work_completion {
     uint32_t imm_data;               /* host byte order; valid when has_imm */
     bool has_imm;
     const sfv_channel *channel;      /* a receive of an SRQ (>>srq): the channel it came in on (NULL
-                                        if that channel is destroyed by now, and when a consumed
-                                        handle is read again); NULL for all else */
+                                        if that channel is destroyed or reset by now, a reset
+                                        giving it a new queue pair, and when a consumed handle
+                                        is read again); NULL for all else */
 } sfv_work_completion;
 
 /* A status's name ("REM_ACCESS_ERR"), its class, a hint for humans, and a class's name: never
@@ -817,7 +819,9 @@ SFV_NODISCARD SAFEVERBS_API sfv_result sfv_channel_desc_resolve(sfv_pd *pd, cons
 SFV_NODISCARD SAFEVERBS_API sfv_result sfv_create_channel(sfv_pd *pd, const sfv_channel_desc *desc, sfv_channel **out);
 /* Flushes work in flight (the QP goes to the error state and the flushed work is drained), then
    frees; the NIC touches none of the channel's buffers afterwards. If a verb refuses to destroy,
-   the channel stays valid, nothing is freed, and the call can be retried. NULL: SFV_OK. A
+   the channel stays valid and the call can be retried: nothing is freed if the queue pair's
+   destroy refused; if a later one did (its CQ's, its completion channel's), the queue pair is
+   gone already, so the channel is broken (its work flushed), and a retry frees the rest. NULL: SFV_OK. A
    channel destroyed already is a broken contract, caught in debug builds (SFV_ASSERT, then
    SFV_ERR_INVALID) unless a newer channel took its address; release builds would read freed
    memory. */
@@ -885,9 +889,10 @@ typedef struct sfv_pending {
    a refused post zeroes it, unless it still holds work of that channel (waiting, or done and not
    consumed), which it keeps. A successful post into a handle that still holds work leaves that
    work with no handle: it stays the channel's until the scope it was posted in ends,
-   sfv_channel_reset flushes it or sfv_destroy_channel ends it; until then it counts in
-   sfv_channel_outstanding, its buffers are the NIC's, and every place posted after it stays taken
-   too (the queue fills). */
+   sfv_channel_reset flushes it or sfv_destroy_channel ends it; until then its buffers are the
+   NIC's. Its place stays taken until the scope ends or the channel is destroyed (a reset frees
+   its buffers, not its place): it counts in sfv_channel_outstanding, and every place posted
+   after it stays taken too (the queue fills). */
 SFV_NODISCARD SAFEVERBS_API sfv_result sfv_channel_post_send(sfv_channel *ch, const sfv_gather_element *sges, size_t n, sfv_pending *pending);
 SFV_NODISCARD SAFEVERBS_API sfv_result sfv_channel_post_send_imm(sfv_channel *ch, const sfv_gather_element *sges, size_t n, uint32_t imm, sfv_pending *pending);
 SFV_NODISCARD SAFEVERBS_API sfv_result sfv_channel_post_receive(sfv_channel *ch, const sfv_scatter_element *sges, size_t n, sfv_pending *pending);
@@ -1032,9 +1037,11 @@ SFV_NODISCARD SAFEVERBS_API sfv_result sfv_channel_scope(sfv_channel *ch, sfv_sc
    it is consumed, the send queue's in posting order, then the receive queue's in posting order.
    So a scope's receives give their byte_len, immediate and opcode, and each failure its status
    (a deadline that expired: wc->result SFV_ERR_TIMEOUT). The work's buffers are free when on_wc
-   runs; on_wc must not post to or wait on the channel. on_wc NULL: as sfv_channel_scope. */
+   runs; on_wc must not post to or wait on the channel, and may not destroy or reset it or its
+   multi-channel (refused: SFV_ERR_INVALID). on_wc NULL: as sfv_channel_scope. */
 typedef void (*sfv_scope_wc_fn)(const sfv_work_completion *wc, void *wc_user);
-/* Selective signalling chosen by the caller: inside a scope only (else SFV_ERR_INVALID), these
+/* Selective signalling chosen by the caller: inside a scope only, not a manual one (else
+   SFV_ERR_INVALID: a manual scope takes only work consumed by its handle), these
    post without asking the NIC for a completion (no CQ entry, nothing to poll: cheaper for the NIC
    and the poller). "When the scope returns, every buffer is free" still holds: RC completes a
    send queue in order, so a later signaled completion completes this work too; and if the last
@@ -1083,7 +1090,8 @@ SFV_NODISCARD SAFEVERBS_API sfv_result sfv_channel_manual_scope(sfv_channel *ch,
    bytes that do not fit it, SFV_ERR_SLICE_NOT_WITHIN_BOUNDS; a region that wraps, SFV_ERR_INVALID.
    Every other refusal of a post (not connected, broken) as sfv_channel_post_send's.
    Injects need no in-flight tracking (SFV_TRACK_INFLIGHT: the NIC reads no memory of the caller's
-   after the post). A place an inject holds counts in sfv_channel_outstanding until a later
+   after the post); a debug build still checks that their bytes are no memory in flight as
+   scatter (a broken contract: SFV_ASSERT, then SFV_ERR_INVALID). A place an inject holds counts in sfv_channel_outstanding until a later
    completion (or flush) gives it back. Inside a scope, an inject left last on the send queue is
    fenced as an unsignaled post is, and the scope does not wait for injects themselves, nor report
    them. Destroy and reset flush them like any work. The data path allocates nothing and makes
@@ -1199,7 +1207,9 @@ SFV_NODISCARD SAFEVERBS_API sfv_result sfv_srq_post_receive(sfv_srq *srq, const 
 SFV_NODISCARD SAFEVERBS_API sfv_result sfv_srq_post_receive_batch(sfv_srq *srq, const sfv_scatter_element *sges, size_t per_wr, size_t count, sfv_pending *pendings);
 /* Arms the low-water limit (0 < limit < max_wr; 0 disarms where the device allows). */
 SFV_NODISCARD SAFEVERBS_API sfv_result sfv_srq_set_limit(sfv_srq *srq, uint32_t limit);
-/* Receives posted and not yet consumed by a pending handle. */
+/* Places taken in the SRQ: receives posted and not yet consumed by a pending handle, plus
+   receives consumed before older ones that are not (their places free when the older ones are
+   consumed), as sfv_channel_outstanding. A post that finds them all taken is refused. */
 SAFEVERBS_API size_t sfv_srq_outstanding(const sfv_srq *srq);
 
 /* >>leases ----------------------------------------------------------------------------------- */
@@ -1249,8 +1259,9 @@ SAFEVERBS_API sfv_result sfv_lease_revoke(sfv_lease *lease);
 typedef struct sfv_multi_channel sfv_multi_channel;
 /* n >= 1 channels made with the same desc (NULL or zero-filled: defaults). */
 SFV_NODISCARD SAFEVERBS_API sfv_result sfv_create_multi_channel(sfv_pd *pd, size_t n, const sfv_channel_desc *desc, sfv_multi_channel **out);
-/* Destroys every channel as sfv_destroy_channel does (work in flight is flushed first). If one
-   refuses, the multi-channel stays valid and the call can be retried. NULL: SFV_OK. */
+/* Destroys every channel as sfv_destroy_channel does (work in flight is flushed first), the last
+   first. If one refuses, the multi-channel stays valid with that channel and those before it
+   (its length says how many: those after it are gone) and the call can be retried. NULL: SFV_OK. */
 SAFEVERBS_API sfv_result sfv_destroy_multi_channel(sfv_multi_channel *mc);
 SAFEVERBS_API size_t sfv_multi_channel_len(const sfv_multi_channel *mc);
 /* Channel `peer`, owned by mc (do not destroy it); NULL when peer is out of range. */
@@ -1416,10 +1427,12 @@ SFV_NODISCARD SAFEVERBS_API sfv_result sfv_node_handshake(sfv_node *node, const 
 /* Connects the node to the job in one call: its endpoint to every rank and theirs back
    (sfv_exchange_all over nodes, world_size of them), the handshake, then a sync, so that when
    it returns every rank's channels are connected. The sync goes over the exchange's own
-   connections, kept open for it (world_size - 1 sockets a rank while it runs; one authenticated
-   frame each way); above 256 ranks it is an exchange of its own, as sfv_exchange_all of 0
-   bytes. So every rank of a job connects with sfv_node_connect (or every rank by hand, as
-   sfv_node_handshake says), not some each way. One deadline for all of it
+   connections, kept open for it (world_size - 1 sockets a rank while it runs, within the
+   process's limit of open files, RLIMIT_NOFILE, beside its other descriptors: else the exchange
+   fails with the accept's or socket's EMFILE; one authenticated frame each way); above 256 ranks
+   it is an exchange of its own, as sfv_exchange_all of 0 bytes. So every rank of a job connects
+   with sfv_node_connect (or every rank by hand, as sfv_node_handshake says), not some each way:
+   the exchange refuses a rank that connects the other way (SFV_ERR_INVALID, on both sides). One deadline for all of it
    (timeout_ms < 0: 60 s; no cap). It allocates world_size * SFV_NODE_ENDPOINT_SIZE(world_size)
    bytes for the exchange while it runs (0.9 MB at 128 ranks, about 940 MB at 4096). Errors:
    those of the exchange and the handshake; a failed sync after the handshake (a rank gone, a
@@ -2959,6 +2972,7 @@ struct sfv_channel {
     sfv_link_layer link_layer;
     bool connected, broken, armed;
     bool aborted;                 /* we moved the QP to the error state (a deadline, a destroy) */
+    bool abort_pending, abort_flushing; /* an SRQ's failure stopping its channels: this one's flushes still to drain, and whether its QP went to ERR */
     uint8_t first_status;         /* the channel's first failed completion (enum ibv_wc_status), 0: none */
     uint8_t first_op;             /* and what it was (sfv_wc_opcode) */
     uint8_t first_cause;          /* what the channel found out about it (sfv__cause) */
@@ -2968,6 +2982,8 @@ struct sfv_channel {
     uint32_t max_read_sge;        /* elements per RDMA read: max_send_sge, or less where the device
                                      reads into fewer (max_sge_rd; 1 on some iWARP NICs) */
     int scope_depth;
+    bool scope_manual;            /* the innermost open scope is a manual one: no unsignaled post (it has no handle to consume it by) */
+    int settling;                 /* a scope is consuming what fn left (its on_wc may run): no destroy or reset */
     sfv__ring sq, rq;
     struct sfv_lease *leases;     /* >>impl leases: the live leases bound to this queue pair */
     sfv_channel *ctx_next;        /* the context's list of channels (>>impl events) */
@@ -3318,6 +3334,10 @@ static sfv_result sfv__qp_make(sfv_channel *ch, sfv_pd *pd) {
     struct ibv_qp_attr qa;
     sfv_result r;
     uint32_t ask;
+    if (ch->desc.srq && !ch->desc.srq->srq)
+        return sfv__fail(SFV_ERR_BROKEN, EIO, "channel", "the SRQ is gone (a destroy failed part-way: call sfv_destroy_srq again)");
+    if (ch->desc.srq && (ch->desc.srq->core.broken || ch->desc.srq->core.async_cause)) /* its receives said flushed may still be the device's */
+        return sfv__fail(SFV_ERR_BROKEN, EIO, "channel", "the SRQ failed (its receives were flushed; the device may still hold them): no queue pair takes from it again; destroy it and make a new one");
     memset(&qi, 0, sizeof qi);
     qi.send_cq = qi.recv_cq = ch->cq;
     qi.qp_type = IBV_QPT_RC;
@@ -3798,6 +3818,29 @@ static bool sfv__iv_add_wr(sfv__ring *q, uint64_t wr_id, uint8_t op, bool scatte
     if (used < (int)q->iv_per) nodes[used].in_tree = 0; /* where the slot's nodes end */
     return true;
 }
+/* An inline gather (a send's, an inject's): copied at the post, so never in flight, but not from
+   memory in flight as scatter either (the CPU would copy bytes the NIC is writing). */
+static bool sfv__iv_check_gather(sfv__ring *q, uint64_t wr_id, uint8_t op, const struct ibv_sge *sg, int num) {
+    int k;
+    for (k = 0; k < num; k++) {
+        sfv__iv n;
+        const sfv__iv *f;
+        if (!sg[k].length || sg[k].addr + sg[k].length < sg[k].addr) continue;
+        memset(&n, 0, sizeof n);
+        n.lo = sg[k].addr;
+        n.hi = sg[k].addr + sg[k].length;
+        n.max_hi = n.hi;
+        n.q = q;
+        n.seq = (wr_id & ~SFV__WRID_INJECT) >> 1;
+        n.lkey = sg[k].lkey;
+        n.op = op;
+        if ((f = sfv__iv_find(sfv__iv_root[1], n.lo, n.hi, true, 0)) != NULL) {
+            sfv__iv_race(&n, f);
+            return false;
+        }
+    }
+    return true;
+}
 /* Forgets the nodes of the slot behind wr_id; `written`: bytes the NIC wrote, in element order. */
 static void sfv__iv_drop_slot(sfv__ring *q, uint64_t seq, uint64_t written) {
     sfv__iv *nodes = q->iv + (seq & q->mask) * q->iv_per;
@@ -3817,8 +3860,9 @@ static bool sfv__inflight_post(sfv__ring *q, const struct ibv_send_wr *s, const 
     for (; ok && s; s = s->next) {
         const uint8_t op = sfv__iv_send_op(s);
         const bool scatter = op == SFV_WC_OP_READ || op == SFV_WC_OP_COMP_SWAP || op == SFV_WC_OP_FETCH_ADD;
-        if (!scatter && (s->send_flags & IBV_SEND_INLINE)) { /* the NIC has the bytes once posted */
+        if (!scatter && (s->send_flags & IBV_SEND_INLINE)) { /* the NIC has the bytes once posted: checked, not kept */
             if (q->iv_per) q->iv[((s->wr_id >> 1) & q->mask) * q->iv_per].in_tree = 0;
+            ok = sfv__iv_check_gather(q, s->wr_id, op, s->sg_list, s->num_sge);
             continue;
         }
         ok = sfv__iv_add_wr(q, s->wr_id, op, scatter, s->sg_list, s->num_sge);
@@ -3927,6 +3971,16 @@ static bool sfv__port_active(const sfv_channel *ch) {
 
 /* The class of a failed completion. The channel's first failure is looked at once (a port query,
    on this slow path only); the flushes that follow it take their class from it. */
+/* The class of a flush on a channel whose first failure's cause is known (NONE: the status's own). */
+static sfv_work_error_class sfv__flush_class(const sfv_channel *ch) {
+    switch (ch->first_cause) {
+    case SFV__CAUSE_PORT_DOWN: return SFV_WORK_ERROR_LOCAL_RESOURCE;
+    case SFV__CAUSE_UNEXPLAINED_FLUSH: return SFV_WORK_ERROR_LOCAL_PROGRAMMING;
+    case SFV__CAUSE_FATAL_EVENT: return SFV_WORK_ERROR_FATAL;
+    case SFV__CAUSE_PEER_GONE: return SFV_WORK_ERROR_TRANSPORT;
+    default: return SFV_WORK_ERROR_NONE;
+    }
+}
 SFV__SLOW sfv_work_error_class sfv__failure_class(sfv_channel *ch, uint8_t op, enum ibv_wc_status status) {
     const bool flush = status == IBV_WC_WR_FLUSH_ERR;
     if (!ch->first_status) {
@@ -3942,10 +3996,8 @@ SFV__SLOW sfv_work_error_class sfv__failure_class(sfv_channel *ch, uint8_t op, e
         else if (flush && !ch->aborted)
             ch->first_cause = SFV__CAUSE_RECV_FLUSH; /* the peer's doing, most likely */
     }
-    if (ch->first_cause == SFV__CAUSE_PORT_DOWN && (flush || status == IBV_WC_LOC_QP_OP_ERR)) return SFV_WORK_ERROR_LOCAL_RESOURCE;
-    if (ch->first_cause == SFV__CAUSE_UNEXPLAINED_FLUSH && flush) return SFV_WORK_ERROR_LOCAL_PROGRAMMING;
-    if (ch->first_cause == SFV__CAUSE_FATAL_EVENT && flush) return SFV_WORK_ERROR_FATAL;
-    if (ch->first_cause == SFV__CAUSE_PEER_GONE && flush) return SFV_WORK_ERROR_TRANSPORT;
+    if (flush && sfv__flush_class(ch) != SFV_WORK_ERROR_NONE) return sfv__flush_class(ch);
+    if (ch->first_cause == SFV__CAUSE_PORT_DOWN && status == IBV_WC_LOC_QP_OP_ERR) return SFV_WORK_ERROR_LOCAL_RESOURCE;
     return sfv_wc_status_class((sfv_wc_status)status);
 }
 
@@ -4104,18 +4156,26 @@ static bool sfv__inflight(const sfv_channel *ch) {
     return ch->sq.completed != ch->sq.head || ch->rq.completed != ch->rq.head;
 }
 
-/* Marks what never completed as flushed (the QP is gone, so nothing will). */
+/* Marks what never completed as flushed (the QP is gone, so nothing will), in the class its
+   channel's first failure gives a flush (an event's FATAL, say), as a NIC's flush would say. */
 static void sfv__ring_flush(sfv__ring *q) {
     for (; q->completed < q->head; q->completed++) {
         sfv__slot *s = &q->slots[q->completed & q->mask];
-        if (s->state == SFV__SLOT_INJECT) s->state = SFV__SLOT_FREE; /* nobody waits for an inject */
-        else if (s->state == SFV__SLOT_INFLIGHT) sfv__finish_quiet(s, true);
+        if (s->state == SFV__SLOT_INJECT) {
+            s->state = SFV__SLOT_FREE; /* nobody waits for an inject */
+        } else if (s->state == SFV__SLOT_INFLIGHT) {
+            sfv__finish_quiet(s, true);
+            if (q->ch) s->has_imm = (uint8_t)sfv__flush_class(q->ch);
+        }
     }
     sfv__tail_free(q);
 }
 
+static void sfv__srq_forget_qp(sfv_srq *srq, uint32_t qpn);
 static bool sfv__destroy_qp(sfv_channel *ch) {
+    const uint32_t qpn = ch->qp ? ch->qp->qp_num : 0;
     if (ch->qp && ibv_destroy_qp(ch->qp) != 0) return false;
+    if (ch->qp && ch->srq) sfv__srq_forget_qp(ch->srq, qpn); /* (before the number is another QP's) */
     if (ch->qp) { /* without a QP it takes no work (a reset that makes a new one opens it again) */
         ch->broken = true;
         sfv__set_can(ch, false, false);
@@ -4123,6 +4183,7 @@ static bool sfv__destroy_qp(sfv_channel *ch) {
     ch->qp = NULL;
     sfv__ring_flush(&ch->sq);
     sfv__ring_flush(&ch->rq);
+    SFV__INFLIGHT_FORGET(ch); /* the NIC touches none of it any more, handle or not (>>impl inflight) */
     return true;
 }
 
@@ -4160,24 +4221,37 @@ static bool sfv__inflight_owned(const sfv_channel *ch) {
    instead. A flush needs no peer, so it normally ends in microseconds; 5 s leaves room for a
    loaded host or emulated NIC (rxe flushes on a kernel work queue that shares the CPUs) without
    letting a destroy hang on a NIC that never flushes. */
+#ifndef SFV__ABORT_DRAIN_NS /* (tests of a NIC that never flushes set less) */
 #define SFV__ABORT_DRAIN_NS 5000000000ull
+#endif
 /* Stops all work so no buffer stays in the NIC's hands: QP to ERR, drain the flushed work;
-   if that does not finish in time, destroy the QP, after which the NIC touches nothing. */
-static void sfv__abort(sfv_channel *ch) {
+   if that does not finish in time, destroy the QP, after which the NIC touches nothing. In two
+   halves, so that many channels stopped together (an SRQ's) share one deadline: the first moves
+   the QP to ERR (false: it has none, or the verb refused, so nothing will flush its work)... */
+static bool sfv__abort_start(sfv_channel *ch) {
     struct ibv_qp_attr qa;
-    uint64_t deadline = sfv__now_ns() + SFV__ABORT_DRAIN_NS;
     sfv__break(ch);
     ch->aborted = true;
-    if (!ch->qp) return;
+    if (!ch->qp) return false;
     memset(&qa, 0, sizeof qa);
     qa.qp_state = IBV_QPS_ERR;
-    if (ibv_modify_qp(ch->qp, &qa, IBV_QP_STATE) == 0) { /* else nothing ends the work: destroy the QP below */
-        sfv__abort_mark(ch);
+    if (ibv_modify_qp(ch->qp, &qa, IBV_QP_STATE) != 0) return false;
+    sfv__abort_mark(ch);
+    return true;
+}
+/* ... the second drains what it flushed until the deadline, then destroys a QP with work left. */
+static void sfv__abort_end(sfv_channel *ch, bool flushing, uint64_t deadline) {
+    if (!ch->qp) return;
+    if (flushing) {
         while (sfv__inflight_owned(ch) && sfv__now_ns() < deadline)
             if (sfv__drain(ch) < 0) break;
         while (sfv__inflight(ch) && sfv__drain(ch) > 0) {} /* what came of the injects: their places */
     }
     if (sfv__inflight(ch)) (void)sfv__destroy_qp(ch);
+}
+static void sfv__abort(sfv_channel *ch) {
+    const uint64_t deadline = sfv__now_ns() + SFV__ABORT_DRAIN_NS;
+    sfv__abort_end(ch, sfv__abort_start(ch), deadline);
 }
 
 SAFEVERBS_API sfv_result sfv_channel_arm(sfv_channel *ch) {
@@ -4213,14 +4287,22 @@ SFV__SLOW void sfv__async_abort(sfv_channel *ch) {
     if (!ch->first_status && !ch->first_cause) ch->first_cause = ch->async_cause;
     sfv__abort(ch);
     if (ch->core_of) { /* an SRQ (or its CQ) failed: none of its receives will complete */
+        const uint64_t deadline = sfv__now_ns() + SFV__ABORT_DRAIN_NS;
         uint64_t seq;
         sfv_channel *c;
         /* before its receives are said done (their buffers the program's again), no queue pair may
-           take one: every channel on it stops (an SRQ and its channels are one thread's) */
+           take one: every channel on it stops (an SRQ and its channels are one thread's), all of
+           them first, then their flushes are drained within one deadline (not one each) */
         for (c = ch->core_of->channels; c; c = c->srq_next)
             if (!c->aborted) {
                 if (!c->first_status && !c->first_cause) c->first_cause = SFV__CAUSE_FATAL_EVENT; /* its flushes say why */
-                sfv__abort(c);
+                c->abort_flushing = sfv__abort_start(c);
+                c->abort_pending = true;
+            }
+        for (c = ch->core_of->channels; c; c = c->srq_next)
+            if (c->abort_pending) {
+                c->abort_pending = false;
+                sfv__abort_end(c, c->abort_flushing, deadline);
             }
         for (seq = ch->rq.tail; seq < ch->rq.head; seq++) {
             sfv__slot *s = &ch->rq.slots[seq & ch->rq.mask];
@@ -4489,7 +4571,7 @@ SFV__SLOW sfv_result sfv__recv_batch_failed(const sfv_channel *ch, sfv_pending *
 SFV__SLOW sfv_result sfv__batch_failed(sfv_channel *ch, sfv_pending *pending, size_t posted, int rc) {
     sfv__pending_clear(ch, pending, 1);
     if (!posted) return sfv__fail_verb("ibv_post_send", rc);
-    sfv__break(ch);
+    SFV__KEEPING_ERROR(sfv__abort(ch)); /* flushed now, not left to a deadline (a scope waits for it by its place) */
     return sfv__fail(SFV_ERR_BROKEN, rc, "ibv_post_send", "ibv_post_send took %zu work requests of the batch, then failed: %s; the channel is broken",
                      posted, strerror(rc));
 }
@@ -4521,7 +4603,8 @@ static sfv_result sfv__post_refused(sfv_channel *ch, sfv__post_kind kind, const 
         return sfv__fail(SFV_ERR_INVALID, EINVAL, "post", "%zu elements, over the channel's %u%s", n, (unsigned)max_sge,
                          kind == SFV__POST_READ ? " for an RDMA read (the device's max_sge_rd)" : "");
     if (SFV__UNLIKELY(!pending && ch->scope_depth == 0))
-        return sfv__fail(SFV_ERR_INVALID, EINVAL, "post", "a NULL pending handle is allowed only inside a scope");
+        return sfv__fail(SFV_ERR_INVALID, EINVAL, "post", ch->core_of ? "a NULL pending handle: an SRQ's receives each need one (no scope covers an SRQ)"
+                                                                    : "a NULL pending handle is allowed only inside a scope");
     if (SFV__UNLIKELY(recv && ch->srq))
         return sfv__fail(SFV_ERR_INVALID, EINVAL, "post", "the channel's receives come from an SRQ: post them with sfv_srq_post_receive");
     if (SFV__UNLIKELY(ch->async_cause))
@@ -4960,12 +5043,14 @@ SFV__API_HOT sfv_result sfv_channel_post_read(sfv_channel *ch, const sfv_scatter
 SFV__SLOW sfv_result sfv__unsignaled_refused(sfv_channel *ch) {
     if (!ch) return sfv__fail(SFV_ERR_INVALID, EINVAL, "post", "channel (NULL)");
     if (ch->scope_depth == 0) return sfv__fail(SFV_ERR_INVALID, EINVAL, "post", "an unsignaled post is allowed only inside a scope (it has no completion of its own)");
+    if (ch->scope_manual)
+        return sfv__fail(SFV_ERR_INVALID, EINVAL, "post", "an unsignaled post has no pending handle to consume it by, and a manual scope takes only work consumed so: post it inside sfv_channel_scope");
     return sfv__fail(SFV_ERR_RESOURCE, ENOMEM, "post", "queue full: an unsignaled post needs room for itself and the scope's fence (%llu of %llu places taken)",
                      (unsigned long long)(ch->sq.head - ch->sq.tail), (unsigned long long)ch->sq.cap);
 }
 static sfv_result sfv__post_unsignaled(sfv_channel *ch, enum ibv_wr_opcode opcode, const void *sges, size_t n, const sfv_remote_mr *remote) {
     sfv_result r;
-    if (!ch || ch->scope_depth == 0 || ch->sq.head - ch->sq.tail + 2 > ch->sq.cap) return sfv__unsignaled_refused(ch);
+    if (!ch || ch->scope_depth == 0 || ch->scope_manual || ch->sq.head - ch->sq.tail + 2 > ch->sq.cap) return sfv__unsignaled_refused(ch);
     r = sfv__post_one(ch, opcode, sges, n, remote, 0, NULL, 0);
     if (!r) ch->last_unsignaled = ch->sq.head; /* one past its place: 0 is never a place */
     return r;
@@ -5071,6 +5156,7 @@ SFV__HOT_INLINE sfv_result sfv__inject(sfv_channel *ch, enum ibv_wr_opcode opcod
         wr.wr.rdma.remote_addr = remote->addr;
         wr.wr.rdma.rkey = remote->rkey;
     }
+    SFV__INFLIGHT_POST(q, &wr, NULL, NULL, 0); /* (debug builds: not from memory in flight as scatter) */
     { /* tracked before the post, so little stays live across the call; taken back if the verb refuses */
         const uint32_t len32 = (uint32_t)len;
         sfv__track_state(q, SFV__SLOT_INJECT, (sfv_wc_opcode)op, &len32, 1);
@@ -5400,13 +5486,21 @@ SFV__API_HOT sfv_result sfv_pending_wait_all(sfv_pending *pendings, size_t count
     return sfv__wait_rest(pendings, i + 1, count, timeout_ms, &deadline, wcs);
 }
 
+/* Whether an abort left work in the NIC's hands: moving the QP to ERR and destroying it were
+   both refused (nothing else stops it). */
+static bool sfv__abort_stuck(const sfv_channel *ch) { return ch->qp && sfv__inflight(ch); }
+SFV__SLOW sfv_result sfv__stuck(void) {
+    return sfv__fail(SFV_ERR_DRIVER, EIO, "wait", "the work did not complete, and the channel could not stop it (it was not flushed, and destroying the queue pair was refused): its buffers are still the NIC's; destroy the channel");
+}
 /* Blocking calls: post, wait with the channel's deadline; on expiry flush, so buffers are free. */
 static sfv_result sfv__blocking(sfv_channel *ch, sfv_result posted, sfv_pending *pending, sfv_work_completion *wc) {
     sfv_result r;
     if (SFV__UNLIKELY(posted)) return sfv__wc_none(wc, posted); /* never a zero (SFV_OK) completion for a refused post */
     r = sfv_pending_wait(pending, -1, wc);
     if (r != SFV_OK && r != SFV_ERR_WORK) { /* timed out, or the wait failed (the CQ): flush all the same */
-        SFV__KEEPING_ERROR(sfv__abort(ch); sfv__ignore(sfv_pending_wait(pending, -1, wc)));
+        bool stuck;
+        SFV__KEEPING_ERROR(sfv__abort(ch); stuck = sfv__abort_stuck(ch); if (!stuck) sfv__ignore(sfv_pending_wait(pending, -1, wc)));
+        if (stuck) r = sfv__wc_none(wc, sfv__stuck()); /* not "the buffers are free": they are not */
         if (wc) wc->result = r;
     }
     return r;
@@ -5461,7 +5555,10 @@ static sfv_result sfv__take_by(sfv_channel *ch, sfv__ring *q, uint64_t seq, uint
     sfv__slot *s = &q->slots[seq & q->mask];
     sfv_result w = SFV_OK;
     if (!sfv__slot_done(q, s, seq) && (w = sfv__wait_slot(ch, q, s, seq, &deadline, 0, false)) != SFV_OK) sfv__abort(ch);
-    if (!sfv__slot_done(q, s, seq)) sfv__finish_quiet(s, true); /* the abort could not end it: never a success */
+    if (!sfv__slot_done(q, s, seq)) { /* the abort could not end it: never a success, and said so */
+        sfv__finish_quiet(s, true);
+        w = sfv__stuck();
+    }
     sfv__wc_make(wc, s);
     sfv__release(q, s);
     return w;
@@ -5766,6 +5863,19 @@ static const sfv_channel *sfv__srq_channel(const sfv_srq *srq, const sfv__slot *
     return NULL;
 }
 
+/* A queue pair of the SRQ is gone (its channel destroyed or reset): its receives done and not
+   consumed say no channel, not whichever takes its number next (sfv__srq_channel). */
+static void sfv__srq_forget_qp(sfv_srq *srq, uint32_t qpn) {
+    sfv__ring *q = &srq->core.rq;
+    uint64_t seq;
+    for (seq = q->tail; seq < q->head; seq++) {
+        sfv__slot *s = &q->slots[seq & q->mask];
+        if (s->seq != seq || s->state != SFV__SLOT_DONE) continue;
+        if (s->status == IBV_WC_SUCCESS && s->vendor_err == qpn) s->vendor_err = 0; /* (no RC queue pair is number 0) */
+        else if (s->status != IBV_WC_SUCCESS && s->byte_len == qpn) s->byte_len = 0;
+    }
+}
+
 /* The SRQ's list of channels is under ev_lock, as the context's: an event read on any thread
    breaks every channel on it (sfv__srq_event). */
 static void sfv__srq_attach(sfv_srq *srq, sfv_channel *ch) {
@@ -5953,8 +6063,8 @@ SAFEVERBS_API size_t sfv_srq_outstanding(const sfv_srq *srq) { return srq ? (siz
 SAFEVERBS_API sfv_result sfv_channel_reset(sfv_channel *ch) {
     sfv_result r;
     SFV__CHECK_ARG(ch, "channel");
-    if (ch->scope_depth > 0)
-        return sfv__fail(SFV_ERR_INVALID, EINVAL, "sfv_channel_reset", "the channel is inside an open scope (or many-peer call): reset it after the scope returns");
+    if (ch->scope_depth > 0 || ch->settling > 0)
+        return sfv__fail(SFV_ERR_INVALID, EINVAL, "sfv_channel_reset", "the channel is inside an open scope (or many-peer call, or a scope's on_wc): reset it after the scope returns");
     sfv__leases_drop(ch); /* windows bound to the old QP hold it (>>impl leases); its leases end, dead, until revoked */
     if (sfv__inflight(ch) || (ch->qp && !ch->aborted)) sfv__abort(ch); /* everything in flight flushed */
     if (!sfv__destroy_qp(ch)) return sfv__fail_verb("ibv_destroy_qp", EBUSY);
@@ -6002,6 +6112,9 @@ static sfv_result sfv__lease_refused(const sfv_channel *ch, const sfv_mr *mr, si
         return sfv__fail(SFV_ERR_INVALID, EINVAL, fn, "access 0x%x: give one or more of REMOTE_WRITE, REMOTE_READ, REMOTE_ATOMIC", access);
     if ((access & (SFV_ACCESS_REMOTE_WRITE | SFV_ACCESS_REMOTE_ATOMIC)) && !(mr->access & SFV_ACCESS_LOCAL_WRITE))
         return sfv__fail(SFV_ERR_INVALID, EINVAL, fn, "remote write or atomic through a lease needs an MR with SFV_ACCESS_LOCAL_WRITE");
+    if ((mr->access & access) != access)
+        return sfv__fail(SFV_ERR_INVALID, EINVAL, fn, "access 0x%x asked for, but the MR was registered with 0x%x: a lease grants no more than its MR holds",
+                         access, (unsigned)mr->access);
     if (!length) return sfv__fail(SFV_ERR_INVALID, EINVAL, fn, "a lease of 0 bytes");
     if (offset > mr->length || length > mr->length - offset)
         return sfv__fail(SFV_ERR_SLICE_NOT_WITHIN_BOUNDS, ERANGE, fn, "[%zu, %zu + %zu) is not inside the MR's %zu bytes", offset, offset, length,
@@ -6027,7 +6140,7 @@ static sfv_result sfv__lease_bind(sfv_channel *ch, struct ibv_send_wr *wr) {
     if (rc) return sfv__post_failed(ch, &p, 1, "ibv_post_send", rc);
     sfv__cover(&ch->sq, &p, 1, sfv__track(&ch->sq, SFV_WC_OP_UNKNOWN, 0));
     r = sfv_pending_wait(&p, -1, &wc);
-    if (r == SFV_ERR_TIMEOUT) { /* never leave the bind in flight */
+    if (r != SFV_OK && r != SFV_ERR_WORK) { /* a deadline, a failed poll: never leave the bind in flight */
         SFV__KEEPING_ERROR(sfv__abort(ch); sfv__ignore(sfv_pending_wait(&p, -1, NULL)));
     }
     return r;
@@ -6108,8 +6221,7 @@ SAFEVERBS_API sfv_result sfv_lease_revoke(sfv_lease *lease) {
 static void sfv__leases_drop(sfv_channel *ch) {
     sfv_lease *l;
     for (l = ch->leases; l; l = l->next) {
-        if (l->mw) (void)ibv_dealloc_mw(l->mw);
-        l->mw = NULL;
+        if (l->mw && ibv_dealloc_mw(l->mw) == 0) l->mw = NULL; /* else kept: sfv_lease_revoke tries it again */
         l->ch = NULL;
     }
     ch->leases = NULL;
@@ -6132,23 +6244,29 @@ typedef struct sfv__mark { uint64_t sq, rq; } sfv__mark;
 typedef struct sfv__peer {
     sfv_channel *ch;
     sfv__mark scope_from;   /* an open scope: where its work starts in the two queues */
+    bool was_manual;        /* an open scope: the kind of the scope around it (restored at its close) */
     uint64_t next;          /* a many-peer call: the place of this channel's next request */
     bool expired;           /* a many-peer call: its deadline passed, the rest was flushed */
 } sfv__peer;
 
 /* A scope opens on every channel it covers: marks where its work starts, and lets posts leave
    their pending handle NULL. */
-static void sfv__scope_open(sfv__peer *peers, size_t n) {
+static void sfv__scope_open(sfv__peer *peers, size_t n, bool manual) {
     size_t i;
     for (i = 0; i < n; i++) {
         peers[i].scope_from.sq = peers[i].ch->sq.head;
         peers[i].scope_from.rq = peers[i].ch->rq.head;
         peers[i].ch->scope_depth++;
+        peers[i].was_manual = peers[i].ch->scope_manual;
+        peers[i].ch->scope_manual = manual;
     }
 }
-static void sfv__scope_close(sfv__peer *peers, size_t n) {
+static void sfv__scope_close(sfv__peer *peers, size_t n, bool manual) {
     size_t i;
-    for (i = 0; i < n; i++) peers[i].ch->scope_depth--;
+    for (i = 0; i < n; i++) {
+        peers[i].ch->scope_depth--;
+        peers[i].ch->scope_manual = manual ? peers[i].was_manual : peers[i].ch->scope_manual;
+    }
 }
 /* Waits for and consumes what fn left on each channel, each within its own deadline; fn's error
    detail survives the drain. */
@@ -6158,6 +6276,7 @@ static void sfv__scope_close(sfv__peer *peers, size_t n) {
    work before it. A fence that cannot be posted aborts the channel (flushed: the buffers are free). */
 static void sfv__scope_fence(sfv_channel *ch) {
     struct ibv_send_wr wr, *bad = NULL;
+    int rc;
     const uint64_t last = ch->sq.head - 1;
     const bool needed = ch->last_unsignaled == ch->sq.head; /* nothing was posted after it */
     const sfv__slot *s = &ch->sq.slots[last & ch->sq.mask];
@@ -6172,7 +6291,8 @@ static void sfv__scope_fence(sfv_channel *ch) {
     wr.wr_id = ch->sq.head << 1;
     wr.opcode = IBV_WR_RDMA_WRITE;
     wr.send_flags = IBV_SEND_SIGNALED;
-    if ((sfv__fence_errno = ibv_post_send(ch->qp, &wr, &bad)) != 0) {
+    if ((rc = ibv_post_send(ch->qp, &wr, &bad)) != 0) {
+        sfv__fence_errno = rc; /* (kept for the verdict: a later channel's fence does not clear it) */
         if (!ch->first_cause) ch->first_cause = SFV__CAUSE_FENCE_UNPOSTED; /* the flushes' hint says it */
         sfv__abort(ch);
         return;
@@ -6185,6 +6305,7 @@ static void sfv__scope_settle(sfv__peer *peers, size_t n, sfv_scope_report *rep,
     const uint64_t t0 = sfv__now_ns();
     size_t i;
     sfv__fence_errno = 0;
+    for (i = 0; i < n; i++) peers[i].ch->settling++; /* an on_wc that destroys or resets one is refused */
     for (i = 0; i < n; i++) {
         sfv_channel *ch = peers[i].ch;
         const uint64_t deadline = t0 + sfv__timeout_ns(ch->desc.timeout_ms);
@@ -6192,6 +6313,7 @@ static void sfv__scope_settle(sfv__peer *peers, size_t n, sfv_scope_report *rep,
         sfv__settle(ch, &ch->sq, peers[i].scope_from.sq, deadline, rep, sink);
         sfv__settle(ch, &ch->rq, peers[i].scope_from.rq, deadline, rep, sink);
     }
+    for (i = 0; i < n; i++) peers[i].ch->settling--;
     sfv__last = kept;
 }
 
@@ -6284,7 +6406,7 @@ static sfv_result sfv__channel_would_take(sfv_channel *ch, bool recv, bool read,
     return SFV_OK;
 }
 
-static sfv_result sfv__scope_run(sfv_channel *ch, sfv_scope_fn fn, void *user, sfv_scope_report *rep, const sfv__sink *sink) {
+static sfv_result sfv__scope_run(sfv_channel *ch, sfv_scope_fn fn, void *user, sfv_scope_report *rep, const sfv__sink *sink, bool manual) {
     sfv__peer one;
     unsigned long f0;
     memset(rep, 0, sizeof *rep);
@@ -6292,11 +6414,11 @@ static sfv_result sfv__scope_run(sfv_channel *ch, sfv_scope_fn fn, void *user, s
     SFV__CHECK_ARG(fn, "fn");
     memset(&one, 0, sizeof one);
     one.ch = ch;
-    sfv__scope_open(&one, 1);
+    sfv__scope_open(&one, 1, manual);
     f0 = sfv__failures;
     rep->fn_result = fn(ch, user);
     sfv__fn_failures = sfv__failures - f0;
-    sfv__scope_close(&one, 1);
+    sfv__scope_close(&one, 1, manual);
     sfv__scope_settle(&one, 1, rep, sink);
     return SFV_OK;
 }
@@ -6345,7 +6467,7 @@ static sfv_result sfv__manual_verdict(sfv_result ran, const sfv_scope_report *re
 static const sfv__sink sfv__no_sink = {NULL, NULL};
 SAFEVERBS_API sfv_result sfv_channel_scope(sfv_channel *ch, sfv_scope_fn fn, void *user, sfv_scope_report *report) {
     sfv_scope_report local, *rep = report ? report : &local;
-    return sfv__scope_verdict(sfv__scope_run(ch, fn, user, rep, &sfv__no_sink), rep);
+    return sfv__scope_verdict(sfv__scope_run(ch, fn, user, rep, &sfv__no_sink, false), rep);
 }
 SAFEVERBS_API sfv_result sfv_channel_scope_wc(sfv_channel *ch, sfv_scope_fn fn, void *user, sfv_scope_wc_fn on_wc, void *wc_user,
                                               sfv_scope_report *report) {
@@ -6353,11 +6475,11 @@ SAFEVERBS_API sfv_result sfv_channel_scope_wc(sfv_channel *ch, sfv_scope_fn fn, 
     sfv__sink sink;
     sink.fn = on_wc;
     sink.user = wc_user;
-    return sfv__scope_verdict(sfv__scope_run(ch, fn, user, rep, &sink), rep);
+    return sfv__scope_verdict(sfv__scope_run(ch, fn, user, rep, &sink, false), rep);
 }
 SAFEVERBS_API sfv_result sfv_channel_manual_scope(sfv_channel *ch, sfv_scope_fn fn, void *user) {
     sfv_scope_report rep;
-    return sfv__manual_verdict(sfv__scope_run(ch, fn, user, &rep, &sfv__no_sink), &rep);
+    return sfv__manual_verdict(sfv__scope_run(ch, fn, user, &rep, &sfv__no_sink, true), &rep);
 }
 
 SAFEVERBS_API sfv_result sfv_destroy_channel(sfv_channel *ch) {
@@ -6368,8 +6490,8 @@ SAFEVERBS_API sfv_result sfv_destroy_channel(sfv_channel *ch) {
     }
     SFV__LOG(SFV_LOG_DEBUG, "%s qp %u: destroying (%zu work requests outstanding)", sfv_context_name(sfv_pd_context(ch->pd)),
              ch->qp ? ch->qp->qp_num : 0, sfv_channel_outstanding(ch));
-    if (ch->scope_depth > 0)
-        return sfv__fail(SFV_ERR_INVALID, EINVAL, "sfv_destroy_channel", "the channel is inside an open scope (or many-peer call): destroy it after the scope returns");
+    if (ch->scope_depth > 0 || ch->settling > 0)
+        return sfv__fail(SFV_ERR_INVALID, EINVAL, "sfv_destroy_channel", "the channel is inside an open scope (or many-peer call, or a scope's on_wc): destroy it after the scope returns");
     sfv__leases_drop(ch); /* >>impl leases */
     if (sfv__inflight(ch)) sfv__abort(ch);
     if (!sfv__destroy_qp(ch)) return sfv__fail_verb("ibv_destroy_qp", EBUSY);
@@ -6459,7 +6581,7 @@ SAFEVERBS_API sfv_result sfv_destroy_multi_channel(sfv_multi_channel *mc) {
     if (mc->in_scope)
         return sfv__fail(SFV_ERR_INVALID, EINVAL, "sfv_destroy_multi_channel", "a scope of this multi-channel is open: destroy it after the scope returns");
     for (i = 0; i < mc->n; i++) /* all or none: no channel goes while one of them would refuse */
-        if (mc->peers[i].ch && mc->peers[i].ch->scope_depth > 0)
+        if (mc->peers[i].ch && (mc->peers[i].ch->scope_depth > 0 || mc->peers[i].ch->settling > 0))
             return sfv__fail(SFV_ERR_INVALID, EINVAL, "sfv_destroy_multi_channel",
                              "the channel to peer %zu is inside an open scope: destroy the multi-channel after the scope returns", i);
     r = sfv__mc_destroy_channels(mc);
@@ -6630,7 +6752,7 @@ static sfv_result sfv__many_run(sfv_multi_channel *mc, const sfv__many *m, sfv_w
         if (post_r) break;
     }
     post_err = wait_err = sfv__last;
-    sfv__scope_close(mc->peers, mc->n);
+    sfv__scope_close(mc->peers, mc->n, false);
     memset(&first, 0, sizeof first);
     t0 = sfv__now_ns();
     for (i = 0; i < posted; i++) { /* a queue's work is in request order from where the call began */
@@ -6698,7 +6820,7 @@ SAFEVERBS_API sfv_result sfv_multi_channel_multicast_send(sfv_multi_channel *mc,
     return sfv__many_run(mc, &m, wcs);
 }
 
-static sfv_result sfv__mc_scope_run(sfv_multi_channel *mc, sfv_multi_scope_fn fn, void *user, sfv_scope_report *rep) {
+static sfv_result sfv__mc_scope_run(sfv_multi_channel *mc, sfv_multi_scope_fn fn, void *user, sfv_scope_report *rep, bool manual) {
     unsigned long f0;
     memset(rep, 0, sizeof *rep);
     SFV__CHECK_ARG(mc, "multi-channel");
@@ -6706,12 +6828,12 @@ static sfv_result sfv__mc_scope_run(sfv_multi_channel *mc, sfv_multi_scope_fn fn
     if (mc->in_scope) /* as in the crate, where the open scope holds the multi-channel */
         return sfv__fail(SFV_ERR_INVALID, EINVAL, "scope", "a scope of this multi-channel is already open");
     mc->in_scope = true;
-    sfv__scope_open(mc->peers, mc->n);
+    sfv__scope_open(mc->peers, mc->n, manual);
     f0 = sfv__failures;
     rep->fn_result = fn(mc, user);
     sfv__fn_failures = sfv__failures - f0;
     mc->in_scope = false;
-    sfv__scope_close(mc->peers, mc->n);
+    sfv__scope_close(mc->peers, mc->n, manual);
     {
         static const sfv__sink none = {NULL, NULL};
         sfv__scope_settle(mc->peers, mc->n, rep, &none);
@@ -6721,11 +6843,11 @@ static sfv_result sfv__mc_scope_run(sfv_multi_channel *mc, sfv_multi_scope_fn fn
 
 SAFEVERBS_API sfv_result sfv_multi_channel_scope(sfv_multi_channel *mc, sfv_multi_scope_fn fn, void *user, sfv_scope_report *report) {
     sfv_scope_report local, *rep = report ? report : &local;
-    return sfv__scope_verdict(sfv__mc_scope_run(mc, fn, user, rep), rep);
+    return sfv__scope_verdict(sfv__mc_scope_run(mc, fn, user, rep, false), rep);
 }
 SAFEVERBS_API sfv_result sfv_multi_channel_manual_scope(sfv_multi_channel *mc, sfv_multi_scope_fn fn, void *user) {
     sfv_scope_report rep;
-    return sfv__manual_verdict(sfv__mc_scope_run(mc, fn, user, &rep), &rep);
+    return sfv__manual_verdict(sfv__mc_scope_run(mc, fn, user, &rep, true), &rep);
 }
 
 /* >>impl exchange ---------------------------------------------------------------------------- */
@@ -6905,7 +7027,8 @@ static sfv_result sfv__random(uint8_t *out, size_t len) {
 
 /* The exchange's frames, each 48 bytes: "SX", version 2, a type, three 32-bit big-endian words
    and a 32-byte body.
-     HELLO  words: rank, world size, message size; body: a fresh random nonce
+     HELLO  words: rank, world size, message size (bit 31: the side keeps the connection for
+            sfv_node_connect's sync after it); body: a fresh random nonce
      PROOF  words: 0, 0, 0 (reserved);             body: HMAC-SHA256 of the transcript
      TAG    words: 0, 0, 0 (reserved);             body: HMAC-SHA256 of the message bytes
    Every byte of a frame from a peer is checked (sfv__ex_decode) before any is believed. */
@@ -6917,14 +7040,16 @@ enum { SFV__EX_PENDING = 16 };
 typedef struct sfv__ex_frame {
     uint8_t type;
     uint32_t rank, world, size; /* a HELLO's; 0 in the others */
+    bool keeps;                 /* a HELLO's: its side keeps the connection for a sync (>>node) */
     uint8_t body[32];
 } sfv__ex_frame;
+#define SFV__EX_KEEPS 0x80000000u
 
 static void sfv__ex_encode(const sfv__ex_frame *f, uint8_t out[SFV__EX_FRAME]) {
     out[0] = 'S'; out[1] = 'X'; out[2] = SFV__EX_VERSION; out[3] = f->type;
     sfv__put_be(out + 4, f->rank, 4);
     sfv__put_be(out + 8, f->world, 4);
-    sfv__put_be(out + 12, f->size, 4);
+    sfv__put_be(out + 12, f->size | (f->keeps ? SFV__EX_KEEPS : 0), 4);
     memcpy(out + 16, f->body, sizeof f->body);
 }
 
@@ -6939,13 +7064,14 @@ static const char *sfv__ex_decode(const uint8_t *in, size_t size, sfv__ex_frame 
     if (in[2] != SFV__EX_VERSION) return "another version of the exchange";
     switch (in[3]) {
     case SFV__EX_HELLO: {
-        const uint64_t rank = sfv__get_be(in + 4, 4), world = sfv__get_be(in + 8, 4), bytes = sfv__get_be(in + 12, 4);
+        const uint64_t rank = sfv__get_be(in + 4, 4), world = sfv__get_be(in + 8, 4), bytes = sfv__get_be(in + 12, 4) & ~(uint64_t)SFV__EX_KEEPS;
         if (world == 0 || world > SFV__MAX_PEERS) return "a world size out of range";
         if (rank >= world) return "a rank outside its world";
         if (bytes > SFV__EX_MAX_SIZE) return "a message size over 64 MiB";
         out->rank = (uint32_t)rank;
         out->world = (uint32_t)world;
         out->size = (uint32_t)bytes;
+        out->keeps = (in[12] & 0x80) != 0;
         break;
     }
     case SFV__EX_PROOF:
@@ -7108,11 +7234,16 @@ static size_t sfv__ex_awaited(const sfv__ex *x) {
     return lower;
 }
 
-/* A proven peer's world and message size must be ours. */
+/* A proven peer's world and message size must be ours, and so must what comes after: a sync on
+   these connections (sfv_node_connect) or none (an exchange of its own). */
 static sfv_result sfv__ex_same_job(const sfv__ex *x, const sfv__ex_frame *hello, size_t peer) {
     if (hello->world != x->n || hello->size != x->size)
         return sfv__fail(SFV_ERR_INVALID, EINVAL, "exchange", "rank %zu has another world size or message size (%u, %u; ours %zu, %zu)", peer,
                          (unsigned)hello->world, (unsigned)hello->size, x->n, x->size);
+    if (hello->keeps != (x->links != NULL))
+        return sfv__fail(SFV_ERR_INVALID, EINVAL, "exchange", "rank %zu %s: every rank of a node connects the same way", peer,
+                         hello->keeps ? "connects its node with sfv_node_connect, this rank with a plain exchange (by hand)"
+                                      : "runs a plain exchange (a node connected by hand), this rank sfv_node_connect");
     return SFV_OK;
 }
 
@@ -7550,6 +7681,7 @@ static sfv_result sfv__ex_accept_lower(sfv__ex *x) {
             hello.rank = (uint32_t)x->rank;
             hello.world = (uint32_t)x->n;
             hello.size = (uint32_t)x->size;
+            hello.keeps = x->links != NULL;
             if ((r = sfv__random(hello.body, sizeof hello.body)) != SFV_OK) {
                 close(fd);
                 break;
@@ -7623,6 +7755,7 @@ static sfv_result sfv__ex_meet(sfv__ex *x, size_t peer) {
         f.rank = (uint32_t)x->rank;
         f.world = (uint32_t)x->n;
         f.size = (uint32_t)x->size;
+        f.keeps = x->links != NULL;
         r = sfv__random(f.body, sizeof f.body);
         sfv__ex_encode(&f, hello_c);
         if (r == SFV_OK) r = sfv__fd_io(fd, hello_c, sizeof hello_c, true, x->deadline, peer);
@@ -7673,7 +7806,7 @@ static sfv_result sfv__ex_meet(sfv__ex *x, size_t peer) {
 }
 
 static sfv_result sfv__exchange(const sfv_net_node *nodes, size_t n, size_t rank, const void *mine, size_t size, void *all,
-                                const sfv_exchange_desc *desc, int timeout_ms, sfv__ex_link *links) {
+                                const sfv_exchange_desc *desc, int timeout_ms, sfv__ex_link *links, const sfv__ex_key *key) {
     const uint64_t deadline = sfv__deadline(sfv__ms_or(timeout_ms, 60000u));
     sfv_result r = sfv_net_config_check(nodes, n);
     sfv__ex x;
@@ -7686,7 +7819,8 @@ static sfv_result sfv__exchange(const sfv_net_node *nodes, size_t n, size_t rank
     if (size > SFV__EX_MAX_SIZE) return sfv__fail(SFV_ERR_INVALID, EINVAL, "exchange", "%zu bytes (at most 64 MiB)", size);
     if (size && n > SIZE_MAX / size) return sfv__fail(SFV_ERR_INVALID, EINVAL, "exchange", "%zu ranks of %zu bytes do not fit in memory", n, size);
     memset(&x, 0, sizeof x);
-    if ((r = sfv__ex_key_pick(desc, &x.key)) != SFV_OK) return r;
+    if (key) x.key = *key; /* (sfv_node_connect's: picked once for the exchange and its sync) */
+    else if ((r = sfv__ex_key_pick(desc, &x.key)) != SFV_OK) return r;
     x.nodes = nodes;
     x.n = n;
     x.rank = rank;
@@ -7705,37 +7839,41 @@ static sfv_result sfv__exchange(const sfv_net_node *nodes, size_t n, size_t rank
     return r;
 }
 
-/* links: NULL, or n of them (fd -1), where every connection of the exchange is kept (>>node). */
+/* links: NULL, or n of them (fd -1), where every connection of the exchange is kept, with the
+   key (>>node: its sync). */
 static sfv_result sfv__exchange_all(const sfv_net_node *nodes, size_t n, size_t rank, const void *mine, size_t size, void *all,
-                                    const sfv_exchange_desc *desc, int timeout_ms, sfv__ex_link *links) {
+                                    const sfv_exchange_desc *desc, int timeout_ms, sfv__ex_link *links, const sfv__ex_key *key) {
     sfv_result r;
     sfv__log_init();
     SFV__LOG(SFV_LOG_DEBUG, "exchange: rank %zu of %zu, %zu bytes each%s", rank, n, size, size ? "" : " (a barrier)");
-    r = sfv__exchange(nodes, n, rank, mine, size, all, desc, timeout_ms, links);
+    r = sfv__exchange(nodes, n, rank, mine, size, all, desc, timeout_ms, links, key);
     if (r && all && size && n <= SFV__MAX_PEERS && size <= SFV__EX_MAX_SIZE) memset(all, 0, n * size); /* no half-exchange left */
     if (r == SFV_OK) SFV__LOG(SFV_LOG_DEBUG, "exchange: rank %zu of %zu: done", rank, n);
     return r;
 }
 SAFEVERBS_API sfv_result sfv_exchange_all_keyed(const sfv_net_node *nodes, size_t n, size_t rank, const void *mine, size_t size, void *all,
                                                 const sfv_exchange_desc *desc, int timeout_ms) {
-    return sfv__exchange_all(nodes, n, rank, mine, size, all, desc, timeout_ms, NULL);
+    return sfv__exchange_all(nodes, n, rank, mine, size, all, desc, timeout_ms, NULL, NULL);
 }
 
-/* The sync of sfv_node_connect over the connections its exchange kept: each side sends a tag
-   frame bound to the connection's hellos ('s' from the listening side, 'S' from the connecting
-   one), then reads and checks the peer's. All sends go first (a frame fits any socket buffer),
-   so no two ranks wait for each other. Closes every link. */
-static sfv_result sfv__ex_sync(sfv__ex_link *links, size_t n, const sfv_exchange_desc *desc, uint64_t deadline) {
-    sfv__ex_key key;
-    sfv_result r = sfv__ex_key_pick(desc, &key);
+/* The sync of sfv_node_connect over the connections its exchange kept (one to every rank but
+   `rank`): each side sends a tag frame bound to the connection's hellos ('s' from the listening
+   side, 'S' from the connecting one), then reads and checks the peer's. All sends go first (a
+   frame fits any socket buffer), so no two ranks wait for each other. Closes every link. */
+static sfv_result sfv__ex_sync(sfv__ex_link *links, size_t n, size_t rank, const sfv__ex_key *key, uint64_t deadline) {
+    sfv_result r = SFV_OK;
     size_t i;
     for (i = 0; r == SFV_OK && i < n; i++) {
         uint8_t out[SFV__EX_FRAME];
         sfv__ex_frame f;
-        if (links[i].fd < 0) continue;
+        if (i == rank) continue;
+        if (links[i].fd < 0) { /* (an exchange that succeeded keeps one to every rank) */
+            r = sfv__fail(SFV_ERR_DRIVER, EIO, "exchange", "no connection kept to rank %zu", i);
+            break;
+        }
         memset(&f, 0, sizeof f);
         f.type = SFV__EX_TAG;
-        sfv__ex_mac(&key, links[i].listening ? 's' : 'S', links[i].hello_c, links[i].hello_l, NULL, 0, f.body);
+        sfv__ex_mac(key, links[i].listening ? 's' : 'S', links[i].hello_c, links[i].hello_l, NULL, 0, f.body);
         sfv__ex_encode(&f, out);
         r = sfv__fd_io(links[i].fd, out, sizeof out, true, deadline, i);
     }
@@ -7743,15 +7881,19 @@ static sfv_result sfv__ex_sync(sfv__ex_link *links, size_t n, const sfv_exchange
         uint8_t in[SFV__EX_FRAME], want[32];
         sfv__ex_frame f;
         const char *bad;
-        if (links[i].fd < 0) continue;
+        if (i == rank) continue;
         if ((r = sfv__fd_io(links[i].fd, in, sizeof in, false, deadline, i)) != SFV_OK) break;
         bad = sfv__ex_decode(in, sizeof in, &f);
         if (!bad && f.type != SFV__EX_TAG) bad = "a frame that is not a tag";
-        sfv__ex_mac(&key, links[i].listening ? 'S' : 's', links[i].hello_c, links[i].hello_l, NULL, 0, want);
+        sfv__ex_mac(key, links[i].listening ? 'S' : 's', links[i].hello_c, links[i].hello_l, NULL, 0, want);
         if (!bad && !sfv__same_bytes(f.body, want, sizeof want)) bad = "a sync that does not match its connection";
         if (bad) r = sfv__fail(SFV_ERR_PERMISSION, EACCES, "exchange", "rank %zu sent %s", i, bad);
     }
     sfv__ex_links_close(links, n);
+    if (r != SFV_OK) { /* said as the sync's, not the exchange's */
+        const sfv_error why = sfv__last;
+        r = sfv__fail(r, why.errnum, why.verb, "the sync: %s", why.message);
+    }
     return r;
 }
 
@@ -7993,6 +8135,7 @@ SAFEVERBS_API sfv_result sfv_node_connect_keyed(sfv_node *node, const sfv_net_no
     size_t each, i;
     uint8_t *mine, *all;
     sfv__ex_link *links = NULL;
+    sfv__ex_key key; /* one pick for the exchange and its sync */
     sfv_result r;
     SFV__CHECK_ARG(node, "node");
     SFV__CHECK_ARG(nodes, "nodes (NULL)");
@@ -8006,11 +8149,12 @@ SAFEVERBS_API sfv_result sfv_node_connect_keyed(sfv_node *node, const sfv_net_no
         for (i = 0; links && i < node->world; i++) links[i].fd = -1;
     }
     r = mine && all && (links || node->world == 1 || node->world > SFV__NODE_LINKS_MAX) ? SFV_OK : sfv__fail_verb("malloc", ENOMEM);
+    if (r == SFV_OK) r = sfv__ex_key_pick(desc, &key);
     if (r == SFV_OK) r = sfv_node_endpoint(node, mine, each);
-    if (r == SFV_OK) r = sfv__exchange_all(nodes, node->world, node->rank, mine, each, all, desc, sfv__ms_until(deadline), links);
+    if (r == SFV_OK) r = sfv__exchange_all(nodes, node->world, node->rank, mine, each, all, desc, sfv__ms_until(deadline), links, &key);
     if (r == SFV_OK) r = sfv_node_handshake(node, all, node->world * each);
     if (r == SFV_OK) { /* the sync: over the exchange's connections where it kept them */
-        r = links ? sfv__ex_sync(links, node->world, desc, deadline)
+        r = links ? sfv__ex_sync(links, node->world, node->rank, &key, deadline)
                   : sfv_exchange_all_keyed(nodes, node->world, node->rank, NULL, 0, NULL, desc, sfv__ms_until(deadline));
         if (r != SFV_OK) r = sfv__node_unsynced(node, r);
     } else if (links) {

@@ -99,7 +99,7 @@ scale() { # NAME ARGS...: one process
 for r in 0 1; do timeout 60 "$SC" -x "$GID" --test connect -w 2 -r $r -d "$([[ $r == 0 ]] && echo "$SDEV" || echo "$CDEV")" -p 19650 >"$tmp/connect$r" 2>&1 & done
 wait
 cat "$tmp/connect0" "$tmp/connect1" >>"$tmp/all"
-check "scale: connect a node of 2 ranks" "$(grep -c '^result,scale,connect' "$tmp/connect0" "$tmp/connect1" | awk -F: '{ s += $2 } END { print s != 2 }')" \
+check "scale: connect a node of 2 ranks" "$(grep -c '^result,scale,connect,tree,2,sfv,connect_ms' "$tmp/connect0" "$tmp/connect1" | awk -F: '{ s += $2 } END { print s != 2 }')" \
     "$(tail -n 2 "$tmp/connect0" "$tmp/connect1")"
 scale "scale: memory per channel" --test mem -d "$SDEV" --channels 1,4
 timeout 60 "$SC" -x "$GID" --test rate -d "$SDEV" -p 19660 --channels 4 --depth 8 -n 100 >"$tmp/rate.server" 2>&1 &

@@ -137,6 +137,13 @@ static void t_frame_decode(void) {
     sfv__put_be(c + 4, 0, 4);
     sfv__put_be(c + 12, (64u << 20) + 1, 4);
     CHECK(sfv__ex_decode(c, 48, &g) != NULL);
+    sfv__put_be(c + 12, SFV__EX_KEEPS | ((64u << 20) + 1), 4); /* the flag beside a size too large */
+    CHECK(sfv__ex_decode(c, 48, &g) != NULL);
+    sfv__put_be(c + 12, SFV__EX_KEEPS | 32, 4); /* a hello that keeps its connection for a sync */
+    CHECK(sfv__ex_decode(c, 48, &g) == NULL && g.keeps && g.size == 32);
+    f = g;
+    sfv__ex_encode(&f, b);
+    CHECK(memcmp(b, c, 48) == 0);
     /* a proof and a tag: every reserved byte must be 0 */
     for (bit = SFV__EX_PROOF; bit <= SFV__EX_TAG; bit++) {
         memset(&f, 0, sizeof f);
@@ -637,18 +644,25 @@ static void t_bytes_changed_on_the_way(void) {
 /* Rank 1 (a child) exchanges with links kept, then does `mode` with them: 0 syncs; 1 closes
    them; 2 sends its sync frame with a bit changed; 3 sends the frame of the other direction (what
    rank 0 itself sends: a reflection); 4 sends nothing and holds them open. Rank 0 syncs and must
-   get OK, SFV_ERR_DRIVER (closed), SFV_ERR_PERMISSION twice, SFV_ERR_TIMEOUT by its deadline. */
+   get OK, SFV_ERR_DRIVER (closed), SFV_ERR_PERMISSION twice, SFV_ERR_TIMEOUT by its deadline.
+   Mode 5: rank 1 runs a plain exchange (a node connected by hand), which both sides refuse. */
 static void sync_rank1(const sfv_net_node *nodes, const sfv_exchange_desc *d, int mode) {
     char m1[MSG] = "rank 1", a1[3 * MSG];
     sfv__ex_link links[3];
     sfv__ex_key key;
     size_t i;
     for (i = 0; i < 3; i++) links[i].fd = -1;
-    CHECK_OK(sfv__exchange_all(nodes, 2, 1, m1, MSG, a1, d, 5000, links));
+    CHECK_OK(sfv__ex_key_pick(d, &key));
+    if (mode == 5) {
+        CHECK_RESULT(sfv_exchange_all_keyed(nodes, 2, 1, m1, MSG, a1, d, 5000), SFV_ERR_INVALID);
+        CHECK(strstr(sfv_last_error()->message, "rank 0 connects its node with sfv_node_connect") != NULL);
+        exit(0);
+    }
+    CHECK_OK(sfv__exchange_all(nodes, 2, 1, m1, MSG, a1, d, 5000, links, &key));
     CHECK(links[0].fd >= 0 && links[1].fd < 0 && links[0].listening); /* rank 0 came to us */
     CHECK(strcmp(a1, "rank 0") == 0);
     if (mode == 0) {
-        CHECK_OK(sfv__ex_sync(links, 2, d, sfv__deadline(5000)));
+        CHECK_OK(sfv__ex_sync(links, 2, 1, &key, sfv__deadline(5000)));
         CHECK(fcntl(links[0].fd, F_GETFD) < 0); /* closed */
         exit(0);
     }
@@ -659,7 +673,6 @@ static void sync_rank1(const sfv_net_node *nodes, const sfv_exchange_desc *d, in
     if (mode == 2 || mode == 3) {
         uint8_t out[SFV__EX_FRAME];
         sfv__ex_frame f;
-        CHECK_OK(sfv__ex_key_pick(d, &key));
         memset(&f, 0, sizeof f);
         f.type = SFV__EX_TAG;
         sfv__ex_mac(&key, mode == 2 ? 's' : 'S', links[0].hello_c, links[0].hello_l, NULL, 0, f.body);
@@ -673,29 +686,38 @@ static void sync_rank1(const sfv_net_node *nodes, const sfv_exchange_desc *d, in
 }
 static void t_node_sync_links(void) {
     static const sfv_result want[5] = {SFV_OK, SFV_ERR_DRIVER, SFV_ERR_PERMISSION, SFV_ERR_PERMISSION, SFV_ERR_TIMEOUT};
-    static const char *const says[5] = {"", "rank 1 closed the connection", "rank 1 sent a sync that does not match",
-                                        "rank 1 sent a sync that does not match", "rank 1 did not complete the exchange in time"};
+    static const char *const says[5] = {"", "the sync: rank 1 closed the connection", "the sync: rank 1 sent a sync that does not match",
+                                        "the sync: rank 1 sent a sync that does not match", "the sync: rank 1 did not complete the exchange in time"};
     sfv_net_node nodes[2];
     sfv_exchange_desc d;
     int mode;
     unsetenv("SAFEVERBS_JOB_KEY");
-    for (mode = 0; mode < 5; mode++) {
+    for (mode = 0; mode < 6; mode++) {
         job j = {2, (uint16_t)(25230 + 2 * mode), "the job key of t_node_sync_links", 0, 1, 5000};
         char mine[MSG] = "rank 0", all[2 * MSG];
         sfv__ex_link links[2];
+        sfv__ex_key key;
         double t0;
         pid_t other;
         job_net(&j, nodes);
         job_desc(&j, &d);
+        CHECK_OK(sfv__ex_key_pick(&d, &key));
         other = fork();
         CHECK(other >= 0);
         if (other == 0) sync_rank1(nodes, &d, mode);
         links[0].fd = links[1].fd = -1;
-        CHECK_OK(sfv__exchange_all(nodes, 2, 0, mine, MSG, all, &d, 5000, links));
+        if (mode == 5) { /* rank 1 connects by hand: refused here too, at once */
+            CHECK_RESULT(sfv__exchange_all(nodes, 2, 0, mine, MSG, all, &d, 5000, links, &key), SFV_ERR_INVALID);
+            CHECK(strstr(sfv_last_error()->message, "rank 1 runs a plain exchange") != NULL);
+            CHECK(links[1].fd < 0); /* nothing kept of a refused swap */
+            wait_ok(other, "rank 1");
+            continue;
+        }
+        CHECK_OK(sfv__exchange_all(nodes, 2, 0, mine, MSG, all, &d, 5000, links, &key));
         CHECK(links[0].fd < 0 && links[1].fd >= 0 && !links[1].listening);
         CHECK(strcmp(all + MSG, "rank 1") == 0);
         t0 = test_seconds();
-        CHECK_RESULT(sfv__ex_sync(links, 2, &d, sfv__deadline(1000)), want[mode]);
+        CHECK_RESULT(sfv__ex_sync(links, 2, 0, &key, sfv__deadline(1000)), want[mode]);
         if (test_seconds() - t0 > 2.5) FAIL("mode %d: the sync returned after %.2f s, its deadline was 1 s", mode, test_seconds() - t0);
         if (mode && !strstr(sfv_last_error()->message, says[mode])) FAIL("mode %d: message: %s", mode, sfv_last_error()->message);
         CHECK(fcntl(links[1].fd, F_GETFD) < 0); /* closed, whatever the result */

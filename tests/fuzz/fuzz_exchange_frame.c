@@ -21,8 +21,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         sfv__ex_encode(&f, again);
         if (memcmp(again, data, 48) != 0) abort();
         if (f.type == 1 && (f.world == 0 || f.world > 4096 || f.rank >= f.world || f.size > (64u << 20))) abort();
-        if (f.type != 1 && (f.rank || f.world || f.size)) abort();
-    } else if (f.type != 0 || f.rank != 0 || f.world != 0 || f.size != 0) {
+        if (f.type != 1 && (f.rank || f.world || f.size || f.keeps)) abort();
+    } else if (f.type != 0 || f.rank != 0 || f.world != 0 || f.size != 0 || f.keeps) {
         abort(); /* a refused frame leaves nothing behind */
     }
     return 0;

@@ -60,6 +60,12 @@ static int fk_link_layer = IBV_LINK_LAYER_ETHERNET;
 static int fk_port_state = IBV_PORT_ACTIVE;
 static enum ibv_atomic_cap fk_atomic_cap = IBV_ATOMIC_HCA;
 static unsigned fk_max_inline = 65536; /* the largest max_inline_data a QP may ask for */
+static bool fk_no_flush;               /* ERR flushes nothing: a NIC that never flushes */
+static bool fk_mw_on;                  /* type 2 memory windows (max_mw, MEM_WINDOW_TYPE_2B) */
+static int fk_mw_dealloc_fail;         /* that many ibv_dealloc_mw calls fail with EIO */
+#define FK_FAIL_NAMES 4
+static const char *fk_fail_name_s[FK_FAIL_NAMES]; /* the next fk_fail_name_n[i] calls of verb i fail */
+static int fk_fail_name_n[FK_FAIL_NAMES];
 static int fk_partial; /* a failed post of a list first posts this many of its work requests */
 
 static bool fk_inject_detail(const char *name, const char *detail) {
@@ -73,6 +79,12 @@ static bool fk_inject_detail(const char *name, const char *detail) {
         fk_failed_name = name;
         return true;
     }
+    for (int i = 0; i < FK_FAIL_NAMES; i++)
+        if (fk_fail_name_n[i] > 0 && strcmp(name, fk_fail_name_s[i]) == 0) {
+            fk_fail_name_n[i]--;
+            fk_failed_name = name;
+            return true;
+        }
     return false;
 }
 static bool fk_inject(const char *name) { return fk_inject_detail(name, ""); }
@@ -85,6 +97,10 @@ void fk_reset(void) {
     fk_port_state = IBV_PORT_ACTIVE;
     fk_partial = 0;
     fk_max_inline = 65536;
+    fk_no_flush = false;
+    fk_mw_on = false;
+    fk_mw_dealloc_fail = 0;
+    memset(fk_fail_name_n, 0, sizeof fk_fail_name_n);
     fk_atomic_cap = IBV_ATOMIC_HCA;
 }
 void fk_set_partial_post(int n) { fk_partial = n; }
@@ -94,6 +110,21 @@ void fk_set_link_layer(int link_layer) { fk_link_layer = link_layer; }
 void fk_set_port_state(int state) { fk_port_state = state; }
 void fk_set_atomic_cap(int cap) { fk_atomic_cap = (enum ibv_atomic_cap)cap; }
 void fk_set_max_inline(unsigned max) { fk_max_inline = max; }
+void fk_set_no_flush(bool on) { fk_no_flush = on; }
+void fk_set_mw(bool on) { fk_mw_on = on; }
+void fk_set_mw_dealloc_fail(int n) { fk_mw_dealloc_fail = n; }
+static void fk_bug(const char *what);
+void fk_fail_name(const char *verb, int n) {
+    int i, free_at = -1;
+    for (i = 0; i < FK_FAIL_NAMES; i++) {
+        if (fk_fail_name_n[i] > 0 && strcmp(fk_fail_name_s[i], verb) == 0) break;
+        if (fk_fail_name_n[i] <= 0 && free_at < 0) free_at = i;
+    }
+    if (i == FK_FAIL_NAMES) i = free_at;
+    if (i < 0) fk_bug("fk_fail_name: more than 4 verbs at once");
+    fk_fail_name_s[i] = verb;
+    fk_fail_name_n[i] = n;
+}
 void fk_fail_nth(long n) {
     fk_ncalls = 0;
     fk_fail_at = n;
@@ -160,7 +191,12 @@ typedef struct fk_ctx {
     int ev_first, ev_n;
 } fk_ctx;
 static unsigned long fk_async_read, fk_async_acked;
-typedef struct fk_pd { struct ibv_pd pd; int mrs, qps; } fk_pd;
+typedef struct fk_pd { struct ibv_pd pd; int mrs, qps, mws; } fk_pd;
+/* A type 2 memory window: bound by a work request to one QP, a slice and access. */
+typedef struct fk_mw { struct ibv_mw mw; int bound; uint32_t qpn, rkey; uint64_t addr, len; unsigned access; struct fk_mw *next; } fk_mw;
+static fk_mw *fk_mws;
+static long fk_mw_live;
+long fk_mw_count(void) { return fk_mw_live; }
 typedef struct fk_mr { struct ibv_mr mr; unsigned access; struct fk_mr *next; } fk_mr;
 typedef struct fk_cc { struct ibv_comp_channel cc; int wfd; int cqs; } fk_cc;
 typedef struct fk_cq {
@@ -181,6 +217,9 @@ typedef struct fk_swr {
     int n;
     struct ibv_sge sg[FK_MAX_SGE];
     unsigned char *inl; /* inline data, copied at post */
+    struct ibv_mw *bmw; /* a bind's window, slice and new rkey */
+    struct ibv_mw_bind_info binfo;
+    uint32_t brkey;
     uint32_t inl_len;
 } fk_swr;
 typedef struct fk_rwr { uint64_t wr_id; int n; struct ibv_sge sg[FK_MAX_SGE]; } fk_rwr;
@@ -235,6 +274,8 @@ static int fk_locked_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct
     pthread_mutex_unlock(&fk_lock);
     return r;
 }
+static struct ibv_mw *fk_alloc_mw(struct ibv_pd *pd, enum ibv_mw_type type);
+static int fk_dealloc_mw(struct ibv_mw *mw);
 static int fk_locked_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad) {
     int r;
     pthread_mutex_lock(&fk_lock);
@@ -301,6 +342,8 @@ struct ibv_context *ibv_open_device(struct ibv_device *device) {
     c->ctx.ops.req_notify_cq = fk_locked_req_notify_cq;
     c->ctx.ops.post_send = fk_locked_post_send;
     c->ctx.ops.post_recv = fk_locked_post_recv;
+    c->ctx.ops.alloc_mw = fk_alloc_mw;
+    c->ctx.ops.dealloc_mw = fk_dealloc_mw;
     return &c->ctx;
 }
 int ibv_close_device(struct ibv_context *context) {
@@ -335,6 +378,10 @@ int ibv_query_device(struct ibv_context *context, struct ibv_device_attr *a) {
     a->max_srq = 1 << 10;
     a->max_srq_wr = 4096;
     a->max_srq_sge = FK_MAX_SGE;
+    if (fk_mw_on) {
+        a->max_mw = 1 << 10;
+        a->device_cap_flags |= IBV_DEVICE_MEM_WINDOW_TYPE_2B;
+    }
     a->atomic_cap = fk_atomic_cap;
     a->node_guid = ibv_get_device_guid(context->device);
     a->vendor_id = 0x02c9;
@@ -423,7 +470,7 @@ int ibv_dealloc_pd(struct ibv_pd *pd) {
     fk_pd *p = (fk_pd *)pd;
     FK_SITE();
     if (fk_inject("ibv_dealloc_pd")) return EIO;
-    if (p->mrs || p->qps) return EBUSY;
+    if (p->mrs || p->qps || p->mws) return EBUSY;
     ((fk_ctx *)pd->context)->pds--;
     fk_delete(p, FK_PD);
     return 0;
@@ -488,6 +535,70 @@ int ibv_dereg_mr(struct ibv_mr *mr) {
         }
     fk_bug("ibv_dereg_mr of an MR that is not registered");
     return EINVAL;
+}
+
+/* ---- memory windows (fk_set_mw) ------------------------------------------------------------ */
+static struct ibv_mw *fk_alloc_mw(struct ibv_pd *pd, enum ibv_mw_type type) {
+    fk_mw *m;
+    FK_SITE();
+    if (fk_inject("ibv_alloc_mw")) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    if (!fk_mw_on) {
+        errno = EOPNOTSUPP;
+        return NULL;
+    }
+    if (type != IBV_MW_TYPE_2) {
+        errno = EINVAL;
+        return NULL;
+    }
+    m = (fk_mw *)calloc(1, sizeof *m);
+    if (!m) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    m->mw.context = pd->context;
+    m->mw.pd = pd;
+    m->mw.type = type;
+    m->mw.rkey = 0x400000u + ((fk_next_key++ & 0xFFFF) << 8);
+    m->next = fk_mws;
+    fk_mws = m;
+    ((fk_pd *)pd)->mws++;
+    fk_mw_live++;
+    return &m->mw;
+}
+static int fk_dealloc_mw(struct ibv_mw *mw) {
+    fk_mw **pp;
+    FK_SITE();
+    if (fk_inject("ibv_dealloc_mw")) return EIO;
+    if (fk_mw_dealloc_fail > 0) {
+        fk_mw_dealloc_fail--;
+        return EIO;
+    }
+    for (pp = &fk_mws; *pp; pp = &(*pp)->next)
+        if (&(*pp)->mw == mw) {
+            fk_mw *m = *pp;
+            *pp = m->next;
+            ((fk_pd *)mw->pd)->mws--;
+            fk_mw_live--;
+            free(m);
+            return 0;
+        }
+    fk_bug("ibv_dealloc_mw of an unknown window");
+    return EINVAL;
+}
+/* The bound window a remote access by QP qpn with rkey goes through, if it allows it. */
+static fk_mw *fk_mw_for(uint32_t qpn, uint32_t rkey, uint64_t addr, uint64_t len, unsigned access) {
+    fk_mw *m;
+    for (m = fk_mws; m; m = m->next) {
+        if (!m->bound || m->rkey != rkey) continue;
+        if (m->qpn != qpn) return NULL;
+        if (addr < m->addr || len > m->len || addr - m->addr > m->len - len) return NULL;
+        if ((m->access & access) != access) return NULL;
+        return m;
+    }
+    return NULL;
 }
 
 /* ---- completion channels and CQs ----------------------------------------------------------- */
@@ -660,6 +771,7 @@ static enum ibv_wc_opcode fk_send_wc_op(enum ibv_wr_opcode op) {
     case IBV_WR_RDMA_READ: return IBV_WC_RDMA_READ;
     case IBV_WR_ATOMIC_CMP_AND_SWP: return IBV_WC_COMP_SWAP;
     case IBV_WR_ATOMIC_FETCH_AND_ADD: return IBV_WC_FETCH_ADD;
+    case IBV_WR_BIND_MW: return IBV_WC_BIND_MW;
     default: return IBV_WC_SEND;
     }
 }
@@ -677,7 +789,7 @@ static void fk_flush(fk_qp *q) {
 
 static void fk_to_error(fk_qp *q) {
     q->qp.state = IBV_QPS_ERR;
-    fk_flush(q);
+    if (!fk_no_flush) fk_flush(q);
 }
 
 static bool fk_gid_ipv4(const uint8_t *raw) {
@@ -858,6 +970,22 @@ static bool fk_exec(fk_qp *q) {
     const bool uses_recv = w->opcode == IBV_WR_SEND || w->opcode == IBV_WR_SEND_WITH_IMM || w->opcode == IBV_WR_RDMA_WRITE_WITH_IMM;
     uint64_t total = 0;
     unsigned char *buf;
+    if (w->opcode == IBV_WR_BIND_MW) { /* local: binds the window to this QP */
+        fk_mw *m = (fk_mw *)w->bmw;
+        const fk_mr *mr = (const fk_mr *)w->binfo.mr;
+        if (!mr || !(mr->access & IBV_ACCESS_MW_BIND) || m->mw.pd != q->qp.pd) {
+            fk_send_done(q, IBV_WC_MW_BIND_ERR, 0);
+            return true;
+        }
+        m->bound = 1;
+        m->rkey = w->brkey;
+        m->qpn = q->qp.qp_num;
+        m->addr = w->binfo.addr;
+        m->len = w->binfo.length;
+        m->access = w->binfo.mw_access_flags;
+        fk_send_done(q, IBV_WC_SUCCESS, 0);
+        return true;
+    }
     if (w->inl) total = w->inl_len;
     else if (!fk_local_ok(q->qp.pd, w->sg, w->n, is_read, &total)) {
         fk_send_done(q, IBV_WC_LOC_PROT_ERR, 0);
@@ -871,7 +999,8 @@ static bool fk_exec(fk_qp *q) {
     }
     if (is_write || is_read) {
         const unsigned need = is_atomic ? IBV_ACCESS_REMOTE_ATOMIC : is_read ? IBV_ACCESS_REMOTE_READ : IBV_ACCESS_REMOTE_WRITE;
-        if (!(d->access & need) || ((total || is_atomic) && !fk_mr_for(d->qp.pd, w->rkey, true, w->raddr, total, need)) ||
+        if (!(d->access & need) || ((total || is_atomic) && !fk_mr_for(d->qp.pd, w->rkey, true, w->raddr, total, need) &&
+                                        !fk_mw_for(d->qp.qp_num, w->rkey, w->raddr, total, need)) ||
             (is_atomic && (total != 8 || (w->raddr & 7)))) {
             fk_send_done(q, IBV_WC_REM_ACCESS_ERR, 0);
             return true;
@@ -954,7 +1083,7 @@ static int fk_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_se
             (uint32_t)wr->num_sge > q->cap.max_send_sge ||
             (wr->opcode != IBV_WR_SEND && wr->opcode != IBV_WR_SEND_WITH_IMM && wr->opcode != IBV_WR_RDMA_WRITE &&
              wr->opcode != IBV_WR_RDMA_WRITE_WITH_IMM && wr->opcode != IBV_WR_RDMA_READ &&
-             wr->opcode != IBV_WR_ATOMIC_CMP_AND_SWP && wr->opcode != IBV_WR_ATOMIC_FETCH_AND_ADD)) {
+             wr->opcode != IBV_WR_ATOMIC_CMP_AND_SWP && wr->opcode != IBV_WR_ATOMIC_FETCH_AND_ADD && wr->opcode != IBV_WR_BIND_MW)) {
             *bad = wr;
             return EINVAL;
         }
@@ -968,7 +1097,11 @@ static int fk_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_se
         w->opcode = wr->opcode;
         w->flags = wr->send_flags;
         w->imm_be = wr->imm_data;
-        if (wr->opcode == IBV_WR_ATOMIC_CMP_AND_SWP || wr->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD) {
+        if (wr->opcode == IBV_WR_BIND_MW) {
+            w->bmw = wr->bind_mw.mw;
+            w->binfo = wr->bind_mw.bind_info;
+            w->brkey = wr->bind_mw.rkey;
+        } else if (wr->opcode == IBV_WR_ATOMIC_CMP_AND_SWP || wr->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD) {
             w->raddr = wr->wr.atomic.remote_addr;
             w->rkey = wr->wr.atomic.rkey;
             w->compare_add = wr->wr.atomic.compare_add;

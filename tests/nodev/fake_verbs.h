@@ -12,6 +12,7 @@
 #define FAKE_VERBS_H
 
 #include <stddef.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 enum fk_kind { FK_DEVICE_LIST, FK_CONTEXT, FK_PD, FK_MR, FK_CQ, FK_QP, FK_COMP_CHANNEL, FK_KINDS };
@@ -25,6 +26,17 @@ void fk_set_link_layer(int link_layer);
 void fk_set_atomic_cap(int cap);
 /* The largest max_inline_data a QP may ask for (default 65536); more: ibv_create_qp fails with EINVAL. */
 void fk_set_max_inline(unsigned max);
+/* on: moving a QP to ERR flushes none of its work (a NIC that never flushes), until fk_reset. */
+void fk_set_no_flush(bool on);
+/* on: the device has type 2 memory windows (max_mw, MEM_WINDOW_TYPE_2B); off (the default): none. */
+void fk_set_mw(bool on);
+/* The next n ibv_dealloc_mw calls fail with EIO. */
+void fk_set_mw_dealloc_fail(int n);
+/* Memory windows allocated and not deallocated. */
+long fk_mw_count(void);
+/* The next n calls of `verb` (its name, as fk_call_name gives it) fail, until fk_reset; up to
+   4 verbs at once (n 0 forgets one). */
+void fk_fail_name(const char *verb, int n);
 /* enum ibv_port_state of every port. */
 void fk_set_port_state(int state);
 

@@ -158,6 +158,52 @@ static void t_post_into_busy_handle(void) {
     ta_close(&e);
 }
 
+/* An inline send and an inject copy their bytes at the post: from memory in flight as scatter
+   (a receive's), the CPU would copy bytes the NIC is writing. Reported and refused, as a send
+   that is not inline (SFV_ERR_INVALID, nothing posted). */
+static void t_inline_over_inflight_scatter(void) {
+    ta_env e;
+    sfv_pending rx, tx;
+    sfv_scatter_element s;
+    sfv_gather_element g;
+    int before = asserts;
+    ta_open(&e);
+    s = sfv_mr_scatter_element(e.mr, e.buf, 64);
+    g = sfv_mr_gather_element(e.mr, e.buf + 8, 16);
+    CHECK_OK(sfv_channel_post_receive(e.a, &s, 1, &rx)); /* the NIC will write buf[0, 64) */
+    CHECK_RESULT(sfv_channel_post_send(e.a, &g, 1, &tx), SFV_ERR_INVALID); /* 16 bytes: inline */
+    CHECK_EQ(asserts, before + 1);
+    CHECK_RESULT(sfv_channel_inject(e.a, e.buf + 8, 16), SFV_ERR_INVALID);
+    CHECK_EQ(asserts, before + 2);
+    CHECK_EQ(sfv_channel_outstanding(e.a), 1); /* the receive only */
+    CHECK_OK(sfv_channel_inject(e.a, e.buf + 64, 16)); /* beside it: fine */
+    ta_close(&e);
+}
+
+/* A reset flushes work whose handle was lost (a second post into its handle): its buffers are the
+   program's again (its MR deregisters, the tracking of in-flight memory forgets it), while its
+   place stays taken until the destroy, as the header says. */
+static void t_reset_frees_lost_work(void) {
+    ta_env e;
+    sfv_mr *own;
+    sfv_pending p;
+    sfv_scatter_element s1, s2;
+    int before = asserts;
+    ta_open(&e);
+    CHECK_OK(sfv_reg_mr_local(e.pd, e.buf + 2048, 64, &own));
+    s1 = sfv_mr_scatter_element(own, e.buf + 2048, 64);
+    s2 = sfv_mr_scatter_element(e.mr, e.buf + 128, 64);
+    CHECK_OK(sfv_channel_post_receive(e.b, &s1, 1, &p));
+    CHECK_OK(sfv_channel_post_receive(e.b, &s2, 1, &p)); /* s1's receive has no handle now */
+    CHECK_OK(sfv_channel_reset(e.b));
+    CHECK_OK(sfv_dereg_mr(own)); /* nothing in flight uses it */
+    CHECK_RESULT(sfv_pending_wait(&p, 100, NULL), SFV_ERR_WORK); /* s2's: flushed */
+    CHECK_EQ(sfv_channel_outstanding(e.b), 2); /* s1's place, and s2's behind it, until the destroy */
+    memset(e.buf + 2048, 0x5a, 64); /* the program's again (ASan: no poisoned byte) */
+    CHECK_EQ(asserts, before);
+    ta_close(&e);
+}
+
 /* A second sfv_destroy_channel: reported and refused, nothing read of the freed channel. */
 static void t_destroy_twice(void) {
     ta_env e;
@@ -174,6 +220,8 @@ static void t_destroy_twice(void) {
 static const harness_test TESTS[] = {
     TEST(t_post_into_busy_handle, 10),
     TEST(t_destroy_twice, 10),
+    TEST(t_inline_over_inflight_scatter, 10),
+    TEST(t_reset_frees_lost_work, 10),
     TEST(t_stale_over_inflight, 10),
     TEST(t_stale_batch_over_inflight, 10),
     TEST(t_stale_over_done, 10),

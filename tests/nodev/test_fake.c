@@ -6,6 +6,7 @@
 #define SFV_MALLOC(sz) fk_malloc(sz)
 #define SFV_CALLOC(n, sz) fk_calloc(n, sz)
 #define SFV_FREE(p) fk_free(p)
+#define SFV__ABORT_DRAIN_NS 300000000ull /* 0.3 s: the tests of a NIC that never flushes (fk_set_no_flush) wait that long */
 #define SAFEVERBS_IMPLEMENTATION
 #include "safeverbs.h"
 #include "harness.h"
@@ -2087,6 +2088,403 @@ static void t_node_connect_with_results(void) {
     tf_close(&e);
 }
 
+/* An SRQ's failure stops every channel on it before its receives are said done; on a NIC that
+   never flushes, each stopped QP's work is waited for until one deadline shared by all of them
+   (SFV__ABORT_DRAIN_NS, 0.3 s in this file), then the QP is destroyed: 3 channels take about
+   0.3 s, not 0.9 s. Every channel's work then says flushed, class FATAL. */
+static void t_srq_channels_share_abort_deadline(void) {
+    enum { K = 3 };
+    tf_env e;
+    sfv_srq *srq;
+    sfv_channel *a[K], *b[K];
+    sfv_channel_desc d;
+    sfv_scatter_element s;
+    sfv_gather_element g;
+    sfv_pending rx, tx[K];
+    sfv_work_completion wc;
+    double t0, took;
+    int k;
+    tf_open(&e, 4096);
+    CHECK_OK(sfv_create_srq(e.pd, NULL, &srq));
+    memset(&d, 0, sizeof d);
+    d.timeout_ms = 2000;
+    for (k = 0; k < K; k++) {
+        d.srq = srq;
+        CHECK_OK(sfv_create_channel(e.pd, &d, &a[k]));
+        d.srq = NULL;
+        CHECK_OK(sfv_create_channel(e.pd, &d, &b[k]));
+        tf_connect(a[k], b[k]);
+    }
+    s = sfv_mr_scatter_element(e.mr, e.buf, 64);
+    g = sfv_mr_gather_element(e.mr, e.buf + 1024, 16);
+    CHECK_OK(sfv_srq_post_receive(srq, &s, 1, &rx));
+    for (k = 0; k < K; k++) CHECK_OK(sfv_channel_post_send(a[k], &g, 1, &tx[k])); /* no receive at b: in flight */
+    fk_set_no_flush(true);
+    fk_inject_async_event(sfv_context_raw(e.ctx), IBV_EVENT_CQ_ERR, sfv_channel_raw_qp(a[0])->recv_cq, 0);
+    t0 = test_seconds();
+    CHECK_RESULT(sfv_pending_wait(&rx, -1, &wc), SFV_ERR_WORK);
+    took = test_seconds() - t0;
+    if (took < 0.25 || took > 0.75) FAIL("stopping %d channels on a NIC that never flushes took %.2f s (one shared 0.3 s deadline)", K, took);
+    CHECK_EQ(wc.status, SFV_WC_WR_FLUSH_ERR);
+    for (k = 0; k < K; k++) {
+        CHECK(sfv_channel_broken(a[k], NULL));
+        CHECK_RESULT(sfv_pending_wait(&tx[k], 100, &wc), SFV_ERR_WORK); /* its QP is gone: flushed */
+        CHECK_EQ(wc.status, SFV_WC_WR_FLUSH_ERR);
+        CHECK_EQ(wc.error_class, SFV_WORK_ERROR_FATAL);
+    }
+    fk_set_no_flush(false);
+    for (k = 0; k < K; k++) {
+        CHECK_OK(sfv_destroy_channel(a[k]));
+        CHECK_OK(sfv_destroy_channel(b[k]));
+    }
+    CHECK_OK(sfv_destroy_srq(srq));
+    tf_close(&e);
+}
+
+/* Leases on a fake with type 2 memory windows (fk_set_mw): a grant works and its revoke ends the
+   peer's access; a lease asks for no more than its MR holds (SFV_ERR_INVALID before any verb); a
+   window whose dealloc fails at the channel's destroy or reset is kept, and sfv_lease_revoke
+   frees it; a bind whose wait fails (a failed poll) is not left in flight. */
+static void t_lease_windows(void) {
+    tf_env e;
+    sfv_channel *a, *b;
+    sfv_mr *m, *ro;
+    sfv_lease *l = NULL;
+    sfv_gather_element g;
+    sfv_work_completion wc;
+    sfv_remote_mr rm;
+    const unsigned rw = SFV_ACCESS_LOCAL_WRITE | SFV_ACCESS_REMOTE_WRITE | SFV_ACCESS_MW_BIND;
+    int k;
+    fk_set_mw(true);
+    tf_open(&e, 8192);
+    tf_pair(&e, NULL, &a, &b);
+    CHECK_OK(sfv_reg_mr_access(e.pd, e.buf, 4096, rw, &m));
+    CHECK_OK(sfv_lease_grant(a, m, 100, 64, SFV_ACCESS_REMOTE_WRITE, &l));
+    memcpy(e.buf + 5000, "leased", 6);
+    g = sfv_mr_gather_element(e.mr, e.buf + 5000, 6);
+    CHECK_OK(sfv_channel_write(b, &g, 1, sfv_lease_remote(l), NULL));
+    CHECK(memcmp(e.buf + 100, "leased", 6) == 0);
+    rm = sfv_lease_remote(l);
+    CHECK_OK(sfv_lease_revoke(l));
+    CHECK_EQ(fk_mw_count(), 0);
+    CHECK_RESULT(sfv_channel_write(b, &g, 1, rm, &wc), SFV_ERR_WORK);
+    CHECK_EQ(wc.status, SFV_WC_REM_ACCESS_ERR);
+    CHECK_OK(sfv_destroy_channel(a));
+    CHECK_OK(sfv_destroy_channel(b));
+    /* more access than the MR holds: refused before a verb */
+    tf_pair(&e, NULL, &a, &b);
+    CHECK_OK(sfv_reg_mr_access(e.pd, e.buf + 4096, 1024, SFV_ACCESS_LOCAL_WRITE | SFV_ACCESS_MW_BIND, &ro));
+    CHECK_RESULT(sfv_lease_grant(a, ro, 0, 64, SFV_ACCESS_REMOTE_WRITE, &l), SFV_ERR_INVALID);
+    CHECK(l == NULL && strstr(sfv_last_error()->message, "no more than its MR holds") != NULL);
+    CHECK_RESULT(sfv_lease_grant(a, m, 0, 64, SFV_ACCESS_REMOTE_READ, &l), SFV_ERR_INVALID); /* m: no REMOTE_READ */
+    CHECK_EQ(fk_mw_count(), 0);
+    CHECK_OK(sfv_dereg_mr(ro));
+    /* the window's dealloc refused at the destroy (k 0) or the reset (k 1): kept, freed by the revoke */
+    for (k = 0; k < 2; k++) {
+        CHECK_OK(sfv_lease_grant(a, m, 0, 64, SFV_ACCESS_REMOTE_WRITE, &l));
+        fk_set_mw_dealloc_fail(1);
+        if (k == 0) {
+            CHECK_OK(sfv_destroy_channel(a));
+            CHECK_OK(sfv_create_channel(e.pd, NULL, &a));
+            CHECK_OK(sfv_destroy_channel(b));
+            CHECK_OK(sfv_create_channel(e.pd, NULL, &b));
+        } else {
+            CHECK_OK(sfv_channel_reset(a));
+            CHECK_OK(sfv_channel_reset(b));
+        }
+        tf_connect(a, b);
+        CHECK_EQ(fk_mw_count(), 1);
+        fk_set_mw_dealloc_fail(1);
+        CHECK_RESULT(sfv_lease_revoke(l), SFV_ERR_DRIVER); /* refused again: still live, retryable */
+        CHECK_EQ(fk_mw_count(), 1);
+        CHECK_OK(sfv_lease_revoke(l));
+        CHECK_EQ(fk_mw_count(), 0);
+    }
+    /* the bind's wait fails (its poll): the channel flushes the bind, nothing stays in flight */
+    fk_fail_name("ibv_poll_cq", 1);
+    CHECK(sfv_lease_grant(a, m, 0, 64, SFV_ACCESS_REMOTE_WRITE, &l) != SFV_OK);
+    CHECK(l == NULL);
+    CHECK_EQ(sfv_channel_outstanding(a), 0);
+    CHECK(sfv_channel_broken(a, NULL));
+    CHECK_EQ(fk_mw_count(), 0);
+    CHECK_OK(sfv_destroy_channel(a));
+    CHECK_OK(sfv_destroy_channel(b));
+    CHECK_OK(sfv_dereg_mr(m));
+    tf_close(&e);
+}
+
+/* After an SRQ failed (its CQ's CQ_ERR), its receives are said flushed, but the device may still
+   hold them: no queue pair may take from it again. A reset of a channel on it, and a new channel
+   on it, are refused (SFV_ERR_BROKEN); the buffer handed back stays the program's. */
+static void t_srq_failed_takes_no_qp(void) {
+    tf_env e;
+    sfv_srq *srq;
+    sfv_channel *a, *b, *c = (sfv_channel *)1;
+    sfv_channel_desc d;
+    sfv_scatter_element s;
+    sfv_pending rx;
+    sfv_work_completion wc;
+    tf_open(&e, 4096);
+    CHECK_OK(sfv_create_srq(e.pd, NULL, &srq));
+    memset(&d, 0, sizeof d);
+    d.srq = srq;
+    d.timeout_ms = 500;
+    CHECK_OK(sfv_create_channel(e.pd, &d, &a));
+    CHECK_OK(sfv_create_channel(e.pd, NULL, &b));
+    tf_connect(a, b);
+    s = sfv_mr_scatter_element(e.mr, e.buf, 64);
+    CHECK_OK(sfv_srq_post_receive(srq, &s, 1, &rx));
+    CHECK_RESULT(sfv_srq_post_receive(srq, &s, 1, NULL), SFV_ERR_INVALID);
+    CHECK(strstr(sfv_last_error()->message, "no scope covers an SRQ") != NULL);
+    fk_inject_async_event(sfv_context_raw(e.ctx), IBV_EVENT_CQ_ERR, sfv_channel_raw_qp(a)->recv_cq, 0);
+    CHECK_RESULT(sfv_pending_wait(&rx, -1, &wc), SFV_ERR_WORK);
+    CHECK_EQ(wc.status, SFV_WC_WR_FLUSH_ERR);
+    memcpy(e.buf, "program's own data", 19);
+    CHECK_RESULT(sfv_channel_reset(a), SFV_ERR_BROKEN);
+    CHECK(strstr(sfv_last_error()->message, "the SRQ failed") != NULL);
+    CHECK_RESULT(sfv_create_channel(e.pd, &d, &c), SFV_ERR_BROKEN);
+    CHECK(c == NULL);
+    CHECK(memcmp(e.buf, "program's own data", 19) == 0);
+    CHECK_OK(sfv_destroy_channel(a));
+    CHECK_OK(sfv_destroy_channel(b));
+    CHECK_OK(sfv_destroy_srq(srq));
+    tf_close(&e);
+}
+
+/* A manual scope takes only work its handles consume: an unsignaled post has none, so it is
+   refused there (SFV_ERR_INVALID), not taken and then reported as a broken contract. */
+static sfv_result tf_unsignaled_in_scope(sfv_channel *ch, void *user) {
+    const sfv_gather_element *g = (const sfv_gather_element *)user;
+    return sfv_channel_post_send_unsignaled(ch, g, 1);
+}
+static void t_manual_scope_unsignaled(void) {
+    tf_env e;
+    sfv_channel *a, *b;
+    sfv_gather_element g;
+    sfv_scatter_element s;
+    sfv_pending rx;
+    tf_open(&e, 4096);
+    tf_pair(&e, NULL, &a, &b);
+    g = sfv_mr_gather_element(e.mr, e.buf, 8);
+    CHECK_RESULT(sfv_channel_manual_scope(a, tf_unsignaled_in_scope, &g), SFV_ERR_INVALID);
+    CHECK(strstr(sfv_last_error()->message, "manual scope") != NULL);
+    CHECK_EQ(sfv_channel_outstanding(a), 0);
+    s = sfv_mr_scatter_element(e.mr, e.buf + 64, 8);
+    CHECK_OK(sfv_channel_post_receive(b, &s, 1, &rx));
+    CHECK_OK(sfv_channel_scope(a, tf_unsignaled_in_scope, &g, NULL)); /* a scope takes it */
+    CHECK_OK(sfv_pending_wait(&rx, 1000, NULL));
+    CHECK_OK(sfv_destroy_channel(a));
+    CHECK_OK(sfv_destroy_channel(b));
+    tf_close(&e);
+}
+
+/* A receive of an SRQ done and not consumed when its channel's queue pair goes (a reset) names no
+   channel: not whichever queue pair takes the old number next. */
+static void t_srq_receive_of_gone_qp(void) {
+    tf_env e;
+    sfv_srq *srq;
+    sfv_channel *x, *y;
+    sfv_channel_desc d;
+    sfv_scatter_element s[2];
+    sfv_gather_element g;
+    sfv_pending rx[2];
+    sfv_work_completion wc;
+    const sfv__slot *slot;
+    tf_open(&e, 4096);
+    CHECK_OK(sfv_create_srq(e.pd, NULL, &srq));
+    memset(&d, 0, sizeof d);
+    d.srq = srq;
+    CHECK_OK(sfv_create_channel(e.pd, &d, &x));
+    CHECK_OK(sfv_create_channel(e.pd, NULL, &y));
+    tf_connect(x, y);
+    s[0] = sfv_mr_scatter_element(e.mr, e.buf, 64);
+    s[1] = sfv_mr_scatter_element(e.mr, e.buf + 64, 64);
+    CHECK_OK(sfv_srq_post_receive(srq, &s[0], 1, &rx[0]));
+    CHECK_OK(sfv_srq_post_receive(srq, &s[1], 1, &rx[1]));
+    g = sfv_mr_gather_element(e.mr, e.buf + 1024, 8);
+    CHECK_OK(sfv_channel_send(y, &g, 1, NULL));
+    CHECK_OK(sfv_channel_send(y, &g, 1, NULL));
+    CHECK_OK(sfv_pending_wait(&rx[1], 1000, &wc)); /* polls both; rx[0] done, not consumed */
+    CHECK(wc.channel == x);
+    slot = (const sfv__slot *)rx[0].s_;
+    CHECK(slot->state == SFV__SLOT_DONE && slot->vendor_err == sfv_channel_raw_qp(x)->qp_num);
+    CHECK_OK(sfv_channel_reset(x));
+    CHECK_EQ(slot->vendor_err, 0); /* its old number no longer names it */
+    CHECK_OK(sfv_pending_wait(&rx[0], 1000, &wc));
+    CHECK(wc.channel == NULL);
+    CHECK_OK(sfv_destroy_channel(x));
+    CHECK_OK(sfv_destroy_channel(y));
+    CHECK_OK(sfv_destroy_srq(srq));
+    tf_close(&e);
+}
+
+/* A blocking call whose deadline passes and whose channel cannot stop the work (moving the queue
+   pair to ERR and destroying it both refused) says so (SFV_ERR_DRIVER: the buffers are still the
+   NIC's), after one deadline, not two, and never "timed out, buffers free". */
+static void t_blocking_cannot_stop(void) {
+    tf_env e;
+    sfv_channel *a, *b;
+    sfv_channel_desc d;
+    sfv_scatter_element s;
+    sfv_work_completion wc;
+    double t0;
+    tf_open(&e, 4096);
+    memset(&d, 0, sizeof d);
+    d.timeout_ms = 200;
+    tf_pair(&e, &d, &a, &b);
+    s = sfv_mr_scatter_element(e.mr, e.buf, 64);
+    fk_fail_name("ibv_modify_qp", 1);
+    fk_fail_name("ibv_destroy_qp", 1);
+    t0 = test_seconds();
+    CHECK_RESULT(sfv_channel_receive(a, &s, 1, &wc), SFV_ERR_DRIVER); /* nobody sends */
+    CHECK(test_seconds() - t0 < 0.35);
+    CHECK_EQ(wc.result, SFV_ERR_DRIVER);
+    CHECK(strstr(sfv_last_error()->message, "still the NIC's") != NULL);
+    CHECK_EQ(sfv_channel_outstanding(a), 1); /* still posted */
+    CHECK_OK(sfv_destroy_channel(a)); /* the verbs work again: the destroy stops it */
+    CHECK_OK(sfv_destroy_channel(b));
+    tf_close(&e);
+}
+
+/* A scope's on_wc must not destroy or reset its channel, nor the multi-channel that owns it: each
+   is refused (SFV_ERR_INVALID) while the scope consumes what fn left, and the scope goes on. */
+static sfv_multi_channel *tf_onwc_mc;
+static int tf_onwc_calls;
+static sfv_result tf_onwc_fn(sfv_channel *ch, void *user) {
+    const sfv_gather_element *g = (const sfv_gather_element *)user;
+    sfv_result r = sfv_channel_post_send(ch, g, 1, NULL);
+    return r ? r : sfv_channel_post_send(ch, g, 1, NULL);
+}
+static void tf_onwc_destroy(const sfv_work_completion *wc, void *user) {
+    sfv_channel *ch = (sfv_channel *)user;
+    (void)wc;
+    tf_onwc_calls++;
+    CHECK_RESULT(sfv_destroy_channel(ch), SFV_ERR_INVALID);
+    CHECK(strstr(sfv_last_error()->message, "on_wc") != NULL);
+    CHECK_RESULT(sfv_channel_reset(ch), SFV_ERR_INVALID);
+    if (tf_onwc_mc) CHECK_RESULT(sfv_destroy_multi_channel(tf_onwc_mc), SFV_ERR_INVALID);
+}
+static void t_on_wc_cannot_destroy(void) {
+    tf_env e;
+    sfv_multi_channel *m1, *m2;
+    sfv_endpoint e1[2], e2[2];
+    sfv_scatter_element s[4];
+    sfv_gather_element g;
+    sfv_pending rx[4];
+    sfv_channel *a;
+    int k;
+    tf_open(&e, 4096);
+    CHECK_OK(sfv_create_multi_channel(e.pd, 2, NULL, &m1));
+    CHECK_OK(sfv_create_multi_channel(e.pd, 2, NULL, &m2));
+    CHECK_OK(sfv_multi_channel_endpoints(m1, e1, 2));
+    CHECK_OK(sfv_multi_channel_endpoints(m2, e2, 2));
+    CHECK_OK(sfv_multi_channel_handshake(m1, e2, 2));
+    CHECK_OK(sfv_multi_channel_handshake(m2, e1, 2));
+    a = sfv_multi_channel_peer(m1, 1);
+    for (k = 0; k < 4; k++) {
+        s[k] = sfv_mr_scatter_element(e.mr, e.buf + 64 * k, 8);
+        CHECK_OK(sfv_channel_post_receive(sfv_multi_channel_peer(m2, 1), &s[k], 1, &rx[k]));
+    }
+    g = sfv_mr_gather_element(e.mr, e.buf + 1024, 8);
+    tf_onwc_calls = 0;
+    tf_onwc_mc = NULL;
+    CHECK_OK(sfv_channel_scope_wc(a, tf_onwc_fn, &g, tf_onwc_destroy, a, NULL));
+    tf_onwc_mc = m1;
+    CHECK_OK(sfv_channel_scope_wc(a, tf_onwc_fn, &g, tf_onwc_destroy, a, NULL));
+    CHECK_EQ(tf_onwc_calls, 4);
+    CHECK_OK(sfv_pending_wait_all(rx, 4, 1000, NULL));
+    CHECK_OK(sfv_channel_reset(a)); /* after the scope: fine */
+    CHECK_OK(sfv_destroy_multi_channel(m1));
+    CHECK_OK(sfv_destroy_multi_channel(m2));
+    tf_close(&e);
+}
+
+/* A send batch the verb takes only part of, in a scope with no handle: the channel is stopped at
+   once (its queue pair to ERR), so the scope consumes the posted part flushed, without waiting
+   for its deadline (2 s here), and says why. */
+static sfv_result tf_partial_fn(sfv_channel *ch, void *user) {
+    const sfv_gather_element *g = (const sfv_gather_element *)user;
+    sfv_result r;
+    fk_set_partial_post(2);
+    fk_fail_name("ibv_post_send", 1);
+    r = sfv_channel_post_send_batch(ch, g, 1, 4, NULL);
+    fk_set_partial_post(0);
+    CHECK_RESULT(r, SFV_ERR_BROKEN);
+    return SFV_OK;
+}
+static void t_partial_batch_in_scope(void) {
+    tf_env e;
+    sfv_channel *a, *b;
+    sfv_channel_desc d;
+    sfv_scope_report rep;
+    sfv_gather_element g[4];
+    double t0;
+    int k;
+    tf_open(&e, 4096);
+    memset(&d, 0, sizeof d);
+    d.timeout_ms = 2000;
+    tf_pair(&e, &d, &a, &b);
+    for (k = 0; k < 4; k++) g[k] = sfv_mr_gather_element(e.mr, e.buf + 64 * k, 8);
+    t0 = test_seconds();
+    CHECK_RESULT(sfv_channel_scope(a, tf_partial_fn, g, &rep), SFV_ERR_SCOPE_AUTOPOLL);
+    CHECK(test_seconds() - t0 < 1.0);
+    CHECK_EQ(rep.auto_polled, 2);
+    CHECK_EQ(rep.first_error.result, SFV_ERR_WORK); /* flushed, not a deadline */
+    CHECK_EQ(sfv_channel_outstanding(a), 0);
+    CHECK_OK(sfv_destroy_channel(a));
+    CHECK_OK(sfv_destroy_channel(b));
+    tf_close(&e);
+}
+
+/* A multi-channel scope whose fence cannot be posted on one channel and can on the next says why
+   the first was flushed (the later fence does not clear it); an unsignaled post in a plain scope
+   inside a manual one is taken (the innermost scope decides). */
+static sfv_result tf_fence_fn(sfv_multi_channel *mc, void *user) {
+    tf_env *e = (tf_env *)user;
+    sfv_gather_element g = sfv_mr_gather_element(e->mr, e->buf, 8);
+    size_t i;
+    for (i = 0; i < 2; i++) CHECK_OK(sfv_channel_post_write_unsignaled(sfv_multi_channel_peer(mc, i), &g, 1, sfv_mr_remote(e->mr)));
+    fk_fail_name("ibv_post_send", 1); /* the scope's first fence: channel 0's */
+    return SFV_OK;
+}
+static sfv_result tf_inner_fn(sfv_channel *ch, void *user) { return tf_unsignaled_in_scope(ch, user); }
+static sfv_result tf_outer_manual_fn(sfv_channel *ch, void *user) {
+    CHECK_RESULT(tf_unsignaled_in_scope(ch, user), SFV_ERR_INVALID); /* the manual scope's own */
+    return sfv_channel_scope(ch, tf_inner_fn, user, NULL);
+}
+static void t_scope_kinds_and_fences(void) {
+    tf_env e;
+    sfv_multi_channel *m1, *m2;
+    sfv_endpoint e1[2], e2[2];
+    sfv_channel *a, *b;
+    sfv_gather_element g;
+    sfv_scope_report rep;
+    tf_open(&e, 4096);
+    CHECK_OK(sfv_create_multi_channel(e.pd, 2, NULL, &m1));
+    CHECK_OK(sfv_create_multi_channel(e.pd, 2, NULL, &m2));
+    CHECK_OK(sfv_multi_channel_endpoints(m1, e1, 2));
+    CHECK_OK(sfv_multi_channel_endpoints(m2, e2, 2));
+    CHECK_OK(sfv_multi_channel_handshake(m1, e2, 2));
+    CHECK_OK(sfv_multi_channel_handshake(m2, e1, 2));
+    CHECK_RESULT(sfv_multi_channel_scope(m1, tf_fence_fn, &e, &rep), SFV_ERR_SCOPE_AUTOPOLL);
+    CHECK(strstr(sfv_last_error()->message, "could not post its fence") != NULL);
+    CHECK_OK(sfv_destroy_multi_channel(m1));
+    CHECK_OK(sfv_destroy_multi_channel(m2));
+    tf_pair(&e, NULL, &a, &b);
+    g = sfv_mr_gather_element(e.mr, e.buf, 8);
+    {
+        sfv_scatter_element s = sfv_mr_scatter_element(e.mr, e.buf + 512, 8);
+        sfv_pending rx;
+        CHECK_OK(sfv_channel_post_receive(b, &s, 1, &rx)); /* for the inner scope's send */
+        CHECK_OK(sfv_channel_manual_scope(a, tf_outer_manual_fn, &g));
+        CHECK_OK(sfv_pending_wait(&rx, 1000, NULL));
+    }
+    CHECK_EQ(sfv_channel_outstanding(a), 0);
+    CHECK_OK(sfv_destroy_channel(a));
+    CHECK_OK(sfv_destroy_channel(b));
+    tf_close(&e);
+}
+
 /* An inject only flushed after another work request failed is not the failure the channel's
    refusals name: they name the one that failed. */
 static void t_inject_flushed_not_blamed(void) {
@@ -2444,6 +2842,15 @@ static const harness_test TESTS[] = {
     TEST(t_node_connect_with_results, 10),
     TEST(t_mc_destroy_in_scope, 10),
     TEST(t_srq_cq_err_stops_channels, 10),
+    TEST(t_srq_channels_share_abort_deadline, 10),
+    TEST(t_lease_windows, 10),
+    TEST(t_srq_failed_takes_no_qp, 10),
+    TEST(t_manual_scope_unsignaled, 10),
+    TEST(t_srq_receive_of_gone_qp, 10),
+    TEST(t_blocking_cannot_stop, 10),
+    TEST(t_on_wc_cannot_destroy, 10),
+    TEST(t_partial_batch_in_scope, 10),
+    TEST(t_scope_kinds_and_fences, 10),
     TEST(t_log_calls_back, 10),
     TEST(t_work_errors, 10),
     TEST(t_atomics, 10),
