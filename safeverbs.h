@@ -861,8 +861,10 @@ SAFEVERBS_API size_t sfv_channel_outstanding(const sfv_channel *ch);
 
 /* Blocking: post, then wait (deadline: desc.timeout_ms; the flush after an expiry may add up to
    5 s on a NIC slow to flush, after which the QP is destroyed). On SFV_ERR_TIMEOUT (or a wait that fails:
-   a CQ error) the channel has flushed the work (and is broken), so the buffers are free again.
-   wc may be NULL. */
+   a CQ error) the channel has flushed the work (and is broken), so the buffers are free again;
+   only if the channel could not stop it (it was not flushed, and destroying the queue pair was
+   refused) is the result SFV_ERR_DRIVER instead, saying the buffers are still the NIC's (destroy
+   the channel). A scope's and a many-peer call's deadline end the same way. wc may be NULL. */
 SFV_NODISCARD SAFEVERBS_API sfv_result sfv_channel_send(sfv_channel *ch, const sfv_gather_element *sges, size_t n, sfv_work_completion *wc);
 SFV_NODISCARD SAFEVERBS_API sfv_result sfv_channel_send_imm(sfv_channel *ch, const sfv_gather_element *sges, size_t n, uint32_t imm, sfv_work_completion *wc);
 SFV_NODISCARD SAFEVERBS_API sfv_result sfv_channel_receive(sfv_channel *ch, const sfv_scatter_element *sges, size_t n, sfv_work_completion *wc);
@@ -1222,8 +1224,10 @@ SAFEVERBS_API size_t sfv_srq_outstanding(const sfv_srq *srq);
    pair it was bound to: the same peer on another channel, or another peer, is refused alike.
    Rules:
    - the MR must be registered with SFV_ACCESS_MW_BIND (sfv_reg_mr_access), on the channel's
-     PD, and hold the access asked for (REMOTE_WRITE, REMOTE_READ, REMOTE_ATOMIC; LOCAL_WRITE
-     for write and atomic); the slice [offset, offset + length) must lie inside it: else
+     PD, with LOCAL_WRITE for a lease of write or atomic access (IBTA C10-74); it needs no
+     remote access of its own (an MR without any is reached only through its leases, so a
+     revoke ends all remote access); access is one or more of REMOTE_WRITE, REMOTE_READ,
+     REMOTE_ATOMIC; the slice [offset, offset + length) must lie inside it: else
      SFV_ERR_INVALID or SFV_ERR_SLICE_NOT_WITHIN_BOUNDS, before any verb;
    - the channel must be connected (the bind is a work request on its send queue; granting
      waits for its completion, with the channel's deadline);
@@ -1432,7 +1436,8 @@ SFV_NODISCARD SAFEVERBS_API sfv_result sfv_node_handshake(sfv_node *node, const 
    fails with the accept's or socket's EMFILE; one authenticated frame each way); above 256 ranks
    it is an exchange of its own, as sfv_exchange_all of 0 bytes. So every rank of a job connects
    with sfv_node_connect (or every rank by hand, as sfv_node_handshake says), not some each way:
-   the exchange refuses a rank that connects the other way (SFV_ERR_INVALID, on both sides). One deadline for all of it
+   up to 256 ranks the exchange refuses a rank that connects the other way (SFV_ERR_INVALID, on
+   both sides). One deadline for all of it
    (timeout_ms < 0: 60 s; no cap). It allocates world_size * SFV_NODE_ENDPOINT_SIZE(world_size)
    bytes for the exchange while it runs (0.9 MB at 128 ranks, about 940 MB at 4096). Errors:
    those of the exchange and the handshake; a failed sync after the handshake (a rank gone, a
@@ -4175,7 +4180,10 @@ static void sfv__srq_forget_qp(sfv_srq *srq, uint32_t qpn);
 static bool sfv__destroy_qp(sfv_channel *ch) {
     const uint32_t qpn = ch->qp ? ch->qp->qp_num : 0;
     if (ch->qp && ibv_destroy_qp(ch->qp) != 0) return false;
-    if (ch->qp && ch->srq) sfv__srq_forget_qp(ch->srq, qpn); /* (before the number is another QP's) */
+    if (ch->qp && ch->srq) { /* its receives still in the SRQ's CQ recorded first, then its number forgotten (before it is another QP's) */
+        while (ch->srq->srq && sfv__drain(&ch->srq->core) > 0) {}
+        sfv__srq_forget_qp(ch->srq, qpn);
+    }
     if (ch->qp) { /* without a QP it takes no work (a reset that makes a new one opens it again) */
         ch->broken = true;
         sfv__set_can(ch, false, false);
@@ -4571,7 +4579,7 @@ SFV__SLOW sfv_result sfv__recv_batch_failed(const sfv_channel *ch, sfv_pending *
 SFV__SLOW sfv_result sfv__batch_failed(sfv_channel *ch, sfv_pending *pending, size_t posted, int rc) {
     sfv__pending_clear(ch, pending, 1);
     if (!posted) return sfv__fail_verb("ibv_post_send", rc);
-    SFV__KEEPING_ERROR(sfv__abort(ch)); /* flushed now, not left to a deadline (a scope waits for it by its place) */
+    sfv__break(ch);
     return sfv__fail(SFV_ERR_BROKEN, rc, "ibv_post_send", "ibv_post_send took %zu work requests of the batch, then failed: %s; the channel is broken",
                      posted, strerror(rc));
 }
@@ -6112,9 +6120,6 @@ static sfv_result sfv__lease_refused(const sfv_channel *ch, const sfv_mr *mr, si
         return sfv__fail(SFV_ERR_INVALID, EINVAL, fn, "access 0x%x: give one or more of REMOTE_WRITE, REMOTE_READ, REMOTE_ATOMIC", access);
     if ((access & (SFV_ACCESS_REMOTE_WRITE | SFV_ACCESS_REMOTE_ATOMIC)) && !(mr->access & SFV_ACCESS_LOCAL_WRITE))
         return sfv__fail(SFV_ERR_INVALID, EINVAL, fn, "remote write or atomic through a lease needs an MR with SFV_ACCESS_LOCAL_WRITE");
-    if ((mr->access & access) != access)
-        return sfv__fail(SFV_ERR_INVALID, EINVAL, fn, "access 0x%x asked for, but the MR was registered with 0x%x: a lease grants no more than its MR holds",
-                         access, (unsigned)mr->access);
     if (!length) return sfv__fail(SFV_ERR_INVALID, EINVAL, fn, "a lease of 0 bytes");
     if (offset > mr->length || length > mr->length - offset)
         return sfv__fail(SFV_ERR_SLICE_NOT_WITHIN_BOUNDS, ERANGE, fn, "[%zu, %zu + %zu) is not inside the MR's %zu bytes", offset, offset, length,
@@ -6141,7 +6146,9 @@ static sfv_result sfv__lease_bind(sfv_channel *ch, struct ibv_send_wr *wr) {
     sfv__cover(&ch->sq, &p, 1, sfv__track(&ch->sq, SFV_WC_OP_UNKNOWN, 0));
     r = sfv_pending_wait(&p, -1, &wc);
     if (r != SFV_OK && r != SFV_ERR_WORK) { /* a deadline, a failed poll: never leave the bind in flight */
-        SFV__KEEPING_ERROR(sfv__abort(ch); sfv__ignore(sfv_pending_wait(&p, -1, NULL)));
+        bool stuck;
+        SFV__KEEPING_ERROR(sfv__abort(ch); stuck = sfv__abort_stuck(ch); if (!stuck) sfv__ignore(sfv_pending_wait(&p, -1, NULL)));
+        if (stuck) r = sfv__stuck(); /* (the window stays: sfv_lease_grant does not free it under its bind) */
     }
     return r;
 }
@@ -6176,7 +6183,7 @@ SAFEVERBS_API sfv_result sfv_lease_grant(sfv_channel *ch, sfv_mr *mr, size_t off
     wr.bind_mw.bind_info.mw_access_flags = access;
     r = sfv__lease_bind(ch, &wr);
     if (r) {
-        (void)ibv_dealloc_mw(l->mw);
+        if (!sfv__abort_stuck(ch)) (void)ibv_dealloc_mw(l->mw); /* (never under a bind still in flight: left to the device) */
         SFV_FREE(l);
         return r;
     }
@@ -6261,11 +6268,11 @@ static void sfv__scope_open(sfv__peer *peers, size_t n, bool manual) {
         peers[i].ch->scope_manual = manual;
     }
 }
-static void sfv__scope_close(sfv__peer *peers, size_t n, bool manual) {
+static void sfv__scope_close(sfv__peer *peers, size_t n) {
     size_t i;
     for (i = 0; i < n; i++) {
         peers[i].ch->scope_depth--;
-        peers[i].ch->scope_manual = manual ? peers[i].was_manual : peers[i].ch->scope_manual;
+        peers[i].ch->scope_manual = peers[i].was_manual; /* the scope around it decides again */
     }
 }
 /* Waits for and consumes what fn left on each channel, each within its own deadline; fn's error
@@ -6418,7 +6425,7 @@ static sfv_result sfv__scope_run(sfv_channel *ch, sfv_scope_fn fn, void *user, s
     f0 = sfv__failures;
     rep->fn_result = fn(ch, user);
     sfv__fn_failures = sfv__failures - f0;
-    sfv__scope_close(&one, 1, manual);
+    sfv__scope_close(&one, 1);
     sfv__scope_settle(&one, 1, rep, sink);
     return SFV_OK;
 }
@@ -6752,7 +6759,7 @@ static sfv_result sfv__many_run(sfv_multi_channel *mc, const sfv__many *m, sfv_w
         if (post_r) break;
     }
     post_err = wait_err = sfv__last;
-    sfv__scope_close(mc->peers, mc->n, false);
+    for (i = 0; i < mc->n; i++) mc->peers[i].ch->scope_depth--; /* (sfv__many_open's; no scope's kind to restore) */
     memset(&first, 0, sizeof first);
     t0 = sfv__now_ns();
     for (i = 0; i < posted; i++) { /* a queue's work is in request order from where the call began */
@@ -6833,7 +6840,7 @@ static sfv_result sfv__mc_scope_run(sfv_multi_channel *mc, sfv_multi_scope_fn fn
     rep->fn_result = fn(mc, user);
     sfv__fn_failures = sfv__failures - f0;
     mc->in_scope = false;
-    sfv__scope_close(mc->peers, mc->n, manual);
+    sfv__scope_close(mc->peers, mc->n);
     {
         static const sfv__sink none = {NULL, NULL};
         sfv__scope_settle(mc->peers, mc->n, rep, &none);
@@ -8155,7 +8162,7 @@ SAFEVERBS_API sfv_result sfv_node_connect_keyed(sfv_node *node, const sfv_net_no
     if (r == SFV_OK) r = sfv_node_handshake(node, all, node->world * each);
     if (r == SFV_OK) { /* the sync: over the exchange's connections where it kept them */
         r = links ? sfv__ex_sync(links, node->world, node->rank, &key, deadline)
-                  : sfv_exchange_all_keyed(nodes, node->world, node->rank, NULL, 0, NULL, desc, sfv__ms_until(deadline));
+                  : sfv__exchange_all(nodes, node->world, node->rank, NULL, 0, NULL, desc, sfv__ms_until(deadline), NULL, &key);
         if (r != SFV_OK) r = sfv__node_unsynced(node, r);
     } else if (links) {
         sfv__ex_links_close(links, node->world);
