@@ -3789,23 +3789,28 @@ SFV__SLOW void sfv__iv_race(const sfv__iv *n, const sfv__iv *f) {
 
 /* Records the elements of one work request into its slot's nodes; false (after the message) on
    a race, with nothing of this work request recorded. */
+/* Node n for element e of work request wr_id (an inject's included); false for an element that
+   covers nothing (empty, or wrapping: the verb refuses it). */
+static bool sfv__iv_node(sfv__iv *n, sfv__ring *q, uint64_t wr_id, uint8_t op, bool scatter, const struct ibv_sge *e) {
+    if (!e->length || e->addr + e->length < e->addr) return false;
+    memset(n, 0, sizeof *n);
+    n->lo = e->addr;
+    n->hi = e->addr + e->length;
+    n->max_hi = n->hi;
+    n->q = q;
+    n->seq = (wr_id & ~SFV__WRID_INJECT) >> 1;
+    n->lkey = e->lkey;
+    n->op = op;
+    n->scatter = scatter;
+    return true;
+}
 static bool sfv__iv_add_wr(sfv__ring *q, uint64_t wr_id, uint8_t op, bool scatter, const struct ibv_sge *sg, int num) {
     sfv__iv *nodes = q->iv + ((wr_id >> 1) & q->mask) * q->iv_per;
     int k, used = 0;
     for (k = 0; k < num; k++) {
-        sfv__iv *n;
+        sfv__iv *n = &nodes[used];
         const sfv__iv *f;
-        if (!sg[k].length || sg[k].addr + sg[k].length < sg[k].addr) continue; /* a wrapping element: the verb refuses it */
-        n = &nodes[used];
-        memset(n, 0, sizeof *n);
-        n->lo = sg[k].addr;
-        n->hi = sg[k].addr + sg[k].length;
-        n->max_hi = n->hi;
-        n->q = q;
-        n->seq = wr_id >> 1;
-        n->lkey = sg[k].lkey;
-        n->op = op;
-        n->scatter = scatter;
+        if (!sfv__iv_node(n, q, wr_id, op, scatter, &sg[k])) continue;
         sfv__iv_seed = sfv__iv_seed * 1664525u + 1013904223u;
         n->prio = sfv__iv_seed;
         f = sfv__iv_find(sfv__iv_root[1], n->lo, n->hi, true, 0);
@@ -3830,15 +3835,7 @@ static bool sfv__iv_check_gather(sfv__ring *q, uint64_t wr_id, uint8_t op, const
     for (k = 0; k < num; k++) {
         sfv__iv n;
         const sfv__iv *f;
-        if (!sg[k].length || sg[k].addr + sg[k].length < sg[k].addr) continue;
-        memset(&n, 0, sizeof n);
-        n.lo = sg[k].addr;
-        n.hi = sg[k].addr + sg[k].length;
-        n.max_hi = n.hi;
-        n.q = q;
-        n.seq = (wr_id & ~SFV__WRID_INJECT) >> 1;
-        n.lkey = sg[k].lkey;
-        n.op = op;
+        if (!sfv__iv_node(&n, q, wr_id, op, false, &sg[k])) continue;
         if ((f = sfv__iv_find(sfv__iv_root[1], n.lo, n.hi, true, 0)) != NULL) {
             sfv__iv_race(&n, f);
             return false;
@@ -3988,6 +3985,7 @@ static sfv_work_error_class sfv__flush_class(const sfv_channel *ch) {
 }
 SFV__SLOW sfv_work_error_class sfv__failure_class(sfv_channel *ch, uint8_t op, enum ibv_wc_status status) {
     const bool flush = status == IBV_WC_WR_FLUSH_ERR;
+    sfv_work_error_class cls;
     if (!ch->first_status) {
         ch->first_status = (uint8_t)status;
         ch->first_op = op;
@@ -4001,7 +3999,7 @@ SFV__SLOW sfv_work_error_class sfv__failure_class(sfv_channel *ch, uint8_t op, e
         else if (flush && !ch->aborted)
             ch->first_cause = SFV__CAUSE_RECV_FLUSH; /* the peer's doing, most likely */
     }
-    if (flush && sfv__flush_class(ch) != SFV_WORK_ERROR_NONE) return sfv__flush_class(ch);
+    if (flush && (cls = sfv__flush_class(ch)) != SFV_WORK_ERROR_NONE) return cls;
     if (ch->first_cause == SFV__CAUSE_PORT_DOWN && status == IBV_WC_LOC_QP_OP_ERR) return SFV_WORK_ERROR_LOCAL_RESOURCE;
     return sfv_wc_status_class((sfv_wc_status)status);
 }
@@ -4184,10 +4182,7 @@ static bool sfv__destroy_qp(sfv_channel *ch) {
         while (ch->srq->srq && sfv__drain(&ch->srq->core) > 0) {}
         sfv__srq_forget_qp(ch->srq, qpn);
     }
-    if (ch->qp) { /* without a QP it takes no work (a reset that makes a new one opens it again) */
-        ch->broken = true;
-        sfv__set_can(ch, false, false);
-    }
+    if (ch->qp) sfv__mark_broken(ch); /* without a QP it takes no work (a reset that makes a new one opens it again) */
     ch->qp = NULL;
     sfv__ring_flush(&ch->sq);
     sfv__ring_flush(&ch->rq);
@@ -5494,11 +5489,21 @@ SFV__API_HOT sfv_result sfv_pending_wait_all(sfv_pending *pendings, size_t count
     return sfv__wait_rest(pendings, i + 1, count, timeout_ms, &deadline, wcs);
 }
 
+/* Whether a scope, a many-peer call or a scope's on_wc holds the channel: no destroy, no reset. */
+static bool sfv__scoped(const sfv_channel *ch) { return ch->scope_depth > 0 || ch->settling > 0; }
 /* Whether an abort left work in the NIC's hands: moving the QP to ERR and destroying it were
    both refused (nothing else stops it). */
 static bool sfv__abort_stuck(const sfv_channel *ch) { return ch->qp && sfv__inflight(ch); }
 SFV__SLOW sfv_result sfv__stuck(void) {
     return sfv__fail(SFV_ERR_DRIVER, EIO, "wait", "the work did not complete, and the channel could not stop it (it was not flushed, and destroying the queue pair was refused): its buffers are still the NIC's; destroy the channel");
+}
+/* After a wait that failed with r (a deadline, a failed poll): the channel aborted, so the work
+   is flushed and consumed, the wait's error kept; r, or sfv__stuck's where nothing stopped it
+   ("the buffers are free" would be untrue). */
+static sfv_result sfv__abort_consume(sfv_channel *ch, sfv_pending *pending, sfv_work_completion *wc, sfv_result r) {
+    bool stuck;
+    SFV__KEEPING_ERROR(sfv__abort(ch); stuck = sfv__abort_stuck(ch); if (!stuck) sfv__ignore(sfv_pending_wait(pending, -1, wc)));
+    return stuck ? sfv__wc_none(wc, sfv__stuck()) : r;
 }
 /* Blocking calls: post, wait with the channel's deadline; on expiry flush, so buffers are free. */
 static sfv_result sfv__blocking(sfv_channel *ch, sfv_result posted, sfv_pending *pending, sfv_work_completion *wc) {
@@ -5506,9 +5511,7 @@ static sfv_result sfv__blocking(sfv_channel *ch, sfv_result posted, sfv_pending 
     if (SFV__UNLIKELY(posted)) return sfv__wc_none(wc, posted); /* never a zero (SFV_OK) completion for a refused post */
     r = sfv_pending_wait(pending, -1, wc);
     if (r != SFV_OK && r != SFV_ERR_WORK) { /* timed out, or the wait failed (the CQ): flush all the same */
-        bool stuck;
-        SFV__KEEPING_ERROR(sfv__abort(ch); stuck = sfv__abort_stuck(ch); if (!stuck) sfv__ignore(sfv_pending_wait(pending, -1, wc)));
-        if (stuck) r = sfv__wc_none(wc, sfv__stuck()); /* not "the buffers are free": they are not */
+        r = sfv__abort_consume(ch, pending, wc, r);
         if (wc) wc->result = r;
     }
     return r;
@@ -6071,7 +6074,7 @@ SAFEVERBS_API size_t sfv_srq_outstanding(const sfv_srq *srq) { return srq ? (siz
 SAFEVERBS_API sfv_result sfv_channel_reset(sfv_channel *ch) {
     sfv_result r;
     SFV__CHECK_ARG(ch, "channel");
-    if (ch->scope_depth > 0 || ch->settling > 0)
+    if (sfv__scoped(ch))
         return sfv__fail(SFV_ERR_INVALID, EINVAL, "sfv_channel_reset", "the channel is inside an open scope (or many-peer call, or a scope's on_wc): reset it after the scope returns");
     sfv__leases_drop(ch); /* windows bound to the old QP hold it (>>impl leases); its leases end, dead, until revoked */
     if (sfv__inflight(ch) || (ch->qp && !ch->aborted)) sfv__abort(ch); /* everything in flight flushed */
@@ -6145,11 +6148,8 @@ static sfv_result sfv__lease_bind(sfv_channel *ch, struct ibv_send_wr *wr) {
     if (rc) return sfv__post_failed(ch, &p, 1, "ibv_post_send", rc);
     sfv__cover(&ch->sq, &p, 1, sfv__track(&ch->sq, SFV_WC_OP_UNKNOWN, 0));
     r = sfv_pending_wait(&p, -1, &wc);
-    if (r != SFV_OK && r != SFV_ERR_WORK) { /* a deadline, a failed poll: never leave the bind in flight */
-        bool stuck;
-        SFV__KEEPING_ERROR(sfv__abort(ch); stuck = sfv__abort_stuck(ch); if (!stuck) sfv__ignore(sfv_pending_wait(&p, -1, NULL)));
-        if (stuck) r = sfv__stuck(); /* (the window stays: sfv_lease_grant does not free it under its bind) */
-    }
+    if (r != SFV_OK && r != SFV_ERR_WORK) /* a deadline, a failed poll: never leave the bind in flight */
+        r = sfv__abort_consume(ch, &p, NULL, r); /* (stuck: sfv_lease_grant keeps the window under its bind) */
     return r;
 }
 
@@ -6497,7 +6497,7 @@ SAFEVERBS_API sfv_result sfv_destroy_channel(sfv_channel *ch) {
     }
     SFV__LOG(SFV_LOG_DEBUG, "%s qp %u: destroying (%zu work requests outstanding)", sfv_context_name(sfv_pd_context(ch->pd)),
              ch->qp ? ch->qp->qp_num : 0, sfv_channel_outstanding(ch));
-    if (ch->scope_depth > 0 || ch->settling > 0)
+    if (sfv__scoped(ch))
         return sfv__fail(SFV_ERR_INVALID, EINVAL, "sfv_destroy_channel", "the channel is inside an open scope (or many-peer call, or a scope's on_wc): destroy it after the scope returns");
     sfv__leases_drop(ch); /* >>impl leases */
     if (sfv__inflight(ch)) sfv__abort(ch);
@@ -6588,7 +6588,7 @@ SAFEVERBS_API sfv_result sfv_destroy_multi_channel(sfv_multi_channel *mc) {
     if (mc->in_scope)
         return sfv__fail(SFV_ERR_INVALID, EINVAL, "sfv_destroy_multi_channel", "a scope of this multi-channel is open: destroy it after the scope returns");
     for (i = 0; i < mc->n; i++) /* all or none: no channel goes while one of them would refuse */
-        if (mc->peers[i].ch && (mc->peers[i].ch->scope_depth > 0 || mc->peers[i].ch->settling > 0))
+        if (mc->peers[i].ch && sfv__scoped(mc->peers[i].ch))
             return sfv__fail(SFV_ERR_INVALID, EINVAL, "sfv_destroy_multi_channel",
                              "the channel to peer %zu is inside an open scope: destroy the multi-channel after the scope returns", i);
     r = sfv__mc_destroy_channels(mc);
@@ -7071,14 +7071,15 @@ static const char *sfv__ex_decode(const uint8_t *in, size_t size, sfv__ex_frame 
     if (in[2] != SFV__EX_VERSION) return "another version of the exchange";
     switch (in[3]) {
     case SFV__EX_HELLO: {
-        const uint64_t rank = sfv__get_be(in + 4, 4), world = sfv__get_be(in + 8, 4), bytes = sfv__get_be(in + 12, 4) & ~(uint64_t)SFV__EX_KEEPS;
+        const uint64_t rank = sfv__get_be(in + 4, 4), world = sfv__get_be(in + 8, 4), word = sfv__get_be(in + 12, 4),
+                       bytes = word & ~(uint64_t)SFV__EX_KEEPS;
         if (world == 0 || world > SFV__MAX_PEERS) return "a world size out of range";
         if (rank >= world) return "a rank outside its world";
         if (bytes > SFV__EX_MAX_SIZE) return "a message size over 64 MiB";
         out->rank = (uint32_t)rank;
         out->world = (uint32_t)world;
         out->size = (uint32_t)bytes;
-        out->keeps = (in[12] & 0x80) != 0;
+        out->keeps = (word & SFV__EX_KEEPS) != 0;
         break;
     }
     case SFV__EX_PROOF:
@@ -7867,6 +7868,10 @@ SAFEVERBS_API sfv_result sfv_exchange_all_keyed(const sfv_net_node *nodes, size_
    `rank`): each side sends a tag frame bound to the connection's hellos ('s' from the listening
    side, 'S' from the connecting one), then reads and checks the peer's. All sends go first (a
    frame fits any socket buffer), so no two ranks wait for each other. Closes every link. */
+static void sfv__ex_sync_tag(const sfv__ex_key *key, const sfv__ex_link *l, bool ours, uint8_t out[32]) {
+    const bool from_listener = l->listening == ours;
+    sfv__ex_mac(key, from_listener ? 's' : 'S', l->hello_c, l->hello_l, NULL, 0, out);
+}
 static sfv_result sfv__ex_sync(sfv__ex_link *links, size_t n, size_t rank, const sfv__ex_key *key, uint64_t deadline) {
     sfv_result r = SFV_OK;
     size_t i;
@@ -7880,7 +7885,7 @@ static sfv_result sfv__ex_sync(sfv__ex_link *links, size_t n, size_t rank, const
         }
         memset(&f, 0, sizeof f);
         f.type = SFV__EX_TAG;
-        sfv__ex_mac(key, links[i].listening ? 's' : 'S', links[i].hello_c, links[i].hello_l, NULL, 0, f.body);
+        sfv__ex_sync_tag(key, &links[i], true, f.body);
         sfv__ex_encode(&f, out);
         r = sfv__fd_io(links[i].fd, out, sizeof out, true, deadline, i);
     }
@@ -7892,7 +7897,7 @@ static sfv_result sfv__ex_sync(sfv__ex_link *links, size_t n, size_t rank, const
         if ((r = sfv__fd_io(links[i].fd, in, sizeof in, false, deadline, i)) != SFV_OK) break;
         bad = sfv__ex_decode(in, sizeof in, &f);
         if (!bad && f.type != SFV__EX_TAG) bad = "a frame that is not a tag";
-        sfv__ex_mac(key, links[i].listening ? 'S' : 's', links[i].hello_c, links[i].hello_l, NULL, 0, want);
+        sfv__ex_sync_tag(key, &links[i], false, want);
         if (!bad && !sfv__same_bytes(f.body, want, sizeof want)) bad = "a sync that does not match its connection";
         if (bad) r = sfv__fail(SFV_ERR_PERMISSION, EACCES, "exchange", "rank %zu sent %s", i, bad);
     }
@@ -8143,6 +8148,7 @@ SAFEVERBS_API sfv_result sfv_node_connect_keyed(sfv_node *node, const sfv_net_no
     uint8_t *mine, *all;
     sfv__ex_link *links = NULL;
     sfv__ex_key key; /* one pick for the exchange and its sync */
+    bool keep;       /* the exchange's connections kept for the sync */
     sfv_result r;
     SFV__CHECK_ARG(node, "node");
     SFV__CHECK_ARG(nodes, "nodes (NULL)");
@@ -8151,11 +8157,12 @@ SAFEVERBS_API sfv_result sfv_node_connect_keyed(sfv_node *node, const sfv_net_no
     each = SFV_NODE_ENDPOINT_SIZE(node->world);
     mine = (uint8_t *)SFV_MALLOC(each);
     all = (uint8_t *)SFV_MALLOC(node->world * each);
-    if (node->world > 1 && node->world <= SFV__NODE_LINKS_MAX) {
+    keep = node->world > 1 && node->world <= SFV__NODE_LINKS_MAX;
+    if (keep) {
         links = (sfv__ex_link *)SFV_MALLOC(node->world * sizeof *links);
         for (i = 0; links && i < node->world; i++) links[i].fd = -1;
     }
-    r = mine && all && (links || node->world == 1 || node->world > SFV__NODE_LINKS_MAX) ? SFV_OK : sfv__fail_verb("malloc", ENOMEM);
+    r = mine && all && (links || !keep) ? SFV_OK : sfv__fail_verb("malloc", ENOMEM);
     if (r == SFV_OK) r = sfv__ex_key_pick(desc, &key);
     if (r == SFV_OK) r = sfv_node_endpoint(node, mine, each);
     if (r == SFV_OK) r = sfv__exchange_all(nodes, node->world, node->rank, mine, each, all, desc, sfv__ms_until(deadline), links, &key);
