@@ -18,6 +18,8 @@ NODEV    += $(patsubst tests/nodev/%.c,$(BUILD)/nodev/asan/%,$(wildcard tests/no
 NODEV_DEPS := tests/nodev/fake_verbs.c tests/nodev/fake_verbs.h tests/harness.h safeverbs.h
 # The fake-NIC tests once more with SAFEVERBS_STATIC: the data path inlined into the callers.
 NODEV    += $(BUILD)/nodev/test_fake_static
+# The threaded one (another thread reads the events that break a channel) with ThreadSanitizer.
+NODEV    += $(BUILD)/nodev/tsan/test_race
 # Tests of the real build that need no device either: they join the device-free tier on the host
 # (and still run in the guest with the rest). They link libibverbs, which tools/deps.sh installs.
 HOST_TESTS := $(BUILD)/test_exchange $(BUILD)/asan/test_exchange
@@ -47,6 +49,10 @@ $(BUILD)/nodev/test_%: tests/nodev/test_%.c $(NODEV_DEPS)
 $(BUILD)/nodev/test_fake_static: tests/nodev/test_fake.c $(NODEV_DEPS)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -DSAFEVERBS_STATIC $(WARN) -I. -Itests -o $@ $< tests/nodev/fake_verbs.c -lpthread
+
+$(BUILD)/nodev/tsan/test_%: tests/nodev/test_%.c $(NODEV_DEPS)
+	@mkdir -p $(@D)
+	$(CC) -O1 -g -fsanitize=thread $(WARN) -I. -Itests -o $@ $< tests/nodev/fake_verbs.c -lpthread
 
 $(BUILD)/nodev/asan/test_%: tests/nodev/test_%.c $(NODEV_DEPS)
 	@mkdir -p $(@D)

@@ -827,7 +827,9 @@ SFV_NODISCARD SAFEVERBS_API sfv_result sfv_create_channel(sfv_pd *pd, const sfv_
    memory. */
 SAFEVERBS_API sfv_result sfv_destroy_channel(sfv_channel *ch);
 SFV_NODISCARD SAFEVERBS_API sfv_result sfv_channel_endpoint(const sfv_channel *ch, sfv_endpoint *out);
-/* RESET -> INIT -> RTR -> RTS against the peer's endpoint; sets a GRH when the peer has a GID. */
+/* RESET -> INIT -> RTR -> RTS against the peer's endpoint; sets a GRH when the peer has a GID.
+   Once only (again: SFV_ERR_INVALID); a channel broken before it connected (an event, a reset
+   that could not make its QP): SFV_ERR_BROKEN, saying why (sfv_channel_reset recovers it). */
 SFV_NODISCARD SAFEVERBS_API sfv_result sfv_channel_handshake(sfv_channel *ch, const sfv_endpoint *peer);
 /* Recovers a broken channel (or moves a working one to a new peer) without destroying it: the
    work in flight is flushed first (the QP to the error state, drained; every pending handle of
@@ -1118,9 +1120,8 @@ SFV_NODISCARD SAFEVERBS_API sfv_result sfv_channel_inject_write_imm(sfv_channel 
    - SFV_WAIT_EVENT: the wait's one poll(2) watches the device's event fd beside the completion
      channel, so an event wakes it at once (no extra system call). A sleep lasts at most 50 ms at
      a time, so an event that another thread read for this channel is seen within 50 ms.
-   - SFV_WAIT_BUSY: once per 16384 empty polls of its CQ (about 1 to 10 ms of spinning), the
-     wait reads the events (one non-blocking read). A ping-pong whose completions come sooner
-     never reads them.
+   - SFV_WAIT_BUSY: after each 10 ms of spinning on its CQ, the wait reads the events (one
+     non-blocking read). A wait that its completion ends sooner (a ping-pong's) never reads them.
    - sfv_context_events (below) reads them too, and sfv_pending_wait(p, 0, wc) looks at the
      channel's state: in your own event loop, watch sfv_context_event_fd beside sfv_channel_fd.
    A channel broken by an event stops taking posts (SFV_ERR_BROKEN, the message names the event),
@@ -1522,7 +1523,7 @@ SFV_NODISCARD SAFEVERBS_API sfv_result sfv_node_barrier_unchecked(sfv_node *node
      SFV_ERR_ADDR_IN_USE  another listener has this address and port
    Events: a peer's disconnect ends the channel's waits at once: a wait that has to wait also
    watches the connection's CM fd (in event mode it polls it beside the completion fd; a busy
-   wait reads it as often as the device's events, every 16384 empty polls), so its work is
+   wait reads it as often as the device's events, after each 10 ms of spinning), so its work is
    flushed and the wait returns SFV_ERR_WORK, class SFV_WORK_ERROR_TRANSPORT, the hint "the peer
    disconnected", not at its deadline; later posts say SFV_ERR_BROKEN (receives of a channel on
    an SRQ wait on the SRQ, which no connection watches). sfv_cm_fd (a connection)
@@ -3011,17 +3012,39 @@ struct sfv_channel {
     struct sfv__watch *watch;     /* what else may end its waits (>>impl rdmacm), or NULL */
 };
 
+/* Another thread that reads an event may break a channel (sfv__event_break, under the context's
+   ev_lock) while the channel's own thread uses it. What that writes (broken, can_send, can_recv,
+   the lim_* below, async_cause, async_event) is read and written whole (relaxed atomics: on x86 a
+   plain load or store, so the post path is unchanged), and what opens a queue again does it under
+   the same lock (sfv__open_send, sfv_channel_reset), so an event's break is never undone. */
+#define SFV__XLOAD(f) __atomic_load_n(&(f), __ATOMIC_RELAXED)
+#define SFV__XSET(f, v) __atomic_store_n(&(f), (v), __ATOMIC_RELAXED)
+/* (acquire: async_event, stored before it, is the event's) */
+static uint8_t sfv__async_cause(const sfv_channel *ch) { return __atomic_load_n(&ch->async_cause, __ATOMIC_ACQUIRE); }
+
 /* Whether the channel's queues take work now, and the one test its posts make of that (sfv__postable):
    every change of can_send or can_recv goes through here. */
-static void sfv__set_can_send(sfv_channel *ch, bool send) { /* the send side alone (a connection made) */
-    ch->can_send = send;
-    ch->lim_send = send ? (size_t)ch->desc.max_send_sge + 1 : 0;
-    ch->lim_read = send ? (size_t)ch->max_read_sge + 1 : 0;
+static void sfv__set_can_send(sfv_channel *ch, bool send) {
+    SFV__XSET(ch->can_send, send);
+    SFV__XSET(ch->lim_send, send ? (size_t)ch->desc.max_send_sge + 1 : 0);
+    SFV__XSET(ch->lim_read, send ? (size_t)ch->max_read_sge + 1 : 0);
+}
+static void sfv__set_can_recv(sfv_channel *ch, bool recv) {
+    SFV__XSET(ch->can_recv, recv);
+    SFV__XSET(ch->lim_recv, recv ? (size_t)ch->desc.max_recv_sge + 1 : 0);
 }
 static void sfv__set_can(sfv_channel *ch, bool send, bool recv) {
     sfv__set_can_send(ch, send);
-    ch->can_recv = recv;
-    ch->lim_recv = recv ? (size_t)ch->desc.max_recv_sge + 1 : 0;
+    sfv__set_can_recv(ch, recv);
+}
+static void sfv__ev_enter(sfv_context *ctx);
+static void sfv__ev_leave(sfv_context *ctx);
+/* A connection made: the send queue takes work, unless an event broke the channel meanwhile (the
+   receive side as it is). */
+static void sfv__open_send(sfv_channel *ch) {
+    sfv__ev_enter(ch->pd->ctx);
+    sfv__set_can_send(ch, !SFV__XLOAD(ch->broken));
+    sfv__ev_leave(ch->pd->ctx);
 }
 
 /* Something besides the device that can end a channel's waits: the RDMA-CM connection over it,
@@ -3341,7 +3364,7 @@ static sfv_result sfv__qp_make(sfv_channel *ch, sfv_pd *pd) {
     uint32_t ask;
     if (ch->desc.srq && !ch->desc.srq->srq)
         return sfv__fail(SFV_ERR_BROKEN, EIO, "channel", "the SRQ is gone (a destroy failed part-way: call sfv_destroy_srq again)");
-    if (ch->desc.srq && (ch->desc.srq->core.broken || ch->desc.srq->core.async_cause)) /* its receives said flushed may still be the device's */
+    if (ch->desc.srq && sfv_channel_broken(&ch->desc.srq->core, NULL)) /* its receives said flushed may still be the device's */
         return sfv__fail(SFV_ERR_BROKEN, EIO, "channel", "the SRQ failed (its receives were flushed; the device may still hold them): no queue pair takes from it again; destroy it and make a new one");
     memset(&qi, 0, sizeof qi);
     qi.send_cq = qi.recv_cq = ch->cq;
@@ -3363,7 +3386,7 @@ static sfv_result sfv__qp_make(sfv_channel *ch, sfv_pd *pd) {
         const struct ibv_qp_cap cap = qi.cap;
         qi.cap.max_inline_data = ask;
         errno = 0;
-        ch->qp = ibv_create_qp(pd->pd, &qi);
+        SFV__XSET(ch->qp, ibv_create_qp(pd->pd, &qi)); /* (whole: a reset's, while another thread reads an event) */
         if (ch->qp || errno != EINVAL || ask == 0) break;
         qi.cap = cap;
         ask /= 2;
@@ -3391,7 +3414,7 @@ static sfv_result sfv__qp_make(sfv_channel *ch, sfv_pd *pd) {
     r = sfv__modify(ch->qp, &qa, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS, "INIT");
     if (r) {
         ibv_destroy_qp(ch->qp);
-        ch->qp = NULL;
+        SFV__XSET(ch->qp, NULL);
     }
     return r;
 }
@@ -3530,12 +3553,13 @@ SAFEVERBS_API sfv_result sfv_endpoint_decode(const uint8_t *in, size_t size, sfv
 }
 
 static void sfv__break(sfv_channel *ch);
+static sfv_result sfv__refuse_broken(const sfv_channel *ch, const char *fn);
 
 /* Whether ch can be connected to peer: every refusal of the handshake that comes before a verb. */
 static sfv_result sfv__handshake_check(const sfv_channel *ch, const sfv_endpoint *peer) {
     static const char fn[] = "sfv_channel_handshake";
-    if (ch->connected || ch->broken || !ch->qp)
-        return sfv__fail(SFV_ERR_INVALID, EINVAL, fn, "the channel is %s", ch->connected ? "already connected" : "broken");
+    if (ch->connected) return sfv__fail(SFV_ERR_INVALID, EINVAL, fn, "the channel is already connected");
+    if (SFV__XLOAD(ch->broken) || !ch->qp) return sfv__refuse_broken(ch, fn);
     if (peer->qpn == 0 || peer->qpn > 0xFFFFFFu) return sfv__fail(SFV_ERR_INVALID, EINVAL, fn, "peer QPN %u is not 24 bits", (unsigned)peer->qpn);
     if (peer->psn > 0xFFFFFFu) return sfv__fail(SFV_ERR_INVALID, EINVAL, fn, "peer PSN %u is over 24 bits", (unsigned)peer->psn);
     if (!sfv__mtu_enum(peer->mtu)) return sfv__fail(SFV_ERR_INVALID, EINVAL, fn, "peer MTU %u is not 256 .. 4096", (unsigned)peer->mtu);
@@ -3597,7 +3621,7 @@ SAFEVERBS_API sfv_result sfv_channel_handshake(sfv_channel *ch, const sfv_endpoi
         return sfv__fail(SFV_ERR_BROKEN, why.errnum, why.verb, "the channel is broken (destroy it): %s", why.message);
     }
     ch->connected = true;
-    sfv__set_can_send(ch, !ch->broken); /* (the receive side as it is: an event may break the channel meanwhile) */
+    sfv__open_send(ch);
     SFV__LOG(SFV_LOG_INFO, "%s qp %u: connected to qp %u (lid %u, %s gid %02x%02x..%02x%02x, mtu %u, read depth %u)",
              sfv_context_name(sfv_pd_context(ch->pd)), ch->qp->qp_num, peer->qpn, peer->lid, peer->has_gid ? "with" : "no",
              peer->gid.raw[0], peer->gid.raw[1], peer->gid.raw[14], peer->gid.raw[15], mtu, qa.max_rd_atomic);
@@ -3938,11 +3962,11 @@ SFV__SLOW sfv_result sfv__inflight_dereg_refused(void) {
 /* After an error completion, a flush or a partial post: nothing more may be posted. */
 /* Broken, without a word (under ev_lock, where the log fn may not call safeverbs), and with one. */
 static void sfv__mark_broken(sfv_channel *ch) {
-    ch->broken = true;
+    SFV__XSET(ch->broken, true);
     sfv__set_can(ch, false, false);
 }
 static void sfv__break(sfv_channel *ch) {
-    if (!ch->broken) SFV__LOG(SFV_LOG_INFO, "%s qp %u: broken (no more work; destroy it)", sfv_context_name(sfv_pd_context(ch->pd)), ch->qp ? ch->qp->qp_num : 0);
+    if (!SFV__XLOAD(ch->broken)) SFV__LOG(SFV_LOG_INFO, "%s qp %u: broken (no more work; destroy it)", sfv_context_name(sfv_pd_context(ch->pd)), ch->qp ? ch->qp->qp_num : 0);
     sfv__mark_broken(ch);
 }
 
@@ -4021,7 +4045,7 @@ SFV__HOT_INLINE void sfv__tail_free(sfv__ring *q) {
 SFV__SLOW void sfv__inject_failed(sfv_channel *ch, const sfv__ring *q, const sfv__slot *s, enum ibv_wc_status status) {
     const uint8_t cls = (uint8_t)sfv__failure_class(ch, s->op, status);
     uint64_t later = 0, t;
-    if (ch->inject_failed.no || (status == IBV_WC_WR_FLUSH_ERR && (ch->aborted || ch->broken))) return; /* flushed by our abort or after another failure: not its failure */
+    if (ch->inject_failed.no || (status == IBV_WC_WR_FLUSH_ERR && (ch->aborted || SFV__XLOAD(ch->broken)))) return; /* flushed by our abort or after another failure: not its failure */
     for (t = s->seq + 1; t < q->head; t++) { /* the injects after it have not completed: count them */
         const sfv__slot *u = &q->slots[t & q->mask];
         if (u->seq == t && u->state == SFV__SLOT_INJECT) later++;
@@ -4183,7 +4207,7 @@ static bool sfv__destroy_qp(sfv_channel *ch) {
         sfv__srq_forget_qp(ch->srq, qpn);
     }
     if (ch->qp) sfv__mark_broken(ch); /* without a QP it takes no work (a reset that makes a new one opens it again) */
-    ch->qp = NULL;
+    SFV__XSET(ch->qp, NULL);
     sfv__ring_flush(&ch->sq);
     sfv__ring_flush(&ch->rq);
     SFV__INFLIGHT_FORGET(ch); /* the NIC touches none of it any more, handle or not (>>impl inflight) */
@@ -4286,8 +4310,8 @@ SAFEVERBS_API sfv_result sfv_channel_ack_events(sfv_channel *ch) {
 SFV__SLOW void sfv__async_abort(sfv_channel *ch) {
     if (ch->aborted) return;
     SFV__LOG(SFV_LOG_INFO, "%s qp %u: broken by the device's %s event (no more work; destroy it)", sfv_context_name(sfv_pd_context(ch->pd)),
-             ch->qp ? ch->qp->qp_num : 0, sfv_event_type_str((sfv_event_type)ch->async_event));
-    if (!ch->first_status && !ch->first_cause) ch->first_cause = ch->async_cause;
+             ch->qp ? ch->qp->qp_num : 0, sfv_event_type_str((sfv_event_type)SFV__XLOAD(ch->async_event)));
+    if (!ch->first_status && !ch->first_cause) ch->first_cause = sfv__async_cause(ch);
     sfv__abort(ch);
     if (ch->core_of) { /* an SRQ (or its CQ) failed: none of its receives will complete */
         const uint64_t deadline = sfv__now_ns() + SFV__ABORT_DRAIN_NS;
@@ -4317,11 +4341,11 @@ SFV__SLOW void sfv__async_abort(sfv_channel *ch) {
     }
 }
 
-/* A busy wait reads the device's events once per this many empty polls of its CQ (a power of
-   two): one read(2) per 16384 ibv_poll_cq, well under 1% of the spinning, and a few ms apart
-   (0.8 ms at 50 ns a poll, more on a slower one). An event-mode sleep lasts at most
-   SFV__SLEEP_MAX_MS (an event another thread read for this channel is seen then). */
-#define SFV__EVENTS_EVERY_SPINS 16384u
+/* A busy wait reads the device's events (one read(2)) after each SFV__EVENTS_EVERY_NS of spinning,
+   counted from its first tick (64 empty polls), so a wait that its completion ends sooner, as a
+   ping-pong's do, makes no system call. An event-mode sleep lasts at most SFV__SLEEP_MAX_MS (an
+   event another thread read for this channel is seen then). */
+#define SFV__EVENTS_EVERY_NS 10000000ull
 #define SFV__SLEEP_MAX_MS 50
 
 /* One sleep of an event-mode wait: arm, or look at the channel's state, or sleep on the
@@ -4335,7 +4359,7 @@ SFV__SLOW int sfv__wait_sleep(sfv_channel *ch, uint64_t *deadline, uint32_t time
         sfv_result r = sfv_channel_arm(ch);
         return r ? (int)r : 0; /* poll once more: a completion may have come before the arm */
     }
-    if (SFV__UNLIKELY(ch->async_cause) && !ch->aborted) {
+    if (SFV__UNLIKELY(sfv__async_cause(ch)) && !ch->aborted) {
         sfv__async_abort(ch);
         return 0;
     }
@@ -4354,19 +4378,21 @@ SFV__SLOW int sfv__wait_sleep(sfv_channel *ch, uint64_t *deadline, uint32_t time
     if (pfd[0].revents) sfv_channel_ack_events(ch);
     return 0;
 }
-/* Every 64 empty polls of a busy wait: the device's events now and then, the channel's state,
-   the clock. 0: go on; 1: the deadline passed. */
-SFV__SLOW int sfv__wait_tick(sfv_channel *ch, unsigned spins, uint64_t *deadline, uint32_t timeout_ms) {
-    uint64_t now;
-    if ((spins & (SFV__EVENTS_EVERY_SPINS - 1)) == 0) {
+/* Every 64 empty polls of a busy wait: the clock, the device's events when their time came
+   (*events_at, 0 at the wait's first tick), the channel's state. 0: go on; 1: the deadline passed. */
+SFV__SLOW int sfv__wait_tick(sfv_channel *ch, uint64_t *events_at, uint64_t *deadline, uint32_t timeout_ms) {
+    const uint64_t now = sfv__now_ns();
+    if (!*events_at) {
+        *events_at = now + SFV__EVENTS_EVERY_NS;
+    } else if (now >= *events_at) {
+        *events_at = now + SFV__EVENTS_EVERY_NS;
         sfv__events_read(ch->pd->ctx);
         if (ch->watch) ch->watch->check(ch->watch);
     }
-    if (SFV__UNLIKELY(ch->async_cause) && !ch->aborted) {
+    if (SFV__UNLIKELY(sfv__async_cause(ch)) && !ch->aborted) {
         sfv__async_abort(ch);
         return 0;
     }
-    now = sfv__now_ns();
     if (!*deadline) *deadline = now + sfv__timeout_ns(timeout_ms);
     return now >= *deadline;
 }
@@ -4395,6 +4421,7 @@ SFV__SLOW sfv_result sfv__wait_timed_out(const sfv_channel *ch) {
 SFV__HOT_INLINE sfv_result sfv__wait_slot(sfv_channel *ch, const sfv__ring *q, const sfv__slot *s, uint64_t seq, uint64_t *deadline,
                                           int timeout_ms, bool signaled) {
     unsigned spins = 0;
+    uint64_t events_at = 0;
     for (;;) {
         int n = sfv__drain(ch);
         if (n == 0) {
@@ -4404,7 +4431,7 @@ SFV__HOT_INLINE sfv_result sfv__wait_slot(sfv_channel *ch, const sfv__ring *q, c
                 if (n) break;
             } else if ((++spins & 63) != 0) {
                 continue; /* an empty poll changes no slot */
-            } else if (sfv__wait_tick(ch, spins, deadline, sfv__ms_or(timeout_ms, ch->desc.timeout_ms))) {
+            } else if (sfv__wait_tick(ch, &events_at, deadline, sfv__ms_or(timeout_ms, ch->desc.timeout_ms))) {
                 break;
             }
         } else if (SFV__UNLIKELY(n < 0)) {
@@ -4440,14 +4467,15 @@ static const char *sfv__op_name(uint8_t op) {
    status says (ch NULL: the status alone). */
 static const char *sfv__failure_hint(const sfv_channel *ch, const sfv__slot *s) {
     const bool first = ch && ch->first_status == s->status;
-    if (ch && ch->first_cause == SFV__CAUSE_PORT_DOWN && ch->async_cause)
+    const uint8_t ev = ch ? SFV__XLOAD(ch->async_event) : 0;
+    if (ch && ch->first_cause == SFV__CAUSE_PORT_DOWN && sfv__async_cause(ch))
         return "the local port went down (the device's PORT_ERR event): the channel flushed its work and is broken";
     if (ch && ch->first_cause == SFV__CAUSE_PORT_DOWN)
         return "the local port is not ACTIVE: the link or port went down (rxe reports that as LOC_QP_OP_ERR and flushes the rest)";
     if (ch && ch->first_cause == SFV__CAUSE_FATAL_EVENT)
-        return ch->async_event == SFV_EVENT_CQ_ERR ? "the channel's CQ failed (the device's CQ_ERR event: an overrun?): the channel flushed its work and is broken"
-             : ch->async_event == SFV_EVENT_DEVICE_FATAL ? "the device failed (DEVICE_FATAL event): the channel flushed its work and is broken"
-             : ch->async_event == SFV_EVENT_SRQ_ERR || (ch->srq && !ch->async_event)
+        return ev == SFV_EVENT_CQ_ERR ? "the channel's CQ failed (the device's CQ_ERR event: an overrun?): the channel flushed its work and is broken"
+             : ev == SFV_EVENT_DEVICE_FATAL ? "the device failed (DEVICE_FATAL event): the channel flushed its work and is broken"
+             : ev == SFV_EVENT_SRQ_ERR || (ch->srq && !ev)
                  ? "the channel's SRQ failed (the device's SRQ_ERR or CQ_ERR event): every channel on it flushed its work and is broken"
              : "the QP hit an error the device reported as an event (QP_FATAL, QP_REQ_ERR or QP_ACCESS_ERR): the channel flushed its work and is broken";
     if (ch && ch->first_cause == SFV__CAUSE_PEER_GONE)
@@ -4530,7 +4558,7 @@ SFV__HOT_INLINE uint32_t sfv__max_sge(const sfv_channel *ch, sfv__post_kind kind
 SFV__HOT_INLINE bool sfv__postable(const sfv_channel *ch, sfv__post_kind kind, const void *sges, size_t n, size_t count, const sfv_pending *pending) {
     const bool recv = kind == SFV__POST_RECV;
     const sfv__ring *q = recv ? &ch->rq : &ch->sq;
-    return n < (recv ? ch->lim_recv : kind == SFV__POST_READ ? ch->lim_read : ch->lim_send) &&
+    return n < (recv ? SFV__XLOAD(ch->lim_recv) : kind == SFV__POST_READ ? SFV__XLOAD(ch->lim_read) : SFV__XLOAD(ch->lim_send)) &&
            (sges != NULL || n == 0) && count - 1 < SFV_BATCH_MAX && (pending != NULL || ch->scope_depth > 0) &&
            q->head - q->tail + count <= q->cap;
 }
@@ -4580,6 +4608,19 @@ SFV__SLOW sfv_result sfv__batch_failed(sfv_channel *ch, sfv_pending *pending, si
 }
 
 /* The refusal of every post after an inject failed: it names the inject (>>inject). */
+SFV__SLOW sfv_result sfv__inject_failure(const sfv_channel *ch);
+/* Why a broken channel refuses work (fn: a post, a handshake): the event that broke it, the
+   inject that failed, or its first failed work request. */
+SFV__SLOW sfv_result sfv__refuse_broken(const sfv_channel *ch, const char *fn) {
+    const uint8_t cause = sfv__async_cause(ch);
+    if (cause)
+        return sfv__fail(SFV_ERR_BROKEN, EIO, fn, "the channel is broken: the device reported %s%s",
+                         sfv_event_type_str((sfv_event_type)SFV__XLOAD(ch->async_event)), cause == SFV__CAUSE_PORT_DOWN ? " (its port went down)" : "");
+    if (SFV__XLOAD(ch->broken) && ch->inject_failed.no) return sfv__inject_failure(ch);
+    return sfv__fail(SFV_ERR_BROKEN, EIO, fn, "the %s is in the error state (an earlier work request failed%s%s%s%s)",
+                     ch->core_of ? "SRQ" : "channel", ch->first_status ? ": " : "", ch->first_status ? sfv__op_name(ch->first_op) : "",
+                     ch->first_status ? ", " : "", ch->first_status ? sfv_wc_status_str((sfv_wc_status)ch->first_status) : "");
+}
 SFV__SLOW sfv_result sfv__inject_failure(const sfv_channel *ch) {
     sfv__slot s;
     memset(&s, 0, sizeof s);
@@ -4610,14 +4651,8 @@ static sfv_result sfv__post_refused(sfv_channel *ch, sfv__post_kind kind, const 
                                                                     : "a NULL pending handle is allowed only inside a scope");
     if (SFV__UNLIKELY(recv && ch->srq))
         return sfv__fail(SFV_ERR_INVALID, EINVAL, "post", "the channel's receives come from an SRQ: post them with sfv_srq_post_receive");
-    if (SFV__UNLIKELY(ch->async_cause))
-        return sfv__fail(SFV_ERR_BROKEN, EIO, "post", "the channel is broken: the device reported %s%s",
-                         sfv_event_type_str((sfv_event_type)ch->async_event), ch->async_cause == SFV__CAUSE_PORT_DOWN ? " (its port went down)" : "");
-    if (SFV__UNLIKELY(ch->broken && ch->inject_failed.no)) return sfv__inject_failure(ch);
-    if (SFV__UNLIKELY(ch->broken || (!ch->qp && !ch->core_of))) /* an SRQ's inner channel has no QP */
-        return sfv__fail(SFV_ERR_BROKEN, EIO, "post", "the %s is in the error state (an earlier work request failed%s%s%s%s)",
-                         ch->core_of ? "SRQ" : "channel", ch->first_status ? ": " : "", ch->first_status ? sfv__op_name(ch->first_op) : "",
-                         ch->first_status ? ", " : "", ch->first_status ? sfv_wc_status_str((sfv_wc_status)ch->first_status) : "");
+    if (SFV__UNLIKELY(sfv__async_cause(ch) || SFV__XLOAD(ch->broken) || (!ch->qp && !ch->core_of))) /* an SRQ's inner channel has no QP */
+        return sfv__refuse_broken(ch, "post");
     if (SFV__UNLIKELY(!recv && !ch->connected))
         return sfv__fail(SFV_ERR_INVALID, EINVAL, "post", "the channel is not connected (call sfv_channel_handshake)");
     if (SFV__UNLIKELY(count > q->cap))
@@ -5095,7 +5130,7 @@ SFV__SLOW sfv_result sfv__inject_refused(sfv_channel *ch, const void *buf, size_
    places of the injects at the queue's front comes, within desc.timeout_ms. */
 SFV__SLOW sfv_result sfv__inject_reap(sfv_channel *ch) {
     sfv__ring *q = &ch->sq;
-    uint64_t deadline = 0;
+    uint64_t deadline = 0, events_at = 0;
     unsigned spins = 0;
     int n;
     ch->inject_left = ch->inject_every;
@@ -5104,7 +5139,7 @@ SFV__SLOW sfv_result sfv__inject_reap(sfv_channel *ch) {
                          (unsigned long long)q->cap);
     n = sfv__drain(ch);
     if (n < 0) return sfv__fail_poll(n);
-    while (ch->can_send && q->head - q->tail + 2 > q->cap) {
+    while (SFV__XLOAD(ch->can_send) && q->head - q->tail + 2 > q->cap) {
         const sfv__slot *t = &q->slots[q->tail & q->mask];
         if (t->state != SFV__SLOT_INJECT)
             return sfv__fail(SFV_ERR_RESOURCE, ENOMEM, "inject", "send queue full: %llu of %llu places, the oldest held by work that waits for its "
@@ -5112,11 +5147,11 @@ SFV__SLOW sfv_result sfv__inject_reap(sfv_channel *ch) {
                              (unsigned long long)(q->head - q->tail), (unsigned long long)q->cap);
         n = sfv__drain(ch);
         if (n < 0) return sfv__fail_poll(n);
-        if (n == 0 && (++spins & 63) == 0 && sfv__wait_tick(ch, spins, &deadline, ch->desc.timeout_ms))
+        if (n == 0 && (++spins & 63) == 0 && sfv__wait_tick(ch, &events_at, &deadline, ch->desc.timeout_ms))
             return sfv__fail(SFV_ERR_TIMEOUT, ETIMEDOUT, "inject", "send queue full for desc.timeout_ms (%u ms): no completion gave back the places "
                              "of the injects in flight (is the peer there, and for a send, has it posted receives?)", (unsigned)ch->desc.timeout_ms);
     }
-    if (SFV__UNLIKELY(!ch->can_send)) return sfv__inject_refused(ch, "", 0); /* it broke: say why */
+    if (SFV__UNLIKELY(!SFV__XLOAD(ch->can_send))) return sfv__inject_refused(ch, "", 0); /* it broke: say why */
     return SFV_OK;
 }
 
@@ -5135,7 +5170,7 @@ SFV__HOT_INLINE sfv_result sfv__inject(sfv_channel *ch, enum ibv_wr_opcode opcod
     sfv__ring *q;
     unsigned flags = IBV_SEND_INLINE;
     int rc;
-    if (SFV__UNLIKELY(!ch || !ch->can_send || len >= ch->inject_lim || (!buf && len))) return sfv__inject_refused(ch, buf, len);
+    if (SFV__UNLIKELY(!ch || !SFV__XLOAD(ch->can_send) || len >= ch->inject_lim || (!buf && len))) return sfv__inject_refused(ch, buf, len);
     if (remote && SFV__UNLIKELY(len > remote->length || sfv__remote_wraps(*remote))) return sfv__remote_refused(remote, len);
     q = &ch->sq;
     /* every inject_every-th is signaled, and one that leaves no room for the next: the reap of a
@@ -5685,8 +5720,8 @@ static sfv_event_type sfv__event_type(enum ibv_event_type t) {
 /* Marks a channel broken by an event (under ev_lock, from any thread): its posts are refused at
    once, and its owner's next wait flushes it (sfv__async_abort). */
 static uint32_t sfv__event_break(sfv_channel *ch, uint8_t cause, sfv_event_type type) {
-    if (ch->async_cause) return 0;
-    ch->async_event = (uint8_t)type;
+    if (sfv__async_cause(ch)) return 0;
+    SFV__XSET(ch->async_event, (uint8_t)type);
     __atomic_store_n(&ch->async_cause, cause, __ATOMIC_RELEASE);
     sfv__mark_broken(ch); /* (sfv__events_read logs, with the lock released) */
     return 1;
@@ -5720,7 +5755,7 @@ static void sfv__event_handle(sfv_context *ctx, const struct ibv_async_event *e,
     case SFV_EVENT_SQ_DRAINED: case SFV_EVENT_PATH_MIG: case SFV_EVENT_PATH_MIG_ERR: case SFV_EVENT_QP_LAST_WQE_REACHED:
         ev->qp_num = e->element.qp ? e->element.qp->qp_num : 0;
         for (ch = ctx->channels; ch; ch = ch->ctx_next)
-            if (ch->qp && ch->qp == e->element.qp) {
+            if (SFV__XLOAD(ch->qp) && SFV__XLOAD(ch->qp) == e->element.qp) {
                 ev->channel = ch;
                 if (ev->type == SFV_EVENT_QP_FATAL || ev->type == SFV_EVENT_QP_REQ_ERR || ev->type == SFV_EVENT_QP_ACCESS_ERR)
                     ev->channels_broken += sfv__event_break(ch, SFV__CAUSE_FATAL_EVENT, ev->type);
@@ -5729,7 +5764,7 @@ static void sfv__event_handle(sfv_context *ctx, const struct ibv_async_event *e,
         break;
     case SFV_EVENT_CQ_ERR:
         for (ch = ctx->channels; ch; ch = ch->ctx_next)
-            if (ch->cq && ch->cq == e->element.cq) {
+            if (SFV__XLOAD(ch->cq) && SFV__XLOAD(ch->cq) == e->element.cq) {
                 ev->channel = ch;
                 ev->channels_broken += sfv__event_break(ch, SFV__CAUSE_FATAL_EVENT, ev->type);
             }
@@ -5836,8 +5871,8 @@ SAFEVERBS_API sfv_result sfv_context_events(sfv_context *ctx, sfv_event *out, si
 SAFEVERBS_API bool sfv_channel_broken(const sfv_channel *ch, sfv_event_type *by_event) {
     if (by_event) *by_event = SFV_EVENT_OTHER;
     if (!ch) return true;
-    if (by_event && __atomic_load_n(&ch->async_cause, __ATOMIC_ACQUIRE)) *by_event = (sfv_event_type)ch->async_event;
-    return ch->broken || ch->async_cause;
+    if (by_event && sfv__async_cause(ch)) *by_event = (sfv_event_type)SFV__XLOAD(ch->async_event);
+    return SFV__XLOAD(ch->broken) || sfv__async_cause(ch);
 }
 
 /* >>impl srq -------------------------------------------------------------------------------- */
@@ -5892,7 +5927,7 @@ static void sfv__srq_forget_qp(sfv_srq *srq, uint32_t qpn) {
 static void sfv__srq_attach(sfv_srq *srq, sfv_channel *ch) {
     sfv__ref(&srq->refs);
     ch->srq = srq;
-    sfv__set_can(ch, ch->can_send, false); /* its receives are the SRQ's */
+    sfv__set_can_recv(ch, false); /* its receives are the SRQ's */
     sfv__ev_enter(ch->pd->ctx);
     ch->srq_next = srq->channels;
     srq->channels = ch;
@@ -5916,7 +5951,7 @@ static void sfv__srq_detach(sfv_srq *srq, sfv_channel *ch) {
 static void sfv__srq_event(sfv_context *ctx, const struct ibv_async_event *e, sfv_event *ev) {
     sfv_srq *srq;
     for (srq = ctx->srqs; srq; srq = srq->ctx_next) {
-        if (ev->type == SFV_EVENT_CQ_ERR ? srq->core.cq != e->element.cq : srq->srq != e->element.srq) continue;
+        if (ev->type == SFV_EVENT_CQ_ERR ? srq->core.cq != e->element.cq : SFV__XLOAD(srq->srq) != e->element.srq) continue;
         ev->srq = srq;
         if (ev->type != SFV_EVENT_SRQ_LIMIT_REACHED) { /* the SRQ (not a user channel: not counted) and every channel on it */
             sfv_channel *c;
@@ -6018,7 +6053,7 @@ static sfv_result sfv__srq_unref(sfv_srq *srq) {
         sfv__ref(&srq->refs);
         return sfv__fail_verb("ibv_destroy_srq", rc);
     }
-    srq->srq = NULL;
+    SFV__XSET(srq->srq, NULL); /* (whole: an event read on another thread compares it) */
     rc = ibv_destroy_cq(srq->core.cq);
     if (rc) { /* the SRQ is gone, its CQ is not: kept, refusing posts, so the call can be repeated */
         sfv__break(&srq->core);
@@ -6085,13 +6120,15 @@ SAFEVERBS_API sfv_result sfv_channel_reset(sfv_channel *ch) {
     if (r) return r; /* broken, without a QP: try again */
     ch->desc.send_psn = sfv__random_psn(ch->qp);
     if (!ch->desc.send_psn) ch->desc.send_psn = 1;
-    ch->connected = ch->broken = ch->aborted = false;
+    ch->connected = ch->aborted = false;
     ch->first_status = ch->first_op = ch->first_cause = 0;
     memset(&ch->inject_failed, 0, sizeof ch->inject_failed); /* the count of injects goes on */
-    sfv__ev_enter(ch->pd->ctx);
-    ch->async_cause = ch->async_event = 0;
-    sfv__ev_leave(ch->pd->ctx);
+    sfv__ev_enter(ch->pd->ctx); /* (an event read meanwhile on another thread breaks the new QP, or finds the old one unbroken) */
+    SFV__XSET(ch->broken, false);
+    SFV__XSET(ch->async_cause, 0);
+    SFV__XSET(ch->async_event, 0);
     sfv__set_can(ch, false, ch->srq == NULL);
+    sfv__ev_leave(ch->pd->ctx);
     return SFV_OK;
 }
 
@@ -6127,9 +6164,9 @@ static sfv_result sfv__lease_refused(const sfv_channel *ch, const sfv_mr *mr, si
     if (offset > mr->length || length > mr->length - offset)
         return sfv__fail(SFV_ERR_SLICE_NOT_WITHIN_BOUNDS, ERANGE, fn, "[%zu, %zu + %zu) is not inside the MR's %zu bytes", offset, offset, length,
                          mr->length);
-    if (!ch->connected || ch->broken)
-        return sfv__fail(ch->broken ? SFV_ERR_BROKEN : SFV_ERR_INVALID, EINVAL, fn, "the channel is %s (the bind is work on its queue pair)",
-                         ch->broken ? "in the error state" : "not connected");
+    if (!ch->connected || SFV__XLOAD(ch->broken))
+        return sfv__fail(SFV__XLOAD(ch->broken) ? SFV_ERR_BROKEN : SFV_ERR_INVALID, EINVAL, fn, "the channel is %s (the bind is work on its queue pair)",
+                         SFV__XLOAD(ch->broken) ? "in the error state" : "not connected");
     return SFV_OK;
 }
 
@@ -6290,7 +6327,7 @@ static void sfv__scope_fence(sfv_channel *ch) {
     ch->last_unsignaled = 0;
     if (!needed || s->seq != last || last < ch->sq.completed || (s->state != SFV__SLOT_INFLIGHT && s->state != SFV__SLOT_INJECT))
         return; /* completed by later work already */
-    if (!ch->can_send || !ch->qp) { /* broken: only a flush ends the work */
+    if (!SFV__XLOAD(ch->can_send) || !ch->qp) { /* broken: only a flush ends the work */
         sfv__abort(ch);
         return;
     }
@@ -6347,18 +6384,18 @@ static sfv_result sfv__many_take(sfv__peer *peer, bool recv, uint64_t t0, sfv_wo
 /* Whether ch can take `count` more send-queue work requests now: -1 not at all (not connected,
    or broken), 0 not now (its queue is full), 1 yes. */
 static int sfv__channel_send_room(const sfv_channel *ch, size_t count) {
-    if (!ch->can_send) return -1;
+    if (!SFV__XLOAD(ch->can_send)) return -1;
     return ch->sq.head - ch->sq.tail + count <= ch->sq.cap;
 }
-static bool sfv__channel_broken(const sfv_channel *ch) { return ch->broken; }
+static bool sfv__channel_broken(const sfv_channel *ch) { return SFV__XLOAD(ch->broken); }
 #ifdef SAFEVERBS_RDMACM
 /* A channel brought to RTR and RTS from attributes someone else worked out (the connection
    manager's rdma_init_qp_attr, >>impl rdmacm), instead of the endpoint handshake. The channel
    records the path MTU and send PSN the attributes set, and is connected, as after a handshake. */
 static sfv_result sfv__channel_ready_from(sfv_channel *ch, struct ibv_qp_attr *rtr, int rtr_mask, struct ibv_qp_attr *rts, int rts_mask) {
     sfv_result r;
-    if (ch->connected || ch->broken || !ch->qp)
-        return sfv__fail(SFV_ERR_INVALID, EINVAL, "channel", "the channel is %s", ch->connected ? "already connected" : "broken");
+    if (ch->connected) return sfv__fail(SFV_ERR_INVALID, EINVAL, "channel", "the channel is already connected");
+    if (SFV__XLOAD(ch->broken) || !ch->qp) return sfv__refuse_broken(ch, "channel");
     r = sfv__modify(ch->qp, rtr, rtr_mask, "RTR");
     if (r) return r;
     r = sfv__modify(ch->qp, rts, rts_mask, "RTS");
@@ -6370,7 +6407,7 @@ static sfv_result sfv__channel_ready_from(sfv_channel *ch, struct ibv_qp_attr *r
     if ((rtr_mask & IBV_QP_PATH_MTU) && sfv__mtu_bytes(rtr->path_mtu)) ch->desc.path_mtu = sfv__mtu_bytes(rtr->path_mtu);
     if (rts_mask & IBV_QP_SQ_PSN) ch->desc.send_psn = rts->sq_psn;
     ch->connected = true;
-    sfv__set_can_send(ch, !ch->broken); /* (the receive side as it is: an event may break the channel meanwhile) */
+    sfv__open_send(ch);
     return SFV_OK;
 }
 /* The connection is gone: the channel breaks and its work is flushed now, so that waits on it
@@ -6381,7 +6418,7 @@ static void sfv__channel_peer_gone(sfv_channel *ch, bool by_peer) {
     if (!ch->aborted) sfv__abort(ch);
 }
 /* Made and never connected nor broken: a connection manager may bring it up. */
-static bool sfv__channel_fresh(const sfv_channel *ch) { return ch->qp && !ch->connected && !ch->broken && !ch->watch; }
+static bool sfv__channel_fresh(const sfv_channel *ch) { return ch->qp && !ch->connected && !SFV__XLOAD(ch->broken) && !ch->watch; }
 /* w watches ch from now on (NULL: nothing does). */
 static void sfv__channel_watch(sfv_channel *ch, sfv__watch *w) { ch->watch = w; }
 static bool sfv__channel_watched_by(const sfv_channel *ch, const sfv__watch *w) { return ch->watch == w; }
@@ -6406,7 +6443,7 @@ static sfv_result sfv__channel_would_take(sfv_channel *ch, bool recv, bool read,
     if ((!sges && n) || n > sfv__max_sge(ch, kind) || /* the elements first: the sum below reads them, whatever the room */
         (!sfv__postable(ch, kind, sges, n, 1, &stands_in) && sfv__channel_room(ch, recv) > 0))
         return sfv__post_refused(ch, kind, sges, n, 1, &stands_in);
-    if (!(recv ? ch->can_recv : ch->can_send)) return sfv__post_refused(ch, kind, sges, n, 1, &stands_in);
+    if (!(recv ? SFV__XLOAD(ch->can_recv) : SFV__XLOAD(ch->can_send))) return sfv__post_refused(ch, kind, sges, n, 1, &stands_in);
     if (!remote) return SFV_OK;
     for (k = 0; k < n; k++) total += sg[k].length;
     if (total > remote->length || sfv__remote_wraps(*remote)) return sfv__remote_refused(remote, total);
@@ -6507,7 +6544,7 @@ SAFEVERBS_API sfv_result sfv_destroy_channel(sfv_channel *ch) {
     if (ch->cq) {
         int rc = ibv_destroy_cq(ch->cq);
         if (rc) return sfv__fail_verb("ibv_destroy_cq", rc);
-        ch->cq = NULL;
+        SFV__XSET(ch->cq, NULL);
     }
     if (ch->cc) {
         int rc = ibv_destroy_comp_channel(ch->cc);
