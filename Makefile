@@ -18,8 +18,11 @@ NODEV    += $(patsubst tests/nodev/%.c,$(BUILD)/nodev/asan/%,$(wildcard tests/no
 NODEV_DEPS := tests/nodev/fake_verbs.c tests/nodev/fake_verbs.h tests/harness.h safeverbs.h
 # The fake-NIC tests once more with SAFEVERBS_STATIC: the data path inlined into the callers.
 NODEV    += $(BUILD)/nodev/test_fake_static
-# The threaded one (another thread reads the events that break a channel) with ThreadSanitizer.
-NODEV    += $(BUILD)/nodev/tsan/test_race
+# The threaded ones (another thread reads the events that break a channel) with ThreadSanitizer;
+# test_race_hooks runs that thread from inside a verb (linker-wrapped), at the exact moment a race needs.
+NODEV    += $(BUILD)/nodev/tsan/test_race $(BUILD)/nodev/tsan/test_race_hooks
+RACE_WRAP := -Wl,--wrap=ibv_modify_qp -Wl,--wrap=ibv_destroy_qp
+nodev_ld = $(if $(findstring race_hooks,$@),$(RACE_WRAP))
 # Tests of the real build that need no device either: they join the device-free tier on the host
 # (and still run in the guest with the rest). They link libibverbs, which tools/deps.sh installs.
 HOST_TESTS := $(BUILD)/test_exchange $(BUILD)/asan/test_exchange
@@ -44,7 +47,7 @@ $(BUILD)/asan/test_%: tests/test_%.c tests/harness.h tests/pair.h safeverbs.h
 
 $(BUILD)/nodev/test_%: tests/nodev/test_%.c $(NODEV_DEPS)
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) $(WARN) -I. -Itests -o $@ $< tests/nodev/fake_verbs.c -lpthread
+	$(CC) $(CFLAGS) $(WARN) -I. -Itests -o $@ $< tests/nodev/fake_verbs.c -lpthread $(nodev_ld)
 
 $(BUILD)/nodev/test_fake_static: tests/nodev/test_fake.c $(NODEV_DEPS)
 	@mkdir -p $(@D)
@@ -52,11 +55,11 @@ $(BUILD)/nodev/test_fake_static: tests/nodev/test_fake.c $(NODEV_DEPS)
 
 $(BUILD)/nodev/tsan/test_%: tests/nodev/test_%.c $(NODEV_DEPS)
 	@mkdir -p $(@D)
-	$(CC) -O1 -g -fsanitize=thread $(WARN) -I. -Itests -o $@ $< tests/nodev/fake_verbs.c -lpthread
+	$(CC) -O1 -g -fsanitize=thread $(WARN) -I. -Itests -o $@ $< tests/nodev/fake_verbs.c -lpthread $(nodev_ld)
 
 $(BUILD)/nodev/asan/test_%: tests/nodev/test_%.c $(NODEV_DEPS)
 	@mkdir -p $(@D)
-	$(CC) -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined $(WARN) -I. -Itests -o $@ $< tests/nodev/fake_verbs.c -lpthread
+	$(CC) -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined $(WARN) -I. -Itests -o $@ $< tests/nodev/fake_verbs.c -lpthread $(nodev_ld)
 
 # tests/nodev/test_cm_fake.c: the RDMA-CM part (SAFEVERBS_RDMACM) on the fake librdmacm of
 # tests/nodev/fake_rdmacm.c as well (no librdmacm linked, only its header).

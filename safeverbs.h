@@ -633,13 +633,14 @@ SAFEVERBS_API uint64_t sfv_remote_mr_addr(sfv_remote_mr region);
 SAFEVERBS_API uint64_t sfv_remote_mr_length(sfv_remote_mr region);
 SAFEVERBS_API uint32_t sfv_remote_mr_rkey(sfv_remote_mr region);
 /* Every checked helper below zeroes *out when it refuses (and NULL out is SFV_ERR_INVALID).
-   [offset, length): SFV_ERR_SLICE_NOT_WITHIN_BOUNDS when offset > length. */
+   [offset, length): SFV_ERR_SLICE_NOT_WITHIN_BOUNDS when offset > length, and for the empty
+   region at the end of one that ends at 2^64 (an address that does not exist). */
 SFV_NODISCARD SAFEVERBS_API sfv_result sfv_remote_mr_sub(sfv_remote_mr region, uint64_t offset, sfv_remote_mr *out);
 /* No check against the length; still no wrap: the address saturates at 2^64 - 1, the length
    floors at 0 and is cut to what fits below 2^64. A region outside the peer's MR fails there
    with a remote access error. */
 SAFEVERBS_API sfv_remote_mr sfv_remote_mr_sub_unchecked(sfv_remote_mr region, uint64_t offset);
-/* [offset, offset+length) inside r, or SFV_ERR_SLICE_NOT_WITHIN_BOUNDS. */
+/* [offset, offset+length) inside r, or SFV_ERR_SLICE_NOT_WITHIN_BOUNDS (as an empty one at 2^64). */
 SFV_NODISCARD SAFEVERBS_API sfv_result sfv_remote_mr_slice(sfv_remote_mr region, uint64_t offset, uint64_t length, sfv_remote_mr *out);
 SAFEVERBS_API sfv_remote_mr sfv_remote_mr_slice_unchecked(sfv_remote_mr region, uint64_t offset, uint64_t length);
 /* Field [field_offset, +field_size) of element `index` of an array of elem_size-byte items at
@@ -840,8 +841,11 @@ SFV_NODISCARD SAFEVERBS_API sfv_result sfv_channel_handshake(sfv_channel *ch, co
    is a new channel: a peer that restarted). A late packet of the old connection names the old
    QP number, which the new QP does not answer to, and the new PSNs start elsewhere: nothing of
    the old connection is taken for the new one. The desc is kept (a send_psn set in it is not
-   reused). Refused inside a scope (SFV_ERR_INVALID); a verb that fails leaves the channel broken
-   with no QP, and the call can be repeated. Handles of the old work stay valid until consumed.
+   reused). Refused inside a scope (SFV_ERR_INVALID), and for a channel whose CQ or device failed
+   (a CQ_ERR or DEVICE_FATAL event: the reset keeps the CQ; SFV_ERR_BROKEN, destroy it); a verb
+   that fails leaves the channel broken with no QP, and the call can be repeated. Handles of the
+   old work stay valid until consumed. An event that breaks the channel while it is reset (read
+   on another thread) breaks the new QP: the reset never undoes it.
    Thread safety: as the channel's. */
 SFV_NODISCARD SAFEVERBS_API sfv_result sfv_channel_reset(sfv_channel *ch);
 SAFEVERBS_API sfv_pd *sfv_channel_pd(const sfv_channel *ch);
@@ -1063,7 +1067,9 @@ SFV_NODISCARD SAFEVERBS_API sfv_result sfv_channel_post_read_unsignaled(sfv_chan
 SFV_NODISCARD SAFEVERBS_API sfv_result sfv_channel_scope_wc(sfv_channel *ch, sfv_scope_fn fn, void *user, sfv_scope_wc_fn on_wc, void *wc_user,
                                               sfv_scope_report *report);
 /* Returns fn's result as it is. If fn succeeded but left work unconsumed by a pending handle,
-   that is a broken contract (SFV_ASSERT); if fn failed, remaining work is drained quietly. */
+   that is a broken contract (SFV_ASSERT); if fn failed, remaining work is drained quietly.
+   Injects need no handle: the scope neither fences nor waits for them (an inject's failure shows
+   on the channel's next call, as outside a scope). */
 SFV_NODISCARD SAFEVERBS_API sfv_result sfv_channel_manual_scope(sfv_channel *ch, sfv_scope_fn fn, void *user);
 
 /* >>inject ----------------------------------------------------------------------------------- */
@@ -1097,8 +1103,9 @@ SFV_NODISCARD SAFEVERBS_API sfv_result sfv_channel_manual_scope(sfv_channel *ch,
    after the post); a debug build still checks that their bytes are no memory in flight as
    scatter (a broken contract: SFV_ASSERT, then SFV_ERR_INVALID). A place an inject holds counts in sfv_channel_outstanding until a later
    completion (or flush) gives it back. Inside a scope, an inject left last on the send queue is
-   fenced as an unsignaled post is, and the scope does not wait for injects themselves, nor report
-   them. Destroy and reset flush them like any work. The data path allocates nothing and makes
+   fenced as an unsignaled post is (not in a manual scope, which has no handle to consume the
+   fence by: its injects are as outside one), and the scope does not wait for injects themselves,
+   nor report them. Destroy and reset flush them like any work. The data path allocates nothing and makes
    no system call beyond the post's own. Thread safety: as the channel's. */
 #define SFV_INJECT_SIGNAL_EVERY(max_send_wr) ((max_send_wr) / 2 > 0 ? (max_send_wr) / 2 : 1)
 SFV_NODISCARD SAFEVERBS_API sfv_result sfv_channel_inject(sfv_channel *ch, const void *buf, size_t len);
@@ -2879,8 +2886,9 @@ SAFEVERBS_API sfv_result sfv_remote_mr_array_field(sfv_remote_mr region, uint64_
     memset(out, 0, sizeof *out);
     SFV__CHECK_ARG(elem_size > 0 && field_offset <= elem_size && field_size <= elem_size - field_offset, "field (not inside its element)");
     if (sfv__remote_wraps(region)) return sfv__remote_wrapping(region, "sfv_remote_mr_array_field");
-    off = sfv__sat_add(sfv__sat_mul(index, elem_size), field_offset);
-    if (off == UINT64_MAX) return sfv__remote_oob(region, off, field_size, out);
+    if (index > UINT64_MAX / elem_size || field_offset > UINT64_MAX - index * elem_size) /* past 2^64: past any region */
+        return sfv__remote_oob(region, UINT64_MAX, field_size, out);
+    off = index * elem_size + field_offset;
     return sfv_remote_mr_slice(region, off, field_size, out);
 }
 SAFEVERBS_API sfv_remote_mr sfv_remote_mr_array_field_unchecked(sfv_remote_mr region, uint64_t elem_size, uint64_t index, uint64_t field_offset, uint64_t field_size) {
@@ -2951,6 +2959,7 @@ typedef struct sfv__ring {
     uint64_t completed;  /* next seq without a completion; an INFLIGHT slot below it is done (sfv__slot_done) */
     uint64_t base;       /* the seq of the ring's first work request */
     uint64_t inject_top; /* the seq + 1 of the newest inject's place (0: none): a catch-up looks at no place from it on */
+    uint64_t sig_top;    /* the seq + 1 of the newest signaled work request (0: none): an inject's reap waits only for a completion that will come */
     bool gaps;           /* a place in (tail, head) may be free: a release at the tail then looks past itself */
 } sfv__ring;
 
@@ -3024,14 +3033,15 @@ static uint8_t sfv__async_cause(const sfv_channel *ch) { return __atomic_load_n(
 
 /* Whether the channel's queues take work now, and the one test its posts make of that (sfv__postable):
    every change of can_send or can_recv goes through here. */
+/* (release stores: a post refused by one of them reads why with acquire, sfv__post_refused) */
 static void sfv__set_can_send(sfv_channel *ch, bool send) {
-    SFV__XSET(ch->can_send, send);
-    SFV__XSET(ch->lim_send, send ? (size_t)ch->desc.max_send_sge + 1 : 0);
-    SFV__XSET(ch->lim_read, send ? (size_t)ch->max_read_sge + 1 : 0);
+    __atomic_store_n(&ch->lim_send, send ? (size_t)ch->desc.max_send_sge + 1 : 0, __ATOMIC_RELEASE);
+    __atomic_store_n(&ch->lim_read, send ? (size_t)ch->max_read_sge + 1 : 0, __ATOMIC_RELEASE);
+    __atomic_store_n(&ch->can_send, send, __ATOMIC_RELEASE);
 }
 static void sfv__set_can_recv(sfv_channel *ch, bool recv) {
-    SFV__XSET(ch->can_recv, recv);
-    SFV__XSET(ch->lim_recv, recv ? (size_t)ch->desc.max_recv_sge + 1 : 0);
+    __atomic_store_n(&ch->lim_recv, recv ? (size_t)ch->desc.max_recv_sge + 1 : 0, __ATOMIC_RELEASE);
+    __atomic_store_n(&ch->can_recv, recv, __ATOMIC_RELEASE);
 }
 static void sfv__set_can(sfv_channel *ch, bool send, bool recv) {
     sfv__set_can_send(ch, send);
@@ -3413,8 +3423,11 @@ static sfv_result sfv__qp_make(sfv_channel *ch, sfv_pd *pd) {
     qa.qp_access_flags = (unsigned)ch->desc.access;
     r = sfv__modify(ch->qp, &qa, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS, "INIT");
     if (r) {
-        ibv_destroy_qp(ch->qp);
+        struct ibv_qp *const qp = ch->qp;
+        sfv__ev_enter(pd->ctx); /* off what an event is compared with before its memory may be another QP's */
         SFV__XSET(ch->qp, NULL);
+        sfv__ev_leave(pd->ctx);
+        ibv_destroy_qp(qp);
     }
     return r;
 }
@@ -4200,14 +4213,22 @@ static void sfv__ring_flush(sfv__ring *q) {
 
 static void sfv__srq_forget_qp(sfv_srq *srq, uint32_t qpn);
 static bool sfv__destroy_qp(sfv_channel *ch) {
-    const uint32_t qpn = ch->qp ? ch->qp->qp_num : 0;
-    if (ch->qp && ibv_destroy_qp(ch->qp) != 0) return false;
-    if (ch->qp && ch->srq) { /* its receives still in the SRQ's CQ recorded first, then its number forgotten (before it is another QP's) */
+    struct ibv_qp *const qp = ch->qp;
+    const uint32_t qpn = qp ? qp->qp_num : 0;
+    if (qp) { /* off what an event is compared with before its memory may be another QP's */
+        sfv__ev_enter(ch->pd->ctx);
+        SFV__XSET(ch->qp, NULL);
+        sfv__ev_leave(ch->pd->ctx);
+        if (ibv_destroy_qp(qp) != 0) {
+            SFV__XSET(ch->qp, qp);
+            return false;
+        }
+    }
+    if (qp && ch->srq) { /* its receives still in the SRQ's CQ recorded first, then its number forgotten (before it is another QP's) */
         while (ch->srq->srq && sfv__drain(&ch->srq->core) > 0) {}
         sfv__srq_forget_qp(ch->srq, qpn);
     }
-    if (ch->qp) sfv__mark_broken(ch); /* without a QP it takes no work (a reset that makes a new one opens it again) */
-    SFV__XSET(ch->qp, NULL);
+    if (qp) sfv__mark_broken(ch); /* without a QP it takes no work (a reset that makes a new one opens it again) */
     sfv__ring_flush(&ch->sq);
     sfv__ring_flush(&ch->rq);
     SFV__INFLIGHT_FORGET(ch); /* the NIC touches none of it any more, handle or not (>>impl inflight) */
@@ -4233,6 +4254,7 @@ static void sfv__abort_mark(sfv_channel *ch) {
         t->state = SFV__SLOT_INJECT;
         t->op = SFV__OP_INJECT_WRITE;
         q->inject_top = q->head;
+        q->sig_top = q->head;
     }
 }
 /* Whether work whose buffers are the caller's is still in flight: injects at the end of the send
@@ -4638,6 +4660,9 @@ static sfv_result sfv__post_refused(sfv_channel *ch, sfv__post_kind kind, const 
     uint32_t max_sge;
     sfv__pending_clear(ch, pending, recv ? count : 1);
     SFV__CHECK_ARG(ch, "channel");
+    /* the limit the post found closed, again with acquire: an event's break published why before it
+       (sfv__event_break), so the reason below is read whole, on any CPU */
+    (void)__atomic_load_n(recv ? &ch->lim_recv : kind == SFV__POST_READ ? &ch->lim_read : &ch->lim_send, __ATOMIC_ACQUIRE);
     q = recv ? &ch->rq : &ch->sq;
     max_sge = sfv__max_sge(ch, kind);
     SFV__CHECK_ARG(sges || n == 0, "elements (NULL)");
@@ -4775,6 +4800,7 @@ SFV__HOT_INLINE sfv_result sfv__post_one(sfv_channel *ch, enum ibv_wr_opcode opc
     if (SFV__UNLIKELY(rc)) SFV__INFLIGHT_UNPOST(&ch->sq, &wr, NULL, rc ? 0 : 1);
     if (SFV__UNLIKELY(rc)) return sfv__post_failed(ch, pending, 1, "ibv_post_send", rc);
     sfv__cover(&ch->sq, pending, 1, sfv__track(&ch->sq, sfv__op_of(opcode), total));
+    if (signaled) ch->sq.sig_top = ch->sq.head;
     return SFV_OK;
 }
 
@@ -4848,6 +4874,7 @@ SFV__HOT_INLINE sfv_result sfv__post_batch(sfv_channel *ch, enum ibv_wr_opcode o
     posted = rc ? (bad ? (size_t)(bad - wrs) : 0) : count;
     if (SFV__UNLIKELY(rc)) SFV__INFLIGHT_UNPOST(&ch->sq, wrs, NULL, posted);
     ch->sq.head = head + posted;
+    if (posted == count) ch->sq.sig_top = ch->sq.head;
     if (SFV__UNLIKELY(rc)) return sfv__batch_failed(ch, pending, posted, rc);
     last = &slots[(head + count - 1) & mask];
     sfv__cover(&ch->sq, pending, (uint32_t)count, last);
@@ -4906,6 +4933,7 @@ static sfv_result sfv__post_atomic(sfv_channel *ch, enum ibv_wr_opcode opcode, c
     if (SFV__UNLIKELY(rc)) SFV__INFLIGHT_UNPOST(&ch->sq, &wr, NULL, rc ? 0 : 1);
     if (SFV__UNLIKELY(rc)) return sfv__post_failed(ch, pending, 1, "ibv_post_send", rc);
     sfv__cover(&ch->sq, pending, 1, sfv__track(&ch->sq, sfv__op_of(opcode), 8));
+    ch->sq.sig_top = ch->sq.head;
     return SFV_OK;
 }
 SAFEVERBS_API sfv_result sfv_channel_post_compare_swap(sfv_channel *ch, const sfv_scatter_element *old, sfv_remote_mr remote, uint64_t compare, uint64_t swap, sfv_pending *pending) {
@@ -5046,6 +5074,7 @@ static sfv_result sfv__post_requests(sfv_channel *ch, sfv__post_kind kind, bool 
     posted = rc ? (bad ? (size_t)(bad - wrs) : 0) : count;
     if (SFV__UNLIKELY(rc)) SFV__INFLIGHT_UNPOST(&ch->sq, wrs, NULL, posted);
     last = sfv__track_n(&ch->sq, kind == SFV__POST_READ ? SFV_WC_OP_READ : write ? SFV_WC_OP_WRITE : SFV_WC_OP_SEND, totals, posted);
+    if (posted == count) ch->sq.sig_top = ch->sq.head;
     if (SFV__UNLIKELY(rc)) return sfv__batch_failed(ch, pending, posted, rc);
     if (kind == SFV__POST_READ && pending) sfv__read_batch_total(&ch->sq.slots[(ch->sq.head - 1) & ch->sq.mask], sum);
     sfv__cover(&ch->sq, pending, (uint32_t)count, last);
@@ -5114,6 +5143,7 @@ SFV__API_HOT sfv_result sfv_channel_post_read_unsignaled(sfv_channel *ch, const 
 SFV__SLOW sfv_result sfv__inject_refused(sfv_channel *ch, const void *buf, size_t len) {
     sfv_pending stands_in; /* an inject needs no handle: only the channel's own rules apply */
     if (!ch) return sfv__fail(SFV_ERR_INVALID, EINVAL, "inject", "channel (NULL)");
+    (void)__atomic_load_n(&ch->can_send, __ATOMIC_ACQUIRE); /* as sfv__post_refused: an event's why, whole */
     if (!ch->inline_max)
         return sfv__fail(SFV_ERR_INVALID, EINVAL, "inject", "%zu bytes over the channel's inline limit of 0 bytes: it has no inline data "
                          "(desc.max_inline_data SFV_INLINE_NONE, or a device that grants none), and an inject goes inline", len);
@@ -5141,9 +5171,10 @@ SFV__SLOW sfv_result sfv__inject_reap(sfv_channel *ch) {
     if (n < 0) return sfv__fail_poll(n);
     while (SFV__XLOAD(ch->can_send) && q->head - q->tail + 2 > q->cap) {
         const sfv__slot *t = &q->slots[q->tail & q->mask];
-        if (t->state != SFV__SLOT_INJECT)
+        if (t->state != SFV__SLOT_INJECT || q->sig_top <= q->tail) /* (no signaled work after the injects at the front: no completion will free them) */
             return sfv__fail(SFV_ERR_RESOURCE, ENOMEM, "inject", "send queue full: %llu of %llu places, the oldest held by work that waits for its "
-                             "pending handle or scope (polling cannot give it back; an inject keeps one place free)",
+                             "pending handle or scope, or by injects before the open scope's unsignaled work (polling cannot give it back; "
+                             "an inject keeps one place free)",
                              (unsigned long long)(q->head - q->tail), (unsigned long long)q->cap);
         n = sfv__drain(ch);
         if (n < 0) return sfv__fail_poll(n);
@@ -5198,11 +5229,13 @@ SFV__HOT_INLINE sfv_result sfv__inject(sfv_channel *ch, enum ibv_wr_opcode opcod
     { /* tracked before the post, so little stays live across the call; taken back if the verb refuses */
         const uint32_t len32 = (uint32_t)len;
         sfv__track_state(q, SFV__SLOT_INJECT, (sfv_wc_opcode)op, &len32, 1);
+        if (flags & IBV_SEND_SIGNALED) q->sig_top = q->head;
     }
     ch->injects++;
     rc = ibv_post_send(ch->qp, &wr, &bad);
     if (SFV__UNLIKELY(rc)) return sfv__inject_unpost(ch, rc);
-    if (SFV__UNLIKELY(ch->scope_depth > 0) && !(flags & IBV_SEND_SIGNALED)) ch->last_unsignaled = ch->sq.head; /* the scope fences it */
+    if (SFV__UNLIKELY(ch->scope_depth > 0) && !(flags & IBV_SEND_SIGNALED) && !ch->scope_manual)
+        ch->last_unsignaled = ch->sq.head; /* the scope fences it (not a manual one: nothing of the caller's is in flight) */
     return SFV_OK;
 }
 SFV__API_HOT sfv_result sfv_channel_inject(sfv_channel *ch, const void *buf, size_t len) {
@@ -5723,7 +5756,8 @@ static uint32_t sfv__event_break(sfv_channel *ch, uint8_t cause, sfv_event_type 
     if (sfv__async_cause(ch)) return 0;
     SFV__XSET(ch->async_event, (uint8_t)type);
     __atomic_store_n(&ch->async_cause, cause, __ATOMIC_RELEASE);
-    sfv__mark_broken(ch); /* (sfv__events_read logs, with the lock released) */
+    SFV__XSET(ch->broken, true);
+    sfv__set_can(ch, false, false); /* after why (its limits' stores release it: sfv__post_refused) */
     return 1;
 }
 
@@ -5931,6 +5965,8 @@ static void sfv__srq_attach(sfv_srq *srq, sfv_channel *ch) {
     sfv__ev_enter(ch->pd->ctx);
     ch->srq_next = srq->channels;
     srq->channels = ch;
+    if (sfv__async_cause(&srq->core)) /* an event broke the SRQ after sfv__qp_make looked: this channel too */
+        (void)sfv__event_break(ch, SFV__CAUSE_FATAL_EVENT, (sfv_event_type)SFV__XLOAD(srq->core.async_event));
     sfv__ev_leave(ch->pd->ctx);
 }
 
@@ -6048,12 +6084,26 @@ static sfv_result sfv__srq_unref(sfv_srq *srq) {
     uint64_t seq;
     int rc;
     if (!srq || !sfv__unref(&srq->refs)) return SFV_OK;
+    ctx = srq->core.pd->ctx;
+    /* off the context's list first: an event is compared with its SRQ and CQ, whose memory may be
+       another's once destroyed (no channel uses it: nothing else for an event to break) */
+    sfv__ev_enter(ctx);
+    for (at = &ctx->srqs; *at; at = &(*at)->ctx_next)
+        if (*at == srq) {
+            *at = srq->ctx_next;
+            break;
+        }
+    sfv__ev_leave(ctx);
     rc = srq->srq ? ibv_destroy_srq(srq->srq) : 0; /* NULL: gone in an earlier try */
     if (rc) {
+        sfv__ev_enter(ctx);
+        srq->ctx_next = ctx->srqs;
+        ctx->srqs = srq;
+        sfv__ev_leave(ctx);
         sfv__ref(&srq->refs);
         return sfv__fail_verb("ibv_destroy_srq", rc);
     }
-    SFV__XSET(srq->srq, NULL); /* (whole: an event read on another thread compares it) */
+    srq->srq = NULL;
     rc = ibv_destroy_cq(srq->core.cq);
     if (rc) { /* the SRQ is gone, its CQ is not: kept, refusing posts, so the call can be repeated */
         sfv__break(&srq->core);
@@ -6064,14 +6114,6 @@ static sfv_result sfv__srq_unref(sfv_srq *srq) {
         sfv__slot *s = &srq->core.rq.slots[seq & srq->core.rq.mask];
         if (s->state == SFV__SLOT_INFLIGHT) sfv__finish_quiet(s, true);
     }
-    ctx = srq->core.pd->ctx;
-    sfv__ev_enter(ctx);
-    for (at = &ctx->srqs; *at; at = &(*at)->ctx_next)
-        if (*at == srq) {
-            *at = srq->ctx_next;
-            break;
-        }
-    sfv__ev_leave(ctx);
     SFV__INFLIGHT_FORGET(&srq->core);
     sfv__live_remove(&srq->core);
     SFV_FREE(srq->core.sq.slots);
@@ -6111,23 +6153,31 @@ SAFEVERBS_API sfv_result sfv_channel_reset(sfv_channel *ch) {
     SFV__CHECK_ARG(ch, "channel");
     if (sfv__scoped(ch))
         return sfv__fail(SFV_ERR_INVALID, EINVAL, "sfv_channel_reset", "the channel is inside an open scope (or many-peer call, or a scope's on_wc): reset it after the scope returns");
+    if (sfv__async_cause(ch) && (SFV__XLOAD(ch->async_event) == SFV_EVENT_CQ_ERR || SFV__XLOAD(ch->async_event) == SFV_EVENT_DEVICE_FATAL) &&
+        !(ch->srq && sfv_channel_broken(&ch->srq->core, NULL))) /* (an SRQ's failure: sfv__qp_make says so) */
+        return sfv__refuse_broken(ch, "sfv_channel_reset"); /* a new QP would be on the CQ (device) that failed: destroy it */
     sfv__leases_drop(ch); /* windows bound to the old QP hold it (>>impl leases); its leases end, dead, until revoked */
     if (sfv__inflight(ch) || (ch->qp && !ch->aborted)) sfv__abort(ch); /* everything in flight flushed */
     if (!sfv__destroy_qp(ch)) return sfv__fail_verb("ibv_destroy_qp", EBUSY);
     if (ch->watch) ch->watch->detach(ch->watch, false); /* the old QP's connection is over: it forgets the channel */
     while (sfv__drain(ch) > 0) {} /* the old QP's last completions: their places are done already */
+    sfv__ev_enter(ch->pd->ctx); /* the old QP's breaks forgotten before the new QP is made: what an event breaks from now on stays broken */
+    SFV__XSET(ch->broken, false);
+    SFV__XSET(ch->async_cause, 0);
+    SFV__XSET(ch->async_event, 0);
+    sfv__ev_leave(ch->pd->ctx);
     r = sfv__qp_make(ch, ch->pd);
-    if (r) return r; /* broken, without a QP: try again */
+    if (r) { /* broken, without a QP: try again */
+        sfv__mark_broken(ch);
+        return r;
+    }
     ch->desc.send_psn = sfv__random_psn(ch->qp);
     if (!ch->desc.send_psn) ch->desc.send_psn = 1;
     ch->connected = ch->aborted = false;
     ch->first_status = ch->first_op = ch->first_cause = 0;
     memset(&ch->inject_failed, 0, sizeof ch->inject_failed); /* the count of injects goes on */
-    sfv__ev_enter(ch->pd->ctx); /* (an event read meanwhile on another thread breaks the new QP, or finds the old one unbroken) */
-    SFV__XSET(ch->broken, false);
-    SFV__XSET(ch->async_cause, 0);
-    SFV__XSET(ch->async_event, 0);
-    sfv__set_can(ch, false, ch->srq == NULL);
+    sfv__ev_enter(ch->pd->ctx);
+    sfv__set_can(ch, false, ch->srq == NULL && !SFV__XLOAD(ch->broken));
     sfv__ev_leave(ch->pd->ctx);
     return SFV_OK;
 }
@@ -6184,6 +6234,7 @@ static sfv_result sfv__lease_bind(sfv_channel *ch, struct ibv_send_wr *wr) {
     rc = ibv_post_send(ch->qp, wr, &bad);
     if (rc) return sfv__post_failed(ch, &p, 1, "ibv_post_send", rc);
     sfv__cover(&ch->sq, &p, 1, sfv__track(&ch->sq, SFV_WC_OP_UNKNOWN, 0));
+    ch->sq.sig_top = ch->sq.head;
     r = sfv_pending_wait(&p, -1, &wc);
     if (r != SFV_OK && r != SFV_ERR_WORK) /* a deadline, a failed poll: never leave the bind in flight */
         r = sfv__abort_consume(ch, &p, NULL, r); /* (stuck: sfv_lease_grant keeps the window under its bind) */
@@ -6194,6 +6245,7 @@ SAFEVERBS_API sfv_result sfv_lease_grant(sfv_channel *ch, sfv_mr *mr, size_t off
     struct ibv_send_wr wr;
     sfv_lease *l;
     sfv_result r;
+    uint64_t head;
     SFV__CHECK_ARG(out, "out");
     *out = NULL;
     SFV__CHECK_ARG(ch, "channel");
@@ -6218,9 +6270,10 @@ SAFEVERBS_API sfv_result sfv_lease_grant(sfv_channel *ch, sfv_mr *mr, size_t off
     wr.bind_mw.bind_info.addr = mr->addr + offset;
     wr.bind_mw.bind_info.length = length;
     wr.bind_mw.bind_info.mw_access_flags = access;
+    head = ch->sq.head;
     r = sfv__lease_bind(ch, &wr);
-    if (r) {
-        if (!sfv__abort_stuck(ch)) (void)ibv_dealloc_mw(l->mw); /* (never under a bind still in flight: left to the device) */
+    if (r) { /* a bind refused before its post leaves nothing under its window; else never under a bind still in flight (left to the device) */
+        if (ch->sq.head == head || !sfv__abort_stuck(ch)) (void)ibv_dealloc_mw(l->mw);
         SFV_FREE(l);
         return r;
     }
@@ -6342,6 +6395,7 @@ static void sfv__scope_fence(sfv_channel *ch) {
         return;
     }
     sfv__track(&ch->sq, (sfv_wc_opcode)SFV__OP_FENCE, 0);
+    ch->sq.sig_top = ch->sq.head;
 }
 
 static void sfv__scope_settle(sfv__peer *peers, size_t n, sfv_scope_report *rep, const sfv__sink *sink) {
@@ -6542,9 +6596,16 @@ SAFEVERBS_API sfv_result sfv_destroy_channel(sfv_channel *ch) {
     if (ch->watch) ch->watch->detach(ch->watch, true); /* it forgets the channel, and the channel it */
     if (ch->cc) sfv_channel_ack_events(ch);
     if (ch->cq) {
-        int rc = ibv_destroy_cq(ch->cq);
-        if (rc) return sfv__fail_verb("ibv_destroy_cq", rc);
+        struct ibv_cq *const cq = ch->cq;
+        int rc;
+        sfv__ev_enter(ch->pd->ctx); /* off what an event is compared with before its memory may be another CQ's */
         SFV__XSET(ch->cq, NULL);
+        sfv__ev_leave(ch->pd->ctx);
+        rc = ibv_destroy_cq(cq);
+        if (rc) {
+            SFV__XSET(ch->cq, cq);
+            return sfv__fail_verb("ibv_destroy_cq", rc);
+        }
     }
     if (ch->cc) {
         int rc = ibv_destroy_comp_channel(ch->cc);

@@ -201,6 +201,22 @@ static void t_remote_arith(void) {
     CHECK_RESULT(sfv_remote_mr_array_field(r, 0, 0, 0, 0, &o), SFV_ERR_INVALID);
     o = sfv_remote_mr_array_field_unchecked(r, 16, UINT64_MAX, 0, 4);
     CHECK(o.addr == UINT64_MAX && o.length == 1); /* cut to what fits below 2^64 */
+    {   /* the top of the address space: the last byte's offset is a field's like any other; an
+           empty region at 2^64 has no address; a product or sum past 2^64 is past any region */
+        const sfv_remote_mr all = sfv_remote_mr_make(0, UINT64_MAX, 1), top = sfv_remote_mr_make(UINT64_MAX - 5, 6, 7);
+        CHECK_OK(sfv_remote_mr_array_field(all, 1, UINT64_MAX, 0, 0, &o));
+        CHECK(o.addr == UINT64_MAX && o.length == 0);
+        CHECK_OK(sfv_remote_mr_array_field(all, 1, UINT64_MAX - 1, 0, 1, &o));
+        CHECK(o.addr == UINT64_MAX - 1 && o.length == 1);
+        CHECK_RESULT(sfv_remote_mr_array_field(all, 2, UINT64_MAX / 2 + 1, 0, 0, &o), SFV_ERR_SLICE_NOT_WITHIN_BOUNDS);
+        CHECK_RESULT(sfv_remote_mr_array_field(all, 2, UINT64_MAX / 2, 2, 0, &o), SFV_ERR_SLICE_NOT_WITHIN_BOUNDS);
+        CHECK_OK(sfv_remote_mr_slice(all, UINT64_MAX, 0, &o));
+        CHECK_OK(sfv_remote_mr_sub(top, 5, &o));
+        CHECK(o.addr == UINT64_MAX && o.length == 1);
+        CHECK_RESULT(sfv_remote_mr_sub(top, 6, &o), SFV_ERR_SLICE_NOT_WITHIN_BOUNDS); /* empty, at 2^64 */
+        CHECK_RESULT(sfv_remote_mr_slice(top, 6, 0, &o), SFV_ERR_SLICE_NOT_WITHIN_BOUNDS);
+        CHECK(o.addr == 0 && o.length == 0 && o.rkey == 0);
+    }
     /* the struct macros */
     r = sfv_remote_mr_make(4096, sizeof(struct tf_msg) * 4, 3);
     CHECK_OK(SFV_REMOTE_STRUCT_FIELD(r, struct tf_msg, seq, &o));
@@ -2786,7 +2802,114 @@ static void t_inject_peer_gone(void) {
     tf_close(&e);
 }
 
+/* An inject into a send queue whose room is held by injects ahead of the open scope's unsignaled
+   work: no completion will come to free it before the scope's fence, so SFV_ERR_RESOURCE at once
+   (it waited for the deadline, then said SFV_ERR_TIMEOUT). */
+static sfv_result tf_inject_behind_fn(sfv_channel *ch, void *user) {
+    tf_env *e = (tf_env *)user;
+    const sfv_gather_element g = sfv_mr_gather_element(e->mr, e->buf, 8);
+    const sfv_remote_mr rm = sfv_remote_mr_make(sfv_mr_addr(e->mr) + 1024, 64, sfv_mr_rkey(e->mr));
+    double t0;
+    CHECK_OK(sfv_channel_inject_write(ch, "abcdefgh", 8, rm));
+    CHECK_OK(sfv_channel_post_write_unsignaled(ch, &g, 1, rm));
+    CHECK_OK(sfv_channel_post_write_unsignaled(ch, &g, 1, rm));
+    t0 = test_seconds();
+    CHECK_RESULT(sfv_channel_inject_write(ch, "ijklmnop", 8, rm), SFV_ERR_RESOURCE);
+    CHECK(test_seconds() - t0 < 1.0); /* not the 5 s deadline */
+    if (!strstr(sfv_last_error()->message, "unsignaled")) FAIL("refused with: %s", sfv_last_error()->message);
+    return SFV_OK;
+}
+static void t_inject_behind_unsignaled(void) {
+    tf_env e;
+    sfv_channel *a, *b;
+    sfv_channel_desc d;
+    memset(&d, 0, sizeof d);
+    d.max_send_wr = 4;
+    d.timeout_ms = 5000;
+    tf_open(&e, 4096);
+    tf_pair(&e, &d, &a, &b);
+    CHECK_OK(sfv_channel_scope(a, tf_inject_behind_fn, &e, NULL));
+    CHECK_EQ(sfv_channel_outstanding(a), 0);
+    CHECK_OK(sfv_destroy_channel(a));
+    CHECK_OK(sfv_destroy_channel(b));
+    tf_close(&e);
+}
+
+/* A manual scope whose fn injects last: no fence (it has no handle to consume it by), so a peer
+   that refuses the fence's write, or is gone, cannot make fn's success a broken contract (it was
+   an SFV_ASSERT, in release builds too); the scope returns fn's result. */
+static sfv_result tf_manual_inject_fn(sfv_channel *ch, void *user) {
+    (void)user;
+    return sfv_channel_inject(ch, "ping", 4);
+}
+static sfv_result tf_mc_manual_inject_fn(sfv_multi_channel *mc, void *user) {
+    (void)user;
+    return sfv_channel_inject(sfv_multi_channel_peer(mc, 0), "ping", 4);
+}
+static void t_manual_scope_injects(void) {
+    tf_env e;
+    sfv_channel *a, *b;
+    sfv_channel_desc db;
+    sfv_pending rx;
+    sfv_scatter_element s;
+    sfv_multi_channel *m1, *m2;
+    tf_open(&e, 4096);
+    memset(&db, 0, sizeof db);
+    db.access = SFV_ACCESS_LOCAL_WRITE | SFV_ACCESS_REMOTE_READ; /* the peer lets nobody write its memory */
+    CHECK_OK(sfv_create_channel(e.pd, NULL, &a));
+    CHECK_OK(sfv_create_channel(e.pd, &db, &b));
+    tf_connect(a, b);
+    s = sfv_mr_scatter_element(e.mr, e.buf, 64);
+    CHECK_OK(sfv_channel_post_receive(b, &s, 1, &rx));
+    CHECK_OK(sfv_channel_manual_scope(a, tf_manual_inject_fn, NULL));
+    CHECK_OK(sfv_pending_wait(&rx, 1000, NULL)); /* the message arrived */
+    CHECK(memcmp(e.buf, "ping", 4) == 0);
+    CHECK_OK(sfv_destroy_channel(b)); /* the peer goes */
+    CHECK_OK(sfv_channel_manual_scope(a, tf_manual_inject_fn, NULL)); /* posted: the failure shows later */
+    CHECK_OK(sfv_destroy_channel(a));
+    tf_mc_pair(&e, &m1, &m2);
+    CHECK_OK(sfv_destroy_multi_channel(m2));
+    CHECK_OK(sfv_multi_channel_manual_scope(m1, tf_mc_manual_inject_fn, NULL));
+    CHECK_OK(sfv_destroy_multi_channel(m1));
+    tf_close(&e);
+}
+
+/* A lease refused before its bind is posted (the send queue full), with other work in flight:
+   its memory window is freed at once (it was kept, and with it the PD and the device). */
+static void t_lease_refused_frees_window(void) {
+    tf_env e;
+    sfv_channel *a, *b;
+    sfv_channel_desc d;
+    sfv_mr *m;
+    sfv_lease *l = NULL;
+    sfv_pending p;
+    sfv_gather_element g;
+    unsigned char *mem = (unsigned char *)calloc(1, 4096);
+    CHECK(mem);
+    fk_set_mw(true);
+    tf_open(&e, 4096);
+    memset(&d, 0, sizeof d);
+    d.max_send_wr = 1;
+    tf_pair(&e, &d, &a, &b);
+    CHECK_OK(sfv_reg_mr_access(e.pd, mem, 4096, SFV_ACCESS_LOCAL_WRITE | SFV_ACCESS_MW_BIND, &m));
+    g = sfv_mr_gather_element(e.mr, e.buf, 8);
+    CHECK_OK(sfv_channel_post_write(a, &g, 1, sfv_remote_mr_make(sfv_mr_addr(e.mr) + 64, 8, sfv_mr_rkey(e.mr)), &p));
+    CHECK_RESULT(sfv_lease_grant(a, m, 0, 64, SFV_ACCESS_REMOTE_WRITE, &l), SFV_ERR_RESOURCE); /* queue full */
+    CHECK(l == NULL);
+    CHECK_EQ(fk_mw_count(), 0);
+    CHECK_OK(sfv_pending_wait(&p, 1000, NULL));
+    CHECK_OK(sfv_destroy_channel(a));
+    CHECK_OK(sfv_destroy_channel(b));
+    CHECK_OK(sfv_dereg_mr(m));
+    free(mem);
+    tf_close(&e);
+    fk_set_mw(false);
+}
+
 static const harness_test TESTS[] = {
+    TEST(t_inject_behind_unsignaled, 10),
+    TEST(t_manual_scope_injects, 10),
+    TEST(t_lease_refused_frees_window, 10),
     TEST(t_lease_unsupported, 10),
     TEST(t_result_strings, 10),
     TEST(t_raw_and_wrap, 10),
