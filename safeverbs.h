@@ -1127,8 +1127,9 @@ SFV_NODISCARD SAFEVERBS_API sfv_result sfv_channel_inject_write_imm(sfv_channel 
    - SFV_WAIT_EVENT: the wait's one poll(2) watches the device's event fd beside the completion
      channel, so an event wakes it at once (no extra system call). A sleep lasts at most 50 ms at
      a time, so an event that another thread read for this channel is seen within 50 ms.
-   - SFV_WAIT_BUSY: after each 10 ms of spinning on its CQ, the wait reads the events (one
-     non-blocking read). A wait that its completion ends sooner (a ping-pong's) never reads them.
+   - SFV_WAIT_BUSY: after each 10 ms of spinning on its CQ, and once more when its deadline
+     passes, the wait reads the events (one non-blocking read). A wait that its completion ends
+     sooner (a ping-pong's) never reads them.
    - sfv_context_events (below) reads them too, and sfv_pending_wait(p, 0, wc) looks at the
      channel's state: in your own event loop, watch sfv_context_event_fd beside sfv_channel_fd.
    A channel broken by an event stops taking posts (SFV_ERR_BROKEN, the message names the event),
@@ -1468,9 +1469,11 @@ typedef sfv_result (*sfv_allgather_fn)(void *user, const void *mine, void *all, 
    allgather of 0 bytes, so that when it returns every rank's channels are connected. A failure
    of fn that set no sfv_last_error (or another result than it returned) is recorded as the
    result fn returned (one that is no sfv_result failure: SFV_ERR_DRIVER); a failure of the
-   allgather after the handshake breaks the node, as in sfv_node_connect. fn must be collective over exactly the node's world, in rank order: a blob
-   that says another rank or world size is refused by the handshake (SFV_ERR_INVALID). It
-   allocates as sfv_node_connect does. */
+   allgather after the handshake breaks the node, as in sfv_node_connect. fn must be collective
+   over exactly the node's world, in rank order, and write exactly world_size blobs into `all`: a
+   blob that says another rank or world size is refused by the handshake (SFV_ERR_INVALID).
+   sfv_exchange_allgather's context (user) that names another world size or rank than the
+   node's is refused before anything runs (SFV_ERR_INVALID). It allocates as sfv_node_connect does. */
 SFV_NODISCARD SAFEVERBS_API sfv_result sfv_node_connect_with(sfv_node *node, sfv_allgather_fn fn, void *user);
 /* The TCP exchange as an sfv_allgather_fn: user points to an sfv_exchange_allgather_ctx, and
    each call is sfv_exchange_all_keyed(nodes, n, rank, mine, size, all, desc, timeout_ms). */
@@ -1530,7 +1533,7 @@ SFV_NODISCARD SAFEVERBS_API sfv_result sfv_node_barrier_unchecked(sfv_node *node
      SFV_ERR_ADDR_IN_USE  another listener has this address and port
    Events: a peer's disconnect ends the channel's waits at once: a wait that has to wait also
    watches the connection's CM fd (in event mode it polls it beside the completion fd; a busy
-   wait reads it as often as the device's events, after each 10 ms of spinning), so its work is
+   wait reads it as often as the device's events: after each 10 ms of spinning), so its work is
    flushed and the wait returns SFV_ERR_WORK, class SFV_WORK_ERROR_TRANSPORT, the hint "the peer
    disconnected", not at its deadline; later posts say SFV_ERR_BROKEN (receives of a channel on
    an SRQ wait on the SRQ, which no connection watches). sfv_cm_fd (a connection)
@@ -1556,15 +1559,18 @@ SAFEVERBS_API int sfv_cm_listener_fd(const sfv_cm_listener *l);
 /* Rejects every request not yet answered (their connecting sides see SFV_ERR_REJECTED or
    SFV_ERR_REFUSED), then frees. Requests taken and not answered must be answered first. */
 SAFEVERBS_API sfv_result sfv_cm_destroy_listener(sfv_cm_listener *l);
-/* The next connection request, waiting up to timeout_ms (< 0: not at all: SFV_ERR_TIMEOUT at
-   once if none is there). */
+/* The next connection request, waiting up to timeout_ms (0 or < 0: not at all: SFV_ERR_TIMEOUT
+   at once if none is there; a listener has no desc whose timeout 0 could mean). */
 SFV_NODISCARD SAFEVERBS_API sfv_result sfv_cm_get_request(sfv_cm_listener *l, int timeout_ms, sfv_cm_request **out);
 /* The caller's bytes the connecting side sent (without the header); *len may be 0. */
 SAFEVERBS_API const uint8_t *sfv_cm_request_private(const sfv_cm_request *req, size_t *len);
-/* Answers the request (freed, whatever the result): a channel on pd made from desc, connected;
-   waits for the connection to be established, up to timeout_ms. */
+/* Answers the request (freed, whatever the result, a NULL out included: then rejected): a channel
+   on pd made from desc, connected; waits for the connection to be established, up to timeout_ms. */
 SFV_NODISCARD SAFEVERBS_API sfv_result sfv_cm_accept(sfv_cm_request *req, sfv_pd *pd, const sfv_channel_desc *desc, const void *priv, size_t len,
                                        int timeout_ms, sfv_cm_conn **out);
+/* Rejects the request, with up to SFV_CM_REJECT_PRIVATE_MAX bytes of reason, and frees it,
+   whatever the result: a reason too long (or NULL with len > 0) is SFV_ERR_INVALID, and the
+   request is still rejected, without one, and freed (do not use req again). */
 SFV_NODISCARD SAFEVERBS_API sfv_result sfv_cm_reject(sfv_cm_request *req, const void *reason, size_t len);
 /* Resolves addr (numeric) and its route, then connects to the listener at port. src: the local
    address to connect from (numeric; NULL: the one routing picks), whose device the PD must be on. */
@@ -2998,6 +3004,8 @@ struct sfv_channel {
                                      reads into fewer (max_sge_rd; 1 on some iWARP NICs) */
     int scope_depth;
     bool scope_manual;            /* the innermost open scope is a manual one: no unsignaled post (it has no handle to consume it by) */
+    bool cq_dead;                 /* a CQ_ERR of its CQ or a DEVICE_FATAL was read (set under ev_lock, whatever broke it first): a reset, which keeps the CQ, is refused */
+    int scope_auto;               /* open scopes that are not manual: an inject left last is fenced by the innermost of them */
     int settling;                 /* a scope is consuming what fn left (its on_wc may run): no destroy or reset */
     sfv__ring sq, rq;
     struct sfv_lease *leases;     /* >>impl leases: the live leases bound to this queue pair */
@@ -3467,21 +3475,27 @@ static sfv_result sfv__channel_new(sfv_pd *pd, const sfv_channel_desc *resolved,
         r = sfv__fail_verb("ibv_create_cq", errno);
         goto destroy_cc;
     }
+    sfv__events_add_channel(pd->ctx, ch); /* before its QP: an event that breaks every channel (DEVICE_FATAL, PORT_ERR) read from now on breaks it */
     r = sfv__qp_make(ch, pd);
-    if (r) goto destroy_cq;
+    if (r) goto unlist;
     if (!sfv__live_add(ch)) {
         r = sfv__fail_verb("malloc", ENOMEM);
         goto destroy_qp;
     }
     sfv__ref(&pd->refs);
     ch->pd = pd;
-    sfv__set_can(ch, false, true);
+    sfv__ev_enter(pd->ctx);
+    sfv__set_can(ch, false, !SFV__XLOAD(ch->broken));
+    sfv__ev_leave(pd->ctx);
     if (ch->desc.srq) sfv__srq_attach(ch->desc.srq, ch);
-    sfv__events_add_channel(pd->ctx, ch);
     *out = ch;
     return SFV_OK;
 destroy_qp:
+    sfv__events_remove_channel(pd->ctx, ch); /* (off the list before its QP's memory may be another's) */
     ibv_destroy_qp(ch->qp);
+    goto destroy_cq;
+unlist:
+    sfv__events_remove_channel(pd->ctx, ch);
 destroy_cq:
     ibv_destroy_cq(ch->cq);
 destroy_cc:
@@ -4364,7 +4378,8 @@ SFV__SLOW void sfv__async_abort(sfv_channel *ch) {
 }
 
 /* A busy wait reads the device's events (one read(2)) after each SFV__EVENTS_EVERY_NS of spinning,
-   counted from its first tick (64 empty polls), so a wait that its completion ends sooner, as a
+   counted from its first tick (64 empty polls), and once when its deadline passes (a short wait
+   still sees an event before it says timed out), so a wait that its completion ends sooner, as a
    ping-pong's do, makes no system call. An event-mode sleep lasts at most SFV__SLEEP_MAX_MS (an
    event another thread read for this channel is seen then). */
 #define SFV__EVENTS_EVERY_NS 10000000ull
@@ -4404,10 +4419,12 @@ SFV__SLOW int sfv__wait_sleep(sfv_channel *ch, uint64_t *deadline, uint32_t time
    (*events_at, 0 at the wait's first tick), the channel's state. 0: go on; 1: the deadline passed. */
 SFV__SLOW int sfv__wait_tick(sfv_channel *ch, uint64_t *events_at, uint64_t *deadline, uint32_t timeout_ms) {
     const uint64_t now = sfv__now_ns();
+    if (!*deadline) *deadline = now + sfv__timeout_ns(timeout_ms);
     if (!*events_at) {
         *events_at = now + SFV__EVENTS_EVERY_NS;
-    } else if (now >= *events_at) {
-        *events_at = now + SFV__EVENTS_EVERY_NS;
+    }
+    if (now >= *events_at || (now >= *deadline && *events_at != UINT64_MAX)) { /* (and once before a wait times out) */
+        *events_at = now >= *deadline ? UINT64_MAX : now + SFV__EVENTS_EVERY_NS;
         sfv__events_read(ch->pd->ctx);
         if (ch->watch) ch->watch->check(ch->watch);
     }
@@ -4415,7 +4432,6 @@ SFV__SLOW int sfv__wait_tick(sfv_channel *ch, uint64_t *events_at, uint64_t *dea
         sfv__async_abort(ch);
         return 0;
     }
-    if (!*deadline) *deadline = now + sfv__timeout_ns(timeout_ms);
     return now >= *deadline;
 }
 
@@ -4874,7 +4890,7 @@ SFV__HOT_INLINE sfv_result sfv__post_batch(sfv_channel *ch, enum ibv_wr_opcode o
     posted = rc ? (bad ? (size_t)(bad - wrs) : 0) : count;
     if (SFV__UNLIKELY(rc)) SFV__INFLIGHT_UNPOST(&ch->sq, wrs, NULL, posted);
     ch->sq.head = head + posted;
-    if (posted == count) ch->sq.sig_top = ch->sq.head;
+    ch->sq.sig_top = ch->sq.head; /* (a part posted breaks the channel: no reap then) */
     if (SFV__UNLIKELY(rc)) return sfv__batch_failed(ch, pending, posted, rc);
     last = &slots[(head + count - 1) & mask];
     sfv__cover(&ch->sq, pending, (uint32_t)count, last);
@@ -5074,7 +5090,7 @@ static sfv_result sfv__post_requests(sfv_channel *ch, sfv__post_kind kind, bool 
     posted = rc ? (bad ? (size_t)(bad - wrs) : 0) : count;
     if (SFV__UNLIKELY(rc)) SFV__INFLIGHT_UNPOST(&ch->sq, wrs, NULL, posted);
     last = sfv__track_n(&ch->sq, kind == SFV__POST_READ ? SFV_WC_OP_READ : write ? SFV_WC_OP_WRITE : SFV_WC_OP_SEND, totals, posted);
-    if (posted == count) ch->sq.sig_top = ch->sq.head;
+    ch->sq.sig_top = ch->sq.head; /* (a part posted breaks the channel: no reap then) */
     if (SFV__UNLIKELY(rc)) return sfv__batch_failed(ch, pending, posted, rc);
     if (kind == SFV__POST_READ && pending) sfv__read_batch_total(&ch->sq.slots[(ch->sq.head - 1) & ch->sq.mask], sum);
     sfv__cover(&ch->sq, pending, (uint32_t)count, last);
@@ -5229,12 +5245,12 @@ SFV__HOT_INLINE sfv_result sfv__inject(sfv_channel *ch, enum ibv_wr_opcode opcod
     { /* tracked before the post, so little stays live across the call; taken back if the verb refuses */
         const uint32_t len32 = (uint32_t)len;
         sfv__track_state(q, SFV__SLOT_INJECT, (sfv_wc_opcode)op, &len32, 1);
-        if (flags & IBV_SEND_SIGNALED) q->sig_top = q->head;
     }
     ch->injects++;
     rc = ibv_post_send(ch->qp, &wr, &bad);
     if (SFV__UNLIKELY(rc)) return sfv__inject_unpost(ch, rc);
-    if (SFV__UNLIKELY(ch->scope_depth > 0) && !(flags & IBV_SEND_SIGNALED) && !ch->scope_manual)
+    if (flags & IBV_SEND_SIGNALED) q->sig_top = q->head; /* (posted: a refused one names no place) */
+    if (SFV__UNLIKELY(ch->scope_depth > 0) && !(flags & IBV_SEND_SIGNALED) && ch->scope_auto > 0)
         ch->last_unsignaled = ch->sq.head; /* the scope fences it (not a manual one: nothing of the caller's is in flight) */
     return SFV_OK;
 }
@@ -5781,7 +5797,10 @@ static void sfv__event_handle(sfv_context *ctx, const struct ibv_async_event *e,
         break;
     case SFV_EVENT_DEVICE_FATAL: {
         sfv_srq *srq;
-        for (ch = ctx->channels; ch; ch = ch->ctx_next) ev->channels_broken += sfv__event_break(ch, SFV__CAUSE_FATAL_EVENT, ev->type);
+        for (ch = ctx->channels; ch; ch = ch->ctx_next) {
+            SFV__XSET(ch->cq_dead, true);
+            ev->channels_broken += sfv__event_break(ch, SFV__CAUSE_FATAL_EVENT, ev->type);
+        }
         for (srq = ctx->srqs; srq; srq = srq->ctx_next) (void)sfv__event_break(&srq->core, SFV__CAUSE_FATAL_EVENT, ev->type); /* (no user channel) */
         break;
     }
@@ -5800,6 +5819,7 @@ static void sfv__event_handle(sfv_context *ctx, const struct ibv_async_event *e,
         for (ch = ctx->channels; ch; ch = ch->ctx_next)
             if (SFV__XLOAD(ch->cq) && SFV__XLOAD(ch->cq) == e->element.cq) {
                 ev->channel = ch;
+                SFV__XSET(ch->cq_dead, true);
                 ev->channels_broken += sfv__event_break(ch, SFV__CAUSE_FATAL_EVENT, ev->type);
             }
         sfv__srq_event(ctx, e, ev);
@@ -6153,8 +6173,7 @@ SAFEVERBS_API sfv_result sfv_channel_reset(sfv_channel *ch) {
     SFV__CHECK_ARG(ch, "channel");
     if (sfv__scoped(ch))
         return sfv__fail(SFV_ERR_INVALID, EINVAL, "sfv_channel_reset", "the channel is inside an open scope (or many-peer call, or a scope's on_wc): reset it after the scope returns");
-    if (sfv__async_cause(ch) && (SFV__XLOAD(ch->async_event) == SFV_EVENT_CQ_ERR || SFV__XLOAD(ch->async_event) == SFV_EVENT_DEVICE_FATAL) &&
-        !(ch->srq && sfv_channel_broken(&ch->srq->core, NULL))) /* (an SRQ's failure: sfv__qp_make says so) */
+    if (SFV__XLOAD(ch->cq_dead) && !(ch->srq && sfv_channel_broken(&ch->srq->core, NULL))) /* (an SRQ's failure: sfv__qp_make says so) */
         return sfv__refuse_broken(ch, "sfv_channel_reset"); /* a new QP would be on the CQ (device) that failed: destroy it */
     sfv__leases_drop(ch); /* windows bound to the old QP hold it (>>impl leases); its leases end, dead, until revoked */
     if (sfv__inflight(ch) || (ch->qp && !ch->aborted)) sfv__abort(ch); /* everything in flight flushed */
@@ -6162,10 +6181,15 @@ SAFEVERBS_API sfv_result sfv_channel_reset(sfv_channel *ch) {
     if (ch->watch) ch->watch->detach(ch->watch, false); /* the old QP's connection is over: it forgets the channel */
     while (sfv__drain(ch) > 0) {} /* the old QP's last completions: their places are done already */
     sfv__ev_enter(ch->pd->ctx); /* the old QP's breaks forgotten before the new QP is made: what an event breaks from now on stays broken */
+    if (SFV__XLOAD(ch->cq_dead) && !(ch->srq && sfv_channel_broken(&ch->srq->core, NULL))) { /* read since the check above */
+        sfv__ev_leave(ch->pd->ctx);
+        return sfv__refuse_broken(ch, "sfv_channel_reset");
+    }
     SFV__XSET(ch->broken, false);
     SFV__XSET(ch->async_cause, 0);
     SFV__XSET(ch->async_event, 0);
     sfv__ev_leave(ch->pd->ctx);
+    ch->connected = false; /* (the old QP's connection is over, whether a new QP comes or not) */
     r = sfv__qp_make(ch, ch->pd);
     if (r) { /* broken, without a QP: try again */
         sfv__mark_broken(ch);
@@ -6356,12 +6380,14 @@ static void sfv__scope_open(sfv__peer *peers, size_t n, bool manual) {
         peers[i].ch->scope_depth++;
         peers[i].was_manual = peers[i].ch->scope_manual;
         peers[i].ch->scope_manual = manual;
+        if (!manual) peers[i].ch->scope_auto++;
     }
 }
 static void sfv__scope_close(sfv__peer *peers, size_t n) {
     size_t i;
     for (i = 0; i < n; i++) {
         peers[i].ch->scope_depth--;
+        if (!peers[i].ch->scope_manual) peers[i].ch->scope_auto--;
         peers[i].ch->scope_manual = peers[i].was_manual; /* the scope around it decides again */
     }
 }
@@ -6398,7 +6424,7 @@ static void sfv__scope_fence(sfv_channel *ch) {
     ch->sq.sig_top = ch->sq.head;
 }
 
-static void sfv__scope_settle(sfv__peer *peers, size_t n, sfv_scope_report *rep, const sfv__sink *sink) {
+static void sfv__scope_settle(sfv__peer *peers, size_t n, sfv_scope_report *rep, const sfv__sink *sink, bool manual) {
     const sfv_error kept = sfv__last;
     const uint64_t t0 = sfv__now_ns();
     size_t i;
@@ -6407,7 +6433,7 @@ static void sfv__scope_settle(sfv__peer *peers, size_t n, sfv_scope_report *rep,
     for (i = 0; i < n; i++) {
         sfv_channel *ch = peers[i].ch;
         const uint64_t deadline = t0 + sfv__timeout_ns(ch->desc.timeout_ms);
-        if (ch->last_unsignaled) sfv__scope_fence(ch);
+        if (ch->last_unsignaled && !manual) sfv__scope_fence(ch); /* (a manual scope: the scope around it fences) */
         sfv__settle(ch, &ch->sq, peers[i].scope_from.sq, deadline, rep, sink);
         sfv__settle(ch, &ch->rq, peers[i].scope_from.rq, deadline, rep, sink);
     }
@@ -6517,7 +6543,7 @@ static sfv_result sfv__scope_run(sfv_channel *ch, sfv_scope_fn fn, void *user, s
     rep->fn_result = fn(ch, user);
     sfv__fn_failures = sfv__failures - f0;
     sfv__scope_close(&one, 1);
-    sfv__scope_settle(&one, 1, rep, sink);
+    sfv__scope_settle(&one, 1, rep, sink, manual);
     return SFV_OK;
 }
 
@@ -6941,7 +6967,7 @@ static sfv_result sfv__mc_scope_run(sfv_multi_channel *mc, sfv_multi_scope_fn fn
     sfv__scope_close(mc->peers, mc->n);
     {
         static const sfv__sink none = {NULL, NULL};
-        sfv__scope_settle(mc->peers, mc->n, rep, &none);
+        sfv__scope_settle(mc->peers, mc->n, rep, &none, manual);
     }
     return SFV_OK;
 }
@@ -8292,6 +8318,12 @@ SAFEVERBS_API sfv_result sfv_node_connect_with(sfv_node *node, sfv_allgather_fn 
     SFV__CHECK_ARG(fn, "allgather function (NULL)");
     if (node->poisoned) return sfv__fail(SFV_ERR_BROKEN, EIO, "sfv_node_connect", "the node is broken: destroy it");
     if (node->connected) return sfv__fail(SFV_ERR_INVALID, EINVAL, "sfv_node_connect", "the node is already connected");
+    if (fn == sfv_exchange_allgather && user) { /* the library's own allgather: its world must be the node's (it writes n blobs into all) */
+        const sfv_exchange_allgather_ctx *x = (const sfv_exchange_allgather_ctx *)user;
+        if (x->n != node->world || x->rank != node->rank)
+            return sfv__fail(SFV_ERR_INVALID, EINVAL, "sfv_node_connect", "the sfv_exchange_allgather_ctx says rank %zu of %zu, the node rank %zu of %zu",
+                             x->rank, x->n, node->rank, node->world);
+    }
     each = SFV_NODE_ENDPOINT_SIZE(node->world);
     mine = (uint8_t *)SFV_MALLOC(each);
     all = (uint8_t *)SFV_CALLOC(node->world, each);
@@ -8961,7 +8993,10 @@ fail:
 SAFEVERBS_API sfv_result sfv_cm_accept(sfv_cm_request *req, sfv_pd *pd, const sfv_channel_desc *desc, const void *priv, size_t len,
                                        int timeout_ms, sfv_cm_conn **out) {
     static const char fn[] = "sfv_cm_accept";
-    SFV__CHECK_ARG(out, "out");
+    if (!out) { /* the request is answered (rejected) and freed whatever the result, as documented */
+        if (req) SFV__KEEPING_ERROR(sfv__ignore(sfv_cm_reject(req, NULL, 0)));
+        return sfv__fail(SFV_ERR_INVALID, EINVAL, fn, "%s: out is NULL%s", fn, req ? " (the request was rejected)" : "");
+    }
     *out = NULL;
     SFV__CHECK_ARG(req, "request");
     if (!pd) { sfv__ignore(sfv_cm_reject(req, NULL, 0)); return sfv__fail(SFV_ERR_INVALID, EINVAL, fn, "%s: invalid pd (the request was rejected)", fn); }
@@ -8971,7 +9006,10 @@ SAFEVERBS_API sfv_result sfv_cm_accept(sfv_cm_request *req, sfv_pd *pd, const sf
 SAFEVERBS_API sfv_result sfv_cm_accept_channel(sfv_cm_request *req, sfv_channel *ch, const void *priv, size_t len, int timeout_ms, sfv_cm_conn **out) {
     static const char fn[] = "sfv_cm_accept_channel";
     sfv_result r;
-    SFV__CHECK_ARG(out, "out");
+    if (!out) {
+        if (req) SFV__KEEPING_ERROR(sfv__ignore(sfv_cm_reject(req, NULL, 0)));
+        return sfv__fail(SFV_ERR_INVALID, EINVAL, fn, "%s: out is NULL%s", fn, req ? " (the request was rejected)" : "");
+    }
     *out = NULL;
     SFV__CHECK_ARG(req, "request");
     r = sfv__cm_channel_fresh(ch, fn);
@@ -9242,6 +9280,11 @@ static sfv_result sfv__ncm_connect(sfv_node *node, const sfv_net_node *nodes, si
            with no reason (the IB CM pads a reason to 148 bytes, so none arrives as zeroes; a
            refusal of ours says why), tried again until the deadline */
         for (i = 0; i < sfv__reject_len && !sfv__reject_buf[i]; i++) {}
+        if (r == SFV_ERR_TIMEOUT) {
+            const sfv_error why = sfv__last;
+            return sfv__fail(r, why.errnum, why.verb, "sfv_node_connect_cm: rank %zu (%s port %u) did not answer in time: %s", j, nodes[j].host,
+                             (unsigned)nodes[j].port, why.message);
+        }
         if (r != SFV_ERR_REFUSED && !(r == SFV_ERR_REJECTED && i == sfv__reject_len)) return r;
         sfv__backoff(deadline, &pause_ms, 20);
     }
@@ -9282,6 +9325,10 @@ static sfv_result sfv__ncm_accept(const sfv__ex_key *k, sfv_node *node, sfv_cm_l
         sfv__ncm_make(k, 'A', node, from, ep.qpn, p, rep);
         r = sfv_cm_accept_channel(q, sfv_multi_channel_peer(sfv_node_multi_channel(node), from), rep, sizeof rep, sfv__ms_until_some(deadline),
                                   &st->conns[from]); /* (0 would be the channel's own timeout) */
+        if (r == SFV_ERR_TIMEOUT) {
+            const sfv_error late = sfv__last;
+            return sfv__fail(r, late.errnum, late.verb, "sfv_node_connect_cm: rank %zu did not complete its connection in time: %s", from, late.message);
+        }
         if (r) return r;
         barriers[from] = b;
         return SFV_OK;

@@ -2211,7 +2211,68 @@ static void t_node_cm_random(void) {
     }
 }
 
+/* sfv_cm_accept says "Answers the request (freed, whatever the result)": with out NULL too. */
+static void t_accept_out_null(void) {
+    tc_env e;
+    sfv_cm_listener *l = NULL;
+    sfv_cm_request *q;
+    long before;
+    tc_open(&e);
+    before = tc_allocs;
+    tc_request(&l, NULL, 0, &q);
+    CHECK_RESULT(sfv_cm_accept(q, e.pd, NULL, NULL, 0, 1000, NULL), SFV_ERR_INVALID);
+    fprintf(stderr, "    after accept(out NULL): library allocations live %ld, CM ids live %ld\n", tc_allocs, fkcm_live_ids());
+    CHECK_EQ(fkcm_live_ids(), 1);     /* the listener's only: the request's id was answered and destroyed */
+    CHECK_EQ(tc_allocs, before + 1);  /* the listener only: the request was freed */
+    CHECK_OK(sfv_cm_destroy_listener(l));
+    tc_close(&e);
+}
+static void t_accept_channel_out_null(void) {
+    tc_env e;
+    sfv_cm_listener *l = NULL;
+    sfv_cm_request *q;
+    sfv_channel *ch;
+    long before;
+    tc_open(&e);
+    CHECK_OK(sfv_create_channel(e.pd, NULL, &ch));
+    before = tc_allocs;
+    tc_request(&l, NULL, 0, &q);
+    CHECK_RESULT(sfv_cm_accept_channel(q, ch, NULL, 0, 1000, NULL), SFV_ERR_INVALID);
+    fprintf(stderr, "    after accept_channel(out NULL): library allocations live %ld (before the listener %ld), CM ids live %ld\n",
+            tc_allocs, before, fkcm_live_ids());
+    CHECK_EQ(fkcm_live_ids(), 1);
+    CHECK_EQ(tc_allocs, before + 1);
+    CHECK_OK(sfv_cm_destroy_listener(l));
+    CHECK_OK(sfv_destroy_channel(ch));
+    tc_close(&e);
+}
+
+/* The doc of sfv_node_connect_cm: "SFV_ERR_TIMEOUT naming the rank that did not listen or connect
+   in time". Rank 1 of 3: lower rank 0's CM never answers the connect, or higher rank 2's RTU never comes. */
+static void t_node_cm_timeout_names_rank(void) {
+    tn_world w;
+    tn_open(&w, 3, 1, 150);
+    fkcm_on(FKCM_CONNECT, NULL, 0); /* rank 0: silent */
+    tn_script_good(&w);
+    CHECK_RESULT(tn_run(&w), SFV_ERR_TIMEOUT);
+    fprintf(stderr, "    silent rank 0: \"%s\"\n", sfv_last_error()->message);
+    {
+        const bool named = strstr(sfv_last_error()->message, "rank 0") != NULL;
+        tn_after_failure(&w);
+        fkcm_on(FKCM_ACCEPT, NULL, 0); /* rank 2's connection never established */
+        tn_script_good(&w);
+        CHECK_RESULT(tn_run(&w), SFV_ERR_TIMEOUT);
+        fprintf(stderr, "    rank 2 never establishes: \"%s\"\n", sfv_last_error()->message);
+        CHECK(named);
+        CHECK(strstr(sfv_last_error()->message, "rank 2") != NULL);
+    }
+    tn_close(&w);
+}
+
 static const harness_test TESTS[] = {
+    TEST(t_accept_out_null, 10),
+    TEST(t_accept_channel_out_null, 10),
+    TEST(t_node_cm_timeout_names_rank, 10),
     TEST(t_connect_ok, 10),
     TEST(t_connect_private_lengths, 10),
     TEST(t_connect_peer_private, 20),

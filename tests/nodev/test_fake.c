@@ -13,6 +13,7 @@
 
 #include <poll.h>
 #include <pthread.h>
+#include <sys/wait.h>
 
 /* ---- helpers ------------------------------------------------------------------------------- */
 typedef struct tf_env {
@@ -2906,7 +2907,228 @@ static void t_lease_refused_frees_window(void) {
     fk_set_mw(false);
 }
 
+/* A manual scope nested in a scope, whose fn only injects, after the outer scope's
+   unsignaled write: the outer scope must still fence its unsignaled work (the injects come last,
+   unsignaled too). The header: "if the last work the scope leaves on the send queue is
+   unsignaled, the scope posts a signaled zero-length RDMA write ... and waits for it". */
+static sfv_result tf_inner_inject(sfv_channel *ch, void *user) {
+    (void)user;
+    return sfv_channel_inject(ch, "ping", 4);
+}
+static sfv_result tf_outer(sfv_channel *ch, void *user) {
+    tf_env *e = (tf_env *)user;
+    const sfv_gather_element g = sfv_mr_gather_element(e->mr, e->buf, 8);
+    const sfv_remote_mr rm = sfv_remote_mr_make(sfv_mr_addr(e->mr) + 1024, 64, sfv_mr_rkey(e->mr));
+    CHECK_OK(sfv_channel_post_write_unsignaled(ch, &g, 1, rm));
+    return sfv_channel_manual_scope(ch, tf_inner_inject, NULL);
+}
+static void t_nested_manual_inject(void) {
+    tf_env e;
+    sfv_channel *a, *b;
+    sfv_channel_desc d;
+    sfv_scope_report rep;
+    double t0;
+    sfv_result r;
+    memset(&d, 0, sizeof d);
+    d.timeout_ms = 1000;
+    tf_open(&e, 4096);
+    tf_pair(&e, &d, &a, &b);
+    {
+        sfv_scatter_element s = sfv_mr_scatter_element(e.mr, e.buf + 2048, 64);
+        sfv_pending rx;
+        CHECK_OK(sfv_channel_post_receive(b, &s, 1, &rx));
+        t0 = test_seconds();
+        r = sfv_channel_scope(a, tf_outer, &e, &rep);
+        if (r != SFV_OK)
+            FAIL("outer scope: %s after %.2f s (failed %zu, first %s): %s", sfv_result_str(r), test_seconds() - t0, rep.failed,
+                 sfv_result_str(rep.first_error.result), sfv_last_error()->message);
+        CHECK(test_seconds() - t0 < 0.5);
+        CHECK_OK(sfv_pending_wait(&rx, 1000, NULL));
+    }
+    CHECK_OK(sfv_destroy_channel(a));
+    CHECK_OK(sfv_destroy_channel(b));
+    tf_close(&e);
+}
+
+/* the same nesting with the outer scope's unsignaled send last and an inner manual scope
+   that posts nothing: the inner manual scope posts the OUTER scope's fence; the peer refuses the
+   fence's write, and fn's success becomes an SFV_ASSERT (abort) -- the failure mode the commit
+   removed for injects, still there one level up. Run in a child: the parent sees how it ended. */
+static sfv_result tf_inner_nothing(sfv_channel *ch, void *user) {
+    (void)ch;
+    (void)user;
+    return SFV_OK;
+}
+static sfv_result tf_outer_send(sfv_channel *ch, void *user) {
+    tf_env *e = (tf_env *)user;
+    const sfv_gather_element g = sfv_mr_gather_element(e->mr, e->buf, 8);
+    CHECK_OK(sfv_channel_post_send_unsignaled(ch, &g, 1));
+    return sfv_channel_manual_scope(ch, tf_inner_nothing, NULL);
+}
+static void t_nested_manual_fence_assert(void) {
+    pid_t pid;
+    int st = 0;
+    fflush(NULL);
+    pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        tf_env e;
+        sfv_channel *a, *b;
+        sfv_channel_desc db;
+        sfv_scatter_element s;
+        sfv_pending rx;
+        sfv_result r;
+        tf_open(&e, 4096);
+        memset(&db, 0, sizeof db);
+        db.access = SFV_ACCESS_LOCAL_WRITE | SFV_ACCESS_REMOTE_READ; /* the peer lets nobody write: the fence is refused */
+        CHECK_OK(sfv_create_channel(e.pd, NULL, &a));
+        CHECK_OK(sfv_create_channel(e.pd, &db, &b));
+        tf_connect(a, b);
+        s = sfv_mr_scatter_element(e.mr, e.buf + 2048, 64);
+        CHECK_OK(sfv_channel_post_receive(b, &s, 1, &rx));
+        r = sfv_channel_scope(a, tf_outer_send, &e, NULL);
+        fprintf(stderr, "    outer scope returned %s\n", sfv_result_str(r));
+        _exit(0);
+    }
+    CHECK(waitpid(pid, &st, 0) == pid);
+    if (WIFSIGNALED(st))
+        FAIL("a manual scope nested in a scope, fn posting nothing and returning SFV_OK, died of signal %d (SFV_ASSERT: it posted "
+             "the outer scope's fence, which the peer refused)", WTERMSIG(st));
+}
+
+/* a signaled inject the verb refused leaves sq.sig_top naming a place that was taken back
+   (sfv__inject_unpost restores head, not sig_top). An unsignaled inject then takes that place,
+   and a later inject whose room is held by injects ahead of the scope's unsignaled work waits for
+   a completion that will never come (desc.timeout_ms, SFV_ERR_TIMEOUT) instead of
+   SFV_ERR_RESOURCE at once, as without the refused one (t_inject_behind_unsignaled). */
+static sfv_result tf_unpost_fn(sfv_channel *ch, void *user) {
+    tf_env *e = (tf_env *)user;
+    const sfv_gather_element g = sfv_mr_gather_element(e->mr, e->buf, 8);
+    const sfv_remote_mr rm = sfv_remote_mr_make(sfv_mr_addr(e->mr) + 1024, 64, sfv_mr_rkey(e->mr));
+    double t0;
+    sfv_result r;
+    CHECK_OK(sfv_channel_inject_write(ch, "aaaaaaaa", 8, rm));  /* unsignaled, place 0 */
+    fk_fail_name("ibv_post_send", 1);
+    CHECK(sfv_channel_inject_write(ch, "bbbbbbbb", 8, rm) != SFV_OK); /* signaled (every 2nd), refused: sig_top stays 2 */
+    fk_fail_name("ibv_post_send", 0);
+    CHECK_OK(sfv_channel_inject_write(ch, "cccccccc", 8, rm));  /* unsignaled, place 1 */
+    CHECK_OK(sfv_channel_post_write_unsignaled(ch, &g, 1, rm)); /* place 2 */
+    t0 = test_seconds();
+    r = sfv_channel_inject_write(ch, "dddddddd", 8, rm);
+    if (r != SFV_ERR_RESOURCE || test_seconds() - t0 > 1.0)
+        FAIL("inject behind the scope's unsignaled work, after a refused signaled inject: %s after %.2f s (want SFV_ERR_RESOURCE "
+             "at once): %s", sfv_result_str(r), test_seconds() - t0, sfv_last_error()->message);
+    return SFV_OK;
+}
+static void t_inject_unpost_sig_top(void) {
+    tf_env e;
+    sfv_channel *a, *b;
+    sfv_channel_desc d;
+    memset(&d, 0, sizeof d);
+    d.max_send_wr = 4;
+    d.timeout_ms = 3000;
+    tf_open(&e, 4096);
+    tf_pair(&e, &d, &a, &b);
+    { const sfv_result sr = sfv_channel_scope(a, tf_unpost_fn, &e, NULL); (void)sr; }
+    CHECK_OK(sfv_destroy_channel(a));
+    CHECK_OK(sfv_destroy_channel(b));
+    tf_close(&e);
+}
+
+/* the handshake's new doc: "a channel broken before it connected (an event, a reset that
+   could not make its QP): SFV_ERR_BROKEN, saying why". A connected channel whose reset could not
+   make its QP keeps connected = true (cleared only after sfv__qp_make succeeds), so the handshake
+   says SFV_ERR_INVALID "already connected". */
+static void t_handshake_after_failed_reset(void) {
+    tf_env e;
+    sfv_channel *a, *b;
+    sfv_endpoint eb;
+    sfv_result r;
+    tf_open(&e, 4096);
+    tf_pair(&e, NULL, &a, &b);
+    CHECK_OK(sfv_channel_endpoint(b, &eb));
+    fk_fail_name("ibv_create_qp", 1);
+    CHECK(sfv_channel_reset(a) != SFV_OK);
+    fk_fail_name("ibv_create_qp", 0);
+    CHECK(sfv_channel_broken(a, NULL));
+    r = sfv_channel_handshake(a, &eb);
+    if (r != SFV_ERR_BROKEN)
+        FAIL("handshake of a channel whose reset could not make its QP: %s (%s), the header says SFV_ERR_BROKEN", sfv_result_str(r),
+             sfv_last_error()->message);
+    CHECK_OK(sfv_destroy_channel(a));
+    CHECK_OK(sfv_destroy_channel(b));
+    tf_close(&e);
+}
+
+/* A busy wait shorter than the 10 ms between its reads of the device's events reads them once
+   when its deadline passes: a program that waits in short slices (a receive with a 1 ms deadline,
+   in a loop) learns that the port went down at the first, not never. */
+static void t_short_busy_waits_read_events(void) {
+    tf_env e;
+    sfv_channel *a, *b;
+    sfv_channel_desc d;
+    sfv_scatter_element s;
+    sfv_pending rx;
+    sfv_result r = SFV_OK;
+    int i;
+    memset(&d, 0, sizeof d);
+    d.wait_mode = SFV_WAIT_BUSY;
+    tf_open(&e, 4096);
+    tf_pair(&e, &d, &a, &b);
+    s = sfv_mr_scatter_element(e.mr, e.buf, 64);
+    CHECK_OK(sfv_channel_post_receive(b, &s, 1, &rx));
+    fk_inject_async_event(sfv_context_raw(e.ctx), IBV_EVENT_PORT_ERR, NULL, 1);
+    for (i = 0; i < 5; i++) { /* 5 waits of 1 ms; the header before read the event in the first */
+        r = sfv_pending_wait(&rx, 1, NULL);
+        if (r != SFV_ERR_TIMEOUT) break;
+    }
+    printf("    after %d waits: %s: %s (mode %d)\n", i, sfv_result_str(r), sfv_last_error()->message, (int)d.wait_mode);
+    if (r == SFV_ERR_TIMEOUT)
+        FAIL("5 busy waits of 1 ms (each spins up to 1 ms + the coarse clock's tick) never read the PORT_ERR the device had: every one timed out, the channel "
+             "is %sbroken", sfv_channel_broken(b, NULL) ? "" : "not ");
+    if (r == SFV_ERR_TIMEOUT) CHECK_RESULT(sfv_pending_wait(&rx, 50, NULL), SFV_ERR_WORK);
+    CHECK_OK(sfv_destroy_channel(a));
+    CHECK_OK(sfv_destroy_channel(b));
+    tf_close(&e);
+}
+
+/* sfv_node_connect_with over the library's own allgather whose context says another world or
+   rank than the node's: refused (SFV_ERR_INVALID) before anything runs (the exchange wrote its n
+   blobs into the node's buffer of world blobs: a heap overflow). */
+static void tf_connect_with_world(size_t ctx_n, size_t ctx_rank) {
+    tf_env e;
+    sfv_node *node;
+    sfv_node_desc nd;
+    sfv_net_node nodes[3] = {{"127.0.0.1", 26101, 0, NULL}, {"127.0.0.1", 26102, 1, NULL}, {"127.0.0.1", 26103, 2, NULL}};
+    sfv_exchange_allgather_ctx x;
+    tf_open(&e, 64);
+    memset(&nd, 0, sizeof nd);
+    nd.rank = 0;
+    nd.world_size = 2;
+    CHECK_OK(sfv_create_node(e.pd, &nd, &node));
+    memset(&x, 0, sizeof x);
+    x.nodes = nodes;
+    x.n = ctx_n;
+    x.rank = ctx_rank;
+    x.timeout_ms = 200;
+    CHECK_RESULT(sfv_node_connect_with(node, sfv_exchange_allgather, &x), SFV_ERR_INVALID);
+    if (!strstr(sfv_last_error()->message, "rank")) FAIL("refused with: %s", sfv_last_error()->message);
+    CHECK_OK(sfv_destroy_node(node));
+    tf_close(&e);
+}
+static void t_node_connect_with_wrong_world(void) {
+    tf_connect_with_world(3, 0); /* a bigger world */
+    tf_connect_with_world(3, 2); /* a rank past the node's world */
+    tf_connect_with_world(2, 1); /* another rank */
+}
+
 static const harness_test TESTS[] = {
+    TEST(t_node_connect_with_wrong_world, 10),
+    TEST(t_short_busy_waits_read_events, 10),
+    TEST(t_handshake_after_failed_reset, 10),
+    TEST(t_inject_unpost_sig_top, 10),
+    TEST(t_nested_manual_fence_assert, 10),
+    TEST(t_nested_manual_inject, 10),
     TEST(t_inject_behind_unsignaled, 10),
     TEST(t_manual_scope_injects, 10),
     TEST(t_lease_refused_frees_window, 10),

@@ -560,7 +560,89 @@ static void t_stress_breaking_events(void) {
     rr_close(&e);
 }
 
+/* a CQ_ERR of the kept CQ read after the reset's first check and before it clears the old
+   QP's break (here: right after the old QP's destroy): the reset clears it with the old QP's, and
+   makes a channel whole on a CQ the device said failed. */
+static void rr_cq_err_after_destroy(struct ibv_qp *qp) {
+    (void)qp;
+    rr_event_on_other_thread(rr_ctx, IBV_EVENT_CQ_ERR, sfv_channel_raw_cq(rr_ch), 0);
+}
+static void t_reset_window_cq_err(void) {
+    rr_env e;
+    sfv_channel *a;
+    sfv_result r;
+    rr_open(&e);
+    CHECK_OK(sfv_create_channel(e.pd, NULL, &a));
+    rr_ctx = e.ctx;
+    rr_ch = a;
+    rr_on_destroyed = rr_cq_err_after_destroy;
+    r = sfv_channel_reset(a);
+    CHECK(rr_on_destroyed == NULL);
+    CHECK_EQ(rr_last.ev.type, SFV_EVENT_CQ_ERR);
+    CHECK_EQ(rr_last.ev.channels_broken, 1);
+    if (r == SFV_OK && !sfv_channel_broken(a, NULL))
+        FAIL("lost break: CQ_ERR of the kept CQ, read by another thread while sfv_channel_reset destroyed the old QP "
+             "(ev.channels_broken 1), was cleared with the old QP's break: SFV_OK and the channel is whole on a failed CQ");
+    CHECK_OK(sfv_destroy_channel(a));
+    rr_close(&e);
+}
+
+/* (no race) CQ_ERR read after another event already broke the channel (QP_FATAL): the
+   first break wins (sfv__event_break), so async_event stays QP_FATAL and the reset's refusal of
+   "a channel whose CQ failed" does not see it. */
+static void t_reset_cq_err_after_qp_fatal(void) {
+    rr_env e;
+    sfv_channel *a;
+    sfv_event ev[2];
+    size_t n = 0;
+    sfv_result r;
+    rr_open(&e);
+    CHECK_OK(sfv_create_channel(e.pd, NULL, &a));
+    fk_inject_async_event(sfv_context_raw(e.ctx), IBV_EVENT_QP_FATAL, sfv_channel_raw_qp(a), 0);
+    fk_inject_async_event(sfv_context_raw(e.ctx), IBV_EVENT_CQ_ERR, sfv_channel_raw_cq(a), 0);
+    CHECK_OK(sfv_context_events(e.ctx, ev, 2, &n));
+    CHECK_EQ(n, 2);
+    CHECK_EQ(ev[1].type, SFV_EVENT_CQ_ERR);
+    CHECK(ev[1].channel == a);
+    r = sfv_channel_reset(a);
+    if (r == SFV_OK && !sfv_channel_broken(a, NULL))
+        FAIL("sfv_channel_reset after QP_FATAL then CQ_ERR of the channel's CQ: SFV_OK and whole on the CQ the device said "
+             "failed (the header: refused for a channel whose CQ failed, SFV_ERR_BROKEN)");
+    CHECK_OK(sfv_destroy_channel(a));
+    rr_close(&e);
+}
+
+/* the SRQ_ERR window fixed for sfv__srq_attach is open for every other event that breaks
+   "every channel" (DEVICE_FATAL, PORT_ERR): sfv__channel_new puts the channel on ctx->channels
+   only after sfv__qp_make, so an event read on another thread meanwhile misses it. */
+static void rr_device_fatal_now(struct ibv_qp *qp) {
+    (void)qp;
+    rr_event_on_other_thread(rr_ctx, IBV_EVENT_DEVICE_FATAL, NULL, 0);
+}
+static void t_create_during_device_fatal(void) {
+    rr_env e;
+    sfv_channel *old, *fresh;
+    sfv_result r;
+    rr_open(&e);
+    CHECK_OK(sfv_create_channel(e.pd, NULL, &old));
+    rr_ctx = e.ctx;
+    rr_on_init = rr_device_fatal_now;
+    r = sfv_create_channel(e.pd, NULL, &fresh);
+    CHECK(rr_on_init == NULL);
+    CHECK_EQ(rr_last.ev.type, SFV_EVENT_DEVICE_FATAL);
+    CHECK(sfv_channel_broken(old, NULL));
+    if (r == SFV_OK && !sfv_channel_broken(fresh, NULL))
+        FAIL("missed break: DEVICE_FATAL read (by another thread) while a channel was being created: SFV_OK and the new "
+             "channel is whole (every other channel of the context is broken)");
+    if (r == SFV_OK) CHECK_OK(sfv_destroy_channel(fresh));
+    CHECK_OK(sfv_destroy_channel(old));
+    rr_close(&e);
+}
+
 static const harness_test TESTS[] = {
+    TEST(t_create_during_device_fatal, 30),
+    TEST(t_reset_window_cq_err, 30),
+    TEST(t_reset_cq_err_after_qp_fatal, 30),
     TEST(t_reset_keeps_new_qp_break, 30),
     TEST(t_reset_keeps_cq_err_break, 30),
     TEST(t_reset_after_cq_err, 30),
