@@ -842,7 +842,8 @@ SFV_NODISCARD SAFEVERBS_API sfv_result sfv_channel_handshake(sfv_channel *ch, co
    QP number, which the new QP does not answer to, and the new PSNs start elsewhere: nothing of
    the old connection is taken for the new one. The desc is kept (a send_psn set in it is not
    reused). Refused inside a scope (SFV_ERR_INVALID), and for a channel whose CQ or device failed
-   (a CQ_ERR or DEVICE_FATAL event: the reset keeps the CQ; SFV_ERR_BROKEN, destroy it); a verb
+   (a CQ_ERR or DEVICE_FATAL event: the reset keeps the CQ) or whose SRQ failed (no QP takes from
+   it again): SFV_ERR_BROKEN before anything is touched, destroy it; a verb
    that fails leaves the channel broken with no QP, and the call can be repeated. Handles of the
    old work stay valid until consumed. An event that breaks the channel while it is reset (read
    on another thread) breaks the new QP: the reset never undoes it.
@@ -3375,6 +3376,9 @@ static uint32_t sfv__random_psn(const void *salt) {
 /* The channel's RC queue pair on its CQ (and SRQ), taken to INIT so receives can be posted
    before the handshake. On failure ch->qp is NULL and nothing is left. Used at creation and by
    sfv_channel_reset. */
+static sfv_result sfv__srq_failed(void) {
+    return sfv__fail(SFV_ERR_BROKEN, EIO, "channel", "the SRQ failed (its receives were flushed; the device may still hold them): no queue pair takes from it again; destroy it and make a new one");
+}
 static sfv_result sfv__qp_make(sfv_channel *ch, sfv_pd *pd) {
     struct ibv_qp_init_attr qi;
     struct ibv_qp_attr qa;
@@ -3382,8 +3386,7 @@ static sfv_result sfv__qp_make(sfv_channel *ch, sfv_pd *pd) {
     uint32_t ask;
     if (ch->desc.srq && !ch->desc.srq->srq)
         return sfv__fail(SFV_ERR_BROKEN, EIO, "channel", "the SRQ is gone (a destroy failed part-way: call sfv_destroy_srq again)");
-    if (ch->desc.srq && sfv_channel_broken(&ch->desc.srq->core, NULL)) /* its receives said flushed may still be the device's */
-        return sfv__fail(SFV_ERR_BROKEN, EIO, "channel", "the SRQ failed (its receives were flushed; the device may still hold them): no queue pair takes from it again; destroy it and make a new one");
+    if (ch->desc.srq && sfv_channel_broken(&ch->desc.srq->core, NULL)) return sfv__srq_failed(); /* its receives said flushed may still be the device's */
     memset(&qi, 0, sizeof qi);
     qi.send_cq = qi.recv_cq = ch->cq;
     qi.qp_type = IBV_QPT_RC;
@@ -4423,7 +4426,7 @@ SFV__SLOW int sfv__wait_tick(sfv_channel *ch, uint64_t *events_at, uint64_t *dea
     if (!*events_at) {
         *events_at = now + SFV__EVENTS_EVERY_NS;
     }
-    if (now >= *events_at || (now >= *deadline && *events_at != UINT64_MAX)) { /* (and once before a wait times out) */
+    if (now >= *events_at || (now >= *deadline && *events_at != UINT64_MAX && timeout_ms > 0)) { /* (and once before a wait times out; not a look, timeout 0) */
         *events_at = now >= *deadline ? UINT64_MAX : now + SFV__EVENTS_EVERY_NS;
         sfv__events_read(ch->pd->ctx);
         if (ch->watch) ch->watch->check(ch->watch);
@@ -6173,23 +6176,23 @@ SAFEVERBS_API sfv_result sfv_channel_reset(sfv_channel *ch) {
     SFV__CHECK_ARG(ch, "channel");
     if (sfv__scoped(ch))
         return sfv__fail(SFV_ERR_INVALID, EINVAL, "sfv_channel_reset", "the channel is inside an open scope (or many-peer call, or a scope's on_wc): reset it after the scope returns");
-    if (SFV__XLOAD(ch->cq_dead) && !(ch->srq && sfv_channel_broken(&ch->srq->core, NULL))) /* (an SRQ's failure: sfv__qp_make says so) */
-        return sfv__refuse_broken(ch, "sfv_channel_reset"); /* a new QP would be on the CQ (device) that failed: destroy it */
+    if (ch->srq && sfv_channel_broken(&ch->srq->core, NULL)) return sfv__srq_failed(); /* no QP takes from it again (the channel keeps why) */
+    if (SFV__XLOAD(ch->cq_dead)) return sfv__refuse_broken(ch, "sfv_channel_reset"); /* a new QP would be on the CQ (device) that failed: destroy it */
     sfv__leases_drop(ch); /* windows bound to the old QP hold it (>>impl leases); its leases end, dead, until revoked */
     if (sfv__inflight(ch) || (ch->qp && !ch->aborted)) sfv__abort(ch); /* everything in flight flushed */
     if (!sfv__destroy_qp(ch)) return sfv__fail_verb("ibv_destroy_qp", EBUSY);
+    ch->connected = false; /* (the old QP's connection is over, whether a new QP comes or not) */
     if (ch->watch) ch->watch->detach(ch->watch, false); /* the old QP's connection is over: it forgets the channel */
     while (sfv__drain(ch) > 0) {} /* the old QP's last completions: their places are done already */
     sfv__ev_enter(ch->pd->ctx); /* the old QP's breaks forgotten before the new QP is made: what an event breaks from now on stays broken */
-    if (SFV__XLOAD(ch->cq_dead) && !(ch->srq && sfv_channel_broken(&ch->srq->core, NULL))) { /* read since the check above */
+    if (SFV__XLOAD(ch->cq_dead) || (ch->srq && sfv_channel_broken(&ch->srq->core, NULL))) { /* read since the checks above */
         sfv__ev_leave(ch->pd->ctx);
-        return sfv__refuse_broken(ch, "sfv_channel_reset");
+        return SFV__XLOAD(ch->cq_dead) ? sfv__refuse_broken(ch, "sfv_channel_reset") : sfv__srq_failed();
     }
     SFV__XSET(ch->broken, false);
     SFV__XSET(ch->async_cause, 0);
     SFV__XSET(ch->async_event, 0);
     sfv__ev_leave(ch->pd->ctx);
-    ch->connected = false; /* (the old QP's connection is over, whether a new QP comes or not) */
     r = sfv__qp_make(ch, ch->pd);
     if (r) { /* broken, without a QP: try again */
         sfv__mark_broken(ch);

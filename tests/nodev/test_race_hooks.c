@@ -639,7 +639,36 @@ static void t_create_during_device_fatal(void) {
     rr_close(&e);
 }
 
+/* The reset's second check (a CQ_ERR read after the first check) refuses after the old
+   QP was destroyed: the channel is no longer connected, so a handshake says SFV_ERR_BROKEN, as
+   after the other failed reset (t_handshake_after_failed_reset). */
+static void t_reset_second_check_unconnects(void) {
+    rr_env e;
+    sfv_channel *a, *b;
+    sfv_endpoint eb;
+    sfv_result r;
+    rr_open(&e);
+    CHECK_OK(sfv_create_channel(e.pd, NULL, &a));
+    CHECK_OK(sfv_create_channel(e.pd, NULL, &b));
+    rr_connect(a, b);
+    CHECK_OK(sfv_channel_endpoint(b, &eb));
+    rr_ctx = e.ctx;
+    rr_ch = a;
+    rr_on_destroyed = rr_cq_err_after_destroy;
+    CHECK_RESULT(sfv_channel_reset(a), SFV_ERR_BROKEN);
+    CHECK(rr_on_destroyed == NULL);
+    CHECK(sfv_channel_broken(a, NULL));
+    r = sfv_channel_handshake(a, &eb);
+    if (r != SFV_ERR_BROKEN)
+        FAIL("handshake after a reset refused by its second check (CQ_ERR read mid-reset; old QP destroyed): %s (%s), want SFV_ERR_BROKEN",
+             sfv_result_str(r), sfv_last_error()->message);
+    CHECK_OK(sfv_destroy_channel(a));
+    CHECK_OK(sfv_destroy_channel(b));
+    rr_close(&e);
+}
+
 static const harness_test TESTS[] = {
+    TEST(t_reset_second_check_unconnects, 30),
     TEST(t_create_during_device_fatal, 30),
     TEST(t_reset_window_cq_err, 30),
     TEST(t_reset_cq_err_after_qp_fatal, 30),
