@@ -18,11 +18,11 @@ NODEV    += $(patsubst tests/nodev/%.c,$(BUILD)/nodev/asan/%,$(wildcard tests/no
 NODEV_DEPS := tests/nodev/fake_verbs.c tests/nodev/fake_verbs.h tests/harness.h safeverbs.h
 # The fake-NIC tests once more with SAFEVERBS_STATIC: the data path inlined into the callers.
 NODEV    += $(BUILD)/nodev/test_fake_static
-# The threaded ones (another thread reads the events that break a channel) with ThreadSanitizer;
-# test_race_hooks runs that thread from inside a verb (linker-wrapped), at the exact moment a race needs.
-NODEV    += $(BUILD)/nodev/tsan/test_race $(BUILD)/nodev/tsan/test_race_hooks
+# The threaded one (another thread reads the events that break a channel) with ThreadSanitizer;
+# test_race also runs that thread from inside a verb (linker-wrapped), at the exact moment a race needs.
+NODEV    += $(BUILD)/nodev/tsan/test_race
 RACE_WRAP := -Wl,--wrap=ibv_modify_qp -Wl,--wrap=ibv_destroy_qp
-nodev_ld = $(if $(findstring race_hooks,$@),$(RACE_WRAP))
+nodev_ld = $(if $(findstring test_race,$@),$(RACE_WRAP))
 # Tests of the real build that need no device either: they join the device-free tier on the host
 # (and still run in the guest with the rest). They link libibverbs, which tools/deps.sh installs.
 HOST_TESTS := $(BUILD)/test_exchange $(BUILD)/asan/test_exchange
