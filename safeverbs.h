@@ -3034,7 +3034,7 @@ struct sfv_channel {
    ev_lock) while the channel's own thread uses it. What that writes (broken, can_send, can_recv,
    the lim_* below, async_cause, async_event) is read and written whole (relaxed atomics: on x86 a
    plain load or store, so the post path is unchanged), and what opens a queue again does it under
-   the same lock (sfv__open_send, sfv_channel_reset), so an event's break is never undone. */
+   the same lock (sfv__open_send, sfv__open_recv), so an event's break is never undone. */
 #define SFV__XLOAD(f) __atomic_load_n(&(f), __ATOMIC_RELAXED)
 #define SFV__XSET(f, v) __atomic_store_n(&(f), (v), __ATOMIC_RELAXED)
 /* (acquire: async_event, stored before it, is the event's) */
@@ -3063,6 +3063,13 @@ static void sfv__ev_leave(sfv_context *ctx);
 static void sfv__open_send(sfv_channel *ch) {
     sfv__ev_enter(ch->pd->ctx);
     sfv__set_can_send(ch, !SFV__XLOAD(ch->broken));
+    sfv__ev_leave(ch->pd->ctx);
+}
+/* A new QP not connected yet (a channel made, or reset): the send queue closed, the receive
+   queue open if `recv`, unless an event broke the channel meanwhile. */
+static void sfv__open_recv(sfv_channel *ch, bool recv) {
+    sfv__ev_enter(ch->pd->ctx);
+    sfv__set_can(ch, false, recv && !SFV__XLOAD(ch->broken));
     sfv__ev_leave(ch->pd->ctx);
 }
 
@@ -3487,9 +3494,7 @@ static sfv_result sfv__channel_new(sfv_pd *pd, const sfv_channel_desc *resolved,
     }
     sfv__ref(&pd->refs);
     ch->pd = pd;
-    sfv__ev_enter(pd->ctx);
-    sfv__set_can(ch, false, !SFV__XLOAD(ch->broken));
-    sfv__ev_leave(pd->ctx);
+    sfv__open_recv(ch, true);
     if (ch->desc.srq) sfv__srq_attach(ch->desc.srq, ch);
     *out = ch;
     return SFV_OK;
@@ -5775,8 +5780,7 @@ static uint32_t sfv__event_break(sfv_channel *ch, uint8_t cause, sfv_event_type 
     if (sfv__async_cause(ch)) return 0;
     SFV__XSET(ch->async_event, (uint8_t)type);
     __atomic_store_n(&ch->async_cause, cause, __ATOMIC_RELEASE);
-    SFV__XSET(ch->broken, true);
-    sfv__set_can(ch, false, false); /* after why (its limits' stores release it: sfv__post_refused) */
+    sfv__mark_broken(ch); /* after why (its limits' stores release it: sfv__post_refused) */
     return 1;
 }
 
@@ -6171,13 +6175,21 @@ SAFEVERBS_API sfv_result sfv_srq_set_limit(sfv_srq *srq, uint32_t limit) {
 
 SAFEVERBS_API size_t sfv_srq_outstanding(const sfv_srq *srq) { return srq ? (size_t)(srq->core.rq.head - srq->core.rq.tail) : 0; }
 
+/* A reset is refused before anything is touched where its SRQ failed (no QP takes from it
+   again: the channel keeps why) or its CQ or device did (a new QP would be on the CQ that failed:
+   destroy it), whichever event broke the channel first. */
+static bool sfv__reset_barred(const sfv_channel *ch) {
+    return (ch->srq && sfv_channel_broken(&ch->srq->core, NULL)) || SFV__XLOAD(ch->cq_dead);
+}
+static sfv_result sfv__reset_refused(const sfv_channel *ch) {
+    return ch->srq && sfv_channel_broken(&ch->srq->core, NULL) ? sfv__srq_failed() : sfv__refuse_broken(ch, "sfv_channel_reset");
+}
 SAFEVERBS_API sfv_result sfv_channel_reset(sfv_channel *ch) {
     sfv_result r;
     SFV__CHECK_ARG(ch, "channel");
     if (sfv__scoped(ch))
         return sfv__fail(SFV_ERR_INVALID, EINVAL, "sfv_channel_reset", "the channel is inside an open scope (or many-peer call, or a scope's on_wc): reset it after the scope returns");
-    if (ch->srq && sfv_channel_broken(&ch->srq->core, NULL)) return sfv__srq_failed(); /* no QP takes from it again (the channel keeps why) */
-    if (SFV__XLOAD(ch->cq_dead)) return sfv__refuse_broken(ch, "sfv_channel_reset"); /* a new QP would be on the CQ (device) that failed: destroy it */
+    if (sfv__reset_barred(ch)) return sfv__reset_refused(ch);
     sfv__leases_drop(ch); /* windows bound to the old QP hold it (>>impl leases); its leases end, dead, until revoked */
     if (sfv__inflight(ch) || (ch->qp && !ch->aborted)) sfv__abort(ch); /* everything in flight flushed */
     if (!sfv__destroy_qp(ch)) return sfv__fail_verb("ibv_destroy_qp", EBUSY);
@@ -6185,9 +6197,9 @@ SAFEVERBS_API sfv_result sfv_channel_reset(sfv_channel *ch) {
     if (ch->watch) ch->watch->detach(ch->watch, false); /* the old QP's connection is over: it forgets the channel */
     while (sfv__drain(ch) > 0) {} /* the old QP's last completions: their places are done already */
     sfv__ev_enter(ch->pd->ctx); /* the old QP's breaks forgotten before the new QP is made: what an event breaks from now on stays broken */
-    if (SFV__XLOAD(ch->cq_dead) || (ch->srq && sfv_channel_broken(&ch->srq->core, NULL))) { /* read since the checks above */
+    if (sfv__reset_barred(ch)) { /* read since the check above (refused with the lock released) */
         sfv__ev_leave(ch->pd->ctx);
-        return SFV__XLOAD(ch->cq_dead) ? sfv__refuse_broken(ch, "sfv_channel_reset") : sfv__srq_failed();
+        return sfv__reset_refused(ch);
     }
     SFV__XSET(ch->broken, false);
     SFV__XSET(ch->async_cause, 0);
@@ -6200,12 +6212,10 @@ SAFEVERBS_API sfv_result sfv_channel_reset(sfv_channel *ch) {
     }
     ch->desc.send_psn = sfv__random_psn(ch->qp);
     if (!ch->desc.send_psn) ch->desc.send_psn = 1;
-    ch->connected = ch->aborted = false;
+    ch->aborted = false;
     ch->first_status = ch->first_op = ch->first_cause = 0;
     memset(&ch->inject_failed, 0, sizeof ch->inject_failed); /* the count of injects goes on */
-    sfv__ev_enter(ch->pd->ctx);
-    sfv__set_can(ch, false, ch->srq == NULL && !SFV__XLOAD(ch->broken));
-    sfv__ev_leave(ch->pd->ctx);
+    sfv__open_recv(ch, ch->srq == NULL);
     return SFV_OK;
 }
 

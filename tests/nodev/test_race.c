@@ -166,8 +166,9 @@ static void t_reset_keeps_cq_err_break(void) {
     rr_close(&e);
 }
 
-/* Not a race: the same CQ_ERR read before the reset. The reset makes a new QP but keeps the CQ
-   the device said failed, and clears the break: the channel takes work again on a dead CQ. */
+/* Not a race: the same CQ_ERR read before the reset. A reset keeps the CQ the device said
+   failed, so it is refused (SFV_ERR_BROKEN) and the channel stays broken: it never takes work
+   again on a dead CQ. */
 static void t_reset_after_cq_err(void) {
     rr_env e;
     sfv_channel *a;
@@ -182,6 +183,8 @@ static void t_reset_after_cq_err(void) {
         const sfv_result r = sfv_channel_reset(a);
         if (r == SFV_OK && !sfv_channel_broken(a, NULL))
             FAIL("sfv_channel_reset after CQ_ERR: SFV_OK and the channel is whole again, on the CQ the device said failed (the reset keeps its CQ)");
+        CHECK_RESULT(r, SFV_ERR_BROKEN);
+        CHECK(sfv_channel_broken(a, NULL));
     }
     CHECK_OK(sfv_destroy_channel(a));
     rr_close(&e);
