@@ -465,8 +465,10 @@ SAFEVERBS_API bool sfv_gid_is_ipv4(const sfv_gid *gid);
    NICs and fabrics no longer take it) or a type the driver does not say. */
 SAFEVERBS_API int sfv_gid_preference(const sfv_gid_entry *e);
 /* The GID a channel picks by default: the usable one sfv_gid_preference likes best, the lowest
-   index among equals. Where two hosts differ (an IPv6-only one, a second netdev, a VLAN), set
-   the index yourself: both sides must use the same type, on the interface that reaches the peer. */
+   index among equals, among indices 0 .. 255 (a queue pair's GRH takes an 8-bit index, as does
+   sfv_channel_desc.gid_index). Where two hosts differ (an IPv6-only one, a second netdev, a
+   VLAN), set the index yourself: both sides must use the same type, on the interface that
+   reaches the peer. */
 SFV_NODISCARD SAFEVERBS_API sfv_result sfv_choose_gid(sfv_context *ctx, uint8_t port, uint32_t *index_out);
 
 /* >>pd and cq -------------------------------------------------------------------------------- */
@@ -607,8 +609,9 @@ SAFEVERBS_API struct ibv_srq *sfv_srq_raw(const sfv_srq *srq);
    ARMED (otherwise SFV_ERR_RESOURCE naming the state). With take_ownership, safeverbs calls
    ibv_close_device when the context's last reference goes; without it, never: then close it
    yourself, after every safeverbs object made from it is gone (sfv_close_device and every
-   child's destroy or release; a multi-channel's or node's channels go with it). On failure
-   *out is NULL and `raw` is still yours, whatever take_ownership said. NULL raw or out:
+   child's destroy or release; a multi-channel's or node's channels go with it). A wrap made
+   its async fd non-blocking (safeverbs reads the events), and it stays so. On failure *out is
+   NULL and `raw` is still yours, as it was, whatever take_ownership said. NULL raw or out:
    SFV_ERR_INVALID. */
 SFV_NODISCARD SAFEVERBS_API sfv_result sfv_context_wrap(struct ibv_context *raw, bool take_ownership, sfv_context **out);
 /* A PD over one you allocated yourself (ibv_alloc_pd) on ctx's device context, which must be
@@ -821,8 +824,9 @@ SFV_NODISCARD SAFEVERBS_API sfv_result sfv_create_channel(sfv_pd *pd, const sfv_
 /* Flushes work in flight (the QP goes to the error state and the flushed work is drained), then
    frees; the NIC touches none of the channel's buffers afterwards. If a verb refuses to destroy,
    the channel stays valid and the call can be retried: nothing is freed if the queue pair's
-   destroy refused; if a later one did (its CQ's, its completion channel's), the queue pair is
-   gone already, so the channel is broken (its work flushed), and a retry frees the rest. NULL: SFV_OK. A
+   destroy refused; if a later one did (its CQ's, its completion channel's, or its SRQ's where the
+   channel held the SRQ's last reference), the queue pair is gone already, so the channel is
+   broken (its work flushed), and a retry frees the rest. NULL: SFV_OK. A
    channel destroyed already is a broken contract, caught in debug builds (SFV_ASSERT, then
    SFV_ERR_INVALID) unless a newer channel took its address; release builds would read freed
    memory. */
@@ -1139,7 +1143,16 @@ SFV_NODISCARD SAFEVERBS_API sfv_result sfv_channel_inject_write_imm(sfv_channel 
    class LOCAL_RESOURCE for a port that went down, FATAL for a QP, CQ or device error) and a
    hint naming the event; the buffers are free. On rxe (Linux 6.1 and 6.12) a link taken down
    (`ip link set DEV down`) gives PORT_ERR and its return PORT_ACTIVE; rxe never reports QP_FATAL
-   (measured, tests/test_events.c). A wrapped context (sfv_context_wrap) has its event fd made
+   (measured, tests/test_events.c).
+   A DEVICE DELETED while open (`rdma link delete`, a driver unloaded): a NIC that can let go of a
+   process's queues sends DEVICE_FATAL and fails every verb after it. rxe and siw cannot: the
+   kernel sends nothing and holds the delete until the process closes the device. So whoever reads
+   the events (the waits above, sfv_context_events) also looks whether the device's uverbs node
+   (ibv_device.dev_path) is still in sysfs, and where it was there at open and is gone now, acts
+   as on DEVICE_FATAL (the event is queued as one): the wait ends within 10 ms (busy) or 50 ms
+   (event) with SFV_ERR_WORK, class FATAL, "deleted" in its hint. Close everything of the device
+   then (destroys and the close succeed, and let the delete finish); open it again once it is
+   back. (Measured on rxe, 6.1 and 6.12: tests/test_events.c.) A wrapped context (sfv_context_wrap) has its event fd made
    non-blocking and its events read by safeverbs: take them from sfv_context_events, not from
    ibv_get_async_event. */
 typedef enum sfv_event_type {
@@ -1715,6 +1728,7 @@ SAFEVERBS_API sfv_result sfv_cm_close(sfv_cm_conn *c, int timeout_ms);
 #define SFV__PRINTF(a, b) __attribute__((format(printf, a, b)))
 #define SFV__HOT_INLINE static inline __attribute__((always_inline))
 #define SFV__SLOW static __attribute__((noinline))
+#define SFV__NONNULL(p) (p ? (void)0 : __builtin_unreachable()) /* (what the caller's test proved, for the compiler) */
 #if defined(SFV__API_STATIC)
 /* Under SAFEVERBS_STATIC (where the header chose SAFEVERBS_API itself), the data path's public
    functions are always inlined into the caller: the single and batch posts, the unsignaled
@@ -1729,6 +1743,7 @@ SAFEVERBS_API sfv_result sfv_cm_close(sfv_cm_conn *c, int timeout_ms);
 #define SFV__LIKELY(x) (x)
 #define SFV__UNLIKELY(x) (x)
 #define SFV__PRINTF(a, b)
+#define SFV__NONNULL(p) ((void)0)
 #endif
 #ifndef SFV__API_HOT
 #define SFV__API_HOT SAFEVERBS_API /* the data path's public functions (see above) */
@@ -2001,6 +2016,8 @@ struct sfv_context {
     sfv_event ev_queue[SFV__EVENT_QUEUE];
     size_t ev_first, ev_n;        /* the queue: oldest, count */
     int ev_efd, ev_epfd;          /* sfv_context_event_fd's eventfd and epoll set, -1 until made */
+    bool probe;                   /* the device's uverbs node (dev_path) was there at open: its absence says it was deleted */
+    bool gone;                    /* and it is absent: taken as DEVICE_FATAL, once (sfv__device_probe) */
 };
 struct sfv_pd { int refs; bool owned; struct ibv_pd *pd; sfv_context *ctx; };
 struct sfv_cq { struct ibv_cq *cq; sfv_context *ctx; uint32_t capacity; };
@@ -2093,14 +2110,16 @@ static sfv_result sfv__context_check(sfv_context *ctx) {
     int rc = ibv_query_device(ctx->ctx, &ctx->attr);
     if (rc) return sfv__fail_verb("ibv_query_device", rc);
     ctx->ev_efd = ctx->ev_epfd = -1;
-    if (!sfv__fd_flags(ctx->ctx->async_fd, false)) /* safeverbs reads its events without blocking (>>events) */
-        return sfv__fail_verb("fcntl", errno);
     rc = ibv_query_port(ctx->ctx, 1, &pa);
     if (rc) return sfv__fail_verb("ibv_query_port", rc);
     if (pa.state != IBV_PORT_ACTIVE && pa.state != IBV_PORT_ARMED)
         return sfv__fail(SFV_ERR_RESOURCE, ENETDOWN, "ibv_query_port",
                          "%s port 1 is in state %s (expected ACTIVE or ARMED)", ctx->name,
                          sfv_port_state_str((sfv_port_state)pa.state));
+    ctx->probe = ctx->ctx->device && access(ctx->ctx->device->dev_path, F_OK) == 0; /* (>>impl events: sfv__device_probe) */
+    /* last: a wrapped context refused is left as it came */
+    if (!sfv__fd_flags(ctx->ctx->async_fd, false)) /* safeverbs reads its events without blocking (>>events) */
+        return sfv__fail_verb("fcntl", errno);
     return SFV_OK;
 }
 
@@ -2318,23 +2337,16 @@ SAFEVERBS_API sfv_result sfv_query_device(sfv_context *ctx, sfv_device_attr *out
     return SFV_OK;
 }
 
-SAFEVERBS_API sfv_result sfv_query_gid(sfv_context *ctx, uint8_t port, uint32_t index, sfv_gid_entry *out) {
+/* One GID table entry, recording nothing: 0; -1 for an empty entry; else the verb's error
+   (sfv__gid_missing: no entry there). out is zeroed unless 0. */
+static int sfv__gid_at(sfv_context *ctx, uint8_t port, uint32_t index, sfv_gid_entry *out) {
     struct ibv_gid_entry e;
-    int rc;
     static const sfv_gid zero = {{0}};
-    SFV__CHECK_ARG(out, "out");
+    const int rc = ibv_query_gid_ex(ctx->ctx, port, index, &e, 0);
     memset(out, 0, sizeof *out);
-    SFV__CHECK_ARG(ctx, "context");
-    SFV__CHECK_ARG(port >= 1 && port <= ctx->attr.phys_port_cnt, "port");
-    rc = ibv_query_gid_ex(ctx->ctx, port, index, &e, 0);
-    if (rc == ENODATA || rc == EINVAL || rc == ENOENT)
-        return sfv__fail(SFV_ERR_NOT_FOUND, rc, "ibv_query_gid_ex", "%s port %u has no GID at index %u",
-                         ctx->name, (unsigned)port, (unsigned)index);
-    if (rc) return sfv__fail_verb("ibv_query_gid_ex", rc);
+    if (rc) return rc;
+    if (memcmp(e.gid.raw, &zero, sizeof zero) == 0) return -1;
     memcpy(out->gid.raw, e.gid.raw, 16);
-    if (memcmp(&out->gid, &zero, sizeof zero) == 0)
-        return sfv__fail(SFV_ERR_NOT_FOUND, ENODATA, "ibv_query_gid_ex", "%s port %u GID %u is empty",
-                         ctx->name, (unsigned)port, (unsigned)index);
     switch (e.gid_type) {
     case IBV_GID_TYPE_IB: out->type = SFV_GID_TYPE_IB; break;
     case IBV_GID_TYPE_ROCE_V1: out->type = SFV_GID_TYPE_ROCE_V1; break;
@@ -2342,6 +2354,24 @@ SAFEVERBS_API sfv_result sfv_query_gid(sfv_context *ctx, uint8_t port, uint32_t 
     default: out->type = SFV_GID_TYPE_UNKNOWN; break;
     }
     out->ifindex = e.ndev_ifindex;
+    return 0;
+}
+static bool sfv__gid_missing(int rc) { return rc < 0 || rc == ENODATA || rc == EINVAL || rc == ENOENT; }
+
+SAFEVERBS_API sfv_result sfv_query_gid(sfv_context *ctx, uint8_t port, uint32_t index, sfv_gid_entry *out) {
+    int rc;
+    SFV__CHECK_ARG(out, "out");
+    memset(out, 0, sizeof *out);
+    SFV__CHECK_ARG(ctx, "context");
+    SFV__CHECK_ARG(port >= 1 && port <= ctx->attr.phys_port_cnt, "port");
+    rc = sfv__gid_at(ctx, port, index, out);
+    if (rc < 0)
+        return sfv__fail(SFV_ERR_NOT_FOUND, ENODATA, "ibv_query_gid_ex", "%s port %u GID %u is empty",
+                         ctx->name, (unsigned)port, (unsigned)index);
+    if (sfv__gid_missing(rc))
+        return sfv__fail(SFV_ERR_NOT_FOUND, rc, "ibv_query_gid_ex", "%s port %u has no GID at index %u",
+                         ctx->name, (unsigned)port, (unsigned)index);
+    if (rc) return sfv__fail_verb("ibv_query_gid_ex", rc);
     return SFV_OK;
 }
 
@@ -2366,20 +2396,22 @@ static sfv_result sfv__choose_gid(sfv_context *ctx, uint8_t port, uint32_t *inde
     sfv_port_attr pa;
     sfv_gid_entry e;
     sfv_result r;
-    sfv_error saved;
     uint32_t i, chosen = 0;
     int best = 0;
     SFV__CHECK_ARG(index_out, "index_out");
     *index_out = 0;
     memset(chosen_out, 0, sizeof *chosen_out);
-    saved = sfv__last; /* an empty entry skipped is no failure of this call */
+    SFV__CHECK_ARG(ctx, "context");
+    SFV__CHECK_ARG(port >= 1 && port <= ctx->attr.phys_port_cnt, "port");
     r = sfv_query_port(ctx, port, &pa);
     if (r) return r;
-    for (i = 0; i < pa.gid_tbl_len && best < 4; i++) {
+    /* an empty entry skipped is no failure of this call (nothing recorded, nothing logged); a
+       queue pair's GRH takes an 8-bit index: 0 .. 255 */
+    for (i = 0; i < pa.gid_tbl_len && i <= UINT8_MAX && best < 4; i++) {
         int pref;
-        r = sfv_query_gid(ctx, port, i, &e);
-        if (r == SFV_ERR_NOT_FOUND) continue;
-        if (r) return r; /* the driver failed: no quiet second choice */
+        const int rc = sfv__gid_at(ctx, port, i, &e);
+        if (sfv__gid_missing(rc)) continue;
+        if (rc) return sfv__fail_verb("ibv_query_gid_ex", rc); /* the driver failed: no quiet second choice */
         pref = sfv_gid_preference(&e);
         if (pref > best) {
             best = pref;
@@ -2391,7 +2423,6 @@ static sfv_result sfv__choose_gid(sfv_context *ctx, uint8_t port, uint32_t *inde
         memset(chosen_out, 0, sizeof *chosen_out);
         return sfv__fail(SFV_ERR_NOT_FOUND, ENODATA, "sfv_choose_gid", "%s port %u has no usable GID", ctx->name, (unsigned)port);
     }
-    sfv__last = saved;
     *index_out = chosen;
     return SFV_OK;
 }
@@ -2718,6 +2749,7 @@ SAFEVERBS_API sfv_result sfv_reg_mr_shared(sfv_pd *pd, void *addr, size_t length
 
 SAFEVERBS_API sfv_result sfv_reg_dmabuf_mr_access(sfv_pd *pd, int fd, uint64_t offset, size_t length, uint64_t iova, unsigned access, sfv_mr **out) {
     struct ibv_mr *m;
+    sfv_result r;
     uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
     SFV__CHECK_ARG(out, "out");
     *out = NULL;
@@ -2734,7 +2766,9 @@ SAFEVERBS_API sfv_result sfv_reg_dmabuf_mr_access(sfv_pd *pd, int fd, uint64_t o
     errno = 0;
     m = ibv_reg_dmabuf_mr(pd->pd, offset, length, iova, fd, (int)access);
     if (!m) return sfv__fail_verb("ibv_reg_dmabuf_mr", errno);
-    return sfv__mr_finish(pd, m, access, out);
+    r = sfv__mr_finish(pd, m, access, out);
+    if (r == SFV_OK) (*out)->addr = iova; /* where the NIC addresses it (rdma-core sets m->addr to the offset) */
+    return r;
 }
 SAFEVERBS_API sfv_result sfv_reg_dmabuf_mr_local(sfv_pd *pd, int fd, uint64_t offset, size_t length, uint64_t iova, sfv_mr **out) {
     return sfv_reg_dmabuf_mr_access(pd, fd, offset, length, iova, SFV_ACCESS_LOCAL_WRITE, out);
@@ -3097,8 +3131,9 @@ struct sfv_srq {
 };
 
 static void sfv__events_read(sfv_context *ctx);
+static void sfv__device_probe(sfv_context *ctx);
 static void sfv__srq_attach(sfv_srq *srq, sfv_channel *ch);
-static void sfv__srq_detach(sfv_srq *srq, sfv_channel *ch);
+static sfv_result sfv__srq_detach(sfv_srq *srq, sfv_channel *ch);
 static void sfv__events_add_channel(sfv_context *ctx, sfv_channel *ch);
 static void sfv__events_remove_channel(sfv_context *ctx, sfv_channel *ch);
 
@@ -3969,7 +4004,7 @@ static void sfv__inflight_forget(sfv__ring *q) {
 /* Whether work in flight uses mr (its lkey, inside its range); says which on stderr. */
 static bool sfv__inflight_mr_busy(const sfv_mr *mr) {
     const sfv__iv *f;
-    const uint64_t lo = (uint64_t)(uintptr_t)mr->mr->addr, hi = lo + mr->mr->length;
+    const uint64_t lo = mr->addr, hi = lo + mr->length; /* (a DMA-BUF MR's: its iova) */
     sfv__iv_enter();
     f = sfv__iv_find(sfv__iv_root[1], lo, hi, false, mr->mr->lkey);
     if (!f) f = sfv__iv_find(sfv__iv_root[0], lo, hi, false, mr->mr->lkey);
@@ -4419,6 +4454,7 @@ SFV__SLOW int sfv__wait_sleep(sfv_channel *ch, uint64_t *deadline, uint32_t time
     ms = sfv__ms_left(*deadline);
     if (poll(pfd, 3, ms < SFV__SLEEP_MAX_MS ? ms : SFV__SLEEP_MAX_MS) < 0 && errno != EINTR) return (int)sfv__fail_verb("poll", errno);
     if (pfd[1].revents) sfv__events_read(ch->pd->ctx);
+    else if (!pfd[0].revents && !pfd[2].revents) sfv__device_probe(ch->pd->ctx); /* a sleep that ended with nothing: still there? */
     if (pfd[2].revents && ch->watch) ch->watch->check(ch->watch);
     if (pfd[0].revents) sfv_channel_ack_events(ch);
     return 0;
@@ -4520,7 +4556,7 @@ static const char *sfv__failure_hint(const sfv_channel *ch, const sfv__slot *s) 
         return "the local port is not ACTIVE: the link or port went down (rxe reports that as LOC_QP_OP_ERR and flushes the rest)";
     if (ch && ch->first_cause == SFV__CAUSE_FATAL_EVENT)
         return ev == SFV_EVENT_CQ_ERR ? "the channel's CQ failed (the device's CQ_ERR event: an overrun?): the channel flushed its work and is broken"
-             : ev == SFV_EVENT_DEVICE_FATAL ? "the device failed (DEVICE_FATAL event): the channel flushed its work and is broken"
+             : ev == SFV_EVENT_DEVICE_FATAL ? "the device failed or was deleted (DEVICE_FATAL event): the channel flushed its work and is broken; close the device"
              : ev == SFV_EVENT_SRQ_ERR || (ch->srq && !ev)
                  ? "the channel's SRQ failed (the device's SRQ_ERR or CQ_ERR event): every channel on it flushed its work and is broken"
              : "the QP hit an error the device reported as an event (QP_FATAL, QP_REQ_ERR or QP_ACCESS_ERR): the channel flushed its work and is broken";
@@ -5547,8 +5583,11 @@ SFV__SLOW void sfv__wcs_not_reached(sfv_work_completion *wcs, size_t from, size_
 SFV__HOT_INLINE size_t sfv__wait_run(sfv_pending *pendings, size_t count, int timeout_ms, uint64_t *deadline, sfv_work_completion *wcs,
                                      sfv_result *r) {
     size_t i;
-    for (i = 0; i < count; i++)
-        if (SFV__UNLIKELY((*r = sfv__pending_wait(&pendings[i], timeout_ms, deadline, wcs ? &wcs[i] : NULL, false)) != SFV_OK)) break;
+    for (i = 0; i < count; i++) {
+        sfv_pending *const p = &pendings[i];
+        SFV__NONNULL(p); /* (pendings is not NULL here: no test of each handle) */
+        if (SFV__UNLIKELY((*r = sfv__pending_wait(p, timeout_ms, deadline, wcs ? &wcs[i] : NULL, false)) != SFV_OK)) break;
+    }
     return i;
 }
 /* The handles after a failed work request (from on): the first failure is the one kept. */
@@ -5856,7 +5895,33 @@ static void sfv__event_queue(sfv_context *ctx, const sfv_event *ev) {
     }
 }
 
-/* Reads every event the device has (its fd is non-blocking), acts on each, acks it at once. */
+/* A device deleted while a process has it open: a NIC that can let go of the process's queues
+   (disassociate) sends DEVICE_FATAL; rxe and siw cannot, so the kernel sends nothing and holds the
+   delete until the process closes the device. What shows it is the device's uverbs node leaving
+   sysfs (dev_path) at once: whoever reads the events looks for it too, and its absence is handled,
+   once, as a DEVICE_FATAL (queued, raw_type IBV_EVENT_DEVICE_FATAL). One access(2), only where the
+   events are read or an event-mode sleep found nothing (>>events). */
+static void sfv__device_probe(sfv_context *ctx) {
+    struct ibv_async_event e;
+    sfv_event ev;
+    if (!ctx->probe || SFV__XLOAD(ctx->gone) || access(ctx->ctx->device->dev_path, F_OK) == 0 || errno != ENOENT) return;
+    sfv__ev_enter(ctx);
+    if (ctx->gone) {
+        sfv__ev_leave(ctx);
+        return;
+    }
+    SFV__XSET(ctx->gone, true);
+    memset(&e, 0, sizeof e);
+    e.event_type = IBV_EVENT_DEVICE_FATAL;
+    sfv__event_handle(ctx, &e, &ev);
+    sfv__event_queue(ctx, &ev);
+    sfv__ev_leave(ctx);
+    SFV__LOG(SFV_LOG_INFO, "%s: the device was deleted (%s is gone): DEVICE_FATAL, %u channel(s) broken; close it", ctx->name,
+             ctx->ctx->device->dev_path, (unsigned)ev.channels_broken);
+}
+
+/* Reads every event the device has (its fd is non-blocking), acts on each, acks it at once; and
+   whether the device is still there (sfv__device_probe). */
 static void sfv__events_read(sfv_context *ctx) {
     struct ibv_async_event e;
     sfv__ev_enter(ctx);
@@ -5872,6 +5937,7 @@ static void sfv__events_read(sfv_context *ctx) {
         }
     }
     sfv__ev_leave(ctx);
+    sfv__device_probe(ctx);
 }
 
 SAFEVERBS_API sfv_result sfv_context_event_fd(sfv_context *ctx, int *fd_out) {
@@ -5998,8 +6064,12 @@ static void sfv__srq_attach(sfv_srq *srq, sfv_channel *ch) {
 }
 
 static sfv_result sfv__srq_unref(sfv_srq *srq);
-static void sfv__srq_detach(sfv_srq *srq, sfv_channel *ch) {
+/* Takes ch off the SRQ and drops its reference. Where that was the last one and the SRQ's destroy
+   is refused, ch stays on it (the reference back as ch's) and the failure is returned: nobody else
+   holds the SRQ, so only ch's destroy, repeated, can free it. */
+static sfv_result sfv__srq_detach(sfv_srq *srq, sfv_channel *ch) {
     sfv_channel **at;
+    sfv_result r;
     sfv__ev_enter(ch->pd->ctx);
     for (at = &srq->channels; *at; at = &(*at)->srq_next)
         if (*at == ch) {
@@ -6008,7 +6078,15 @@ static void sfv__srq_detach(sfv_srq *srq, sfv_channel *ch) {
         }
     sfv__ev_leave(ch->pd->ctx);
     ch->srq = NULL;
-    (void)sfv__srq_unref(srq); /* not the caller's handle: a refusal keeps it, unreported */
+    r = sfv__srq_unref(srq);
+    if (r) {
+        sfv__ev_enter(ch->pd->ctx);
+        ch->srq_next = srq->channels;
+        srq->channels = ch;
+        sfv__ev_leave(ch->pd->ctx);
+        ch->srq = srq;
+    }
+    return r;
 }
 
 static void sfv__srq_event(sfv_context *ctx, const struct ibv_async_event *e, sfv_event *ev) {
@@ -6653,7 +6731,10 @@ SAFEVERBS_API sfv_result sfv_destroy_channel(sfv_channel *ch) {
     }
     SFV__INFLIGHT_FORGET(ch);
     sfv__events_remove_channel(ch->pd->ctx, ch);
-    if (ch->srq) sfv__srq_detach(ch->srq, ch);
+    if (ch->srq) {
+        sfv_result r = sfv__srq_detach(ch->srq, ch);
+        if (r) return r; /* its SRQ's last reference: the SRQ stays, and so does the channel, for a retry */
+    }
     sfv__live_remove(ch);
     SFV_FREE(ch->sq.slots);
     SFV_FREE(ch->rq.slots);
@@ -8372,7 +8453,7 @@ static int sfv__env_size(const char *name, size_t *out) {
     if (!v) return 0;
     errno = 0;
     x = strtoull(v, &end, 10);
-    if (!*v || *end || errno || *v == '-' || x > SIZE_MAX) return -1;
+    if (*v < '0' || *v > '9' || *end || errno || x > SIZE_MAX) return -1; /* (strtoull takes " -1" and "+1": digits only) */
     *out = (size_t)x;
     return 1;
 }

@@ -183,7 +183,7 @@ callgrind() { # IMPL BATCH [BINARY LABEL]
 }
 log "callgrind: instructions per post and per poll"
 for batch in 1 $RATE_BATCH; do
-    callgrind sfv "$batch"; callgrind raw "$batch"; callgrind hand "$batch"; callgrind inject "$batch"; callgrind handinject "$batch"
+    callgrind sfv "$batch"; callgrind raw "$batch"; callgrind hand "$batch"; callgrind handbuilt "$batch"; callgrind inject "$batch"; callgrind handinject "$batch"
     # the same library built with SAFEVERBS_STATIC: the data path inlined into the loop
     callgrind sfv "$batch" build/sfv_bench_static sfv_static; callgrind inject "$batch" build/sfv_bench_static inject_static
 done

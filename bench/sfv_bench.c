@@ -205,10 +205,10 @@ static uint64_t get_be(const uint8_t *p, int n) {
 /* ---- configuration ----------------------------------------------------------------------- */
 enum test { TEST_LAT = 1, TEST_BW, TEST_COST };
 enum op { OP_SEND = 1, OP_WRITE, OP_WRITE_IMM, OP_READ };
-enum impl { IMPL_SFV = 0, IMPL_RAW = 1, IMPL_HAND = 2, IMPL_INJECT = 3, IMPL_HAND_INJECT = 4 /* hand, inject, handinject: the cost test only */ };
+enum impl { IMPL_SFV = 0, IMPL_RAW = 1, IMPL_HAND = 2, IMPL_INJECT = 3, IMPL_HAND_INJECT = 4, IMPL_HAND_BUILT = 5 /* hand, inject, handinject, handbuilt: the cost test only */ };
 static const char *const TEST_NAMES[] = {"", "lat", "bw", "cost"};
 static const char *const OP_NAMES[] = {"", "send", "write", "write_imm", "read"};
-static const char *const IMPL_NAMES[] = {"sfv", "raw", "hand", "inject", "handinject"};
+static const char *const IMPL_NAMES[] = {"sfv", "raw", "hand", "inject", "handinject", "handbuilt"};
 
 /* What both sides must agree on: sent by the client as one text line. */
 typedef struct session {
@@ -968,13 +968,89 @@ static inline int hand_post_send(hand_chan *h, raw_send *w, unsigned n, uint64_t
     if (__builtin_expect((rc = ibv_post_send(h->r->qp, w->wr, &bad)) != 0, 0)) h->broken = true;
     return rc;
 }
-/* One poll of the CQ: each completion into its record, its places freed. */
+/* The same posts with their work requests built at each call from the caller's elements (one per
+   work request), as a call that takes elements must (safeverbs' or any): the work requests on the
+   stack, filled and linked, then posted (--impl handbuilt; the rest as the loop above). */
+#define HAND_INLINE static inline __attribute__((always_inline))
+HAND_INLINE int hand_post_recv_built(hand_chan *h, const struct ibv_sge *sg, unsigned n, uint64_t *tickets) {
+    struct ibv_recv_wr wr[MAX_BATCH], *bad;
+    unsigned i;
+    int rc;
+    for (i = 0; i < n; i++) {
+        hand_req *x = hand_take(h, &h->rq, 1, &tickets[i]);
+        if (__builtin_expect(!x, 0)) return h->broken ? EPIPE : ENOSPC; /* (a real loop would undo the others) */
+        wr[i].wr_id = (uintptr_t)x;
+        wr[i].next = &wr[i + 1];
+        wr[i].sg_list = (struct ibv_sge *)(uintptr_t)&sg[i];
+        wr[i].num_sge = 1;
+    }
+    wr[n - 1].next = NULL;
+    if (__builtin_expect((rc = ibv_post_recv(h->r->qp, wr, &bad)) != 0, 0)) h->broken = true;
+    return rc;
+}
+HAND_INLINE int hand_post_send_built(hand_chan *h, const struct ibv_sge *sg, unsigned n, uint64_t *ticket) {
+    struct ibv_send_wr wr[MAX_BATCH], *bad;
+    hand_req *x = hand_take(h, &h->sq, n, ticket);
+    unsigned i;
+    int rc;
+    if (__builtin_expect(!x, 0)) return h->broken ? EPIPE : ENOSPC;
+    for (i = 0; i < n; i++) {
+        wr[i].wr_id = 0; /* (unsignaled: no record, hand_drain) */
+        wr[i].next = &wr[i + 1];
+        wr[i].sg_list = (struct ibv_sge *)(uintptr_t)&sg[i];
+        wr[i].num_sge = 1;
+        wr[i].opcode = IBV_WR_SEND;
+        wr[i].send_flags = 0;
+        wr[i].imm_data = 0;
+    }
+    wr[n - 1].wr_id = (uintptr_t)x;
+    wr[n - 1].next = NULL;
+    wr[n - 1].send_flags = IBV_SEND_SIGNALED;
+    if (__builtin_expect((rc = ibv_post_send(h->r->qp, wr, &bad)) != 0, 0)) h->broken = true;
+    return rc;
+}
+/* One work request (a single post): one on the stack, not an array. */
+HAND_INLINE int hand_post_recv_built1(hand_chan *h, const struct ibv_sge *sg, uint64_t *ticket) {
+    struct ibv_recv_wr wr, *bad;
+    hand_req *x = hand_take(h, &h->rq, 1, ticket);
+    int rc;
+    if (__builtin_expect(!x, 0)) return h->broken ? EPIPE : ENOSPC;
+    wr.wr_id = (uintptr_t)x;
+    wr.next = NULL;
+    wr.sg_list = (struct ibv_sge *)(uintptr_t)sg;
+    wr.num_sge = 1;
+    if (__builtin_expect((rc = ibv_post_recv(h->r->qp, &wr, &bad)) != 0, 0)) h->broken = true;
+    return rc;
+}
+HAND_INLINE int hand_post_send_built1(hand_chan *h, const struct ibv_sge *sg, uint64_t *ticket) {
+    struct ibv_send_wr wr, *bad;
+    hand_req *x = hand_take(h, &h->sq, 1, ticket);
+    int rc;
+    if (__builtin_expect(!x, 0)) return h->broken ? EPIPE : ENOSPC;
+    wr.wr_id = (uintptr_t)x;
+    wr.next = NULL;
+    wr.sg_list = (struct ibv_sge *)(uintptr_t)sg;
+    wr.num_sge = 1;
+    wr.opcode = IBV_WR_SEND;
+    wr.send_flags = IBV_SEND_SIGNALED;
+    wr.imm_data = 0;
+    if (__builtin_expect((rc = ibv_post_send(h->r->qp, &wr, &bad)) != 0, 0)) h->broken = true;
+    return rc;
+}
+
+/* One poll of the CQ: each completion into its record, its places freed. A failure flushes every
+   work request, the unsignaled ones too, each with its own wr_id: those of no record (0) only
+   break the channel (a loop that skipped this test would follow a NULL record). */
 static inline int hand_drain(hand_chan *h) {
     struct ibv_wc wc[POLL_BATCH];
     int n = ibv_poll_cq(h->r->cq, POLL_BATCH, wc), i;
     if (__builtin_expect(n < 0, 0)) h->broken = true;
     for (i = 0; i < n; i++) {
         hand_req *x = (hand_req *)(uintptr_t)wc[i].wr_id;
+        if (__builtin_expect(!x, 0)) { /* a batch's unsignaled send, flushed (no record: its batch's last has it) */
+            h->broken = true;
+            continue;
+        }
         x->status = (uint8_t)wc[i].status;
         x->byte_len = wc[i].byte_len;
         x->done = 1;
@@ -1043,6 +1119,7 @@ static inline int hand_inject_post(hand_chan *h, hand_inject *j) {
         j->left = j->every;
         j->since = 0;
     } else {
+        j->wr.wr_id = 0; /* no record: flushed, it only breaks the channel (hand_drain) */
         j->wr.send_flags = IBV_SEND_INLINE;
     }
     q->used++;
@@ -1068,6 +1145,7 @@ typedef struct cost_hand {
     raw_recv rv;
     uint64_t tx, rx[MAX_BATCH]; /* tickets */
     uint32_t expect_len;
+    struct ibv_sge sg[MAX_BATCH], rsg[MAX_BATCH]; /* handbuilt: the caller's elements, one per work request */
 } cost_hand;
 
 NOINLINE void cost_sfv_post_recv(sfv_channel *ch, cost_sfv *c);
@@ -1087,6 +1165,8 @@ NOINLINE void cost_hand_poll_send(cost_hand *c);
 NOINLINE void cost_hand_poll_recv(cost_hand *c, unsigned batch);
 NOINLINE void cost_inject_post_send(sfv_channel *ch, cost_sfv *c);
 NOINLINE void cost_handinject_post_send(cost_hand *c, unsigned batch);
+NOINLINE void cost_handbuilt_post_recv(cost_hand *c, unsigned batch);
+NOINLINE void cost_handbuilt_post_send(cost_hand *c, unsigned batch);
 
 /* the failures, out of line */
 __attribute__((cold, noinline)) static void cost_sfv_failed(const char *what, sfv_result r, sfv_pending *p) {
@@ -1154,6 +1234,14 @@ NOINLINE void cost_hand_post_send(cost_hand *c, unsigned batch) {
     int rc = hand_post_send(&c->h, &c->w, batch, &c->tx);
     if (__builtin_expect(rc != 0, 0)) cost_hand_failed("post send", rc);
 }
+NOINLINE void cost_handbuilt_post_recv(cost_hand *c, unsigned batch) {
+    int rc = batch == 1 ? hand_post_recv_built1(&c->h, c->rsg, c->rx) : hand_post_recv_built(&c->h, c->rsg, batch, c->rx);
+    if (__builtin_expect(rc != 0, 0)) cost_hand_failed("post receive", rc);
+}
+NOINLINE void cost_handbuilt_post_send(cost_hand *c, unsigned batch) {
+    int rc = batch == 1 ? hand_post_send_built1(&c->h, c->sg, &c->tx) : hand_post_send_built(&c->h, c->sg, batch, &c->tx);
+    if (__builtin_expect(rc != 0, 0)) cost_hand_failed("post send", rc);
+}
 NOINLINE void cost_handinject_post_send(cost_hand *c, unsigned batch) {
     if (batch == 1) { /* one: no loop, as a user writes it */
         int rc = hand_inject_post(&c->h, &c->j);
@@ -1203,7 +1291,8 @@ static void cost_start(span *sp) {
 static int run_cost(options *o) {
     const size_t size = o->nsizes ? o->sizes[0] : 64;
     const unsigned batch = o->batch;
-    const int impl = (o->s.impls & (1u << IMPL_HAND_INJECT)) ? IMPL_HAND_INJECT : (o->s.impls & (1u << IMPL_INJECT)) ? IMPL_INJECT
+    const int impl = (o->s.impls & (1u << IMPL_HAND_BUILT)) ? IMPL_HAND_BUILT
+                   : (o->s.impls & (1u << IMPL_HAND_INJECT)) ? IMPL_HAND_INJECT : (o->s.impls & (1u << IMPL_INJECT)) ? IMPL_INJECT
                    : (o->s.impls & (1u << IMPL_HAND)) ? IMPL_HAND : (o->s.impls & (1u << IMPL_RAW)) ? IMPL_RAW : IMPL_SFV;
     const uint32_t iters = o->iters ? (uint32_t)o->iters : 1000;
     char variant[64];
@@ -1245,7 +1334,7 @@ static int run_cost(options *o) {
         }
         span_stop(&sp);
         lib_side_close(&s);
-    } else if (impl == IMPL_HAND || impl == IMPL_HAND_INJECT) {
+    } else if (impl == IMPL_HAND || impl == IMPL_HAND_INJECT || impl == IMPL_HAND_BUILT) {
         static raw_side r;
         static cost_hand c;
         uint8_t wire[RAW_WIRE_SIZE];
@@ -1257,14 +1346,20 @@ static int run_cost(options *o) {
         raw_recv_init(&c.rv, &r, size, batch);
         hand_inject_init(&c.j, &c.h, r.buf, size);
         c.expect_len = (uint32_t)size;
+        for (i = 0; i < batch; i++) {
+            c.sg[i] = c.w.sge;
+            c.rsg[i] = c.rv.sge;
+        }
         for (i = 0; i < iters + (uint32_t)o->warmup; i++) {
             if (i == (uint32_t)o->warmup) cost_start(&sp);
-            cost_hand_post_recv(&c, batch);
+            if (impl == IMPL_HAND_BUILT) cost_handbuilt_post_recv(&c, batch);
+            else cost_hand_post_recv(&c, batch);
             if (impl == IMPL_HAND_INJECT) {
                 cost_handinject_post_send(&c, batch);
                 settle(o->settle_us);
             } else {
-                cost_hand_post_send(&c, batch);
+                if (impl == IMPL_HAND_BUILT) cost_handbuilt_post_send(&c, batch);
+                else cost_hand_post_send(&c, batch);
                 settle(o->settle_us);
                 cost_hand_poll_send(&c);
             }
@@ -1631,7 +1726,7 @@ int main(int argc, char **argv) {
             break;
         case 'i':
             o.s.impls = strcmp(optarg, "sfv") == 0 ? 1 : strcmp(optarg, "raw") == 0 ? 2 : strcmp(optarg, "both") == 0 ? 3
-                      : strcmp(optarg, "hand") == 0 ? 4 : strcmp(optarg, "inject") == 0 ? 8 : strcmp(optarg, "handinject") == 0 ? 16 : 0;
+                      : strcmp(optarg, "hand") == 0 ? 4 : strcmp(optarg, "inject") == 0 ? 8 : strcmp(optarg, "handinject") == 0 ? 16 : strcmp(optarg, "handbuilt") == 0 ? 32 : 0;
             if (!o.s.impls) usage();
             break;
         case 's': {
@@ -1672,7 +1767,7 @@ int main(int argc, char **argv) {
         o.rounds < 1 || o.rounds > 64 || o.block_ms < 0)
         usage();
     if (o.s.test == TEST_COST) return run_cost(&o);
-    if (o.s.impls & (1u << IMPL_HAND | 1u << IMPL_INJECT | 1u << IMPL_HAND_INJECT)) die("--impl hand, inject and handinject: the cost test only");
+    if (o.s.impls & (1u << IMPL_HAND | 1u << IMPL_INJECT | 1u << IMPL_HAND_INJECT | 1u << IMPL_HAND_BUILT)) die("--impl hand, inject, handinject and handbuilt: the cost test only");
     if (!o.host) return run_server(&o);
     if (!o.nsizes) o.sizes[o.nsizes++] = 8;
     if (o.s.test == TEST_BW && (o.s.depth % (unsigned)o.batch || o.s.rx_depth % (unsigned)o.batch))

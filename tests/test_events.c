@@ -3,7 +3,8 @@
    modes), through PORT_ERR; the port's return (PORT_ACTIVE) is seen; the event fd is readable
    while events wait and quiet after they are taken; a channel broken so refuses posts and says
    why; destroy does not hang on events; sfv_channel_reset recovers a broken channel and
-   reconnects to a peer that restarted. The link tests take the guest's sva link (rxe0) down and
+   reconnects to a peer that restarted; rxe0 deleted under a wait: the wait ends at its deadline
+   and everything closes (rxe sends no event). The link tests take the guest's sva link (rxe0) down and
    bring it back (as test_channel.c's last test does); they run only in the test guest. */
 #define _GNU_SOURCE
 #define SAFEVERBS_IMPLEMENTATION
@@ -236,6 +237,97 @@ static void t_reset_recovers(void) {
     side_close(&b);
 }
 
+/* rxe's device deleted (`rdma link delete`) under a receive that waits (deadline 10 s). rxe cannot
+   let go of a process's queues (no disassociate): the kernel sends no event and holds the delete
+   until the process closes the device. safeverbs sees the device's uverbs node leave sysfs and
+   acts as on DEVICE_FATAL (>>events): the wait ends within about a second of the delete (not at
+   its deadline), with the flush (class FATAL, "deleted" in the hint); the channel says
+   DEVICE_FATAL broke it and refuses posts; the event is queued. Everything is then destroyed and
+   closed without error (which lets the delete finish), and rxe0 and rxe1 come back in their
+   order for the tests after this one. Measured on 6.1 and 6.12: the same. */
+typedef struct deleter {
+    double began, ended;
+    int rc;
+} deleter;
+static void *delete_rxe0_later(void *arg) {
+    deleter *d = (deleter *)arg;
+    usleep(300000);
+    d->began = test_seconds();
+    d->rc = system("rdma link delete rxe0");
+    d->ended = test_seconds();
+    return NULL;
+}
+static void devices_restore(void) {
+    /* rxe1 goes too, so that both come back in their order (a device list lists rxe0 first) */
+    CHECK(system("rdma link delete rxe1") == 0);
+    CHECK(system("rdma link add rxe0 type rxe netdev sva && rdma link add rxe1 type rxe netdev svb") == 0);
+    CHECK(port_state_is("rxe0", "ACTIVE", 20) && port_state_is("rxe1", "ACTIVE", 20));
+    CHECK(gid1_present("rxe0", 20) && gid1_present("rxe1", 20));
+    CHECK(system("ip route replace 192.0.2.2 dev sva src 192.0.2.1 table 101 2>/dev/null; "
+                 "ip route replace 192.0.2.1 dev svb src 192.0.2.2 table 102 2>/dev/null; true") == 0);
+}
+static void device_deleted_under_wait(sfv_wait_mode mode) {
+    side a, b;
+    sfv_channel_desc d;
+    sfv_scatter_element e;
+    sfv_gather_element g;
+    sfv_work_completion wc;
+    sfv_device_list *list;
+    sfv_event_type by = SFV_EVENT_OTHER;
+    sfv_event ev;
+    sfv_result r;
+    pthread_t t;
+    deleter dl;
+    char msg[sizeof sfv_last_error()->message];
+    double t0, t1;
+    if (!getenv("SAFEVERBS_IN_VM")) SKIP("deletes the guest's rxe0; runs only in the test guest");
+    if (strcmp(test_device(0), "rxe0") || strcmp(test_device(1), "rxe1")) SKIP("the guest's rxe0 and rxe1 only");
+    memset(&d, 0, sizeof d);
+    d.wait_mode = mode;
+    d.timeout_ms = 10000;
+    pair_open(&a, &b, &d, &d, SFV_ACCESS_LOCAL_WRITE);
+    memset(&dl, 0, sizeof dl);
+    CHECK(pthread_create(&t, NULL, delete_rxe0_later, &dl) == 0);
+    e = sfv_mr_scatter_element(a.mr, a.buf, 64);
+    t0 = test_seconds();
+    r = sfv_channel_receive(a.ch, &e, 1, &wc);
+    t1 = test_seconds();
+    snprintf(msg, sizeof msg, "%s", sfv_last_error()->message);
+    printf("    %s wait: %s %.2f s after the delete began (deadline 10 s): %s\n", mode == SFV_WAIT_EVENT ? "Event" : "Busy",
+           sfv_result_str(r), t1 - dl.began, msg);
+    CHECK_RESULT(r, SFV_ERR_WORK);
+    CHECK(t1 - t0 < 5.0); /* well before its deadline, and before the delete's end (which waits for the close below) */
+    CHECK_EQ(wc.status, SFV_WC_WR_FLUSH_ERR);
+    CHECK_EQ(wc.error_class, SFV_WORK_ERROR_FATAL);
+    if (!strstr(msg, "deleted")) FAIL("last error: %s", msg);
+    /* the channel is stopped and says why */
+    CHECK(sfv_channel_broken(a.ch, &by));
+    CHECK_EQ(by, SFV_EVENT_DEVICE_FATAL);
+    g = sfv_mr_gather_element(a.mr, a.buf, 8);
+    CHECK_RESULT(sfv_channel_send(a.ch, &g, 1, &wc), SFV_ERR_BROKEN);
+    if (!strstr(sfv_last_error()->message, "DEVICE_FATAL")) FAIL("post refused with: %s", sfv_last_error()->message);
+    CHECK(saw_event(a.ctx, SFV_EVENT_DEVICE_FATAL, 1, &ev));
+    CHECK_EQ(ev.channels_broken, 1);
+    side_close(&a); /* every destroy and the close succeed (side_close checks), and the delete can end */
+    CHECK(pthread_join(t, NULL) == 0);
+    printf("    rdma link delete rxe0: exit %d, %.2f s (done %.2f s after the wait ended)\n", dl.rc, dl.ended - dl.began, dl.ended - t1);
+    CHECK_EQ(dl.rc, 0);
+    side_close(&b);
+    /* a device list made now does not name rxe0 */
+    CHECK_OK(sfv_get_device_list(&list));
+    for (size_t i = 0; i < sfv_device_list_len(list); i++) CHECK(strcmp(sfv_device_list_name(list, i), "rxe0") != 0);
+    sfv_free_device_list(list);
+    devices_restore();
+    /* and the devices carry traffic again */
+    memset(&d, 0, sizeof d);
+    pair_open(&a, &b, &d, &d, SFV_ACCESS_LOCAL_WRITE);
+    traffic(&a, &b, "rxe0 is back");
+    side_close(&a);
+    side_close(&b);
+}
+static void t_device_deleted_under_busy_wait(void) { device_deleted_under_wait(SFV_WAIT_BUSY); }
+static void t_device_deleted_under_event_wait(void) { device_deleted_under_wait(SFV_WAIT_EVENT); }
+
 /* The calls' refusals: NULL arguments. */
 static void t_event_calls_refuse_null(void) {
     sfv_context *ctx;
@@ -264,5 +356,7 @@ static const harness_test TESTS[] = {
     TEST(t_port_down_wakes_busy_receive, 90),
     TEST(t_port_down_wakes_event_receive, 90),
     TEST(t_destroy_with_events_untaken, 90),
+    TEST(t_device_deleted_under_busy_wait, 90),
+    TEST(t_device_deleted_under_event_wait, 90),
 };
 int main(int argc, char **argv) { return harness_main(argc, argv, TESTS, COUNT_OF(TESTS)); }

@@ -67,6 +67,8 @@ static int fk_mw_dealloc_fail;         /* that many ibv_dealloc_mw calls fail wi
 static const char *fk_fail_name_s[FK_FAIL_NAMES]; /* the next fk_fail_name_n[i] calls of verb i fail */
 static int fk_fail_name_n[FK_FAIL_NAMES];
 static int fk_partial; /* a failed post of a list first posts this many of its work requests */
+static bool fk_dmabuf_on;              /* ibv_reg_dmabuf_mr registers (as rdma-core: mr->addr = offset) */
+static uint32_t fk_gids = FK_GIDS, fk_gid_v4 = 1; /* RoCE GID table length, the IPv4 GID's index */
 
 static bool fk_inject_detail(const char *name, const char *detail) {
     fk_ncalls++;
@@ -89,6 +91,7 @@ static bool fk_inject_detail(const char *name, const char *detail) {
 }
 static bool fk_inject(const char *name) { return fk_inject_detail(name, ""); }
 
+static char fk_dev_path[IBV_SYSFS_PATH_MAX]; /* fake0's uverbs node (fk_set_dev_path), "" by default */
 void fk_reset(void) {
     fk_ncalls = 0;
     fk_fail_at = 0;
@@ -102,6 +105,16 @@ void fk_reset(void) {
     fk_mw_dealloc_fail = 0;
     memset(fk_fail_name_n, 0, sizeof fk_fail_name_n);
     fk_atomic_cap = IBV_ATOMIC_HCA;
+    fk_dmabuf_on = false;
+    fk_gids = FK_GIDS;
+    fk_gid_v4 = 1;
+    fk_dev_path[0] = 0;
+}
+void fk_set_dev_path(const char *path) { snprintf(fk_dev_path, sizeof fk_dev_path, "%s", path ? path : ""); }
+void fk_set_dmabuf(bool on) { fk_dmabuf_on = on; }
+void fk_set_gid_table(uint32_t len, uint32_t ipv4_index) {
+    fk_gids = len;
+    fk_gid_v4 = ipv4_index;
 }
 void fk_set_partial_post(int n) { fk_partial = n; }
 /* How many work requests of a failing list of `len` to post first: fk_partial, if fewer. */
@@ -298,6 +311,7 @@ struct ibv_device **ibv_get_device_list(int *num) {
     for (i = 0; i < FK_NDEV; i++) {
         snprintf(fk_devs[i].name, sizeof fk_devs[i].name, "fake%d", i);
         snprintf(fk_devs[i].ibdev_path, sizeof fk_devs[i].ibdev_path, "/nonexistent/fake%d", i);
+        snprintf(fk_devs[i].dev_path, sizeof fk_devs[i].dev_path, "%s", i == 0 ? fk_dev_path : ""); /* (fk_set_dev_path) */
         fk_devs[i].node_type = IBV_NODE_CA;
         fk_devs[i].transport_type = IBV_TRANSPORT_IB;
         l[i] = &fk_devs[i];
@@ -405,7 +419,7 @@ int (ibv_query_port)(struct ibv_context *context, uint8_t port_num, struct _comp
     pa->state = (enum ibv_port_state)fk_port_state;
     pa->max_mtu = IBV_MTU_4096;
     pa->active_mtu = IBV_MTU_1024;
-    pa->gid_tbl_len = FK_GIDS;
+    pa->gid_tbl_len = (int)fk_gids;
     pa->max_msg_sz = 1u << 31;
     pa->pkey_tbl_len = 1;
     pa->lid = fk_link_layer == IBV_LINK_LAYER_INFINIBAND ? (uint16_t)(1 + c->index) : 0;
@@ -432,7 +446,7 @@ static bool fk_gid(const fk_ctx *c, uint32_t index, struct ibv_gid_entry *e) {
         e->gid.raw[0] = 0xfe;
         e->gid.raw[1] = 0x80;
         e->gid.raw[15] = (uint8_t)(1 + c->index);
-    } else if (index == 1) {
+    } else if (index == fk_gid_v4) {
         e->gid.raw[10] = e->gid.raw[11] = 0xff;
         e->gid.raw[12] = 10;
         e->gid.raw[15] = (uint8_t)(1 + c->index);
@@ -449,7 +463,7 @@ int _ibv_query_gid_ex(struct ibv_context *context, uint32_t port_num, uint32_t g
     FK_SITE();
     (void)flags;
     if (fk_inject("ibv_query_gid_ex")) return EIO;
-    if (entry_size < sizeof *entry || !fk_port_ok(context, port_num) || gid_index >= FK_GIDS) return EINVAL;
+    if (entry_size < sizeof *entry || !fk_port_ok(context, port_num) || gid_index >= fk_gids) return EINVAL;
     return fk_gid((const fk_ctx *)context, gid_index, entry) ? 0 : ENODATA;
 }
 
@@ -513,12 +527,26 @@ struct ibv_mr *ibv_reg_mr_iova2(struct ibv_pd *pd, void *addr, size_t length, ui
 }
 struct ibv_mr *ibv_reg_dmabuf_mr(struct ibv_pd *pd, uint64_t offset, size_t length, uint64_t iova, int fd, int access) {
     FK_SITE();
-    (void)pd; (void)offset; (void)length; (void)iova; (void)fd; (void)access;
+    (void)iova; (void)fd;
     if (fk_inject("ibv_reg_dmabuf_mr")) {
         errno = ENOMEM;
         return NULL;
     }
-    errno = EOPNOTSUPP; /* no DMA-BUF in the fake */
+    if (fk_dmabuf_on) { /* keys only (nothing posts to it); addr as rdma-core sets it: the offset */
+        fk_mr *m = (fk_mr *)fk_new(sizeof *m, FK_MR);
+        m->mr.context = pd->context;
+        m->mr.pd = pd;
+        m->mr.addr = (void *)(uintptr_t)offset;
+        m->mr.length = length;
+        m->mr.lkey = fk_next_key++;
+        m->mr.rkey = 0x800000u + fk_next_key++;
+        m->access = (unsigned)access;
+        m->next = fk_mrs;
+        fk_mrs = m;
+        ((fk_pd *)pd)->mrs++;
+        return &m->mr;
+    }
+    errno = EOPNOTSUPP; /* no DMA-BUF in the fake unless fk_set_dmabuf */
     return NULL;
 }
 int ibv_dereg_mr(struct ibv_mr *mr) {

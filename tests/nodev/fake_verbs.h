@@ -37,6 +37,15 @@ long fk_mw_count(void);
 /* The next n calls of `verb` (its name, as fk_call_name gives it) fail, until fk_reset; up to
    4 verbs at once (n 0 forgets one). */
 void fk_fail_name(const char *verb, int n);
+/* on: ibv_reg_dmabuf_mr registers an MR (keys only: nothing may post to it), its addr the
+   offset as rdma-core's ibv_reg_dmabuf_mr sets it; off (the default): EOPNOTSUPP. */
+void fk_set_dmabuf(bool on);
+/* fake0's ibv_device.dev_path (its uverbs node in sysfs), for device lists made after the call;
+   "" (reset) by default, a path that is never there. */
+void fk_set_dev_path(const char *path);
+/* RoCE GID table: `len` entries (default 4), the IPv4 RoCE v2 GID at `ipv4_index` (default 1),
+   fe80:: at 0, the rest empty. */
+void fk_set_gid_table(uint32_t len, uint32_t ipv4_index);
 /* enum ibv_port_state of every port. */
 void fk_set_port_state(int state);
 

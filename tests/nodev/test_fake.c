@@ -514,6 +514,64 @@ static void t_loopback(void) {
     tf_close(&e);
 }
 
+/* A device deleted while open where the kernel sends no event (rxe, siw): its uverbs node leaving
+   sysfs (dev_path) is taken as DEVICE_FATAL, once (>>events). A busy wait with nothing coming ends
+   well before its deadline with the flush, class FATAL, "deleted" in the hint; the channel says
+   DEVICE_FATAL broke it; one event is queued. A device whose node was never there (a container
+   without sysfs, say) is never taken for deleted. */
+static void t_device_deleted(void) {
+    char path[] = "/tmp/sfv_fake_uverbsXXXXXX";
+    const int fd = mkstemp(path);
+    tf_env e;
+    sfv_channel *ch;
+    sfv_pending rx;
+    sfv_work_completion wc;
+    sfv_scatter_element in;
+    sfv_event ev[4];
+    sfv_event_type by = SFV_EVENT_OTHER;
+    size_t n = 9;
+    double t0;
+    CHECK(fd >= 0);
+    close(fd);
+    fk_set_dev_path(path);
+    tf_open(&e, 64);
+    CHECK_OK(sfv_create_channel(e.pd, NULL, &ch));
+    tf_connect(ch, ch);
+    CHECK_OK(sfv_context_events(e.ctx, ev, 4, &n));
+    CHECK_EQ(n, 0); /* there: nothing */
+    in = sfv_mr_scatter_element(e.mr, e.buf, 32);
+    CHECK_OK(sfv_channel_post_receive(ch, &in, 1, &rx));
+    CHECK(unlink(path) == 0);
+    t0 = test_seconds();
+    CHECK_RESULT(sfv_pending_wait(&rx, 5000, &wc), SFV_ERR_WORK);
+    CHECK(test_seconds() - t0 < 2.5);
+    CHECK_EQ(wc.status, SFV_WC_WR_FLUSH_ERR);
+    CHECK_EQ(wc.error_class, SFV_WORK_ERROR_FATAL);
+    if (!strstr(sfv_last_error()->message, "deleted")) FAIL("last error: %s", sfv_last_error()->message);
+    CHECK(sfv_channel_broken(ch, &by));
+    CHECK_EQ(by, SFV_EVENT_DEVICE_FATAL);
+    CHECK_OK(sfv_context_events(e.ctx, ev, 4, &n));
+    CHECK_EQ(n, 1);
+    CHECK_EQ(ev[0].type, SFV_EVENT_DEVICE_FATAL);
+    CHECK_EQ(ev[0].channels_broken, 1);
+    CHECK_OK(sfv_context_events(e.ctx, ev, 4, &n));
+    CHECK_EQ(n, 0); /* once */
+    CHECK_OK(sfv_destroy_channel(ch));
+    tf_close(&e);
+    /* never there: never deleted */
+    fk_set_dev_path("/nonexistent/uverbs-never-there");
+    tf_open(&e, 64);
+    CHECK_OK(sfv_create_channel(e.pd, NULL, &ch));
+    tf_connect(ch, ch);
+    CHECK_OK(sfv_channel_post_receive(ch, &in, 1, &rx));
+    CHECK_RESULT(sfv_pending_wait(&rx, 30, &wc), SFV_ERR_TIMEOUT); /* (its events read once at the deadline) */
+    CHECK_OK(sfv_context_events(e.ctx, ev, 4, &n));
+    CHECK_EQ(n, 0);
+    CHECK_OK(sfv_destroy_channel(ch));
+    tf_close(&e);
+    fk_set_dev_path(NULL);
+}
+
 static void t_two_channels(void) {
     tf_env e;
     sfv_channel *a, *b;
@@ -3144,6 +3202,7 @@ static const harness_test TESTS[] = {
     TEST(t_desc_validation, 10),
     TEST(t_choose_gid_failures, 10),
     TEST(t_loopback, 10),
+    TEST(t_device_deleted, 20),
     TEST(t_two_channels, 10),
     TEST(t_unchecked_elements, 10),
     TEST(t_inline, 10),
