@@ -847,8 +847,9 @@ SFV_NODISCARD SAFEVERBS_API sfv_result sfv_channel_handshake(sfv_channel *ch, co
    the old connection is taken for the new one. The desc is kept (a send_psn set in it is not
    reused). Refused inside a scope (SFV_ERR_INVALID), and for a channel whose CQ or device failed
    (a CQ_ERR or DEVICE_FATAL event: the reset keeps the CQ) or whose SRQ failed (no QP takes from
-   it again): SFV_ERR_BROKEN before anything is touched, destroy it; a verb
-   that fails leaves the channel broken with no QP, and the call can be repeated. Handles of the
+   it again), or whose destroy failed part-way (its CQ gone): SFV_ERR_BROKEN before anything is
+   touched, destroy it; a verb that fails leaves the channel broken with no QP, and the call can be
+   repeated. Handles of the
    old work stay valid until consumed. An event that breaks the channel while it is reset (read
    on another thread) breaks the new QP: the reset never undoes it.
    Thread safety: as the channel's. */
@@ -924,8 +925,9 @@ SFV_NODISCARD SAFEVERBS_API sfv_result sfv_channel_post_read(sfv_channel *ch, co
    the verb takes only part of it, the call fails, its message says how many were taken, and
    those handles wait as after a success (the rest are zeroed). A receive batch refused for its
    count (0, or over SFV_BATCH_MAX: SFV_ERR_INVALID) leaves its handles untouched (the array may
-   be shorter than the count). A send-side batch the verb took only part of: SFV_ERR_BROKEN (its
-   unsignaled work can only end by a flush). */
+   be shorter than the count). A send-side batch the verb took only part of: SFV_ERR_BROKEN, and
+   its QP goes to the error state at once (its unsignaled work can only end by a flush: a scope
+   around it returns then, not at its deadline). */
 #define SFV_BATCH_MAX 64
 SFV_NODISCARD SAFEVERBS_API sfv_result sfv_channel_post_send_batch(sfv_channel *ch, const sfv_gather_element *sges, size_t per_wr, size_t count, sfv_pending *pending);
 SFV_NODISCARD SAFEVERBS_API sfv_result sfv_channel_post_write_batch(sfv_channel *ch, const sfv_gather_element *sges, size_t per_wr, size_t count, const sfv_remote_mr *remotes, sfv_pending *pending);
@@ -1133,8 +1135,8 @@ SFV_NODISCARD SAFEVERBS_API sfv_result sfv_channel_inject_write_imm(sfv_channel 
      channel, so an event wakes it at once (no extra system call). A sleep lasts at most 50 ms at
      a time, so an event that another thread read for this channel is seen within 50 ms.
    - SFV_WAIT_BUSY: after each 10 ms of spinning on its CQ, and once more when its deadline
-     passes, the wait reads the events (one non-blocking read). A wait that its completion ends
-     sooner (a ping-pong's) never reads them.
+     passes, the wait reads the events (one non-blocking read, and one stat(2): a DEVICE DELETED,
+     below). A wait that its completion ends sooner (a ping-pong's) never reads them.
    - sfv_context_events (below) reads them too, and sfv_pending_wait(p, 0, wc) looks at the
      channel's state: in your own event loop, watch sfv_context_event_fd beside sfv_channel_fd.
    A channel broken by an event stops taking posts (SFV_ERR_BROKEN, the message names the event),
@@ -1148,13 +1150,17 @@ SFV_NODISCARD SAFEVERBS_API sfv_result sfv_channel_inject_write_imm(sfv_channel 
    process's queues sends DEVICE_FATAL and fails every verb after it. rxe and siw cannot: the
    kernel sends nothing and holds the delete until the process closes the device. So whoever reads
    the events (the waits above, sfv_context_events) also looks whether the device's uverbs node
-   (ibv_device.dev_path) is still in sysfs, and where it was there at open and is gone now, acts
-   as on DEVICE_FATAL (the event is queued as one): the wait ends within 10 ms (busy) or 50 ms
+   (ibv_device.dev_path) is still in sysfs, and where it was there at open and is gone now (or is
+   another node: the kernel gives its number to the next device at once), acts as on DEVICE_FATAL
+   (the event is queued as one; none where the device sent its own). A channel or SRQ made after
+   that is broken by it as it is made. The wait ends within 10 ms (busy) or 50 ms
    (event) with SFV_ERR_WORK, class FATAL, "deleted" in its hint. Close everything of the device
    then (destroys and the close succeed, and let the delete finish); open it again once it is
-   back. (Measured on rxe, 6.1 and 6.12: tests/test_events.c.) A wrapped context (sfv_context_wrap) has its event fd made
-   non-blocking and its events read by safeverbs: take them from sfv_context_events, not from
-   ibv_get_async_event. */
+   back. (Measured on rxe, 6.1 and 6.12: tests/test_events.c.) Nothing makes
+   sfv_context_event_fd readable for such a deletion: an event loop of your own learns of it
+   when it calls sfv_context_events (a timer's tick will do) or a wait does.
+   A wrapped context (sfv_context_wrap) has its event fd made non-blocking and its events read by
+   safeverbs: take them from sfv_context_events, not from ibv_get_async_event. */
 typedef enum sfv_event_type {
     SFV_EVENT_OTHER = 0,          /* one safeverbs does not name: raw_type says which */
     SFV_EVENT_PORT_ACTIVE, SFV_EVENT_PORT_ERR, SFV_EVENT_LID_CHANGE, SFV_EVENT_PKEY_CHANGE,
@@ -1665,6 +1671,7 @@ SAFEVERBS_API sfv_result sfv_cm_close(sfv_cm_conn *c, int timeout_ms);
 #include <sys/eventfd.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -2016,8 +2023,10 @@ struct sfv_context {
     sfv_event ev_queue[SFV__EVENT_QUEUE];
     size_t ev_first, ev_n;        /* the queue: oldest, count */
     int ev_efd, ev_epfd;          /* sfv_context_event_fd's eventfd and epoll set, -1 until made */
-    bool probe;                   /* the device's uverbs node (dev_path) was there at open: its absence says it was deleted */
-    bool gone;                    /* and it is absent: taken as DEVICE_FATAL, once (sfv__device_probe) */
+    bool probe;                   /* the device's uverbs node (dev_path) was there at open: its absence says it was deleted
+                                     (cleared under ev_lock by a DEVICE_FATAL the device sent: one is enough) */
+    ino_t node;                   /* that node (a device registered since may take its number, and so its path) */
+    bool gone;                    /* and it is absent: taken as DEVICE_FATAL, once (sfv__device_probe); a channel or SRQ made since is broken as by it */
 };
 struct sfv_pd { int refs; bool owned; struct ibv_pd *pd; sfv_context *ctx; };
 struct sfv_cq { struct ibv_cq *cq; sfv_context *ctx; uint32_t capacity; };
@@ -2107,6 +2116,7 @@ static enum ibv_mtu sfv__mtu_enum(uint32_t bytes) {
    ACTIVE or ARMED. */
 static sfv_result sfv__context_check(sfv_context *ctx) {
     struct ibv_port_attr pa;
+    struct stat st;
     int rc = ibv_query_device(ctx->ctx, &ctx->attr);
     if (rc) return sfv__fail_verb("ibv_query_device", rc);
     ctx->ev_efd = ctx->ev_epfd = -1;
@@ -2116,7 +2126,8 @@ static sfv_result sfv__context_check(sfv_context *ctx) {
         return sfv__fail(SFV_ERR_RESOURCE, ENETDOWN, "ibv_query_port",
                          "%s port 1 is in state %s (expected ACTIVE or ARMED)", ctx->name,
                          sfv_port_state_str((sfv_port_state)pa.state));
-    ctx->probe = ctx->ctx->device && access(ctx->ctx->device->dev_path, F_OK) == 0; /* (>>impl events: sfv__device_probe) */
+    ctx->probe = ctx->ctx->device && stat(ctx->ctx->device->dev_path, &st) == 0; /* (>>impl events: sfv__device_probe) */
+    ctx->node = ctx->probe ? st.st_ino : 0;
     /* last: a wrapped context refused is left as it came */
     if (!sfv__fd_flags(ctx->ctx->async_fd, false)) /* safeverbs reads its events without blocking (>>events) */
         return sfv__fail_verb("fcntl", errno);
@@ -4363,6 +4374,7 @@ static void sfv__abort(sfv_channel *ch) {
 SAFEVERBS_API sfv_result sfv_channel_arm(sfv_channel *ch) {
     int rc;
     SFV__CHECK_ARG(ch && ch->cc, "channel (not in SFV_WAIT_EVENT mode)");
+    SFV__CHECK_ARG(ch->cq, "channel (its destroy failed part-way: destroy it again)"); /* (its CQ gone, its completion channel not) */
     if (ch->armed) return SFV_OK;
     rc = ibv_req_notify_cq(ch->cq, 0);
     if (rc) return sfv__fail_verb("ibv_req_notify_cq", rc);
@@ -4685,6 +4697,7 @@ SFV__SLOW sfv_result sfv__batch_failed(sfv_channel *ch, sfv_pending *pending, si
     sfv__pending_clear(ch, pending, 1);
     if (!posted) return sfv__fail_verb("ibv_post_send", rc);
     sfv__break(ch);
+    sfv__abort(ch); /* its unsignaled part ends only by a flush: now, not at a scope's deadline */
     return sfv__fail(SFV_ERR_BROKEN, rc, "ibv_post_send", "ibv_post_send took %zu work requests of the batch, then failed: %s; the channel is broken",
                      posted, strerror(rc));
 }
@@ -5745,10 +5758,20 @@ static void sfv__settle(sfv_channel *ch, sfv__ring *q, uint64_t from, uint64_t d
 static void sfv__ev_enter(sfv_context *ctx) { while (__atomic_test_and_set(&ctx->ev_lock, __ATOMIC_ACQUIRE)) sched_yield(); }
 static void sfv__ev_leave(sfv_context *ctx) { __atomic_clear(&ctx->ev_lock, __ATOMIC_RELEASE); }
 
+static uint32_t sfv__event_break(sfv_channel *ch, uint8_t cause, sfv_event_type type);
+/* A channel or SRQ made after the device was found deleted (under ev_lock): broken as by its
+   DEVICE_FATAL (sfv__device_probe). The device's verbs may still work (rxe and siw keep a deleted
+   device until the process closes it), and nothing else would ever end its waits. */
+static void sfv__events_gone(sfv_context *ctx, sfv_channel *ch) {
+    if (!ctx->gone) return;
+    SFV__XSET(ch->cq_dead, true);
+    (void)sfv__event_break(ch, SFV__CAUSE_FATAL_EVENT, SFV_EVENT_DEVICE_FATAL);
+}
 static void sfv__events_add_channel(sfv_context *ctx, sfv_channel *ch) {
     sfv__ev_enter(ctx);
     ch->ctx_next = ctx->channels;
     ctx->channels = ch;
+    sfv__events_gone(ctx, ch);
     sfv__ev_leave(ctx);
 }
 static void sfv__events_remove_channel(sfv_context *ctx, sfv_channel *ch) {
@@ -5843,6 +5866,7 @@ static void sfv__event_handle(sfv_context *ctx, const struct ibv_async_event *e,
         break;
     case SFV_EVENT_DEVICE_FATAL: {
         sfv_srq *srq;
+        SFV__XSET(ctx->probe, false); /* once: its node going after it (a NIC with disassociate) adds no second one */
         for (ch = ctx->channels; ch; ch = ch->ctx_next) {
             SFV__XSET(ch->cq_dead, true);
             ev->channels_broken += sfv__event_break(ch, SFV__CAUSE_FATAL_EVENT, ev->type);
@@ -5899,14 +5923,18 @@ static void sfv__event_queue(sfv_context *ctx, const sfv_event *ev) {
    (disassociate) sends DEVICE_FATAL; rxe and siw cannot, so the kernel sends nothing and holds the
    delete until the process closes the device. What shows it is the device's uverbs node leaving
    sysfs (dev_path) at once: whoever reads the events looks for it too, and its absence is handled,
-   once, as a DEVICE_FATAL (queued, raw_type IBV_EVENT_DEVICE_FATAL). One access(2), only where the
-   events are read or an event-mode sleep found nothing (>>events). */
+   once, as a DEVICE_FATAL (queued, raw_type IBV_EVENT_DEVICE_FATAL). The kernel frees its number
+   at once, so a device registered since may have the same path: another node there (another
+   inode) is the deletion too. One stat(2), only where the events are read or an event-mode sleep
+   found nothing (>>events). */
 static void sfv__device_probe(sfv_context *ctx) {
     struct ibv_async_event e;
+    struct stat st;
     sfv_event ev;
-    if (!ctx->probe || SFV__XLOAD(ctx->gone) || access(ctx->ctx->device->dev_path, F_OK) == 0 || errno != ENOENT) return;
+    if (!SFV__XLOAD(ctx->probe) || SFV__XLOAD(ctx->gone)) return;
+    if (stat(ctx->ctx->device->dev_path, &st) == 0 ? st.st_ino == ctx->node : errno != ENOENT) return;
     sfv__ev_enter(ctx);
-    if (ctx->gone) {
+    if (ctx->gone || !ctx->probe) {
         sfv__ev_leave(ctx);
         return;
     }
@@ -6165,6 +6193,7 @@ SAFEVERBS_API sfv_result sfv_create_srq(sfv_pd *pd, const sfv_srq_desc *desc, sf
     sfv__ev_enter(pd->ctx);
     srq->ctx_next = pd->ctx->srqs;
     pd->ctx->srqs = srq;
+    sfv__events_gone(pd->ctx, core);
     sfv__ev_leave(pd->ctx);
     *out = srq;
     return SFV_OK;
@@ -6267,6 +6296,8 @@ SAFEVERBS_API sfv_result sfv_channel_reset(sfv_channel *ch) {
     SFV__CHECK_ARG(ch, "channel");
     if (sfv__scoped(ch))
         return sfv__fail(SFV_ERR_INVALID, EINVAL, "sfv_channel_reset", "the channel is inside an open scope (or many-peer call, or a scope's on_wc): reset it after the scope returns");
+    if (!ch->cq) /* a destroy refused after its CQ went (its completion channel's, or its SRQ's last reference) */
+        return sfv__fail(SFV_ERR_BROKEN, EIO, "sfv_channel_reset", "the channel's destroy failed part-way (its CQ is gone): call sfv_destroy_channel again");
     if (sfv__reset_barred(ch)) return sfv__reset_refused(ch);
     sfv__leases_drop(ch); /* windows bound to the old QP hold it (>>impl leases); its leases end, dead, until revoked */
     if (sfv__inflight(ch) || (ch->qp && !ch->aborted)) sfv__abort(ch); /* everything in flight flushed */

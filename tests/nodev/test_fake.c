@@ -767,6 +767,39 @@ static void t_partial_post(void) {
     tf_close(&e);
 }
 
+/* A send batch the verb takes only part of, inside a scope (no handle): its unsignaled part ends
+   only by a flush, which comes at once (the QP to the error state), so the scope returns with the
+   failure, not at its deadline (60 s here). */
+static sfv_result tf_partial_batch_fn(sfv_channel *ch, void *user) {
+    const sfv_gather_element *g = (const sfv_gather_element *)user;
+    fk_set_partial_post(1);
+    fk_fail_nth(1);
+    return sfv_channel_post_send_batch(ch, g, 1, 3, NULL);
+}
+static void t_partial_batch_in_scope(void) {
+    tf_env e;
+    sfv_channel *a, *b;
+    sfv_channel_desc d;
+    sfv_gather_element g[3];
+    sfv_scope_report rep;
+    double t0;
+    int i;
+    tf_open(&e, 1024);
+    memset(&d, 0, sizeof d);
+    d.timeout_ms = 60000;
+    tf_pair(&e, &d, &a, &b);
+    for (i = 0; i < 3; i++) g[i] = sfv_mr_gather_element(e.mr, e.buf + 8 * i, 8);
+    t0 = test_seconds();
+    CHECK_RESULT(sfv_channel_scope(a, tf_partial_batch_fn, g, &rep), SFV_ERR_SCOPE_FN);
+    CHECK(test_seconds() - t0 < 5.0);
+    CHECK_EQ(rep.fn_result, SFV_ERR_BROKEN);
+    CHECK(sfv_channel_broken(a, NULL));
+    CHECK_EQ(sfv_channel_outstanding(a), 0); /* the part posted: flushed and consumed */
+    CHECK_OK(sfv_destroy_channel(a));
+    CHECK_OK(sfv_destroy_channel(b));
+    tf_close(&e);
+}
+
 typedef struct tf_scope_arg {
     tf_env *e;
     sfv_channel *peer;
@@ -3202,6 +3235,7 @@ static const harness_test TESTS[] = {
     TEST(t_desc_validation, 10),
     TEST(t_choose_gid_failures, 10),
     TEST(t_loopback, 10),
+    TEST(t_partial_batch_in_scope, 90),
     TEST(t_device_deleted, 20),
     TEST(t_two_channels, 10),
     TEST(t_unchecked_elements, 10),
