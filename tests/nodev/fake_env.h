@@ -1,0 +1,62 @@
+/* fake_env.h - what the tests on the fake NIC share: safeverbs.h built with the fake's counted
+   allocator (fk_malloc: told when to fail, and what is left is counted) and the harness, and the
+   set-up of a device, a PD and one registered buffer (tf_open, tf_close: nothing may be left),
+   channels connected through the endpoint's wire format (tf_connect, tf_pair). Included once, by
+   the test file, before anything else. */
+#ifndef FAKE_ENV_H
+#define FAKE_ENV_H
+#define _GNU_SOURCE
+#include "fake_verbs.h" /* the allocator safeverbs.h is given: counted, and told when to fail */
+#define SFV_MALLOC(sz) fk_malloc(sz)
+#define SFV_CALLOC(n, sz) fk_calloc(n, sz)
+#define SFV_FREE(p) fk_free(p)
+#define SFV__ABORT_DRAIN_NS 300000000ull /* 0.3 s: the tests of a NIC that never flushes (fk_set_no_flush) wait that long */
+#define SAFEVERBS_IMPLEMENTATION
+#include "safeverbs.h"
+#include "harness.h"
+
+typedef struct tf_env {
+    sfv_context *ctx;
+    sfv_pd *pd;
+    sfv_mr *mr;
+    unsigned char *buf;
+    size_t len;
+} tf_env;
+
+static inline void tf_open(tf_env *e, size_t len) {
+    memset(e, 0, sizeof *e);
+    e->len = len;
+    e->buf = (unsigned char *)calloc(1, len);
+    CHECK(e->buf);
+    CHECK_OK(sfv_open_device(NULL, &e->ctx));
+    CHECK_OK(sfv_alloc_pd(e->ctx, &e->pd));
+    CHECK_OK(sfv_reg_mr_shared(e->pd, e->buf, len, &e->mr));
+}
+
+/* Tears down and checks that the fake holds nothing any more. */
+static inline void tf_close(tf_env *e) {
+    sfv_dereg_mr(e->mr);
+    sfv_dealloc_pd(e->pd);
+    sfv_close_device(e->ctx);
+    free(e->buf);
+    CHECK_EQ(fk_live_total(), 0);
+}
+
+static inline void tf_connect(sfv_channel *a, sfv_channel *b) {
+    sfv_endpoint ea, eb;
+    uint8_t blob[SFV_ENDPOINT_ENCODED_SIZE];
+    CHECK_OK(sfv_channel_endpoint(a, &ea));
+    CHECK_OK(sfv_channel_endpoint(b, &eb));
+    sfv_endpoint_encode(&ea, blob); /* through the wire format, as a program does */
+    CHECK_OK(sfv_endpoint_decode(blob, sizeof blob, &ea));
+    CHECK_OK(sfv_channel_handshake(b, &ea));
+    if (a != b) CHECK_OK(sfv_channel_handshake(a, &eb));
+}
+
+static inline void tf_pair(tf_env *e, const sfv_channel_desc *d, sfv_channel **a, sfv_channel **b) {
+    CHECK_OK(sfv_create_channel(e->pd, d, a));
+    CHECK_OK(sfv_create_channel(e->pd, d, b));
+    tf_connect(*a, *b);
+}
+
+#endif

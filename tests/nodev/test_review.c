@@ -1,0 +1,401 @@
+/* test_review.c - tests from hostile reviews (session 20) on the fake NIC: each failed on the
+   header before its fix. (a) multi-channels, nodes, SRQs, leases; (b) devices, GIDs, MRs,
+   wrapping; (c) a device deleted while open, and channels kept by a refused destroy. */
+#include "fake_env.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+
+/* ---- review a ---- */
+/* test_review20a.c - review of multi-channels, nodes, SRQs and leases on the fake NIC: an SRQ's
+   last reference dropped by a channel's destroy that the SRQ's destroy refuses, and a launcher's
+   rank or size that is no decimal number. */
+
+/* An SRQ whose caller's reference is gone goes with its last channel. When that channel's
+   destroy finds the SRQ's destroy refused (ibv_destroy_srq, or then its CQ's ibv_destroy_cq),
+   the failure is reported, not SFV_OK with the SRQ, its CQ, PD and context left behind for good
+   (and the verb's failure in sfv_last_error after a success), and the destroy can be repeated,
+   which frees everything, the SRQ's receives flushed. */
+static void tr_srq_channel(tf_env *e, sfv_srq **srq, sfv_channel **a, sfv_pending *rx) {
+    sfv_channel_desc d;
+    sfv_scatter_element s = sfv_mr_scatter_element(e->mr, e->buf, 64);
+    CHECK_OK(sfv_create_srq(e->pd, NULL, srq));
+    memset(&d, 0, sizeof d);
+    d.srq = *srq;
+    CHECK_OK(sfv_create_channel(e->pd, &d, a));
+    CHECK_OK(sfv_srq_post_receive(*srq, &s, 1, rx)); /* still posted when the SRQ goes */
+    CHECK_OK(sfv_destroy_srq(*srq)); /* the caller's reference: the channel keeps the SRQ */
+}
+static void t_srq_last_ref_destroy_fails(void) {
+    tf_env e;
+    sfv_srq *srq;
+    sfv_channel *a;
+    sfv_pending rx;
+    long i, n, second_cq = 0;
+    int seen = 0;
+    tf_open(&e, 4096);
+    tr_srq_channel(&e, &srq, &a, &rx);
+    fk_fail_name("ibv_destroy_srq", 1);
+    CHECK_RESULT(sfv_destroy_channel(a), SFV_ERR_DRIVER);
+    CHECK(strcmp(sfv_last_error()->verb, "ibv_destroy_srq") == 0);
+    fk_fail_name("ibv_destroy_srq", 0);
+    CHECK_OK(sfv_destroy_channel(a)); /* the retry frees the rest */
+    CHECK_EQ(fk_live(FK_CQ), 0);
+    /* the SRQ's CQ refuses (its SRQ is gone by then): the same */
+    tr_srq_channel(&e, &srq, &a, &rx);
+    fk_fail_nth(0); /* (counts the calls from here) */
+    CHECK_OK(sfv_destroy_channel(a));
+    for (i = 1, n = fk_calls(); i <= n && !second_cq; i++)
+        if (fk_call_name(i) && strcmp(fk_call_name(i), "ibv_destroy_cq") == 0 && ++seen == 2) second_cq = i;
+    CHECK(second_cq > 0);
+    tr_srq_channel(&e, &srq, &a, &rx);
+    fk_fail_nth(second_cq);
+    CHECK_RESULT(sfv_destroy_channel(a), SFV_ERR_DRIVER);
+    CHECK(fk_failed() && strcmp(fk_failed(), "ibv_destroy_cq") == 0);
+    fk_fail_nth(0);
+    CHECK_OK(sfv_destroy_channel(a));
+    CHECK_EQ(fk_live(FK_CQ), 0);
+    tf_close(&e);
+}
+
+/* A launcher's variable that is no plain decimal number is refused: strtoull takes " -1" (a
+   leading blank hides the sign from a test of the first byte) as 2^64 - 1, which passed as a
+   world of SIZE_MAX ranks. */
+static void t_launcher_rank_negative_size(void) {
+    static const char *const bad[][2] = {{"0", " -1"}, {"0", "\t-2"}, {" -1", "4"}};
+    size_t i, r = 9, n = 9;
+    for (i = 0; i < COUNT_OF(bad); i++) {
+        unsetenv("PMI_RANK"); unsetenv("PMI_SIZE"); unsetenv("SLURM_PROCID"); unsetenv("SLURM_NTASKS");
+        setenv("OMPI_COMM_WORLD_RANK", bad[i][0], 1);
+        setenv("OMPI_COMM_WORLD_SIZE", bad[i][1], 1);
+        CHECK_RESULT(sfv_launcher_rank(&r, &n), SFV_ERR_INVALID);
+        CHECK(r == 0 && n == 0);
+    }
+    setenv("OMPI_COMM_WORLD_RANK", "1", 1);
+    setenv("OMPI_COMM_WORLD_SIZE", "4", 1);
+    CHECK_OK(sfv_launcher_rank(&r, &n));
+    CHECK(r == 1 && n == 4);
+}
+
+/* ---- review b ---- */
+/* test_review20b.c - from a hostile review of devices, GIDs, MRs and wrapping, on the fake NIC of
+   fake_verbs.c: each test failed on the header before its fix. */
+
+/* A DMA-BUF MR is addressed at its iova (sfv_mr_addr says so): rdma-core's ibv_reg_dmabuf_mr
+   sets mr->addr to the offset into the buffer, which is not where the NIC addresses it. Its
+   region, containment and elements are the iova's. */
+static void t_dmabuf_mr_at_iova(void) {
+    sfv_context *ctx;
+    sfv_pd *pd;
+    sfv_mr *mr;
+    sfv_gather_element g;
+    const uint64_t offset = 0x10, iova = 0x200000010ull;
+    fk_set_dmabuf(true);
+    CHECK_OK(sfv_open_device(NULL, &ctx));
+    CHECK_OK(sfv_alloc_pd(ctx, &pd));
+    CHECK_OK(sfv_reg_dmabuf_mr_shared(pd, 3, offset, 4096, iova, &mr));
+    CHECK_EQ(sfv_mr_addr(mr), iova);
+    CHECK_EQ(sfv_mr_length(mr), 4096);
+    CHECK_EQ(sfv_mr_remote(mr).addr, iova);
+    CHECK(sfv_mr_encloses(mr, (const void *)(uintptr_t)iova, 4096));
+    CHECK(!sfv_mr_encloses(mr, (const void *)(uintptr_t)offset, 1));
+    CHECK_OK(sfv_mr_gather_element_checked(mr, (const void *)(uintptr_t)(iova + 8), 64, &g));
+    CHECK(g.addr == iova + 8 && g.length == 64 && g.lkey == sfv_mr_lkey(mr));
+    CHECK_OK(sfv_dereg_mr(mr));
+    CHECK_OK(sfv_dealloc_pd(pd));
+    CHECK_OK(sfv_close_device(ctx));
+    CHECK_EQ(fk_live_total(), 0);
+}
+
+/* A GID table longer than 256 entries (rxe's has 1024) whose best GID sits past index 255: a
+   queue pair's GRH takes an 8-bit sgid_index, so sfv_choose_gid must pick among 0 .. 255, and a
+   channel must use the index it chose (it truncated 280 to 24, an empty entry, and advertised
+   the GID of 280: the handshake failed). */
+static void t_choose_gid_past_255(void) {
+    sfv_context *ctx;
+    sfv_pd *pd;
+    sfv_channel *a, *b;
+    sfv_channel_desc d, r;
+    sfv_endpoint ea, eb;
+    sfv_gid_entry e;
+    uint32_t i = 77;
+    fk_set_gid_table(300, 280);
+    CHECK_OK(sfv_open_device(NULL, &ctx));
+    CHECK_OK(sfv_query_gid(ctx, 1, 280, &e)); /* there, and the best */
+    CHECK_EQ(sfv_gid_preference(&e), 4);
+    CHECK_OK(sfv_choose_gid(ctx, 1, &i));
+    CHECK(i <= 255);
+    CHECK_OK(sfv_alloc_pd(ctx, &pd));
+    memset(&d, 0, sizeof d);
+    CHECK_OK(sfv_channel_desc_resolve(pd, &d, &r));
+    CHECK(r.gid_index_set && r.gid_index == i);
+    CHECK_OK(sfv_create_channel(pd, &d, &a));
+    CHECK_OK(sfv_create_channel(pd, &d, &b));
+    CHECK_OK(sfv_channel_endpoint(a, &ea));
+    CHECK_OK(sfv_channel_endpoint(b, &eb));
+    CHECK_OK(sfv_query_gid(ctx, 1, sfv_channel_get_desc(a)->gid_index, &e));
+    CHECK(ea.has_gid && memcmp(&e.gid, &ea.gid, sizeof e.gid) == 0); /* the GID it advertises is the one it uses */
+    CHECK_OK(sfv_channel_handshake(a, &eb));
+    CHECK_OK(sfv_channel_handshake(b, &ea));
+    CHECK_OK(sfv_destroy_channel(a));
+    CHECK_OK(sfv_destroy_channel(b));
+    CHECK_OK(sfv_dealloc_pd(pd));
+    CHECK_OK(sfv_close_device(ctx));
+    CHECK_EQ(fk_live_total(), 0);
+}
+
+static int g_errors;
+static char g_first[320];
+static void count_errors(void *user, sfv_log_level level, const char *message) {
+    (void)user;
+    if (level == SFV_LOG_ERROR && g_errors++ == 0) snprintf(g_first, sizeof g_first, "%s", message);
+}
+
+/* The log's errors are the failures a call records in sfv_last_error: a successful
+   sfv_choose_gid (or channel creation, which picks a GID) records none, and logs none for the
+   empty table entries it skips (an InfiniBand port: one GID, the rest of the table empty; a
+   real one has 128 entries, so a channel logged 127 errors). */
+static void t_choose_gid_logs_no_error(void) {
+    sfv_context *ctx;
+    sfv_pd *pd;
+    sfv_channel *ch;
+    sfv_channel_desc d;
+    uint32_t i = 77;
+    fk_set_link_layer(1); /* InfiniBand: GID 0, then 3 empty entries */
+    CHECK_OK(sfv_open_device(NULL, &ctx));
+    CHECK_OK(sfv_alloc_pd(ctx, &pd));
+    sfv_set_log(count_errors, NULL, SFV_LOG_ERROR);
+    CHECK_OK(sfv_choose_gid(ctx, 1, &i));
+    CHECK_EQ(i, 0);
+    memset(&d, 0, sizeof d);
+    CHECK_OK(sfv_create_channel(pd, &d, &ch));
+    if (g_errors) FAIL("%d errors logged by calls that succeeded; the first: %s", g_errors, g_first);
+    CHECK_RESULT(sfv_query_gid(ctx, 1, 2, &(sfv_gid_entry){0}), SFV_ERR_NOT_FOUND); /* a call that fails still logs */
+    CHECK_EQ(g_errors, 1);
+    sfv_set_log(NULL, NULL, SFV_LOG_OFF);
+    CHECK_OK(sfv_destroy_channel(ch));
+    CHECK_OK(sfv_dealloc_pd(pd));
+    CHECK_OK(sfv_close_device(ctx));
+    CHECK_EQ(fk_live_total(), 0);
+}
+
+/* A refusal names the function that was called (sfv_error.verb), not one it calls. */
+static void t_choose_gid_null_context(void) {
+    uint32_t i = 77;
+    CHECK_RESULT(sfv_choose_gid(NULL, 1, &i), SFV_ERR_INVALID);
+    CHECK_EQ(i, 0);
+    if (strcmp(sfv_last_error()->verb, "sfv_choose_gid") != 0) FAIL("verb %s: %s", sfv_last_error()->verb, sfv_last_error()->message);
+}
+
+/* sfv_context_wrap: "on failure `raw` is still yours": as it was, its async fd's flags included
+   (it made the fd non-blocking before refusing a port that is down). */
+static void t_wrap_keeps_async_fd(void) {
+    struct ibv_device **devs;
+    struct ibv_context *raw;
+    sfv_context *c = NULL;
+    int n = 0, fl0;
+    devs = ibv_get_device_list(&n);
+    CHECK(devs && n >= 1);
+    raw = ibv_open_device(devs[0]);
+    ibv_free_device_list(devs);
+    CHECK(raw != NULL);
+    fl0 = fcntl(raw->async_fd, F_GETFL);
+    CHECK(fl0 >= 0 && !(fl0 & O_NONBLOCK));
+    fk_set_port_state(1); /* DOWN */
+    CHECK_RESULT(sfv_context_wrap(raw, false, &c), SFV_ERR_RESOURCE);
+    CHECK(c == NULL);
+    CHECK_EQ(fcntl(raw->async_fd, F_GETFL), fl0);
+    fk_set_port_state(4);
+    CHECK_OK(sfv_context_wrap(raw, false, &c));
+    CHECK(fcntl(raw->async_fd, F_GETFL) & O_NONBLOCK); /* safeverbs reads the events without blocking */
+    CHECK_OK(sfv_close_device(c));
+    CHECK_EQ(ibv_close_device(raw), 0);
+    CHECK_EQ(fk_live_total(), 0);
+}
+
+/* ---- review c ---- */
+/* test_review20c.c - review of b4c4328 on the fake NIC: a device deleted while open (its uverbs
+   node gone, sfv__device_probe) and a channel kept by a destroy that its SRQ's last reference
+   refused. Each test failed on the header before its fix. */
+
+/* A file standing in for fake0's uverbs node, there at open. */
+static void tr_node(char *path) {
+    const int fd = mkstemp(path);
+    CHECK(fd >= 0);
+    close(fd);
+    fk_set_dev_path(path);
+}
+static size_t tr_count(const sfv_event *ev, size_t n, sfv_event_type t) {
+    size_t i, k = 0;
+    for (i = 0; i < n; i++) k += ev[i].type == t;
+    return k;
+}
+
+/* A destroy that the SRQ's last reference refused keeps the channel "valid" (>>channel), its QP,
+   CQ and completion channel gone. A reset of it, documented to recover a broken channel, drained
+   its CQ: ibv_poll_cq(NULL), a crash. It is refused now (destroy it again), and the destroy's
+   retry still frees everything. */
+static void t_reset_after_srq_refused_destroy(void) {
+    tf_env e;
+    sfv_srq *srq;
+    sfv_channel *a;
+    sfv_channel_desc d;
+    sfv_pending rx;
+    sfv_scatter_element s;
+    tf_open(&e, 4096);
+    s = sfv_mr_scatter_element(e.mr, e.buf, 64);
+    CHECK_OK(sfv_create_srq(e.pd, NULL, &srq));
+    memset(&d, 0, sizeof d);
+    d.srq = srq;
+    CHECK_OK(sfv_create_channel(e.pd, &d, &a));
+    CHECK_OK(sfv_srq_post_receive(srq, &s, 1, &rx));
+    CHECK_OK(sfv_destroy_srq(srq)); /* the channel holds the last reference */
+    fk_fail_name("ibv_destroy_srq", 1);
+    CHECK_RESULT(sfv_destroy_channel(a), SFV_ERR_DRIVER);
+    fk_fail_name("ibv_destroy_srq", 0);
+    CHECK(sfv_channel_broken(a, NULL));
+    CHECK_RESULT(sfv_channel_reset(a), SFV_ERR_BROKEN);
+    CHECK(sfv_channel_broken(a, NULL));
+    CHECK_OK(sfv_destroy_channel(a));
+    tf_close(&e);
+}
+
+/* The same for a destroy refused by ibv_destroy_comp_channel (event mode): its CQ is gone, and
+   sfv_channel_arm (the channel still has a completion channel) armed ibv_req_notify_cq(NULL). */
+static void t_arm_after_cc_refused_destroy(void) {
+    tf_env e;
+    sfv_channel *a;
+    sfv_channel_desc d;
+    tf_open(&e, 4096);
+    memset(&d, 0, sizeof d);
+    d.wait_mode = SFV_WAIT_EVENT;
+    CHECK_OK(sfv_create_channel(e.pd, &d, &a));
+    fk_fail_name("ibv_destroy_comp_channel", 1);
+    CHECK_RESULT(sfv_destroy_channel(a), SFV_ERR_DRIVER);
+    fk_fail_name("ibv_destroy_comp_channel", 0);
+    CHECK_RESULT(sfv_channel_arm(a), SFV_ERR_INVALID);
+    CHECK_RESULT(sfv_channel_reset(a), SFV_ERR_BROKEN);
+    CHECK_OK(sfv_destroy_channel(a));
+    tf_close(&e);
+}
+
+/* A channel made after the deletion was noticed (on rxe its verbs still work: the kernel keeps
+   the device until the process closes it) was never broken: the probe had fired, once, and a
+   receive on it waited to its deadline (the TIMEOUT this change was to end). Now it is broken at
+   once, as a channel on the context when a DEVICE_FATAL is read. */
+static void t_channel_made_after_deletion(void) {
+    char path[] = "/tmp/sfv_r20c_uverbsXXXXXX";
+    tf_env e;
+    sfv_channel *a, *b;
+    sfv_pending rx;
+    sfv_work_completion wc;
+    sfv_scatter_element in;
+    sfv_event ev[8];
+    sfv_event_type by = SFV_EVENT_OTHER;
+    size_t n = 0;
+    sfv_result r;
+    double t0;
+    tr_node(path);
+    tf_open(&e, 4096);
+    CHECK_OK(sfv_create_channel(e.pd, NULL, &a));
+    CHECK(unlink(path) == 0);
+    CHECK_OK(sfv_context_events(e.ctx, ev, 8, &n)); /* noticed here: a is broken */
+    CHECK_EQ(tr_count(ev, n, SFV_EVENT_DEVICE_FATAL), 1);
+    CHECK(sfv_channel_broken(a, NULL));
+    r = sfv_create_channel(e.pd, NULL, &b); /* refused, or made broken */
+    if (r == SFV_OK) {
+        sfv_endpoint eb;
+        CHECK_OK(sfv_channel_endpoint(b, &eb));
+        if (sfv_channel_handshake(b, &eb) == SFV_OK) { /* nothing broke it: a receive waits */
+            in = sfv_mr_scatter_element(e.mr, e.buf, 32);
+            t0 = test_seconds();
+            CHECK_OK(sfv_channel_post_receive(b, &in, 1, &rx));
+            r = sfv_pending_wait(&rx, 1500, &wc);
+            if (r == SFV_ERR_TIMEOUT) FAIL("a receive on a channel made after the deletion waited %.2f s to its deadline", test_seconds() - t0);
+            CHECK_EQ(r, SFV_ERR_WORK);
+            CHECK_EQ(wc.error_class, SFV_WORK_ERROR_FATAL);
+        }
+        CHECK(sfv_channel_broken(b, &by));
+        CHECK_EQ(by, SFV_EVENT_DEVICE_FATAL);
+        CHECK_OK(sfv_destroy_channel(b));
+    }
+    CHECK_OK(sfv_destroy_channel(a));
+    tf_close(&e);
+    fk_set_dev_path(NULL);
+}
+
+/* A NIC with disassociate sends DEVICE_FATAL and then its uverbs node goes: one deletion, one
+   DEVICE_FATAL (>>events: "the event is queued as one"), not the device's and a second one made
+   up by the probe (with its log line saying the device was deleted, 0 channels broken). */
+static void t_device_fatal_then_node_gone(void) {
+    char path[] = "/tmp/sfv_r20c_uverbsXXXXXX";
+    tf_env e;
+    sfv_channel *a;
+    sfv_event ev[8];
+    size_t n = 0, fatal = 0;
+    tr_node(path);
+    tf_open(&e, 4096);
+    CHECK_OK(sfv_create_channel(e.pd, NULL, &a));
+    fk_inject_async_event(sfv_context_raw(e.ctx), IBV_EVENT_DEVICE_FATAL, NULL, 0);
+    CHECK_OK(sfv_context_events(e.ctx, ev, 8, &n));
+    fatal += tr_count(ev, n, SFV_EVENT_DEVICE_FATAL);
+    CHECK(unlink(path) == 0); /* the kernel removes the node after the event */
+    CHECK_OK(sfv_context_events(e.ctx, ev, 8, &n));
+    fatal += tr_count(ev, n, SFV_EVENT_DEVICE_FATAL);
+    CHECK_EQ(fatal, 1);
+    CHECK_OK(sfv_destroy_channel(a));
+    tf_close(&e);
+    fk_set_dev_path(NULL);
+}
+
+/* The kernel frees a deleted device's uverbs number at once (ib_uverbs_remove_one: ida_free
+   before it waits for the process), so a device registered meanwhile (rxe added again, another
+   NIC) takes the same node, /sys/class/infiniband_verbs/uverbsN. Where the probe had not looked in
+   between, the path was there again and the deletion was never seen: a receive waited to its
+   deadline. The node is another one (another inode): that is the deletion too. */
+static void t_node_taken_by_another_device(void) {
+    char path[] = "/tmp/sfv_r20c_uverbsXXXXXX", other[] = "/tmp/sfv_r20c_otherXXXXXX";
+    tf_env e;
+    sfv_channel *a;
+    sfv_pending rx;
+    sfv_work_completion wc;
+    sfv_scatter_element in;
+    sfv_result r;
+    int fd;
+    double t0;
+    tr_node(path);
+    tf_open(&e, 4096);
+    CHECK_OK(sfv_create_channel(e.pd, NULL, &a));
+    tf_connect(a, a);
+    in = sfv_mr_scatter_element(e.mr, e.buf, 32);
+    CHECK_OK(sfv_channel_post_receive(a, &in, 1, &rx));
+    fd = mkstemp(other); /* made while the first is there: another inode */
+    CHECK(fd >= 0);
+    close(fd);
+    CHECK(rename(other, path) == 0); /* the node deleted and another device's in its place */
+    t0 = test_seconds();
+    r = sfv_pending_wait(&rx, 1500, &wc);
+    if (r == SFV_ERR_TIMEOUT) FAIL("the deletion was not seen: the receive waited %.2f s to its deadline", test_seconds() - t0);
+    CHECK_EQ(r, SFV_ERR_WORK);
+    CHECK_EQ(wc.error_class, SFV_WORK_ERROR_FATAL);
+    CHECK_OK(sfv_destroy_channel(a));
+    tf_close(&e);
+    unlink(path);
+    fk_set_dev_path(NULL);
+}
+
+static const harness_test TESTS[] = {
+    TEST(t_launcher_rank_negative_size, 10),
+    TEST(t_srq_last_ref_destroy_fails, 10),
+    TEST(t_dmabuf_mr_at_iova, 10),
+    TEST(t_choose_gid_past_255, 10),
+    TEST(t_choose_gid_logs_no_error, 10),
+    TEST(t_choose_gid_null_context, 10),
+    TEST(t_wrap_keeps_async_fd, 10),
+    TEST(t_reset_after_srq_refused_destroy, 10),
+    TEST(t_arm_after_cc_refused_destroy, 10),
+    TEST(t_channel_made_after_deletion, 10),
+    TEST(t_device_fatal_then_node_gone, 10),
+    TEST(t_node_taken_by_another_device, 10),
+};
+int main(int argc, char **argv) { return harness_main(argc, argv, TESTS, COUNT_OF(TESTS)); }
