@@ -4408,6 +4408,7 @@ SFV__SLOW void sfv__async_abort(sfv_channel *ch) {
         const uint64_t deadline = sfv__now_ns() + SFV__ABORT_DRAIN_NS;
         uint64_t seq;
         sfv_channel *c;
+        bool stopped = true;
         /* before its receives are said done (their buffers the program's again), no queue pair may
            take one: every channel on it stops (an SRQ and its channels are one thread's), all of
            them first, then their flushes are drained within one deadline (not one each) */
@@ -4421,8 +4422,12 @@ SFV__SLOW void sfv__async_abort(sfv_channel *ch) {
             if (c->abort_pending) {
                 c->abort_pending = false;
                 sfv__abort_end(c, c->abort_flushing, deadline);
+                /* a QP the move to ERR missed takes the SRQ's receives though none of its own work
+                   is left (sfv__abort_end destroys only a QP with some): destroyed, or the
+                   receives stay the NIC's (in flight, >>impl inflight) */
+                if (c->qp && !c->abort_flushing && !sfv__destroy_qp(c)) stopped = false;
             }
-        for (seq = ch->rq.tail; seq < ch->rq.head; seq++) {
+        for (seq = ch->rq.tail; stopped && seq < ch->rq.head; seq++) {
             sfv__slot *s = &ch->rq.slots[seq & ch->rq.mask];
             if (s->state == SFV__SLOT_INFLIGHT && s->seq == seq) {
                 sfv__finish_quiet(s, true);
@@ -5705,14 +5710,18 @@ SAFEVERBS_API sfv_result sfv_channel_fetch_add(sfv_channel *ch, const sfv_scatte
 /* >>impl scopes ----------------------------------------------------------------------------- */
 /* Waits for work request `seq` of q until `deadline` and consumes it into wc. If the wait
    fails (the deadline passed), the channel is aborted first, so the work is flushed and its
-   buffers are free. Returns what the wait returned. */
+   buffers are free. Returns what the wait returned. Work the abort could not end is not
+   consumed: it stays posted, its buffers the NIC's (and in flight, >>impl inflight) until the
+   channel is destroyed, as after a blocking call's (sfv__abort_consume). */
 static sfv_result sfv__take_by(sfv_channel *ch, sfv__ring *q, uint64_t seq, uint64_t deadline, sfv_work_completion *wc) {
     sfv__slot *s = &q->slots[seq & q->mask];
     sfv_result w = SFV_OK;
     if (!sfv__slot_done(q, s, seq) && (w = sfv__wait_slot(ch, q, s, seq, &deadline, 0, false)) != SFV_OK) sfv__abort(ch);
     if (!sfv__slot_done(q, s, seq)) { /* the abort could not end it: never a success, and said so */
-        sfv__finish_quiet(s, true);
-        w = sfv__stuck();
+        sfv__slot stuck = *s;
+        sfv__finish_quiet(&stuck, true);
+        sfv__wc_make(wc, &stuck);
+        return sfv__stuck();
     }
     sfv__wc_make(wc, s);
     sfv__release(q, s);

@@ -1,0 +1,174 @@
+/* test_inflight_fake.c - SFV_TRACK_INFLIGHT (>>impl inflight) on the fake NIC, in a debug build
+   whatever the Makefile's CFLAGS say: memory the NIC may still touch stays tracked. Here, work a
+   scope's or a many-peer call's deadline could not stop (moving the queue pair to ERR and
+   destroying it both refused): the call says SFV_ERR_DRIVER, "its buffers are still the NIC's",
+   so they must stay in flight (a post over them is a broken contract) until the channel is
+   destroyed, as after a blocking call that could not stop its work. SFV_ASSERT reports and
+   returns here (the header lets a program define it so), so the test counts broken contracts.
+   And an SRQ's failure, whose receives are said done only once no queue pair on it can take one:
+   a channel whose move to ERR is refused is not stopped until its queue pair is destroyed. */
+#define _GNU_SOURCE
+#undef NDEBUG
+#ifndef SFV_DEBUG
+#define SFV_DEBUG 1
+#endif
+#include "fake_verbs.h"
+static int asserts; /* contracts broken so far */
+#define SFV_ASSERT(c)            \
+    do {                         \
+        if (!(c)) asserts++;     \
+    } while (0)
+#include "fake_env.h"
+
+static sfv_scatter_element ti_s;
+
+/* The scope's receive (nobody sends), then the verbs that could stop it refuse. */
+static sfv_result ti_post_stuck(sfv_channel *ch, void *user) {
+    (void)user;
+    CHECK_OK(sfv_channel_post_receive(ch, &ti_s, 1, NULL));
+    fk_fail_name("ibv_modify_qp", 1);
+    fk_fail_name("ibv_destroy_qp", 1);
+    return SFV_OK;
+}
+
+/* After the stuck work: it still holds its place, and its bytes are still in flight. */
+static void ti_still_in_flight(tf_env *e, sfv_channel *stuck, sfv_channel *other) {
+    sfv_pending p;
+    int before = asserts;
+    CHECK_RESULT(sfv_channel_post_receive(other, &ti_s, 1, &p), SFV_ERR_INVALID); /* the NIC may still write them */
+    CHECK(asserts > before);
+    CHECK_EQ(sfv_channel_outstanding(stuck), 1); /* still posted */
+    before = asserts;
+    CHECK_RESULT(sfv_dereg_mr(e->mr), SFV_ERR_INVALID); /* ... through this MR */
+    CHECK(asserts > before);
+    CHECK_OK(sfv_destroy_channel(stuck)); /* the verbs work again: the destroy stops it */
+    CHECK_EQ(sfv_channel_outstanding(other), 0);
+    CHECK_OK(sfv_channel_post_receive(other, &ti_s, 1, &p)); /* the program's again */
+}
+
+static void t_scope_cannot_stop(void) {
+    tf_env e;
+    sfv_channel *a, *b;
+    sfv_channel_desc d;
+    sfv_scope_report rep;
+    tf_open(&e, 4096);
+    memset(&d, 0, sizeof d);
+    d.timeout_ms = 100;
+    tf_pair(&e, &d, &a, &b);
+    ti_s = sfv_mr_scatter_element(e.mr, e.buf, 64);
+    CHECK_RESULT(sfv_channel_scope(a, ti_post_stuck, NULL, &rep), SFV_ERR_SCOPE_AUTOPOLL);
+    CHECK_EQ(rep.failed, 1);
+    CHECK_EQ(rep.first_error.result, SFV_ERR_DRIVER);
+    ti_still_in_flight(&e, a, b);
+    CHECK_OK(sfv_destroy_channel(b));
+    tf_close(&e);
+}
+
+static void t_many_peer_cannot_stop(void) {
+    tf_env e;
+    sfv_multi_channel *m;
+    sfv_channel *b;
+    sfv_channel_desc d;
+    sfv_endpoint em, eb;
+    sfv_peer_receive req;
+    sfv_work_completion wc;
+    tf_open(&e, 4096);
+    memset(&d, 0, sizeof d);
+    d.timeout_ms = 100;
+    CHECK_OK(sfv_create_multi_channel(e.pd, 1, &d, &m));
+    CHECK_OK(sfv_create_channel(e.pd, &d, &b));
+    CHECK_OK(sfv_multi_channel_endpoints(m, &em, 1));
+    CHECK_OK(sfv_channel_endpoint(b, &eb));
+    CHECK_OK(sfv_channel_handshake(b, &em));
+    CHECK_OK(sfv_multi_channel_handshake(m, &eb, 1));
+    ti_s = sfv_mr_scatter_element(e.mr, e.buf, 64);
+    req.peer = 0;
+    req.sges = &ti_s;
+    req.n = 1;
+    fk_fail_name("ibv_modify_qp", 1);
+    fk_fail_name("ibv_destroy_qp", 1);
+    CHECK_RESULT(sfv_multi_channel_gather_receive(m, &req, 1, &wc), SFV_ERR_DRIVER); /* nobody sends */
+    CHECK_EQ(wc.result, SFV_ERR_DRIVER);
+    {
+        sfv_pending p;
+        int before = asserts;
+        CHECK_RESULT(sfv_channel_post_receive(b, &ti_s, 1, &p), SFV_ERR_INVALID); /* the NIC may still write them */
+        CHECK(asserts > before);
+    }
+    CHECK_EQ(sfv_channel_outstanding(sfv_multi_channel_peer(m, 0)), 1); /* still posted */
+    CHECK_OK(sfv_destroy_multi_channel(m));
+    CHECK_OK(sfv_destroy_channel(b));
+    tf_close(&e);
+}
+
+/* An SRQ whose CQ failed, with a channel on it (its receives from the SRQ) and its peer. */
+typedef struct ti_srq { tf_env e; sfv_srq *srq; sfv_channel *a, *b; sfv_pending rx; } ti_srq;
+static void ti_srq_fail(ti_srq *t, bool destroy_refused) {
+    sfv_channel_desc d;
+    tf_open(&t->e, 4096);
+    CHECK_OK(sfv_create_srq(t->e.pd, NULL, &t->srq));
+    memset(&d, 0, sizeof d);
+    d.timeout_ms = 100;
+    d.srq = t->srq;
+    CHECK_OK(sfv_create_channel(t->e.pd, &d, &t->a));
+    d.srq = NULL;
+    CHECK_OK(sfv_create_channel(t->e.pd, &d, &t->b));
+    tf_connect(t->a, t->b);
+    ti_s = sfv_mr_scatter_element(t->e.mr, t->e.buf, 64);
+    CHECK_OK(sfv_srq_post_receive(t->srq, &ti_s, 1, &t->rx));
+    fk_fail_name("ibv_modify_qp", 1); /* the channel's move to ERR */
+    if (destroy_refused) fk_fail_name("ibv_destroy_qp", 1);
+    fk_inject_async_event(sfv_context_raw(t->e.ctx), IBV_EVENT_CQ_ERR, sfv_channel_raw_qp(t->a)->recv_cq, 0);
+}
+static void ti_srq_close(ti_srq *t) {
+    CHECK_OK(sfv_destroy_channel(t->a));
+    CHECK_OK(sfv_destroy_channel(t->b));
+    CHECK_OK(sfv_destroy_srq(t->srq));
+    tf_close(&t->e);
+}
+
+/* The move to ERR refused: the queue pair is destroyed before the receive is said flushed, so
+   no message lands in the buffer the program has back. */
+static void t_srq_failure_stops_unmoved_qp(void) {
+    ti_srq t;
+    sfv_gather_element g;
+    sfv_work_completion wc;
+    sfv_pending tx;
+    ti_srq_fail(&t, false);
+    CHECK_RESULT(sfv_pending_wait(&t.rx, -1, &wc), SFV_ERR_WORK);
+    CHECK_EQ(wc.status, SFV_WC_WR_FLUSH_ERR);
+    CHECK(sfv_channel_raw_qp(t.a) == NULL); /* stopped */
+    memset(t.e.buf, 0, 64); /* the program's again */
+    memset(t.e.buf + 1024, 0x77, 16);
+    g = sfv_mr_gather_element(t.e.mr, t.e.buf + 1024, 16);
+    CHECK_OK(sfv_channel_post_send(t.b, &g, 1, &tx));
+    CHECK(sfv_pending_wait(&tx, 300, NULL) != SFV_OK); /* no receiver: never delivered */
+    CHECK_EQ(t.e.buf[0], 0);
+    ti_srq_close(&t);
+}
+
+/* Destroying it refused too: the receive stays the NIC's (in flight) until the SRQ goes. */
+static void t_srq_failure_cannot_stop(void) {
+    ti_srq t;
+    sfv_pending p;
+    int before;
+    ti_srq_fail(&t, true);
+    CHECK(sfv_pending_wait(&t.rx, 50, NULL) != SFV_ERR_WORK); /* never "flushed, buffers free" */
+    before = asserts;
+    CHECK_RESULT(sfv_channel_post_receive(t.b, &ti_s, 1, &p), SFV_ERR_INVALID); /* the NIC may still write them */
+    CHECK(asserts > before);
+    CHECK_OK(sfv_destroy_channel(t.a)); /* the verbs work again */
+    CHECK_OK(sfv_destroy_srq(t.srq));
+    CHECK_OK(sfv_channel_post_receive(t.b, &ti_s, 1, &p)); /* the program's again */
+    CHECK_OK(sfv_destroy_channel(t.b));
+    tf_close(&t.e);
+}
+
+static const harness_test TESTS[] = {
+    TEST(t_scope_cannot_stop, 10),
+    TEST(t_many_peer_cannot_stop, 10),
+    TEST(t_srq_failure_stops_unmoved_qp, 10),
+    TEST(t_srq_failure_cannot_stop, 10),
+};
+
+int main(int argc, char **argv) { return harness_main(argc, argv, TESTS, COUNT_OF(TESTS)); }
