@@ -5767,14 +5767,12 @@ static void sfv__settle(sfv_channel *ch, sfv__ring *q, uint64_t from, uint64_t d
 static void sfv__ev_enter(sfv_context *ctx) { while (__atomic_test_and_set(&ctx->ev_lock, __ATOMIC_ACQUIRE)) sched_yield(); }
 static void sfv__ev_leave(sfv_context *ctx) { __atomic_clear(&ctx->ev_lock, __ATOMIC_RELEASE); }
 
-static uint32_t sfv__event_break(sfv_channel *ch, uint8_t cause, sfv_event_type type);
+static uint32_t sfv__event_break_dead(sfv_channel *ch, sfv_event_type type);
 /* A channel or SRQ made after the device was found deleted (under ev_lock): broken as by its
    DEVICE_FATAL (sfv__device_probe). The device's verbs may still work (rxe and siw keep a deleted
    device until the process closes it), and nothing else would ever end its waits. */
 static void sfv__events_gone(sfv_context *ctx, sfv_channel *ch) {
-    if (!ctx->gone) return;
-    SFV__XSET(ch->cq_dead, true);
-    (void)sfv__event_break(ch, SFV__CAUSE_FATAL_EVENT, SFV_EVENT_DEVICE_FATAL);
+    if (ctx->gone) (void)sfv__event_break_dead(ch, SFV_EVENT_DEVICE_FATAL);
 }
 static void sfv__events_add_channel(sfv_context *ctx, sfv_channel *ch) {
     sfv__ev_enter(ctx);
@@ -5854,6 +5852,12 @@ static uint32_t sfv__event_break(sfv_channel *ch, uint8_t cause, sfv_event_type 
     sfv__mark_broken(ch); /* after why (its limits' stores release it: sfv__post_refused) */
     return 1;
 }
+/* The same for an event after which its CQ is not to be used again (CQ_ERR, DEVICE_FATAL): a
+   reset, which keeps the CQ, is refused. */
+static uint32_t sfv__event_break_dead(sfv_channel *ch, sfv_event_type type) {
+    SFV__XSET(ch->cq_dead, true);
+    return sfv__event_break(ch, SFV__CAUSE_FATAL_EVENT, type);
+}
 
 static void sfv__srq_event(sfv_context *ctx, const struct ibv_async_event *e, sfv_event *ev);
 
@@ -5876,10 +5880,7 @@ static void sfv__event_handle(sfv_context *ctx, const struct ibv_async_event *e,
     case SFV_EVENT_DEVICE_FATAL: {
         sfv_srq *srq;
         SFV__XSET(ctx->probe, false); /* once: its node going after it (a NIC with disassociate) adds no second one */
-        for (ch = ctx->channels; ch; ch = ch->ctx_next) {
-            SFV__XSET(ch->cq_dead, true);
-            ev->channels_broken += sfv__event_break(ch, SFV__CAUSE_FATAL_EVENT, ev->type);
-        }
+        for (ch = ctx->channels; ch; ch = ch->ctx_next) ev->channels_broken += sfv__event_break_dead(ch, ev->type);
         for (srq = ctx->srqs; srq; srq = srq->ctx_next) (void)sfv__event_break(&srq->core, SFV__CAUSE_FATAL_EVENT, ev->type); /* (no user channel) */
         break;
     }
@@ -5898,8 +5899,7 @@ static void sfv__event_handle(sfv_context *ctx, const struct ibv_async_event *e,
         for (ch = ctx->channels; ch; ch = ch->ctx_next)
             if (SFV__XLOAD(ch->cq) && SFV__XLOAD(ch->cq) == e->element.cq) {
                 ev->channel = ch;
-                SFV__XSET(ch->cq_dead, true);
-                ev->channels_broken += sfv__event_break(ch, SFV__CAUSE_FATAL_EVENT, ev->type);
+                ev->channels_broken += sfv__event_break_dead(ch, ev->type);
             }
         sfv__srq_event(ctx, e, ev);
         break;

@@ -19,27 +19,38 @@
 
 /* The link back up, both ports ACTIVE with their IPv4 GIDs, and the guest's policy routes
    (tests/vm/run.sh) back in place should the kernel have dropped them with the link. */
+static void routes_restore(void) {
+    CHECK(system("ip route replace 192.0.2.2 dev sva src 192.0.2.1 table 101 2>/dev/null; "
+                 "ip route replace 192.0.2.1 dev svb src 192.0.2.2 table 102 2>/dev/null; true") == 0);
+}
 static void link_restore(void) {
     CHECK(system("ip link set sva up") == 0);
     CHECK(port_state_is(test_device(0), "ACTIVE", 20) && port_state_is(test_device(1), "ACTIVE", 20));
     CHECK(gid1_present(test_device(0), 20) && gid1_present(test_device(1), 20));
-    CHECK(system("ip route replace 192.0.2.2 dev sva src 192.0.2.1 table 101 2>/dev/null; "
-                 "ip route replace 192.0.2.1 dev svb src 192.0.2.2 table 102 2>/dev/null; true") == 0);
+    routes_restore();
 }
 
-/* Takes the link down after a pause, noting when `ip` began and when it returned. */
-typedef struct downer {
+/* A command run on a thread after a pause (the link taken down, a device deleted), noting when it
+   began and when it returned, and its status. */
+typedef struct later {
+    const char *cmd;
     unsigned delay_ms;
     double began, ended;
     int rc;
-} downer;
-static void *link_down_later(void *arg) {
-    downer *d = (downer *)arg;
+} later;
+static void *run_later(void *arg) {
+    later *d = (later *)arg;
     usleep(d->delay_ms * 1000u);
     d->began = test_seconds();
-    d->rc = system("ip link set sva down");
+    d->rc = system(d->cmd);
     d->ended = test_seconds();
     return NULL;
+}
+static void start_later(pthread_t *t, later *d, const char *cmd) {
+    memset(d, 0, sizeof *d);
+    d->cmd = cmd;
+    d->delay_ms = 300;
+    CHECK(pthread_create(t, NULL, run_later, d) == 0);
 }
 
 /* Takes up to `seconds` to see an event of `type` on port 1 among ctx's events; counts what it drained. */
@@ -62,6 +73,17 @@ static int saw_event(sfv_context *ctx, sfv_event_type type, double seconds, sfv_
     return 0;
 }
 
+/* A channel an event broke says which, and refuses a post with a message that names it. */
+static void refuses_naming(side *s, sfv_event_type type) {
+    sfv_event_type by = SFV_EVENT_OTHER;
+    sfv_gather_element g = sfv_mr_gather_element(s->mr, s->buf, 8);
+    sfv_work_completion wc;
+    CHECK(sfv_channel_broken(s->ch, &by));
+    CHECK_EQ(by, type);
+    CHECK_RESULT(sfv_channel_send(s->ch, &g, 1, &wc), SFV_ERR_BROKEN);
+    if (!strstr(sfv_last_error()->message, sfv_event_type_str(type))) FAIL("post refused with: %s", sfv_last_error()->message);
+}
+
 static int fd_readable(int fd) {
     struct pollfd p;
     p.fd = fd;
@@ -77,13 +99,11 @@ static void port_down_wakes_receive(sfv_wait_mode mode) {
     side a, b;
     sfv_channel_desc d;
     sfv_scatter_element e;
-    sfv_gather_element g;
     sfv_work_completion wc;
-    sfv_event_type by = SFV_EVENT_OTHER;
     sfv_event ev;
     sfv_result r;
     pthread_t t;
-    downer dn;
+    later dn;
     double t0, t1;
     int efd = -1;
     char msg[sizeof sfv_last_error()->message];
@@ -95,9 +115,7 @@ static void port_down_wakes_receive(sfv_wait_mode mode) {
     CHECK_OK(sfv_context_event_fd(a.ctx, &efd));
     CHECK(efd >= 0);
     CHECK(!fd_readable(efd));
-    memset(&dn, 0, sizeof dn);
-    dn.delay_ms = 300;
-    CHECK(pthread_create(&t, NULL, link_down_later, &dn) == 0);
+    start_later(&t, &dn, "ip link set sva down");
     e = sfv_mr_scatter_element(a.mr, a.buf, 64);
     t0 = test_seconds();
     r = sfv_channel_receive(a.ch, &e, 1, &wc);
@@ -114,12 +132,7 @@ static void port_down_wakes_receive(sfv_wait_mode mode) {
     CHECK(wc.status == SFV_WC_WR_FLUSH_ERR || wc.status == SFV_WC_LOC_QP_OP_ERR);
     CHECK_EQ(wc.error_class, SFV_WORK_ERROR_LOCAL_RESOURCE);
     if (!strstr(msg, "went down")) FAIL("last error: %s", msg);
-    CHECK(sfv_channel_broken(a.ch, &by));
-    CHECK_EQ(by, SFV_EVENT_PORT_ERR);
-    /* the channel refuses new work and names the event */
-    g = sfv_mr_gather_element(a.mr, a.buf, 8);
-    CHECK_RESULT(sfv_channel_send(a.ch, &g, 1, &wc), SFV_ERR_BROKEN);
-    if (!strstr(sfv_last_error()->message, "PORT_ERR")) FAIL("post refused with: %s", sfv_last_error()->message);
+    refuses_naming(&a, SFV_EVENT_PORT_ERR); /* the channel refuses new work and names the event */
     /* the wait read the event; it waits in the context's queue, and the event fd says so */
     CHECK(fd_readable(efd));
     CHECK(saw_event(a.ctx, SFV_EVENT_PORT_ERR, 1, &ev));
@@ -245,39 +258,24 @@ static void t_reset_recovers(void) {
    DEVICE_FATAL broke it and refuses posts; the event is queued. Everything is then destroyed and
    closed without error (which lets the delete finish), and rxe0 and rxe1 come back in their
    order for the tests after this one. Measured on 6.1 and 6.12: the same. */
-typedef struct deleter {
-    double began, ended;
-    int rc;
-} deleter;
-static void *delete_rxe0_later(void *arg) {
-    deleter *d = (deleter *)arg;
-    usleep(300000);
-    d->began = test_seconds();
-    d->rc = system("rdma link delete rxe0");
-    d->ended = test_seconds();
-    return NULL;
-}
 static void devices_restore(void) {
     /* rxe1 goes too, so that both come back in their order (a device list lists rxe0 first) */
     CHECK(system("rdma link delete rxe1") == 0);
     CHECK(system("rdma link add rxe0 type rxe netdev sva && rdma link add rxe1 type rxe netdev svb") == 0);
     CHECK(port_state_is("rxe0", "ACTIVE", 20) && port_state_is("rxe1", "ACTIVE", 20));
     CHECK(gid1_present("rxe0", 20) && gid1_present("rxe1", 20));
-    CHECK(system("ip route replace 192.0.2.2 dev sva src 192.0.2.1 table 101 2>/dev/null; "
-                 "ip route replace 192.0.2.1 dev svb src 192.0.2.2 table 102 2>/dev/null; true") == 0);
+    routes_restore();
 }
 static void device_deleted_under_wait(sfv_wait_mode mode) {
     side a, b;
     sfv_channel_desc d;
     sfv_scatter_element e;
-    sfv_gather_element g;
     sfv_work_completion wc;
     sfv_device_list *list;
-    sfv_event_type by = SFV_EVENT_OTHER;
     sfv_event ev;
     sfv_result r;
     pthread_t t;
-    deleter dl;
+    later dl;
     char msg[sizeof sfv_last_error()->message];
     double t0, t1;
     if (!getenv("SAFEVERBS_IN_VM")) SKIP("deletes the guest's rxe0; runs only in the test guest");
@@ -286,8 +284,7 @@ static void device_deleted_under_wait(sfv_wait_mode mode) {
     d.wait_mode = mode;
     d.timeout_ms = 10000;
     pair_open(&a, &b, &d, &d, SFV_ACCESS_LOCAL_WRITE);
-    memset(&dl, 0, sizeof dl);
-    CHECK(pthread_create(&t, NULL, delete_rxe0_later, &dl) == 0);
+    start_later(&t, &dl, "rdma link delete rxe0");
     e = sfv_mr_scatter_element(a.mr, a.buf, 64);
     t0 = test_seconds();
     r = sfv_channel_receive(a.ch, &e, 1, &wc);
@@ -300,12 +297,7 @@ static void device_deleted_under_wait(sfv_wait_mode mode) {
     CHECK_EQ(wc.status, SFV_WC_WR_FLUSH_ERR);
     CHECK_EQ(wc.error_class, SFV_WORK_ERROR_FATAL);
     if (!strstr(msg, "deleted")) FAIL("last error: %s", msg);
-    /* the channel is stopped and says why */
-    CHECK(sfv_channel_broken(a.ch, &by));
-    CHECK_EQ(by, SFV_EVENT_DEVICE_FATAL);
-    g = sfv_mr_gather_element(a.mr, a.buf, 8);
-    CHECK_RESULT(sfv_channel_send(a.ch, &g, 1, &wc), SFV_ERR_BROKEN);
-    if (!strstr(sfv_last_error()->message, "DEVICE_FATAL")) FAIL("post refused with: %s", sfv_last_error()->message);
+    refuses_naming(&a, SFV_EVENT_DEVICE_FATAL); /* the channel is stopped and says why */
     CHECK(saw_event(a.ctx, SFV_EVENT_DEVICE_FATAL, 1, &ev));
     CHECK_EQ(ev.channels_broken, 1);
     side_close(&a); /* every destroy and the close succeed (side_close checks), and the delete can end */
