@@ -48,7 +48,9 @@
                     completion is consumed: overlapping posts and sfv_dereg_mr of an MR in use
                     trip SFV_ASSERT; under ASan / valgrind memcheck the memory the NIC will
                     write is poisoned / inaccessible meanwhile (>>impl inflight). 0: none of it
-                    is compiled. Implementation-only. SFV_NO_VALGRIND: skip <valgrind/memcheck.h>.
+                    is compiled. Implementation-only. SFV_NO_VALGRIND: skip <valgrind/memcheck.h>
+                    (used where found: by this tracking, and on a refused post, which reads
+                    the handle it was given, maybe never written, to see whether it holds work).
    SFV_ASSERT(c)    What a broken contract does. Default: print the condition, file and line to
                     stderr and abort(). Implementation-only.
    SFV_DEBUG_ASSERT(c)  SFV_ASSERT when SFV_DEBUG is 1, nothing otherwise. Implementation-only;
@@ -1788,18 +1790,26 @@ SFV__STATIC_ASSERT((int)SFV_ATOMIC_HCA == (int)IBV_ATOMIC_HCA && (int)SFV_ATOMIC
 #ifndef SFV_TRACK_INFLIGHT
 #define SFV_TRACK_INFLIGHT SFV_DEBUG
 #endif
+/* Valgrind's client requests where its header is found (no-ops outside valgrind; failure paths
+   and SFV_TRACK_INFLIGHT only). */
+#if !defined(SFV_NO_VALGRIND) && defined(__has_include)
+#if __has_include(<valgrind/memcheck.h>)
+#include <valgrind/memcheck.h>
+#define SFV__VALGRIND 1
+#endif
+#endif
+#if SFV__VALGRIND
+/* Bytes of the caller's that a check reads whatever they hold (a handle never posted): defined. */
+#define SFV__VALGRIND_DEFINED(p, n) ((void)VALGRIND_MAKE_MEM_DEFINED(p, n))
+#else
+#define SFV__VALGRIND_DEFINED(p, n) ((void)0)
+#endif
 #if SFV_TRACK_INFLIGHT
 #if defined(__SANITIZE_ADDRESS__)
 #define SFV__ASAN 1
 #elif defined(__has_feature)
 #if __has_feature(address_sanitizer)
 #define SFV__ASAN 1
-#endif
-#endif
-#if !defined(SFV_NO_VALGRIND) && defined(__has_include)
-#if __has_include(<valgrind/memcheck.h>)
-#include <valgrind/memcheck.h>
-#define SFV__VALGRIND 1
 #endif
 #endif
 struct sfv__ring;
@@ -1820,8 +1830,10 @@ static sfv_result sfv__inflight_dereg_refused(void);
 /* Before the verb: checks and records the work requests (a list); refuses the post on a race. */
 #define SFV__INFLIGHT_POST(q, swr, rwr, pending, count) \
     if (SFV__UNLIKELY(!sfv__inflight_post(q, swr, rwr))) return sfv__inflight_refused(q, pending, count)
-/* After the verb: forgets the work requests from `posted` on (the verb did not take them). */
-#define SFV__INFLIGHT_UNPOST(q, swr, rwr, posted) sfv__inflight_unpost(q, swr, rwr, posted)
+/* After the verb, whatever it said: the memory the first `posted` work requests' NIC writes is
+   the NIC's from here (poisoned for ASan, no access for valgrind); the rest, which the verb did
+   not take, are forgotten, their memory as it was before the post (definedness included). */
+#define SFV__INFLIGHT_POSTED(q, swr, rwr, posted) sfv__inflight_unpost(q, swr, rwr, posted)
 /* A ring's slots first .. last consumed: their memory is the program's again. */
 #define SFV__INFLIGHT_DONE(q, first, last) sfv__inflight_done(q, first, last)
 /* A channel freed: whatever of its work was never consumed is forgotten. */
@@ -1833,7 +1845,7 @@ static sfv_result sfv__inflight_dereg_refused(void);
 #define SFV__INFLIGHT_BYTES(ch, q) 0
 #define SFV__INFLIGHT_RING_INIT(ch, q, slots) ((void)0)
 #define SFV__INFLIGHT_POST(q, swr, rwr, pending, count) ((void)0)
-#define SFV__INFLIGHT_UNPOST(q, swr, rwr, posted) ((void)0)
+#define SFV__INFLIGHT_POSTED(q, swr, rwr, posted) ((void)0)
 #define SFV__INFLIGHT_DONE(q, first, last) ((void)0)
 #define SFV__INFLIGHT_FORGET(ch) ((void)0)
 #define SFV__INFLIGHT_DEREG(mr) ((void)0)
@@ -3761,6 +3773,7 @@ typedef struct sfv__iv {
     uint8_t scatter;          /* the NIC writes it */
     uint8_t in_tree;
     uint8_t poisoned;         /* ASan: its bytes were all addressable, and this library poisoned them */
+    uint8_t marked;           /* its bytes were handed to the NIC (sfv__iv_poison): given back when it goes */
 } sfv__iv;
 
 static bool sfv__iv_lock;
@@ -3817,12 +3830,14 @@ static sfv__iv *sfv__iv_remove(sfv__iv *t, const sfv__iv *n) {
     return t;
 }
 /* A node of t overlapping [lo, hi) (and with lkey `lkey`, unless lkey is 0 and any_key), or NULL. */
-static const sfv__iv *sfv__iv_find(const sfv__iv *t, uint64_t lo, uint64_t hi, bool any_key, uint32_t lkey) {
+/* The first node that overlaps [lo, hi): any (mr NULL), or one of MR mr's elements (its lkey, on
+   a channel of its PD: lkeys of other devices may be equal). */
+static const sfv__iv *sfv__iv_find(const sfv__iv *t, uint64_t lo, uint64_t hi, const sfv_mr *mr) {
     while (t && t->max_hi > lo) {
-        const sfv__iv *f = sfv__iv_find(t->l, lo, hi, any_key, lkey);
+        const sfv__iv *f = sfv__iv_find(t->l, lo, hi, mr);
         if (f) return f;
         if (t->lo >= hi) return NULL; /* everything right of here starts later */
-        if (t->hi > lo && (any_key || t->lkey == lkey)) return t;
+        if (t->hi > lo && (!mr || (t->lkey == mr->mr->lkey && t->q && t->q->ch && t->q->ch->pd == mr->pd))) return t;
         t = t->r;
     }
     return NULL;
@@ -3850,6 +3865,7 @@ static uint8_t sfv__iv_send_op(const struct ibv_send_wr *w) {
 }
 
 static void sfv__iv_poison(sfv__iv *n) {
+    n->marked = 1;
 #if SFV__ASAN
     /* Only memory the program may use: an unchecked element can name any address (outside ASan's
        memory, ASan stops the process) or ASan's own redzones (unpoisoning them later would hide
@@ -3881,7 +3897,7 @@ static void sfv__iv_out(sfv__iv *n, uint64_t written) {
     sfv__iv_root[n->scatter] = sfv__iv_remove(sfv__iv_root[n->scatter], n);
     n->l = n->r = NULL;
     n->in_tree = 0;
-    if (n->scatter) sfv__iv_unpoison(n, written);
+    if (n->marked) sfv__iv_unpoison(n, written);
 }
 
 SFV__SLOW void sfv__iv_race(const sfv__iv *n, const sfv__iv *f) {
@@ -3918,16 +3934,15 @@ static bool sfv__iv_add_wr(sfv__ring *q, uint64_t wr_id, uint8_t op, bool scatte
         if (!sfv__iv_node(n, q, wr_id, op, scatter, &sg[k])) continue;
         sfv__iv_seed = sfv__iv_seed * 1664525u + 1013904223u;
         n->prio = sfv__iv_seed;
-        f = sfv__iv_find(sfv__iv_root[1], n->lo, n->hi, true, 0);
-        if (!f && scatter) f = sfv__iv_find(sfv__iv_root[0], n->lo, n->hi, true, 0);
+        f = sfv__iv_find(sfv__iv_root[1], n->lo, n->hi, NULL);
+        if (!f && scatter) f = sfv__iv_find(sfv__iv_root[0], n->lo, n->hi, NULL);
         if (f) {
             sfv__iv_race(n, f);
             while (used > 0) sfv__iv_out(&nodes[--used], 0);
             return false;
         }
         sfv__iv_root[scatter] = sfv__iv_insert(sfv__iv_root[scatter], n);
-        n->in_tree = 1;
-        if (scatter) sfv__iv_poison(n);
+        n->in_tree = 1; /* (its bytes handed over once the verb takes it: sfv__inflight_unpost) */
         used++;
     }
     if (used < (int)q->iv_per) nodes[used].in_tree = 0; /* where the slot's nodes end */
@@ -3941,7 +3956,7 @@ static bool sfv__iv_check_gather(sfv__ring *q, uint64_t wr_id, uint8_t op, const
         sfv__iv n;
         const sfv__iv *f;
         if (!sfv__iv_node(&n, q, wr_id, op, false, &sg[k])) continue;
-        if ((f = sfv__iv_find(sfv__iv_root[1], n.lo, n.hi, true, 0)) != NULL) {
+        if ((f = sfv__iv_find(sfv__iv_root[1], n.lo, n.hi, NULL)) != NULL) {
             sfv__iv_race(&n, f);
             return false;
         }
@@ -3979,13 +3994,23 @@ static bool sfv__inflight_post(sfv__ring *q, const struct ibv_send_wr *s, const 
     if (!ok) sfv__inflight_unpost(q, s0, rw0, 0); /* a race in a list: none of it was posted */
     return ok;
 }
+/* The scatter elements of the slot behind seq are the NIC's now. (Not before the verb takes the
+   work: a post it refuses leaves its memory as the program had it, valgrind's definedness too.) */
+static void sfv__iv_mark_slot(sfv__ring *q, uint64_t seq) {
+    sfv__iv *nodes = q->iv + (seq & q->mask) * q->iv_per;
+    uint32_t k;
+    for (k = 0; k < q->iv_per && nodes[k].in_tree && nodes[k].seq == seq; k++)
+        if (nodes[k].scatter) sfv__iv_poison(&nodes[k]);
+}
 static void sfv__inflight_unpost(sfv__ring *q, const struct ibv_send_wr *s, const struct ibv_recv_wr *rw, size_t posted) {
     size_t i;
     sfv__iv_enter();
     for (i = 0; s; s = s->next, i++)
-        if (i >= posted) sfv__iv_drop_slot(q, s->wr_id >> 1, 0);
+        if (i >= posted) sfv__iv_drop_slot(q, (s->wr_id & ~SFV__WRID_INJECT) >> 1, 0);
+        else sfv__iv_mark_slot(q, (s->wr_id & ~SFV__WRID_INJECT) >> 1);
     for (i = 0; rw; rw = rw->next, i++)
         if (i >= posted) sfv__iv_drop_slot(q, rw->wr_id >> 1, 0);
+        else sfv__iv_mark_slot(q, rw->wr_id >> 1);
     sfv__iv_leave();
 }
 /* What the completion of slot s says the NIC wrote into its scatter elements. */
@@ -4017,8 +4042,8 @@ static bool sfv__inflight_mr_busy(const sfv_mr *mr) {
     const sfv__iv *f;
     const uint64_t lo = mr->addr, hi = lo + mr->length; /* (a DMA-BUF MR's: its iova) */
     sfv__iv_enter();
-    f = sfv__iv_find(sfv__iv_root[1], lo, hi, false, mr->mr->lkey);
-    if (!f) f = sfv__iv_find(sfv__iv_root[0], lo, hi, false, mr->mr->lkey);
+    f = sfv__iv_find(sfv__iv_root[1], lo, hi, mr);
+    if (!f) f = sfv__iv_find(sfv__iv_root[0], lo, hi, mr);
     if (f)
         fprintf(stderr, "safeverbs: sfv_dereg_mr of the MR [0x%llx, 0x%llx) while work in flight uses it: the %s element "
                         "[0x%llx, 0x%llx) of a %s posted on channel %p (consume its completion, or destroy the channel, first)\n",
@@ -4672,6 +4697,7 @@ SFV__HOT_INLINE bool sfv__postable(const sfv_channel *ch, sfv__post_kind kind, c
 static bool sfv__pending_holds(const sfv_channel *ch, const sfv_pending *p) {
     const sfv__ring *q;
     const sfv__slot *s;
+    SFV__VALGRIND_DEFINED(p, sizeof *p); /* (it is zeroed next, or it holds work and was defined) */
     if (!ch || (p->state_ != SFV__PENDING_WAITING && p->state_ != SFV__PENDING_WAITING_BATCH)) return false;
     q = p->q_ == &ch->sq ? &ch->sq : p->q_ == &ch->rq ? &ch->rq : NULL;
     if (!q || p->s_ != (const void *)&q->slots[p->seq_ & q->mask]) return false;
@@ -4875,7 +4901,7 @@ SFV__HOT_INLINE sfv_result sfv__post_one(sfv_channel *ch, enum ibv_wr_opcode opc
     }
     SFV__INFLIGHT_POST(&ch->sq, &wr, NULL, pending, 1);
     rc = ibv_post_send(ch->qp, &wr, &bad);
-    if (SFV__UNLIKELY(rc)) SFV__INFLIGHT_UNPOST(&ch->sq, &wr, NULL, rc ? 0 : 1);
+    SFV__INFLIGHT_POSTED(&ch->sq, &wr, NULL, rc ? 0 : 1);
     if (SFV__UNLIKELY(rc)) return sfv__post_failed(ch, pending, 1, "ibv_post_send", rc);
     sfv__cover(&ch->sq, pending, 1, sfv__track(&ch->sq, sfv__op_of(opcode), total));
     if (signaled) ch->sq.sig_top = ch->sq.head;
@@ -4950,7 +4976,7 @@ SFV__HOT_INLINE sfv_result sfv__post_batch(sfv_channel *ch, enum ibv_wr_opcode o
     /* What was posted is the NIC's: tracked, so nothing lets go of its buffers. After a partial
        post, unsignaled work can only end by a flush: the channel is broken from there. */
     posted = rc ? (bad ? (size_t)(bad - wrs) : 0) : count;
-    if (SFV__UNLIKELY(rc)) SFV__INFLIGHT_UNPOST(&ch->sq, wrs, NULL, posted);
+    SFV__INFLIGHT_POSTED(&ch->sq, wrs, NULL, posted);
     ch->sq.head = head + posted;
     ch->sq.sig_top = ch->sq.head; /* (a part posted breaks the channel: no reap then) */
     if (SFV__UNLIKELY(rc)) return sfv__batch_failed(ch, pending, posted, rc);
@@ -5008,7 +5034,7 @@ static sfv_result sfv__post_atomic(sfv_channel *ch, enum ibv_wr_opcode opcode, c
     wr.wr.atomic.swap = swap;
     SFV__INFLIGHT_POST(&ch->sq, &wr, NULL, pending, 1);
     rc = ibv_post_send(ch->qp, &wr, &bad);
-    if (SFV__UNLIKELY(rc)) SFV__INFLIGHT_UNPOST(&ch->sq, &wr, NULL, rc ? 0 : 1);
+    SFV__INFLIGHT_POSTED(&ch->sq, &wr, NULL, rc ? 0 : 1);
     if (SFV__UNLIKELY(rc)) return sfv__post_failed(ch, pending, 1, "ibv_post_send", rc);
     sfv__cover(&ch->sq, pending, 1, sfv__track(&ch->sq, sfv__op_of(opcode), 8));
     ch->sq.sig_top = ch->sq.head;
@@ -5037,7 +5063,7 @@ SFV__HOT_INLINE sfv_result sfv__post_recv(sfv_channel *ch, bool on_srq, struct i
     wr.num_sge = (int)n;
     SFV__INFLIGHT_POST(&ch->rq, NULL, &wr, pending, 1);
     rc = on_srq ? ibv_post_srq_recv(srq, &wr, &bad) : ibv_post_recv(ch->qp, &wr, &bad);
-    if (SFV__UNLIKELY(rc)) SFV__INFLIGHT_UNPOST(&ch->rq, NULL, &wr, rc ? 0 : 1);
+    SFV__INFLIGHT_POSTED(&ch->rq, NULL, &wr, rc ? 0 : 1);
     if (SFV__UNLIKELY(rc)) return sfv__post_failed(ch, pending, 1, on_srq ? "ibv_post_srq_recv" : "ibv_post_recv", rc);
     sfv__cover(&ch->rq, pending, 1, sfv__track(&ch->rq, SFV_WC_OP_RECV, 0));
     return SFV_OK;
@@ -5063,7 +5089,7 @@ SFV__HOT_INLINE sfv_result sfv__post_recv_batch(sfv_channel *ch, bool on_srq, st
     SFV__INFLIGHT_POST(&ch->rq, NULL, wrs, pendings, count);
     rc = on_srq ? ibv_post_srq_recv(srq, wrs, &bad) : ibv_post_recv(ch->qp, wrs, &bad);
     posted = rc ? (bad ? (size_t)(bad - wrs) : 0) : count; /* what was posted is the NIC's: track it */
-    if (SFV__UNLIKELY(rc)) SFV__INFLIGHT_UNPOST(&ch->rq, NULL, wrs, posted);
+    SFV__INFLIGHT_POSTED(&ch->rq, NULL, wrs, posted);
     { /* each its place and its handle, the ring's fields in registers (sfv__track per receive reloads them) */
         sfv__ring *const q = &ch->rq;
         sfv__slot *const slots = q->slots, *const wrap = slots + q->mask + 1, *s = &slots[head & q->mask];
@@ -5150,7 +5176,7 @@ static sfv_result sfv__post_requests(sfv_channel *ch, sfv__post_kind kind, bool 
     SFV__INFLIGHT_POST(&ch->sq, wrs, NULL, pending, 1);
     rc = ibv_post_send(ch->qp, wrs, &bad);
     posted = rc ? (bad ? (size_t)(bad - wrs) : 0) : count;
-    if (SFV__UNLIKELY(rc)) SFV__INFLIGHT_UNPOST(&ch->sq, wrs, NULL, posted);
+    SFV__INFLIGHT_POSTED(&ch->sq, wrs, NULL, posted);
     last = sfv__track_n(&ch->sq, kind == SFV__POST_READ ? SFV_WC_OP_READ : write ? SFV_WC_OP_WRITE : SFV_WC_OP_SEND, totals, posted);
     ch->sq.sig_top = ch->sq.head; /* (a part posted breaks the channel: no reap then) */
     if (SFV__UNLIKELY(rc)) return sfv__batch_failed(ch, pending, posted, rc);

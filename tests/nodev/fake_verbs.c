@@ -255,6 +255,7 @@ static struct ibv_device fk_devs[FK_NDEV];
 static fk_mr *fk_mrs;
 static fk_qp *fk_qps;
 static uint32_t fk_next_key = 0x100, fk_next_qpn = 0x11;
+void fk_set_next_key(uint32_t key) { fk_next_key = key; }
 
 static int fk_poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc);
 static int fk_req_notify_cq(struct ibv_cq *cq, int solicited_only);

@@ -55,6 +55,9 @@ void fk_fail_nth(long n);
    partial post: *bad_wr then points at the first one not posted; the part posted has not run
    when the call returns). Default 0. */
 void fk_set_partial_post(int n);
+/* The lkey of the next MR registered (then counting up from there): another device's MR may have
+   the same lkey as one of this device's. */
+void fk_set_next_key(uint32_t key);
 /* Calls counted so far (verbs and allocations). */
 long fk_calls(void);
 /* The name of call i (1-based) of the calls counted since the last reset ("ibv_modify_qp",

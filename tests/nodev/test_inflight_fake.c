@@ -6,7 +6,11 @@
    destroyed, as after a blocking call that could not stop its work. SFV_ASSERT reports and
    returns here (the header lets a program define it so), so the test counts broken contracts.
    And an SRQ's failure, whose receives are said done only once no queue pair on it can take one:
-   a channel whose move to ERR is refused is not stopped until its queue pair is destroyed. */
+   a channel whose move to ERR is refused is not stopped until its queue pair is destroyed.
+   And a post the verb refuses, whole or in part: the memory it did not hand over is as it was,
+   valgrind's definedness included (tests/nodev/run.sh runs that test under valgrind too). And
+   sfv_dereg_mr of an MR whose lkey equals that of another PD's MR over the same bytes, in use
+   there (two devices count their keys each on its own): no broken contract. */
 #define _GNU_SOURCE
 #undef NDEBUG
 #ifndef SFV_DEBUG
@@ -164,11 +168,102 @@ static void t_srq_failure_cannot_stop(void) {
     tf_close(&t.e);
 }
 
+/* Valgrind's count of errors so far (0 outside valgrind). */
+static unsigned ti_errors(void) {
+#if SFV__VALGRIND
+    return (unsigned)VALGRIND_COUNT_ERRORS;
+#else
+    return 0;
+#endif
+}
+/* Branches on every byte of [p, p + len): valgrind reports it if any is undefined. */
+static size_t ti_nonzero(const unsigned char *p, size_t len) {
+    size_t i, n = 0;
+    for (i = 0; i < len; i++)
+        if (p[i]) n++;
+    return n;
+}
+/* The receive's bytes were defined (the program wrote them) and stay so after the verb refused
+   the post, whole (one receive) or in part (a batch: the receives it took are the NIC's, in
+   flight, the others the program's as before). Under valgrind, a branch on them reports
+   nothing; before, they came back from the refused post as undefined. */
+static void t_refused_post_keeps_memory(void) {
+    tf_env e;
+    sfv_channel *a, *b;
+    sfv_channel_desc d;
+    sfv_scatter_element s[4];
+    sfv_pending p[4];
+    unsigned before;
+    int i;
+    tf_open(&e, 4096);
+    memset(&d, 0, sizeof d);
+    d.timeout_ms = 100;
+    tf_pair(&e, &d, &a, &b);
+    memset(e.buf, 0x5a, 4096);
+    for (i = 0; i < 4; i++) s[i] = sfv_mr_scatter_element(e.mr, e.buf + i * 256, 256);
+    fk_fail_name("ibv_post_recv", 1);
+    CHECK(sfv_channel_post_receive(a, &s[0], 1, &p[0]) != SFV_OK);
+    before = ti_errors();
+    CHECK_EQ(ti_nonzero(e.buf, 256), 256);
+    CHECK_EQ(ti_errors(), before);
+    fk_set_partial_post(2); /* the verb refuses the list after taking two of the four */
+    fk_fail_name("ibv_post_recv", 1);
+    CHECK(sfv_channel_post_receive_batch(a, s, 1, 4, p) != SFV_OK);
+    fk_set_partial_post(0);
+    CHECK_EQ(sfv_channel_outstanding(a), 2);
+    before = ti_errors();
+    CHECK_EQ(ti_nonzero(e.buf + 512, 512), 512); /* the two it did not take */
+    CHECK_EQ(ti_errors(), before);
+    CHECK_OK(sfv_destroy_channel(a)); /* the two it took flushed and given back */
+    CHECK_OK(sfv_destroy_channel(b));
+    tf_close(&e);
+}
+
+/* One buffer registered in two PDs (as on two devices) under the same lkey; a receive in flight
+   through the second MR. The first MR is not in use: its deregistration is no broken contract,
+   and succeeds; the second's is refused while the receive is in flight. */
+static void t_dereg_same_lkey_other_pd(void) {
+    tf_env e;
+    sfv_pd *pd2;
+    sfv_mr *mr2;
+    sfv_channel *a, *b;
+    sfv_channel_desc d;
+    sfv_scatter_element s;
+    sfv_pending p;
+    int before;
+    tf_open(&e, 4096);
+    CHECK_OK(sfv_alloc_pd(e.ctx, &pd2));
+    fk_set_next_key(sfv_mr_lkey(e.mr));
+    CHECK_OK(sfv_reg_mr_shared(pd2, e.buf, 4096, &mr2));
+    CHECK_EQ(sfv_mr_lkey(mr2), sfv_mr_lkey(e.mr));
+    memset(&d, 0, sizeof d);
+    d.timeout_ms = 100;
+    CHECK_OK(sfv_create_channel(pd2, &d, &a));
+    CHECK_OK(sfv_create_channel(pd2, &d, &b));
+    tf_connect(a, b);
+    s = sfv_mr_scatter_element(mr2, e.buf, 64);
+    CHECK_OK(sfv_channel_post_receive(a, &s, 1, &p));
+    before = asserts;
+    CHECK_RESULT(sfv_dereg_mr(mr2), SFV_ERR_INVALID); /* in use */
+    CHECK(asserts > before);
+    before = asserts;
+    CHECK_OK(sfv_dereg_mr(e.mr)); /* not in use: the same lkey, another PD */
+    CHECK_EQ(asserts, before);
+    e.mr = NULL;
+    CHECK_OK(sfv_destroy_channel(a));
+    CHECK_OK(sfv_destroy_channel(b));
+    CHECK_OK(sfv_dereg_mr(mr2));
+    CHECK_OK(sfv_dealloc_pd(pd2));
+    tf_close(&e);
+}
+
 static const harness_test TESTS[] = {
     TEST(t_scope_cannot_stop, 10),
     TEST(t_many_peer_cannot_stop, 10),
     TEST(t_srq_failure_stops_unmoved_qp, 10),
     TEST(t_srq_failure_cannot_stop, 10),
+    TEST(t_refused_post_keeps_memory, 10),
+    TEST(t_dereg_same_lkey_other_pd, 10),
 };
 
 int main(int argc, char **argv) { return harness_main(argc, argv, TESTS, COUNT_OF(TESTS)); }
