@@ -569,7 +569,11 @@ SFV_NODISCARD SAFEVERBS_API sfv_result sfv_reg_mr_shared(sfv_pd *pd, void *addr,
 /* Explicit SFV_ACCESS_* flags. With any remote flag, the duties of sfv_reg_mr_shared are yours. */
 SFV_NODISCARD SAFEVERBS_API sfv_result sfv_reg_mr_access(sfv_pd *pd, void *addr, size_t length, unsigned access, sfv_mr **out);
 /* DMA-BUF: the MR starts at `offset` in the buffer behind `fd`; the NIC addresses it at `iova`,
-   whose offset within a page must equal offset's (refused with SFV_ERR_INVALID before the verb). */
+   whose offset within a page must equal offset's (refused with SFV_ERR_INVALID before the verb).
+   Its elements hold iovas, not host addresses: once a PD has had a DMA-BUF MR, no send or write
+   on its channels goes inline (the CPU would copy from the iova), those made before included;
+   sfv_channel_inject (plain memory) still does. An element of it posted on another PD's channel
+   (a misuse: the NIC refuses it) may go inline. */
 SFV_NODISCARD SAFEVERBS_API sfv_result sfv_reg_dmabuf_mr_local(sfv_pd *pd, int fd, uint64_t offset, size_t length, uint64_t iova, sfv_mr **out);
 SFV_NODISCARD SAFEVERBS_API sfv_result sfv_reg_dmabuf_mr_shared(sfv_pd *pd, int fd, uint64_t offset, size_t length, uint64_t iova, sfv_mr **out);
 SFV_NODISCARD SAFEVERBS_API sfv_result sfv_reg_dmabuf_mr_access(sfv_pd *pd, int fd, uint64_t offset, size_t length, uint64_t iova, unsigned access, sfv_mr **out);
@@ -690,7 +694,8 @@ typedef struct sfv_scatter_element { uint64_t addr; uint32_t length; uint32_t lk
    element with lkey 0, which the NIC refuses (a local protection error); no assert. */
 SAFEVERBS_API sfv_gather_element sfv_mr_gather_element(const sfv_mr *mr, const void *data, size_t len);
 SAFEVERBS_API sfv_scatter_element sfv_mr_scatter_element(const sfv_mr *mr, void *data, size_t len);
-/* Checked: SFV_ERR_SLICE_TOO_BIG or SFV_ERR_SLICE_NOT_WITHIN_BOUNDS, *out zeroed. */
+/* Checked: SFV_ERR_SLICE_TOO_BIG or SFV_ERR_SLICE_NOT_WITHIN_BOUNDS (a NULL mr or out:
+   SFV_ERR_INVALID), *out zeroed. */
 SFV_NODISCARD SAFEVERBS_API sfv_result sfv_mr_gather_element_checked(const sfv_mr *mr, const void *data, size_t len, sfv_gather_element *out);
 SFV_NODISCARD SAFEVERBS_API sfv_result sfv_mr_scatter_element_checked(const sfv_mr *mr, void *data, size_t len, sfv_scatter_element *out);
 /* Unchecked: no checks at all; a length over 32 bits is truncated. The NIC reports a local
@@ -722,7 +727,8 @@ typedef enum sfv_wait_mode {
      max_inline_data  0: what the device grants, capped at SFV_INLINE_DEFAULT (256 bytes).
                       A send, write or write with immediate whose byte total fits goes inline
                       (the CPU copies the bytes into the work request at the post: no memory
-                      region read by the NIC, and the buffer is free on return); sfv_channel_inject
+                      region read by the NIC, and the buffer is free on return; never once the
+                      PD has had a DMA-BUF MR, whose iovas are no host addresses); sfv_channel_inject
                       needs it. SFV_INLINE_NONE: no inline data at all. Another value: asked of
                       the device (at most 65536; the channel uses what it grants, at most that).
                       An ask the QP creation refuses (EINVAL: devices do not say their limit) is
@@ -833,6 +839,8 @@ SFV_NODISCARD SAFEVERBS_API sfv_result sfv_create_channel(sfv_pd *pd, const sfv_
    SFV_ERR_INVALID) unless a newer channel took its address; release builds would read freed
    memory. */
 SAFEVERBS_API sfv_result sfv_destroy_channel(sfv_channel *ch);
+/* What this side's peer needs (send it, sfv_endpoint_encode). A channel with no queue pair (a
+   reset that could not make one, a destroy that failed part-way): SFV_ERR_BROKEN, *out zeroed. */
 SFV_NODISCARD SAFEVERBS_API sfv_result sfv_channel_endpoint(const sfv_channel *ch, sfv_endpoint *out);
 /* RESET -> INIT -> RTR -> RTS against the peer's endpoint; sets a GRH when the peer has a GID.
    Once only (again: SFV_ERR_INVALID); a channel broken before it connected (an event, a reset
@@ -850,10 +858,10 @@ SFV_NODISCARD SAFEVERBS_API sfv_result sfv_channel_handshake(sfv_channel *ch, co
    reused). Refused inside a scope (SFV_ERR_INVALID), and for a channel whose CQ or device failed
    (a CQ_ERR or DEVICE_FATAL event: the reset keeps the CQ) or whose SRQ failed (no QP takes from
    it again), or whose destroy failed part-way (its CQ gone): SFV_ERR_BROKEN before anything is
-   touched, destroy it; a verb that fails leaves the channel broken with no QP, and the call can be
-   repeated. Handles of the
-   old work stay valid until consumed. An event that breaks the channel while it is reset (read
-   on another thread) breaks the new QP: the reset never undoes it.
+   touched, destroy it; a verb that fails leaves the channel broken with no QP (or, where the old
+   QP's destroy was refused, with that QP, in the error state), and the call can be repeated.
+   Handles of the old work stay valid until consumed. An event that breaks the channel while it
+   is reset (read on another thread) breaks the new QP: the reset never undoes it.
    Thread safety: as the channel's. */
 SFV_NODISCARD SAFEVERBS_API sfv_result sfv_channel_reset(sfv_channel *ch);
 SAFEVERBS_API sfv_pd *sfv_channel_pd(const sfv_channel *ch);
@@ -1545,7 +1553,8 @@ SFV_NODISCARD SAFEVERBS_API sfv_result sfv_node_barrier_unchecked(sfv_node *node
    private data (a 4-byte "SC" header a peer without it, such as rdma-core's rping, may omit),
    after which come up to SFV_CM_CONNECT_PRIVATE_MAX / SFV_CM_ACCEPT_PRIVATE_MAX bytes of the
    caller's own (more: SFV_ERR_INVALID). A reject carries up to SFV_CM_REJECT_PRIVATE_MAX bytes.
-   Every step has a deadline (timeout_ms; 0: the desc's timeout_ms); nothing blocks past it.
+   Every step has a deadline (timeout_ms; 0 or < 0: the desc's timeout_ms, 10 s without a desc;
+   sfv_cm_get_request and sfv_cm_close say their own); nothing blocks past it.
    Errors, each with a last-error message that says it:
      SFV_ERR_NOT_FOUND    no RDMA device has this address (listen), or the address is not valid
      SFV_ERR_UNREACHABLE  no route to the address, or no answer from the peer's CM
@@ -1579,7 +1588,9 @@ SFV_NODISCARD SAFEVERBS_API sfv_result sfv_cm_listen(const char *addr, uint16_t 
 SAFEVERBS_API uint16_t sfv_cm_listener_port(const sfv_cm_listener *l);
 SAFEVERBS_API int sfv_cm_listener_fd(const sfv_cm_listener *l);
 /* Rejects every request not yet answered (their connecting sides see SFV_ERR_REJECTED or
-   SFV_ERR_REFUSED), then frees. Requests taken and not answered must be answered first. */
+   SFV_ERR_REFUSED), then frees. Requests taken and not answered must be answered first (their
+   connections live on the listener's until then): while any is, SFV_ERR_INVALID (errno EBUSY),
+   the listener kept. */
 SAFEVERBS_API sfv_result sfv_cm_destroy_listener(sfv_cm_listener *l);
 /* The next connection request, waiting up to timeout_ms (0 or < 0: not at all: SFV_ERR_TIMEOUT
    at once if none is there; a listener has no desc whose timeout 0 could mean). */
@@ -1649,7 +1660,9 @@ SAFEVERBS_API int sfv_cm_fd(const sfv_cm_conn *c);
 SFV_NODISCARD SAFEVERBS_API sfv_result sfv_cm_events(sfv_cm_conn *c);
 /* Disconnects (the channel's work flushed first) and frees everything. timeout_ms > 0: first
    waits up to that long for the peer to confirm (it does when it handles its own events or
-   closes); <= 0: does not wait (the kernel's CM finishes the exchange). NULL: SFV_OK. */
+   closes); <= 0: does not wait (the kernel's CM finishes the exchange). NULL: SFV_OK. When a
+   verb refuses to destroy the channel the connection made (sfv_destroy_channel), that failure
+   is returned and the connection kept, disconnected: close it again. */
 SAFEVERBS_API sfv_result sfv_cm_close(sfv_cm_conn *c, int timeout_ms);
 #endif /* SAFEVERBS_RDMACM */
 
@@ -2040,11 +2053,13 @@ struct sfv_context {
     ino_t node;                   /* that node (a device registered since may take its number, and so its path) */
     bool gone;                    /* and it is absent: taken as DEVICE_FATAL, once (sfv__device_probe); a channel or SRQ made since is broken as by it */
 };
-struct sfv_pd { int refs; bool owned; struct ibv_pd *pd; sfv_context *ctx; };
+struct sfv_pd { int refs; bool owned; struct ibv_pd *pd; sfv_context *ctx;
+                 bool dmabuf; /* it has (had) a DMA-BUF MR: its channels send nothing inline (under ev_lock: sfv__pd_no_inline) */ };
 struct sfv_cq { struct ibv_cq *cq; sfv_context *ctx; uint32_t capacity; };
 struct sfv_mr { struct ibv_mr *mr; sfv_pd *pd; uint64_t addr; size_t length; unsigned access; int leases; /* >>impl leases */ };
 static sfv_result sfv__leases_live(const sfv_mr *mr);
 static void sfv__leases_drop(sfv_channel *ch);
+static void sfv__pd_no_inline(sfv_pd *pd);
 
 /* >>impl devices ----------------------------------------------------------------------------- */
 SAFEVERBS_API sfv_result sfv_get_device_list(sfv_device_list **out) {
@@ -2506,7 +2521,7 @@ static sfv_result sfv__pd_unref(sfv_pd *pd) {
             sfv__ref(&pd->refs);
             return sfv__fail_verb("ibv_dealloc_pd", rc);
         }
-        (void)sfv__context_unref(pd->ctx); /* not the caller's handle: a refusal keeps it, unreported */
+        SFV__KEEPING_ERROR((void)sfv__context_unref(pd->ctx)); /* not the caller's handle: a refusal keeps it, unreported */
         SFV_FREE(pd);
     }
     return SFV_OK;
@@ -2694,7 +2709,7 @@ SAFEVERBS_API sfv_result sfv_destroy_cq(sfv_cq *cq) {
     if (!cq) return SFV_OK;
     rc = ibv_destroy_cq(cq->cq);
     if (rc) return sfv__fail_verb("ibv_destroy_cq", rc); /* the CQ stays: try again */
-    (void)sfv__context_unref(cq->ctx);
+    SFV__KEEPING_ERROR((void)sfv__context_unref(cq->ctx)); /* (a refusal keeps it, unreported: as a PD's) */
     SFV_FREE(cq);
     return SFV_OK;
 }
@@ -2790,7 +2805,10 @@ SAFEVERBS_API sfv_result sfv_reg_dmabuf_mr_access(sfv_pd *pd, int fd, uint64_t o
     m = ibv_reg_dmabuf_mr(pd->pd, offset, length, iova, fd, (int)access);
     if (!m) return sfv__fail_verb("ibv_reg_dmabuf_mr", errno);
     r = sfv__mr_finish(pd, m, access, out);
-    if (r == SFV_OK) (*out)->addr = iova; /* where the NIC addresses it (rdma-core sets m->addr to the offset) */
+    if (r == SFV_OK) {
+        (*out)->addr = iova; /* where the NIC addresses it (rdma-core sets m->addr to the offset) */
+        sfv__pd_no_inline(pd); /* its elements are no host memory: never copied by the CPU */
+    }
     return r;
 }
 SAFEVERBS_API sfv_result sfv_reg_dmabuf_mr_local(sfv_pd *pd, int fd, uint64_t offset, size_t length, uint64_t iova, sfv_mr **out) {
@@ -2808,7 +2826,7 @@ SAFEVERBS_API sfv_result sfv_dereg_mr(sfv_mr *mr) {
     if (SFV__UNLIKELY(__atomic_load_n(&mr->leases, __ATOMIC_RELAXED) > 0)) return sfv__leases_live(mr); /* >>impl leases */
     rc = ibv_dereg_mr(mr->mr);
     if (rc) return sfv__fail_verb("ibv_dereg_mr", rc); /* still registered (its rkey still works): try again */
-    (void)sfv__pd_unref(mr->pd);
+    SFV__KEEPING_ERROR((void)sfv__pd_unref(mr->pd));
     SFV_FREE(mr);
     return SFV_OK;
 }
@@ -3066,13 +3084,13 @@ struct sfv_channel {
     int scope_auto;               /* open scopes that are not manual: an inject left last is fenced by the innermost of them */
     int settling;                 /* a scope is consuming what fn left (its on_wc may run): no destroy or reset */
     sfv__ring sq, rq;
-    struct sfv_lease *leases;     /* >>impl leases: the live leases bound to this queue pair */
+    struct sfv_lease *leases;     /* >>impl leases: the live leases bound to this queue pair (and failed grants' windows) */
     sfv_channel *ctx_next;        /* the context's list of channels (>>impl events) */
     sfv_srq *srq;                 /* the SRQ its receives come from (>>impl srq), or NULL */
     sfv_channel *srq_next;        /* the SRQ's list of its channels */
     sfv_srq *core_of;             /* non-NULL only in an SRQ's own inner channel (its CQ and ring) */
     uint64_t last_unsignaled;     /* the place + 1 of the last unsignaled post (>>scopes), 0: none */
-    uint32_t inline_max;          /* the granted inline limit (0: none): a post's one compare */
+    uint32_t inline_max;          /* the granted inline limit (0: none; 0 on a DMA-BUF PD): a post's one compare */
     uint32_t inject_lim;          /* inline_max + 1, 0 without inline: an inject's one compare */
     uint32_t inject_every;        /* SFV_INJECT_SIGNAL_EVERY(max_send_wr) (>>impl inject) */
     uint32_t inject_left;         /* injects until the next signaled one */
@@ -3483,9 +3501,12 @@ static sfv_result sfv__qp_make(sfv_channel *ch, sfv_pd *pd) {
     }
     /* The caps come back at least as asked (rxe gives room for max_send_sge elements, 64 bytes at
        the default 4); never more than the ask is used. */
-    ch->inline_max = qi.cap.max_inline_data < ask ? qi.cap.max_inline_data : ask;
-    ch->desc.max_inline_data = ch->inline_max ? ch->inline_max : SFV_INLINE_NONE;
-    ch->inject_lim = ch->inline_max ? ch->inline_max + 1 : 0;
+    ch->inject_lim = qi.cap.max_inline_data < ask ? qi.cap.max_inline_data : ask;
+    ch->desc.max_inline_data = ch->inject_lim ? ch->inject_lim : SFV_INLINE_NONE;
+    sfv__ev_enter(pd->ctx); /* (against sfv__pd_no_inline: no channel of a DMA-BUF PD is missed) */
+    SFV__XSET(ch->inline_max, pd->dmabuf ? 0 : ch->inject_lim);
+    sfv__ev_leave(pd->ctx);
+    ch->inject_lim = ch->inject_lim ? ch->inject_lim + 1 : 0; /* injects are from plain memory: inline on any PD */
     ch->inject_every = SFV_INJECT_SIGNAL_EVERY(ch->desc.max_send_wr);
     ch->inject_left = ch->inject_every;
     ch->max_read_sge = ch->desc.max_send_sge;
@@ -3590,11 +3611,13 @@ SAFEVERBS_API sfv_result sfv_create_channel(sfv_pd *pd, const sfv_channel_desc *
     return r;
 }
 
+static sfv_result sfv__refuse_broken(const sfv_channel *ch, const char *fn);
 SAFEVERBS_API sfv_result sfv_channel_endpoint(const sfv_channel *ch, sfv_endpoint *out) {
     SFV__CHECK_ARG(out, "out");
     memset(out, 0, sizeof *out);
     SFV__CHECK_ARG(ch, "channel");
-    out->qpn = ch->qp ? ch->qp->qp_num : 0;
+    if (!ch->qp) return sfv__refuse_broken(ch, "sfv_channel_endpoint"); /* no QP number a peer could connect to */
+    out->qpn = ch->qp->qp_num;
     out->lid = ch->lid;
     out->psn = ch->desc.send_psn;
     out->mtu = ch->desc.path_mtu;
@@ -3646,7 +3669,6 @@ SAFEVERBS_API sfv_result sfv_endpoint_decode(const uint8_t *in, size_t size, sfv
 }
 
 static void sfv__break(sfv_channel *ch);
-static sfv_result sfv__refuse_broken(const sfv_channel *ch, const char *fn);
 
 /* Whether ch can be connected to peer: every refusal of the handshake that comes before a verb. */
 static sfv_result sfv__handshake_check(const sfv_channel *ch, const sfv_endpoint *peer) {
@@ -4309,11 +4331,14 @@ static bool sfv__destroy_qp(sfv_channel *ch) {
     struct ibv_qp *const qp = ch->qp;
     const uint32_t qpn = qp ? qp->qp_num : 0;
     if (qp) { /* off what an event is compared with before its memory may be another QP's */
+        int rc;
         sfv__ev_enter(ch->pd->ctx);
         SFV__XSET(ch->qp, NULL);
         sfv__ev_leave(ch->pd->ctx);
-        if (ibv_destroy_qp(qp) != 0) {
+        rc = ibv_destroy_qp(qp);
+        if (rc != 0) {
             SFV__XSET(ch->qp, qp);
+            errno = rc; /* the verb's own, for the caller's report */
             return false;
         }
     }
@@ -4743,6 +4768,9 @@ SFV__SLOW sfv_result sfv__refuse_broken(const sfv_channel *ch, const char *fn) {
         return sfv__fail(SFV_ERR_BROKEN, EIO, fn, "the channel is broken: the device reported %s%s",
                          sfv_event_type_str((sfv_event_type)SFV__XLOAD(ch->async_event)), cause == SFV__CAUSE_PORT_DOWN ? " (its port went down)" : "");
     if (SFV__XLOAD(ch->broken) && ch->inject_failed.no) return sfv__inject_failure(ch);
+    if (!ch->qp && !ch->core_of && !ch->first_status) /* no work request failed: say what is missing (an SRQ has no QP of its own) */
+        return sfv__fail(SFV_ERR_BROKEN, EIO, fn, "%s", ch->cq ? "the channel has no queue pair (a reset could not make one, or it was destroyed "
+                         "to stop work): sfv_channel_reset makes a new one" : "the channel's destroy failed part-way: call sfv_destroy_channel again");
     return sfv__fail(SFV_ERR_BROKEN, EIO, fn, "the %s is in the error state (an earlier work request failed%s%s%s%s)",
                      ch->core_of ? "SRQ" : "channel", ch->first_status ? ": " : "", ch->first_status ? sfv__op_name(ch->first_op) : "",
                      ch->first_status ? ", " : "", ch->first_status ? sfv_wc_status_str((sfv_wc_status)ch->first_status) : "");
@@ -4854,8 +4882,10 @@ SFV__SLOW sfv_result sfv__remote_refused(const sfv_remote_mr *remote, uint64_t t
 /* Fills one send-queue work request. The byte total is summed only where it is needed: to keep
    a write or read inside its remote region, and to decide on inline data, which is one compare
    against the limit the channel cached at creation, read once per call (sfv__inline_max). */
-/* The inline limit of a post: the channel's, 0 for a read (never inline). */
-SFV__HOT_INLINE uint32_t sfv__inline_max(const sfv_channel *ch, enum ibv_wr_opcode opcode) { return opcode == IBV_WR_RDMA_READ ? 0 : ch->inline_max; }
+/* The inline limit of a post: the channel's, 0 for a read (never inline); the channel's is 0 on
+   a PD that has had a DMA-BUF MR (sfv__pd_no_inline): an element of one holds an iova, which the
+   CPU's copy would read as a host address. */
+SFV__HOT_INLINE uint32_t sfv__inline_max(const sfv_channel *ch, enum ibv_wr_opcode opcode) { return opcode == IBV_WR_RDMA_READ ? 0 : SFV__XLOAD(ch->inline_max); }
 SFV__HOT_INLINE sfv_result sfv__fill_send(struct ibv_send_wr *w, uint64_t seq, enum ibv_wr_opcode opcode, uint32_t inline_max,
                                           const struct ibv_sge *sg, size_t n, const sfv_remote_mr *remote, uint32_t imm,
                                           unsigned flags, uint32_t *total_out, struct ibv_send_wr *next) {
@@ -5248,12 +5278,12 @@ SFV__SLOW sfv_result sfv__inject_refused(sfv_channel *ch, const void *buf, size_
     sfv_pending stands_in; /* an inject needs no handle: only the channel's own rules apply */
     if (!ch) return sfv__fail(SFV_ERR_INVALID, EINVAL, "inject", "channel (NULL)");
     (void)__atomic_load_n(&ch->can_send, __ATOMIC_ACQUIRE); /* as sfv__post_refused: an event's why, whole */
-    if (!ch->inline_max)
+    if (!ch->inject_lim)
         return sfv__fail(SFV_ERR_INVALID, EINVAL, "inject", "%zu bytes over the channel's inline limit of 0 bytes: it has no inline data "
                          "(desc.max_inline_data SFV_INLINE_NONE, or a device that grants none), and an inject goes inline", len);
-    if (len > ch->inline_max)
+    if (len >= ch->inject_lim)
         return sfv__fail(SFV_ERR_INVALID, EINVAL, "inject", "%zu bytes over the channel's inline limit of %u bytes (desc.max_inline_data): "
-                         "post them from a memory region instead", len, (unsigned)ch->inline_max);
+                         "post them from a memory region instead", len, (unsigned)(ch->inject_lim - 1));
     if (!buf && len) return sfv__fail(SFV_ERR_INVALID, EINVAL, "inject", "buf NULL with %zu bytes", len);
     memset(&stands_in, 0, sizeof stands_in);
     return sfv__post_refused(ch, SFV__POST_SEND, &sfv__no_sge, 0, 1, &stands_in);
@@ -5807,6 +5837,17 @@ static void sfv__events_add_channel(sfv_context *ctx, sfv_channel *ch) {
     sfv__events_gone(ctx, ch);
     sfv__ev_leave(ctx);
 }
+/* A DMA-BUF MR on pd: from now on no channel of pd sends inline (its elements may hold iovas,
+   which the CPU's copy would read as host addresses); injects, from plain memory, still do. A
+   channel is listed before its QP is made, whose inline limit is set under the same lock. */
+static void sfv__pd_no_inline(sfv_pd *pd) {
+    sfv_channel *ch;
+    sfv__ev_enter(pd->ctx);
+    pd->dmabuf = true;
+    for (ch = pd->ctx->channels; ch; ch = ch->ctx_next)
+        if (ch->pd == pd) SFV__XSET(ch->inline_max, 0);
+    sfv__ev_leave(pd->ctx);
+}
 static void sfv__events_remove_channel(sfv_context *ctx, sfv_channel *ch) {
     sfv_channel **at;
     sfv__ev_enter(ctx);
@@ -6287,7 +6328,7 @@ static sfv_result sfv__srq_unref(sfv_srq *srq) {
     sfv__live_remove(&srq->core);
     SFV_FREE(srq->core.sq.slots);
     SFV_FREE(srq->core.rq.slots);
-    (void)sfv__pd_unref(srq->core.pd);
+    SFV__KEEPING_ERROR((void)sfv__pd_unref(srq->core.pd));
     SFV_FREE(srq);
     return SFV_OK;
 }
@@ -6336,7 +6377,7 @@ SAFEVERBS_API sfv_result sfv_channel_reset(sfv_channel *ch) {
     if (sfv__reset_barred(ch)) return sfv__reset_refused(ch);
     sfv__leases_drop(ch); /* windows bound to the old QP hold it (>>impl leases); its leases end, dead, until revoked */
     if (sfv__inflight(ch) || (ch->qp && !ch->aborted)) sfv__abort(ch); /* everything in flight flushed */
-    if (!sfv__destroy_qp(ch)) return sfv__fail_verb("ibv_destroy_qp", EBUSY);
+    if (!sfv__destroy_qp(ch)) return sfv__fail_verb("ibv_destroy_qp", errno);
     ch->connected = false; /* (the old QP's connection is over, whether a new QP comes or not) */
     if (ch->watch) ch->watch->detach(ch->watch, false); /* the old QP's connection is over: it forgets the channel */
     while (sfv__drain(ch) > 0) {} /* the old QP's last completions: their places are done already */
@@ -6349,6 +6390,8 @@ SAFEVERBS_API sfv_result sfv_channel_reset(sfv_channel *ch) {
     SFV__XSET(ch->async_cause, 0);
     SFV__XSET(ch->async_event, 0);
     sfv__ev_leave(ch->pd->ctx);
+    ch->first_status = ch->first_op = ch->first_cause = 0; /* the old QP's failures: a new QP that cannot be made is refused for its own reason */
+    memset(&ch->inject_failed, 0, sizeof ch->inject_failed); /* the count of injects goes on */
     r = sfv__qp_make(ch, ch->pd);
     if (r) { /* broken, without a QP: try again */
         sfv__mark_broken(ch);
@@ -6357,8 +6400,6 @@ SAFEVERBS_API sfv_result sfv_channel_reset(sfv_channel *ch) {
     ch->desc.send_psn = sfv__random_psn(ch->qp);
     if (!ch->desc.send_psn) ch->desc.send_psn = 1;
     ch->aborted = false;
-    ch->first_status = ch->first_op = ch->first_cause = 0;
-    memset(&ch->inject_failed, 0, sizeof ch->inject_failed); /* the count of injects goes on */
     sfv__open_recv(ch, ch->srq == NULL);
     return SFV_OK;
 }
@@ -6422,6 +6463,19 @@ static sfv_result sfv__lease_bind(sfv_channel *ch, struct ibv_send_wr *wr) {
     return r;
 }
 
+/* Puts l on ch's list, with a reference on the PD; mr NULL: a failed grant's window that no one
+   holds, freed with the lease by sfv__leases_drop. */
+static void sfv__lease_link(sfv_channel *ch, sfv_lease *l, sfv_mr *mr) {
+    l->mr = mr;
+    l->pd = ch->pd;
+    l->ch = ch;
+    l->next = ch->leases;
+    if (ch->leases) ch->leases->prev = l;
+    ch->leases = l;
+    if (mr) __atomic_fetch_add(&mr->leases, 1, __ATOMIC_RELAXED);
+    sfv__ref(&ch->pd->refs);
+}
+
 SAFEVERBS_API sfv_result sfv_lease_grant(sfv_channel *ch, sfv_mr *mr, size_t offset, size_t length, unsigned access, sfv_lease **out) {
     struct ibv_send_wr wr;
     sfv_lease *l;
@@ -6454,21 +6508,16 @@ SAFEVERBS_API sfv_result sfv_lease_grant(sfv_channel *ch, sfv_mr *mr, size_t off
     head = ch->sq.head;
     r = sfv__lease_bind(ch, &wr);
     if (r) { /* a bind refused before its post leaves nothing under its window; else never under a bind still in flight (left to the device) */
-        if (ch->sq.head == head || !sfv__abort_stuck(ch)) (void)ibv_dealloc_mw(l->mw);
-        SFV_FREE(l);
+        if ((ch->sq.head == head || !sfv__abort_stuck(ch)) && ibv_dealloc_mw(l->mw) != 0)
+            sfv__lease_link(ch, l, NULL); /* a window that refused to go: the channel's destroy or reset frees it */
+        else
+            SFV_FREE(l);
         return r;
     }
     l->remote.addr = mr->addr + offset;
     l->remote.length = length;
     l->remote.rkey = wr.bind_mw.rkey; /* a bind by work request leaves mw->rkey as it was */
-    l->mr = mr;
-    l->pd = ch->pd;
-    l->ch = ch;
-    l->next = ch->leases;
-    if (ch->leases) ch->leases->prev = l;
-    ch->leases = l;
-    __atomic_fetch_add(&mr->leases, 1, __ATOMIC_RELAXED);
-    sfv__ref(&ch->pd->refs);
+    sfv__lease_link(ch, l, mr);
     *out = l;
     return SFV_OK;
 }
@@ -6488,7 +6537,7 @@ SAFEVERBS_API sfv_result sfv_lease_revoke(sfv_lease *lease) {
         if (lease->next) lease->next->prev = lease->prev;
     }
     __atomic_fetch_sub(&lease->mr->leases, 1, __ATOMIC_RELAXED);
-    (void)sfv__pd_unref(lease->pd);
+    SFV__KEEPING_ERROR((void)sfv__pd_unref(lease->pd));
     SFV_FREE(lease);
     return SFV_OK;
 }
@@ -6497,10 +6546,15 @@ SAFEVERBS_API sfv_result sfv_lease_revoke(sfv_lease *lease) {
    (rxe on Linux 6.1 then waits ~50 s in ibv_destroy_qp and warns). The leases stay, dead, until
    revoked. */
 static void sfv__leases_drop(sfv_channel *ch) {
-    sfv_lease *l;
-    for (l = ch->leases; l; l = l->next) {
+    sfv_lease *l, *next;
+    for (l = ch->leases; l; l = next) {
+        next = l->next;
         if (l->mw && ibv_dealloc_mw(l->mw) == 0) l->mw = NULL; /* else kept: sfv_lease_revoke tries it again */
         l->ch = NULL;
+        if (!l->mr) { /* a failed grant's (sfv__lease_link): no one holds it (refused again: it stays the device's) */
+            (void)sfv__pd_unref(l->pd);
+            SFV_FREE(l);
+        }
     }
     ch->leases = NULL;
 }
@@ -6775,7 +6829,7 @@ SAFEVERBS_API sfv_result sfv_destroy_channel(sfv_channel *ch) {
         return sfv__fail(SFV_ERR_INVALID, EINVAL, "sfv_destroy_channel", "the channel is inside an open scope (or many-peer call, or a scope's on_wc): destroy it after the scope returns");
     sfv__leases_drop(ch); /* >>impl leases */
     if (sfv__inflight(ch)) sfv__abort(ch);
-    if (!sfv__destroy_qp(ch)) return sfv__fail_verb("ibv_destroy_qp", EBUSY);
+    if (!sfv__destroy_qp(ch)) return sfv__fail_verb("ibv_destroy_qp", errno);
     if (ch->watch) ch->watch->detach(ch->watch, true); /* it forgets the channel, and the channel it */
     if (ch->cc) sfv_channel_ack_events(ch);
     if (ch->cq) {
@@ -6804,7 +6858,7 @@ SAFEVERBS_API sfv_result sfv_destroy_channel(sfv_channel *ch) {
     sfv__live_remove(ch);
     SFV_FREE(ch->sq.slots);
     SFV_FREE(ch->rq.slots);
-    (void)sfv__pd_unref(ch->pd);
+    SFV__KEEPING_ERROR((void)sfv__pd_unref(ch->pd));
     SFV_FREE(ch);
     return SFV_OK;
 }
@@ -8673,9 +8727,15 @@ SAFEVERBS_API sfv_result sfv_node_barrier_unchecked(sfv_node *node, const size_t
 #include <rdma/rdma_cma.h>
 
 enum { SFV__CM_HDR = 4 };
-struct sfv_cm_listener { struct rdma_event_channel *ec; struct rdma_cm_id *id; uint16_t port; };
+struct sfv_cm_listener {
+    struct rdma_event_channel *ec;
+    struct rdma_cm_id *id;
+    uint16_t port;
+    size_t taken;                    /* requests taken and not answered: their ids live on ec (atomic) */
+};
 struct sfv_cm_request {
     struct rdma_cm_id *id;
+    sfv_cm_listener *l;              /* the listener it came from (its ec holds the id until migrated or destroyed) */
     struct rdma_conn_param param;    /* what the peer asked for (read depths) */
     uint8_t rd_atomic;               /* the peer's read depth from our header, 0: none */
     size_t len;
@@ -9036,6 +9096,8 @@ SAFEVERBS_API sfv_result sfv_cm_get_request(sfv_cm_listener *l, int timeout_ms, 
             return sfv__fail_verb("calloc", ENOMEM);
         }
         req->id = ev->id;
+        req->l = l;
+        __atomic_add_fetch(&l->taken, 1, __ATOMIC_RELAXED);
         req->param = ev->param.conn;
         sfv__cm_take_private(ev->param.conn.private_data, ev->param.conn.private_data_len, &req->rd_atomic, req->priv,
                              sizeof req->priv, &req->len);
@@ -9044,6 +9106,12 @@ SAFEVERBS_API sfv_result sfv_cm_get_request(sfv_cm_listener *l, int timeout_ms, 
         *out = req;
         return SFV_OK;
     }
+}
+
+/* An answered request: freed, and no longer holds its listener. */
+static void sfv__cm_request_free(sfv_cm_request *req) {
+    __atomic_sub_fetch(&req->l->taken, 1, __ATOMIC_RELEASE);
+    SFV_FREE(req);
 }
 
 SAFEVERBS_API const uint8_t *sfv_cm_request_private(const sfv_cm_request *req, size_t *len) {
@@ -9060,7 +9128,7 @@ SAFEVERBS_API sfv_result sfv_cm_reject(sfv_cm_request *req, const void *reason, 
     /* EINVAL: the request is no longer waiting (its side gave up): nothing is left to refuse */
     if (rdma_reject(req->id, r ? NULL : reason, r ? 0 : (uint8_t)len) && !r && errno != EINVAL) r = sfv__fail_verb("rdma_reject", errno);
     rdma_destroy_id(req->id);
-    SFV_FREE(req);
+    sfv__cm_request_free(req);
     return r;
 }
 
@@ -9124,7 +9192,7 @@ static sfv_result sfv__cm_accept(sfv_cm_request *req, sfv_pd *pd, sfv_channel *c
         c->disconnected = true;
         (void)rdma_disconnect(c->id);
         sfv__channel_peer_gone(c->ch, true);
-        SFV_FREE(req);
+        sfv__cm_request_free(req);
         sfv__cm_watch(c);
         *out = c;
         return SFV_OK;
@@ -9139,14 +9207,14 @@ static sfv_result sfv__cm_accept(sfv_cm_request *req, sfv_pd *pd, sfv_channel *c
         rdma_ack_cm_event(ev);
     }
     if (r) goto fail;
-    SFV_FREE(req);
+    sfv__cm_request_free(req);
     sfv__cm_watch(c);
     *out = c;
     return SFV_OK;
 fail:
     if (up && !c->owns_ch) sfv__channel_peer_gone(c->ch, false); /* connected to nobody: broken */
-    SFV_FREE(req);
-    sfv__cm_conn_free(c);
+    sfv__cm_conn_free(c); /* (its id first: it lives on the listener's channel until the request is freed) */
+    sfv__cm_request_free(req);
     return r;
 }
 
@@ -9303,13 +9371,28 @@ SAFEVERBS_API sfv_result sfv_cm_close(sfv_cm_conn *c, int timeout_ms) {
         }
         sfv__last = before;
     }
+    c->disconnected = true; /* (a close repeated after a refusal below disconnects no second time) */
+    if (c->ch && c->owns_ch) { /* its own channel first: a destroy a verb refuses keeps the connection for another close */
+        sfv_channel *const ch = c->ch;
+        const sfv_result r = sfv_destroy_channel(ch); /* (past its QP it detaches the watch, and c forgets ch) */
+        if (r) {
+            c->ch = ch;
+            return r;
+        }
+        c->ch = NULL;
+    }
     sfv__cm_conn_free(c);
     return SFV_OK;
 }
 
 SAFEVERBS_API sfv_result sfv_cm_destroy_listener(sfv_cm_listener *l) {
     struct rdma_cm_event *ev;
+    size_t taken;
     if (!l) return SFV_OK;
+    if ((taken = __atomic_load_n(&l->taken, __ATOMIC_ACQUIRE)) != 0) /* their ids live on l's event channel */
+        return sfv__fail(SFV_ERR_INVALID, EBUSY, "sfv_cm_destroy_listener",
+                         "sfv_cm_destroy_listener: %zu request%s taken from it not answered yet (sfv_cm_accept or sfv_cm_reject them first); the listener is kept",
+                         taken, taken == 1 ? "" : "s");
     while (rdma_get_cm_event(l->ec, &ev) == 0) { /* requests nobody took: refuse them now */
         if (ev->event == RDMA_CM_EVENT_CONNECT_REQUEST) {
             struct rdma_cm_id *id = ev->id;

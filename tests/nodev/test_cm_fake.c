@@ -2269,6 +2269,55 @@ static void t_node_cm_timeout_names_rank(void) {
     tn_close(&w);
 }
 
+/* ---- from a hostile review (session 21): each failed on the header before ---------------- */
+/* sfv_cm_destroy_listener says requests taken and not answered must be answered first, and
+   says nothing of what happens otherwise: the request's id lives on the listener's event
+   channel, which the destroy freed (librdmacm: the answer then writes through freed memory;
+   the fake aborts). The destroy refuses instead (SFV_ERR_INVALID, the listener kept) until
+   every request taken from it is answered, by a reject, an accept or a failed accept. */
+static void t_destroy_listener_with_taken_request(void) {
+    tc_env e;
+    sfv_cm_listener *l = NULL;
+    sfv_cm_request *a, *b;
+    sfv_cm_conn *c;
+    tc_open(&e);
+    tc_request(&l, NULL, 0, &a);
+    tc_request(&l, NULL, 0, &b);
+    CHECK_RESULT(sfv_cm_destroy_listener(l), SFV_ERR_INVALID);
+    CHECK(strstr(sfv_last_error()->message, "2 request") != NULL);
+    CHECK_OK(sfv_cm_reject(a, NULL, 0));
+    CHECK_RESULT(sfv_cm_destroy_listener(l), SFV_ERR_INVALID);
+    CHECK_OK(sfv_cm_accept(b, e.pd, NULL, NULL, 0, 1000, &c));
+    CHECK_OK(sfv_cm_destroy_listener(l)); /* the accepted id moved to the connection's channel */
+    CHECK_OK(sfv_cm_close(c, 0));
+    l = NULL;
+    tc_request(&l, NULL, 0, &a); /* a failed accept answers it too */
+    CHECK_RESULT(sfv_cm_accept(a, e.pd, NULL, NULL, SFV_CM_ACCEPT_PRIVATE_MAX + 1, 1000, &c), SFV_ERR_INVALID);
+    CHECK_OK(sfv_cm_destroy_listener(l));
+    tc_close(&e);
+}
+
+/* sfv_cm_close "frees everything" and always said SFV_OK: when the destroy of the channel the
+   connection owns was refused (its QP's or its CQ's), the channel (QP, CQ, a reference on the
+   PD and so on the device) was left behind with no handle to free it, and the close said it
+   succeeded. The refusal is returned now, the connection kept, and a second close frees all. */
+static void t_close_destroy_refused(void) {
+    static const char *const verbs[] = {"ibv_destroy_qp", "ibv_destroy_cq"};
+    size_t i;
+    for (i = 0; i < sizeof verbs / sizeof verbs[0]; i++) {
+        tc_env e;
+        sfv_cm_conn *c;
+        tc_open(&e);
+        CHECK_OK(tc_connect(&e, NULL, 0, 1000, &c));
+        fk_fail_name(verbs[i], 1);
+        CHECK_RESULT(sfv_cm_close(c, 0), SFV_ERR_DRIVER);
+        CHECK(strcmp(sfv_last_error()->verb, verbs[i]) == 0);
+        CHECK_OK(sfv_cm_close(c, 0));
+        CHECK_EQ(fkcm_calls(FKCM_DISCONNECT), 1);
+        tc_close(&e);
+    }
+}
+
 static const harness_test TESTS[] = {
     TEST(t_accept_out_null, 10),
     TEST(t_accept_channel_out_null, 10),
@@ -2306,6 +2355,8 @@ static const harness_test TESTS[] = {
     TEST(t_node_cm_reject_padded, 10),
     TEST(t_node_cm_deadline_read_twice, 20),
     TEST(t_node_cm_random, 120),
+    TEST(t_destroy_listener_with_taken_request, 10),
+    TEST(t_close_destroy_refused, 10),
 };
 
 int main(int argc, char **argv) { return harness_main(argc, argv, TESTS, COUNT_OF(TESTS)); }

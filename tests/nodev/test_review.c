@@ -1,6 +1,7 @@
-/* test_review.c - tests from hostile reviews (session 20) on the fake NIC: each failed on the
-   header before its fix. (a) multi-channels, nodes, SRQs, leases; (b) devices, GIDs, MRs,
-   wrapping; (c) a device deleted while open, and channels kept by a refused destroy. */
+/* test_review.c - tests from hostile reviews on the fake NIC: each failed on the header before
+   its fix. Session 20: (a) multi-channels, nodes, SRQs, leases; (b) devices, GIDs, MRs,
+   wrapping; (c) a device deleted while open, and channels kept by a refused destroy. Session 21:
+   (21a) memory regions, elements, leases; (21d) the lifecycle of channels and their parents. */
 #include "fake_env.h"
 
 #include <fcntl.h>
@@ -384,6 +385,226 @@ static void t_node_taken_by_another_device(void) {
     fk_set_dev_path(NULL);
 }
 
+/* ---- review 21a: memory regions, elements, remote regions, leases ---- */
+/* A DMA-BUF MR's elements hold its iova, device memory the CPU cannot read at that address (a
+   GPU's, say). A send or write from one small enough to go inline had the CPU copy the bytes at
+   the post, from the iova taken as a host pointer: the post crashed (or read whatever host memory
+   sat there), with elements the _checked constructor had accepted. Work from a DMA-BUF MR must
+   go to the NIC, which reads it through the MR. (The fake's NIC reads no DMA-BUF: it refuses such
+   an element with a local protection error, as a real one would read it.) */
+static void t_dmabuf_never_inline(void) {
+    tf_env e;
+    sfv_channel *a, *b;
+    sfv_mr *dm;
+    sfv_gather_element g;
+    sfv_pending p;
+    sfv_work_completion wc;
+    sfv_write_request wr;
+    const uint64_t iova = 0xffff900000000000ull; /* no host address: a CPU read of it faults */
+    fk_set_dmabuf(true);
+    tf_open(&e, 4096);
+    tf_pair(&e, NULL, &a, &b);
+    CHECK(sfv_channel_get_desc(a)->max_inline_data >= 64); /* the fake grants inline data */
+    CHECK_OK(sfv_reg_dmabuf_mr_local(e.pd, 3, 0, 4096, iova, &dm));
+    CHECK_OK(sfv_mr_gather_element_checked(dm, (const void *)(uintptr_t)(iova + 64), 16, &g));
+    CHECK_OK(sfv_channel_post_send(a, &g, 1, &p));
+    CHECK_RESULT(sfv_pending_wait(&p, 1000, &wc), SFV_ERR_WORK);
+    CHECK_EQ(wc.status, SFV_WC_LOC_PROT_ERR);
+    CHECK_OK(sfv_channel_reset(a));
+    CHECK_OK(sfv_channel_reset(b));
+    tf_connect(a, b);
+    memset(&wr, 0, sizeof wr);
+    wr.sges = &g;
+    wr.n = 1;
+    wr.remote = sfv_remote_mr_make(sfv_mr_addr(e.mr), 64, sfv_mr_rkey(e.mr));
+    CHECK_OK(sfv_channel_post_writes(a, &wr, 1, &p));
+    CHECK_RESULT(sfv_pending_wait(&p, 1000, &wc), SFV_ERR_WORK);
+    CHECK_EQ(wc.status, SFV_WC_LOC_PROT_ERR);
+    CHECK_OK(sfv_channel_reset(a));
+    CHECK_OK(sfv_channel_reset(b));
+    tf_connect(a, b);
+    {   /* an inject (plain memory) still goes inline; a channel made now sends nothing inline either */
+        static const char msg[] = "plain memory";
+        sfv_channel *c, *d;
+        sfv_pending rx;
+        sfv_scatter_element s = sfv_mr_scatter_element(e.mr, e.buf, 64);
+        CHECK_OK(sfv_channel_post_receive(b, &s, 1, &rx));
+        CHECK_OK(sfv_channel_inject(a, msg, sizeof msg));
+        CHECK_OK(sfv_pending_wait(&rx, 1000, &wc));
+        CHECK(memcmp(e.buf, msg, sizeof msg) == 0);
+        tf_pair(&e, NULL, &c, &d);
+        CHECK_OK(sfv_channel_post_send(c, &g, 1, &p));
+        CHECK_RESULT(sfv_pending_wait(&p, 1000, &wc), SFV_ERR_WORK);
+        CHECK_EQ(wc.status, SFV_WC_LOC_PROT_ERR);
+        CHECK_OK(sfv_destroy_channel(c));
+        CHECK_OK(sfv_destroy_channel(d));
+    }
+    CHECK_OK(sfv_destroy_channel(a));
+    CHECK_OK(sfv_destroy_channel(b));
+    CHECK_OK(sfv_dereg_mr(dm));
+    tf_close(&e);
+}
+
+/* A grant refused before its bind was posted (here the send queue is full) frees its memory
+   window; when ibv_dealloc_mw refuses that, the window was dropped on the floor: no lease, no
+   channel and no PD held it, so the PD (ibv_dealloc_pd: EBUSY) and the device stayed open for
+   good. The channel keeps such a window now, and its destroy (or reset) frees it. */
+static void t_lease_refused_window_kept(void) {
+    tf_env e;
+    sfv_channel *a, *b;
+    sfv_channel_desc d;
+    sfv_mr *m;
+    sfv_lease *l = (sfv_lease *)1;
+    sfv_pending p;
+    sfv_gather_element g;
+    int k;
+    unsigned char *mem = (unsigned char *)calloc(1, 4096);
+    CHECK(mem);
+    fk_set_mw(true);
+    tf_open(&e, 4096);
+    memset(&d, 0, sizeof d);
+    d.max_send_wr = 1;
+    CHECK_OK(sfv_reg_mr_access(e.pd, mem, 4096, SFV_ACCESS_LOCAL_WRITE | SFV_ACCESS_MW_BIND, &m));
+    for (k = 0; k < 2; k++) { /* freed by the channel's destroy (k 0) or reset (k 1) */
+        tf_pair(&e, &d, &a, &b);
+        g = sfv_mr_gather_element(e.mr, e.buf, 8);
+        CHECK_OK(sfv_channel_post_write(a, &g, 1, sfv_remote_mr_make(sfv_mr_addr(e.mr) + 64, 8, sfv_mr_rkey(e.mr)), &p));
+        fk_set_mw_dealloc_fail(1);
+        CHECK_RESULT(sfv_lease_grant(a, m, 0, 64, SFV_ACCESS_REMOTE_WRITE, &l), SFV_ERR_RESOURCE); /* queue full */
+        CHECK(l == NULL && strcmp(sfv_last_error()->verb, "post") == 0);
+        CHECK_OK(sfv_pending_wait(&p, 1000, NULL));
+        CHECK_OK(sfv_dereg_mr(m)); /* the MR has no lease */
+        CHECK_OK(sfv_reg_mr_access(e.pd, mem, 4096, SFV_ACCESS_LOCAL_WRITE | SFV_ACCESS_MW_BIND, &m));
+        if (k == 1) {
+            CHECK_OK(sfv_channel_reset(a));
+            CHECK_EQ(fk_mw_count(), 0);
+        }
+        CHECK_OK(sfv_destroy_channel(a));
+        CHECK_OK(sfv_destroy_channel(b));
+        CHECK_EQ(fk_mw_count(), 0);
+    }
+    CHECK_OK(sfv_dereg_mr(m));
+    free(mem);
+    tf_close(&e);
+}
+
+/* ---- review 21d: channels and their parents ---- */
+/* A release that succeeds leaves no failure of its own in sfv_last_error ("valid until the next
+   failing call"). The last child of a PD or context releases its parent; a parent's verb that
+   refuses then keeps the parent quietly (LIFETIME), and that refusal was left in
+   sfv_last_error after the child's SFV_OK: sfv_destroy_channel, sfv_dereg_mr, sfv_destroy_srq
+   (PD) and sfv_destroy_cq (context). */
+static void t_quiet_parent_keeps_last_error(void) {
+    tf_env e;
+    sfv_channel *a;
+    sfv_srq *srq;
+    sfv_cq *cq, *none;
+    size_t n;
+    int round;
+    for (round = 0; round < 3; round++) { /* the PD's last reference: a channel's, an MR's, an SRQ's */
+        tf_open(&e, 4096);
+        CHECK_OK(sfv_create_channel(e.pd, NULL, &a));
+        CHECK_OK(sfv_create_srq(e.pd, NULL, &srq));
+        CHECK_OK(sfv_dealloc_pd(e.pd)); /* the caller's reference: the children keep it */
+        if (round != 0) CHECK_OK(sfv_destroy_channel(a));
+        if (round != 1) CHECK_OK(sfv_dereg_mr(e.mr));
+        if (round != 2) CHECK_OK(sfv_destroy_srq(srq));
+        CHECK_RESULT(sfv_create_cq(e.ctx, 0, &none), SFV_ERR_INVALID); /* the last failure */
+        fk_fail_name("ibv_dealloc_pd", 1);
+        if (round == 0) CHECK_OK(sfv_destroy_channel(a));
+        if (round == 1) CHECK_OK(sfv_dereg_mr(e.mr));
+        if (round == 2) CHECK_OK(sfv_destroy_srq(srq));
+        CHECK(fk_failed() && strcmp(fk_failed(), "ibv_dealloc_pd") == 0);
+        CHECK_EQ(sfv_last_error()->result, SFV_ERR_INVALID);
+        CHECK(strcmp(sfv_last_error()->verb, "sfv_create_cq") == 0);
+        fk_reset();
+        CHECK_OK(sfv_dealloc_pd(e.pd)); /* (kept quietly; the test still knows it) */
+        CHECK_OK(sfv_close_device(e.ctx));
+        free(e.buf);
+        CHECK_EQ(fk_live_total(), 0);
+    }
+    /* a CQ, the context's last reference */
+    tf_open(&e, 4096);
+    CHECK_OK(sfv_create_cq(e.ctx, 16, &cq));
+    CHECK_OK(sfv_dereg_mr(e.mr));
+    CHECK_OK(sfv_dealloc_pd(e.pd));
+    CHECK_OK(sfv_close_device(e.ctx));
+    CHECK_RESULT(sfv_poll_cq(NULL, NULL, 0, &n), SFV_ERR_INVALID);
+    fk_fail_name("ibv_close_device", 1);
+    CHECK_OK(sfv_destroy_cq(cq));
+    CHECK(fk_failed() && strcmp(fk_failed(), "ibv_close_device") == 0);
+    CHECK(strcmp(sfv_last_error()->verb, "sfv_poll_cq") == 0);
+    fk_reset();
+    CHECK_OK(sfv_close_device(e.ctx));
+    free(e.buf);
+    CHECK_EQ(fk_live_total(), 0);
+}
+
+/* A reset whose new queue pair could not be made leaves the channel without one: its endpoint
+   (QP number 0, which every peer's decode and handshake refuse) was SFV_OK; it is refused as
+   the handshake is, SFV_ERR_BROKEN with *out zeroed. And a refusal of such a channel says why
+   ("saying why": no queue pair, make one with a reset), not that an earlier work request
+   failed (none did). */
+static void t_no_qp_endpoint_refused(void) {
+    tf_env e;
+    sfv_channel *a, *b;
+    sfv_endpoint ea, eb;
+    sfv_gather_element g;
+    sfv_pending p;
+    tf_open(&e, 4096);
+    tf_pair(&e, NULL, &a, &b);
+    CHECK_OK(sfv_channel_endpoint(b, &eb));
+    fk_fail_name("ibv_create_qp", 1);
+    CHECK_RESULT(sfv_channel_reset(a), SFV_ERR_RESOURCE);
+    fk_reset();
+    CHECK(sfv_channel_raw_qp(a) == NULL);
+    memset(&ea, 0xAB, sizeof ea);
+    CHECK_RESULT(sfv_channel_endpoint(a, &ea), SFV_ERR_BROKEN);
+    CHECK(ea.qpn == 0 && ea.psn == 0 && !ea.has_gid);
+    CHECK(strstr(sfv_last_error()->message, "no queue pair") != NULL);
+    CHECK_RESULT(sfv_channel_handshake(a, &eb), SFV_ERR_BROKEN);
+    CHECK(strstr(sfv_last_error()->message, "no queue pair") != NULL);
+    g = sfv_mr_gather_element(e.mr, e.buf, 8);
+    CHECK_RESULT(sfv_channel_post_send(a, &g, 1, &p), SFV_ERR_BROKEN);
+    CHECK(strstr(sfv_last_error()->message, "no queue pair") != NULL);
+    CHECK_OK(sfv_channel_reset(a)); /* repeated: a new QP */
+    CHECK_OK(sfv_channel_reset(b));
+    tf_connect(a, b);
+    /* a work request that failed on the old QP is not the reason now */
+    CHECK_RESULT(sfv_channel_write(a, &g, 1, sfv_remote_mr_make((uintptr_t)e.buf, 8, sfv_mr_rkey(e.mr) + 1), NULL), SFV_ERR_WORK);
+    fk_fail_name("ibv_create_qp", 1);
+    CHECK_RESULT(sfv_channel_reset(a), SFV_ERR_RESOURCE);
+    fk_reset();
+    CHECK_RESULT(sfv_channel_handshake(a, &eb), SFV_ERR_BROKEN);
+    CHECK(strstr(sfv_last_error()->message, "no queue pair") != NULL);
+    CHECK_OK(sfv_destroy_channel(a)); /* without a QP */
+    CHECK_OK(sfv_destroy_channel(b));
+    tf_close(&e);
+}
+
+/* A refused ibv_destroy_qp is reported with the verb's own errno (sfv_error.errnum: "errno of the
+   failing verb"), not a made-up EBUSY: the fake's refusal is EIO. By sfv_destroy_channel and by
+   sfv_channel_reset; both can be repeated. */
+static void t_destroy_qp_refusal_keeps_errno(void) {
+    tf_env e;
+    sfv_channel *a, *b;
+    tf_open(&e, 4096);
+    tf_pair(&e, NULL, &a, &b);
+    fk_fail_name("ibv_destroy_qp", 1);
+    CHECK_RESULT(sfv_destroy_channel(a), SFV_ERR_DRIVER);
+    CHECK(strcmp(sfv_last_error()->verb, "ibv_destroy_qp") == 0);
+    CHECK_EQ(sfv_last_error()->errnum, EIO);
+    fk_fail_name("ibv_destroy_qp", 1);
+    CHECK_RESULT(sfv_channel_reset(b), SFV_ERR_DRIVER);
+    CHECK(strcmp(sfv_last_error()->verb, "ibv_destroy_qp") == 0);
+    CHECK_EQ(sfv_last_error()->errnum, EIO);
+    fk_reset();
+    CHECK_OK(sfv_channel_reset(b));
+    CHECK_OK(sfv_destroy_channel(a));
+    CHECK_OK(sfv_destroy_channel(b));
+    tf_close(&e);
+}
+
 static const harness_test TESTS[] = {
     TEST(t_launcher_rank_negative_size, 10),
     TEST(t_srq_last_ref_destroy_fails, 10),
@@ -397,5 +618,10 @@ static const harness_test TESTS[] = {
     TEST(t_channel_made_after_deletion, 10),
     TEST(t_device_fatal_then_node_gone, 10),
     TEST(t_node_taken_by_another_device, 10),
+    TEST(t_dmabuf_never_inline, 10),
+    TEST(t_lease_refused_window_kept, 10),
+    TEST(t_quiet_parent_keeps_last_error, 10),
+    TEST(t_no_qp_endpoint_refused, 10),
+    TEST(t_destroy_qp_refusal_keeps_errno, 10),
 };
 int main(int argc, char **argv) { return harness_main(argc, argv, TESTS, COUNT_OF(TESTS)); }
