@@ -2761,6 +2761,13 @@ static sfv_result sfv__fail_reg(size_t length, int errnum) {
     return sfv__fail_verb("ibv_reg_mr", errnum);
 }
 
+/* The access flags of a registration; the verbs' rule, remote write or atomic needs local write,
+   said here, not as EINVAL from the verb later. */
+#define SFV__CHECK_MR_ACCESS(access)                                                                               \
+    SFV__CHECK_ARG(((access) & ~(unsigned)SFV__ACCESS_ALL) == 0, "access flags");                                  \
+    SFV__CHECK_ARG(!((access) & (SFV_ACCESS_REMOTE_WRITE | SFV_ACCESS_REMOTE_ATOMIC)) || ((access) & SFV_ACCESS_LOCAL_WRITE), \
+                   "access flags (REMOTE_WRITE/REMOTE_ATOMIC need LOCAL_WRITE)")
+
 SAFEVERBS_API sfv_result sfv_reg_mr_access(sfv_pd *pd, void *addr, size_t length, unsigned access, sfv_mr **out) {
     struct ibv_mr *m;
     SFV__CHECK_ARG(out, "out");
@@ -2769,10 +2776,7 @@ SAFEVERBS_API sfv_result sfv_reg_mr_access(sfv_pd *pd, void *addr, size_t length
     SFV__CHECK_ARG(addr, "addr (NULL)");
     SFV__CHECK_ARG(length > 0, "length (0)");
     SFV__CHECK_ARG((uintptr_t)addr + length - 1 >= (uintptr_t)addr, "length (addr + length wraps)");
-    SFV__CHECK_ARG((access & ~(unsigned)SFV__ACCESS_ALL) == 0, "access flags");
-    /* The verbs rule: remote write or atomic needs local write. Say it here, not as EINVAL later. */
-    SFV__CHECK_ARG(!(access & (SFV_ACCESS_REMOTE_WRITE | SFV_ACCESS_REMOTE_ATOMIC)) || (access & SFV_ACCESS_LOCAL_WRITE),
-                   "access flags (REMOTE_WRITE/REMOTE_ATOMIC need LOCAL_WRITE)");
+    SFV__CHECK_MR_ACCESS(access);
     errno = 0;
     m = ibv_reg_mr(pd->pd, addr, length, (int)access);
     if (!m) return sfv__fail_reg(length, errno);
@@ -2796,7 +2800,7 @@ SAFEVERBS_API sfv_result sfv_reg_dmabuf_mr_access(sfv_pd *pd, int fd, uint64_t o
     SFV__CHECK_ARG(length > 0, "length (0)");
     SFV__CHECK_ARG(offset + length - 1 >= offset, "length (offset + length wraps)");
     SFV__CHECK_ARG(iova + length - 1 >= iova, "length (iova + length wraps)");
-    SFV__CHECK_ARG((access & ~(unsigned)SFV__ACCESS_ALL) == 0, "access flags");
+    SFV__CHECK_MR_ACCESS(access);
     if ((iova & (page - 1)) != (offset & (page - 1)))
         return sfv__fail(SFV_ERR_INVALID, EINVAL, __func__,
                          "iova 0x%llx and offset 0x%llx differ in their offset within a page",

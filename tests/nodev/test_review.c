@@ -94,6 +94,9 @@ static void t_dmabuf_mr_at_iova(void) {
     fk_set_dmabuf(true);
     CHECK_OK(sfv_open_device(NULL, &ctx));
     CHECK_OK(sfv_alloc_pd(ctx, &pd));
+    /* the verbs' rule, said before the verb (as sfv_reg_mr_access does): remote write needs local write */
+    CHECK_RESULT(sfv_reg_dmabuf_mr_access(pd, 3, offset, 4096, iova, SFV_ACCESS_REMOTE_WRITE, &mr), SFV_ERR_INVALID);
+    CHECK(mr == NULL && strstr(sfv_last_error()->message, "need LOCAL_WRITE") != NULL);
     CHECK_OK(sfv_reg_dmabuf_mr_shared(pd, 3, offset, 4096, iova, &mr));
     CHECK_EQ(sfv_mr_addr(mr), iova);
     CHECK_EQ(sfv_mr_length(mr), 4096);
