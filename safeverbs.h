@@ -937,7 +937,8 @@ SFV_NODISCARD SAFEVERBS_API sfv_result sfv_channel_post_read(sfv_channel *ch, co
    count (0, or over SFV_BATCH_MAX: SFV_ERR_INVALID) leaves its handles untouched (the array may
    be shorter than the count). A send-side batch the verb took only part of: SFV_ERR_BROKEN, and
    its QP goes to the error state at once (its unsignaled work can only end by a flush: a scope
-   around it returns then, not at its deadline). */
+   around it returns then, not at its deadline); posted with a handle, the part taken is flushed
+   before the call returns and its places are free (a reset gives back the whole queue). */
 #define SFV_BATCH_MAX 64
 SFV_NODISCARD SAFEVERBS_API sfv_result sfv_channel_post_send_batch(sfv_channel *ch, const sfv_gather_element *sges, size_t per_wr, size_t count, sfv_pending *pending);
 SFV_NODISCARD SAFEVERBS_API sfv_result sfv_channel_post_write_batch(sfv_channel *ch, const sfv_gather_element *sges, size_t per_wr, size_t count, const sfv_remote_mr *remotes, sfv_pending *pending);
@@ -2629,6 +2630,7 @@ static bool sfv__op_is_atomic(uint8_t op) { return op == SFV_WC_OP_COMP_SWAP || 
 #define SFV__OP_INJECT_SEND 0x7C
 #define SFV__OP_INJECT_WRITE 0x7D
 #define SFV__OP_INJECT_WRITE_IMM 0x7E
+#define SFV__OP_ABORT_MARK 0x7B /* an abort's own zero-length write, tracked as an inject (sfv__abort_mark): no inject of the caller's */
 #define SFV__WRID_INJECT (1ull << 63)
 
 
@@ -4180,7 +4182,7 @@ SFV__SLOW void sfv__inject_failed(sfv_channel *ch, const sfv__ring *q, const sfv
     if (ch->inject_failed.no || (status == IBV_WC_WR_FLUSH_ERR && (ch->aborted || SFV__XLOAD(ch->broken)))) return; /* flushed by our abort or after another failure: not its failure */
     for (t = s->seq + 1; t < q->head; t++) { /* the injects after it have not completed: count them */
         const sfv__slot *u = &q->slots[t & q->mask];
-        if (u->seq == t && u->state == SFV__SLOT_INJECT) later++;
+        if (u->seq == t && u->state == SFV__SLOT_INJECT && u->op != SFV__OP_ABORT_MARK) later++;
     }
     ch->inject_failed.no = ch->injects - later;
     ch->inject_failed.len = s->byte_len;
@@ -4374,7 +4376,7 @@ static void sfv__abort_mark(sfv_channel *ch) {
         memset(t, 0, sizeof *t);
         t->seq = q->head++;
         t->state = SFV__SLOT_INJECT;
-        t->op = SFV__OP_INJECT_WRITE;
+        t->op = SFV__OP_ABORT_MARK;
         q->inject_top = q->head;
         q->sig_top = q->head;
     }
@@ -4647,6 +4649,8 @@ static const char *sfv__failure_hint(const sfv_channel *ch, const sfv__slot *s) 
         return "the QP went to the error state with no failed completion on this side: most likely the peer sent something it refused (an RDMA write, read or atomic outside the region or without its access moves the responder's QP to the error state)";
     if (ch && ch->first_status && !first && s->status == IBV_WC_WR_FLUSH_ERR)
         return "flushed: an earlier work request of this channel failed and put its QP in the error state";
+    if (ch && first && ch->aborted && !ch->first_cause && s->status == IBV_WC_WR_FLUSH_ERR) /* the flush was ours (sfv__abort), nothing failed */
+        return "flushed by the channel itself, no work request failed: a deadline expired, a poll failed or a batch was taken only in part, and it stopped all of its work";
     return sfv_wc_status_hint((sfv_wc_status)s->status);
 }
 
@@ -4752,12 +4756,16 @@ SFV__SLOW sfv_result sfv__recv_batch_failed(const sfv_channel *ch, sfv_pending *
 }
 
 /* A send-queue batch the verb refused at work request `posted`: with some posted, their unsignaled
-   work can only end by a flush, so the channel is broken (its work is flushed at destroy). */
+   work can only end by a flush, so the channel is broken and flushed at once. */
 SFV__SLOW sfv_result sfv__batch_failed(sfv_channel *ch, sfv_pending *pending, size_t posted, int rc) {
+    const uint64_t first = ch->sq.head - posted;
     sfv__pending_clear(ch, pending, 1);
     if (!posted) return sfv__fail_verb("ibv_post_send", rc);
     sfv__break(ch);
     sfv__abort(ch); /* its unsignaled part ends only by a flush: now, not at a scope's deadline */
+    /* the part posted has no handle (a scope consumes it where there is none): once flushed, its
+       places are free, or a reset would leave them taken for good */
+    if (pending && !(ch->qp && sfv__inflight(ch))) sfv__release_range(&ch->sq, first, first + posted - 1);
     return sfv__fail(SFV_ERR_BROKEN, rc, "ibv_post_send", "ibv_post_send took %zu work requests of the batch, then failed: %s; the channel is broken",
                      posted, strerror(rc));
 }
@@ -4775,6 +4783,9 @@ SFV__SLOW sfv_result sfv__refuse_broken(const sfv_channel *ch, const char *fn) {
     if (!ch->qp && !ch->core_of && !ch->first_status) /* no work request failed: say what is missing (an SRQ has no QP of its own) */
         return sfv__fail(SFV_ERR_BROKEN, EIO, fn, "%s", ch->cq ? "the channel has no queue pair (a reset could not make one, or it was destroyed "
                          "to stop work): sfv_channel_reset makes a new one" : "the channel's destroy failed part-way: call sfv_destroy_channel again");
+    if (ch->aborted && !ch->first_cause && (!ch->first_status || ch->first_status == IBV_WC_WR_FLUSH_ERR)) /* flushed by us, nothing failed */
+        return sfv__fail(SFV_ERR_BROKEN, EIO, fn, "the %s is in the error state: it flushed its work itself, no work request failed (a deadline "
+                         "expired, a poll failed, a batch was taken only in part, or its connection was closed)", ch->core_of ? "SRQ" : "channel");
     return sfv__fail(SFV_ERR_BROKEN, EIO, fn, "the %s is in the error state (an earlier work request failed%s%s%s%s)",
                      ch->core_of ? "SRQ" : "channel", ch->first_status ? ": " : "", ch->first_status ? sfv__op_name(ch->first_op) : "",
                      ch->first_status ? ", " : "", ch->first_status ? sfv_wc_status_str((sfv_wc_status)ch->first_status) : "");
@@ -5772,11 +5783,13 @@ SAFEVERBS_API sfv_result sfv_channel_fetch_add(sfv_channel *ch, const sfv_scatte
    fails (the deadline passed), the channel is aborted first, so the work is flushed and its
    buffers are free. Returns what the wait returned. Work the abort could not end is not
    consumed: it stays posted, its buffers the NIC's (and in flight, >>impl inflight) until the
-   channel is destroyed, as after a blocking call's (sfv__abort_consume). */
+   channel is destroyed, as after a blocking call's (sfv__abort_consume). (The wait's timeout -1,
+   the channel's: its deadline is given, and a wait with one reads the device's events once more
+   when it passes, >>events.) */
 static sfv_result sfv__take_by(sfv_channel *ch, sfv__ring *q, uint64_t seq, uint64_t deadline, sfv_work_completion *wc) {
     sfv__slot *s = &q->slots[seq & q->mask];
     sfv_result w = SFV_OK;
-    if (!sfv__slot_done(q, s, seq) && (w = sfv__wait_slot(ch, q, s, seq, &deadline, 0, false)) != SFV_OK) sfv__abort(ch);
+    if (!sfv__slot_done(q, s, seq) && (w = sfv__wait_slot(ch, q, s, seq, &deadline, -1, false)) != SFV_OK) sfv__abort(ch);
     if (!sfv__slot_done(q, s, seq)) { /* the abort could not end it: never a success, and said so */
         sfv__slot stuck = *s;
         sfv__finish_quiet(&stuck, true);

@@ -1,7 +1,8 @@
 /* test_review.c - tests from hostile reviews on the fake NIC: each failed on the header before
    its fix. Session 20: (a) multi-channels, nodes, SRQs, leases; (b) devices, GIDs, MRs,
    wrapping; (c) a device deleted while open, and channels kept by a refused destroy. Session 21:
-   (21a) memory regions, elements, leases; (21d) the lifecycle of channels and their parents. */
+   (21a) memory regions, elements, leases; (21b) posts, completions, scopes; (21d) the lifecycle
+   of channels and their parents. */
 #include "fake_env.h"
 
 #include <fcntl.h>
@@ -491,6 +492,213 @@ static void t_lease_refused_window_kept(void) {
     tf_close(&e);
 }
 
+/* ---- review 21b: posts, completions, scopes ---- */
+/* A send-side batch the verb took only part of, posted with a handle: the handle is zeroed (the
+   work is nobody's), so once the channel has flushed it, its places are free. They stayed taken
+   for good: sfv_channel_reset "recovered" the channel with fewer places than max_send_wr, and
+   each partial post cost a few more, until every post was refused as a full queue. */
+static void t_partial_batch_places_freed(void) {
+    tf_env e;
+    sfv_channel *a, *b;
+    sfv_channel_desc d;
+    sfv_pending p, rx[4], tx[4];
+    sfv_gather_element g[4];
+    sfv_scatter_element s[4];
+    int i;
+    tf_open(&e, 4096);
+    memset(&d, 0, sizeof d);
+    d.max_send_wr = 4;
+    tf_pair(&e, &d, &a, &b);
+    for (i = 0; i < 4; i++) {
+        g[i] = sfv_mr_gather_element(e.mr, e.buf + 8 * i, 8);
+        s[i] = sfv_mr_scatter_element(e.mr, e.buf + 512 + 8 * i, 8);
+    }
+    fk_set_partial_post(2);
+    fk_fail_name("ibv_post_send", 1);
+    CHECK_RESULT(sfv_channel_post_send_batch(a, g, 1, 3, &p), SFV_ERR_BROKEN);
+    fk_reset();
+    CHECK_EQ(sfv_channel_outstanding(a), 0); /* flushed, and no handle to consume it by */
+    CHECK_RESULT(sfv_pending_wait(&p, 0, NULL), SFV_ERR_INVALID);
+    CHECK_OK(sfv_channel_reset(a));
+    CHECK_OK(sfv_channel_reset(b));
+    tf_connect(a, b);
+    /* the whole queue again: max_send_wr sends in flight */
+    CHECK_OK(sfv_channel_post_receive_batch(b, s, 1, 4, rx));
+    for (i = 0; i < 4; i++) CHECK_OK(sfv_channel_post_send(a, &g[i], 1, &tx[i]));
+    CHECK_OK(sfv_pending_wait_all(tx, 4, -1, NULL));
+    CHECK_OK(sfv_pending_wait_all(rx, 4, -1, NULL));
+    /* the same with a request batch */
+    {
+        sfv_send_request rq[3];
+        for (i = 0; i < 3; i++) {
+            rq[i].sges = &g[i];
+            rq[i].n = 1;
+            rq[i].has_imm = false;
+            rq[i].imm = 0;
+        }
+        fk_set_partial_post(1);
+        fk_fail_name("ibv_post_send", 1);
+        CHECK_RESULT(sfv_channel_post_sends(a, rq, 3, &p), SFV_ERR_BROKEN);
+        fk_reset();
+        CHECK_EQ(sfv_channel_outstanding(a), 0);
+    }
+    CHECK_OK(sfv_destroy_channel(a));
+    CHECK_OK(sfv_destroy_channel(b));
+    tf_close(&e);
+}
+
+/* A scope's (and a many-peer call's) wait reads the device's events once more when its deadline
+   passes, as a pending wait does (>>events): with a deadline under the 10 ms between reads, a
+   scope on a channel whose port went down reported SFV_ERR_TIMEOUT (and flushed it as such),
+   never the event the device had queued before the scope began. */
+static sfv_result tr_receive_fn(sfv_channel *ch, void *user) {
+    tf_env *e = (tf_env *)user;
+    sfv_scatter_element s = sfv_mr_scatter_element(e->mr, e->buf, 64);
+    return sfv_channel_post_receive(ch, &s, 1, NULL);
+}
+static void t_scope_deadline_reads_events(void) {
+    tf_env e;
+    sfv_channel *a, *b;
+    sfv_multi_channel *m1, *m2;
+    sfv_channel_desc d;
+    sfv_endpoint ep1[1], ep2[1];
+    sfv_scope_report rep;
+    sfv_peer_receive pr;
+    sfv_scatter_element s;
+    sfv_work_completion wc;
+    memset(&d, 0, sizeof d);
+    d.wait_mode = SFV_WAIT_BUSY;
+    d.timeout_ms = 2;
+    tf_open(&e, 4096);
+    tf_pair(&e, &d, &a, &b);
+    fk_inject_async_event(sfv_context_raw(e.ctx), IBV_EVENT_PORT_ERR, NULL, 1);
+    CHECK_RESULT(sfv_channel_scope(b, tr_receive_fn, &e, &rep), SFV_ERR_SCOPE_AUTOPOLL);
+    if (rep.first_error.result != SFV_ERR_WORK)
+        FAIL("the scope's receive ended %s, not flushed by the PORT_ERR: %s", sfv_result_str(rep.first_error.result), sfv_last_error()->message);
+    CHECK_EQ(rep.first_error.error_class, SFV_WORK_ERROR_LOCAL_RESOURCE);
+    CHECK(sfv_channel_broken(b, NULL));
+    CHECK_OK(sfv_destroy_channel(a));
+    CHECK_OK(sfv_destroy_channel(b));
+    /* a many-peer call alike */
+    fk_reset();
+    CHECK_OK(sfv_create_multi_channel(e.pd, 1, &d, &m1));
+    CHECK_OK(sfv_create_multi_channel(e.pd, 1, &d, &m2));
+    CHECK_OK(sfv_multi_channel_endpoints(m1, ep1, 1));
+    CHECK_OK(sfv_multi_channel_endpoints(m2, ep2, 1));
+    CHECK_OK(sfv_multi_channel_handshake(m1, ep2, 1));
+    CHECK_OK(sfv_multi_channel_handshake(m2, ep1, 1));
+    { /* the PORT_ERR before broke them all: read it away, and a new one is queued for the call */
+        sfv_event ev[8];
+        size_t n;
+        CHECK_OK(sfv_context_events(e.ctx, ev, 8, &n));
+    }
+    fk_inject_async_event(sfv_context_raw(e.ctx), IBV_EVENT_PORT_ERR, NULL, 1);
+    s = sfv_mr_scatter_element(e.mr, e.buf, 64);
+    pr.peer = 0;
+    pr.sges = &s;
+    pr.n = 1;
+    CHECK_RESULT(sfv_multi_channel_gather_receive(m2, &pr, 1, &wc), SFV_ERR_WORK);
+    if (wc.result != SFV_ERR_WORK || wc.error_class != SFV_WORK_ERROR_LOCAL_RESOURCE)
+        FAIL("the call's receive ended %s (class %s), not flushed by the PORT_ERR: %s", sfv_result_str(wc.result),
+             sfv_work_error_class_str(wc.error_class), sfv_last_error()->message);
+    CHECK_OK(sfv_destroy_multi_channel(m1));
+    CHECK_OK(sfv_destroy_multi_channel(m2));
+    tf_close(&e);
+}
+
+/* An inject that failed is named by every refusal after it, "inject #N (...)", counted from 1
+   (>>inject). An abort that ends injects left last with a zero-length write of its own (tracked as
+   an inject) counted that write as an inject posted after the failed one: here the scope's fence
+   could not be posted, the abort's write came after the inject, and the failure was recorded as
+   inject #0, which means none: the refusals named no inject. */
+typedef struct tr_inject_arg { sfv_remote_mr bad; } tr_inject_arg;
+static sfv_result tr_inject_fn(sfv_channel *ch, void *user) {
+    const tr_inject_arg *u = (const tr_inject_arg *)user;
+    const sfv_result r = sfv_channel_inject_write(ch, "hello", 5, u->bad); /* refused by the peer, left last: fenced */
+    fk_fail_name("ibv_post_send", 1); /* the fence */
+    return r;
+}
+static void t_inject_failure_named_after_abort(void) {
+    tf_env e;
+    sfv_channel *a, *b;
+    tr_inject_arg u;
+    sfv_scope_report rep;
+    sfv_gather_element g;
+    sfv_pending p;
+    tf_open(&e, 4096);
+    tf_pair(&e, NULL, &a, &b);
+    u.bad = sfv_remote_mr_make((uint64_t)(uintptr_t)(e.buf + 1024), 64, sfv_mr_rkey(e.mr) ^ 1);
+    CHECK_OK(sfv_channel_inject_write(a, "x", 1, sfv_mr_remote(e.mr))); /* #1 */
+    CHECK_OK(sfv_channel_scope(a, tr_inject_fn, &u, &rep)); /* (injects are not the scope's to report) */
+    fk_reset();
+    g = sfv_mr_gather_element(e.mr, e.buf, 8);
+    CHECK_RESULT(sfv_channel_post_send(a, &g, 1, &p), SFV_ERR_BROKEN);
+    if (!strstr(sfv_last_error()->message, "inject #2 (RDMA write, 5 B)"))
+        FAIL("the refusal does not name inject #2: %s", sfv_last_error()->message);
+    CHECK_OK(sfv_destroy_channel(a));
+    CHECK_OK(sfv_destroy_channel(b));
+    tf_close(&e);
+}
+
+/* A channel that flushed its own work (a blocking call's deadline expired; a send batch taken
+   only in part) refuses every post after it saying why: it said "an earlier work request failed:
+   receive, WR_FLUSH_ERR", a failure that never happened (the flush was the channel's own). */
+static void t_refusal_after_own_flush(void) {
+    tf_env e;
+    sfv_channel *a, *b;
+    sfv_channel_desc d;
+    sfv_scatter_element s;
+    sfv_gather_element g[3];
+    sfv_pending p;
+    int i;
+    memset(&d, 0, sizeof d);
+    d.timeout_ms = 20;
+    tf_open(&e, 4096);
+    tf_pair(&e, &d, &a, &b);
+    s = sfv_mr_scatter_element(e.mr, e.buf + 512, 8);
+    for (i = 0; i < 3; i++) g[i] = sfv_mr_gather_element(e.mr, e.buf + 8 * i, 8);
+    CHECK_RESULT(sfv_channel_receive(b, &s, 1, NULL), SFV_ERR_TIMEOUT); /* nobody sends */
+    CHECK_RESULT(sfv_channel_post_send(b, g, 1, &p), SFV_ERR_BROKEN);
+    if (strstr(sfv_last_error()->message, "earlier work request failed") || !strstr(sfv_last_error()->message, "deadline"))
+        FAIL("after its deadline the refusal says: %s", sfv_last_error()->message);
+    fk_set_partial_post(1);
+    fk_fail_name("ibv_post_send", 1);
+    CHECK_RESULT(sfv_channel_post_send_batch(a, g, 1, 3, &p), SFV_ERR_BROKEN);
+    fk_reset();
+    CHECK_RESULT(sfv_channel_post_send(a, g, 1, &p), SFV_ERR_BROKEN);
+    if (strstr(sfv_last_error()->message, "earlier work request failed") || !strstr(sfv_last_error()->message, "in part"))
+        FAIL("after a partial batch the refusal says: %s", sfv_last_error()->message);
+    CHECK_OK(sfv_destroy_channel(a));
+    CHECK_OK(sfv_destroy_channel(b));
+    tf_close(&e);
+}
+
+/* The same for the work flushed with it: a handle waited after a blocking call's deadline
+   expired reports WR_FLUSH_ERR with a hint that said "with no failure before it: rxe on Linux 6.12
+   flushes a send or write from outside its MR so", sending the reader after an MR that is fine. */
+static void t_flush_after_deadline_hint(void) {
+    tf_env e;
+    sfv_channel *a, *b;
+    sfv_channel_desc d;
+    sfv_gather_element g;
+    sfv_work_completion wc;
+    sfv_pending p;
+    memset(&d, 0, sizeof d);
+    d.timeout_ms = 20;
+    tf_open(&e, 4096);
+    tf_pair(&e, &d, &a, &b);
+    g = sfv_mr_gather_element(e.mr, e.buf, 8);
+    CHECK_OK(sfv_channel_post_send(a, &g, 1, &p)); /* no receive posted: it waits */
+    CHECK_RESULT(sfv_channel_send(a, &g, 1, NULL), SFV_ERR_TIMEOUT); /* flushes both */
+    CHECK_RESULT(sfv_pending_wait(&p, -1, &wc), SFV_ERR_WORK);
+    CHECK_EQ(wc.status, SFV_WC_WR_FLUSH_ERR);
+    if (strstr(sfv_last_error()->message, "MR") || !strstr(sfv_last_error()->message, "deadline"))
+        FAIL("the flushed send's hint: %s", sfv_last_error()->message);
+    CHECK_OK(sfv_destroy_channel(a));
+    CHECK_OK(sfv_destroy_channel(b));
+    tf_close(&e);
+}
+
 /* ---- review 21d: channels and their parents ---- */
 /* A release that succeeds leaves no failure of its own in sfv_last_error ("valid until the next
    failing call"). The last child of a PD or context releases its parent; a parent's verb that
@@ -623,6 +831,11 @@ static const harness_test TESTS[] = {
     TEST(t_node_taken_by_another_device, 10),
     TEST(t_dmabuf_never_inline, 10),
     TEST(t_lease_refused_window_kept, 10),
+    TEST(t_partial_batch_places_freed, 10),
+    TEST(t_scope_deadline_reads_events, 10),
+    TEST(t_inject_failure_named_after_abort, 10),
+    TEST(t_refusal_after_own_flush, 10),
+    TEST(t_flush_after_deadline_hint, 10),
     TEST(t_quiet_parent_keeps_last_error, 10),
     TEST(t_no_qp_endpoint_refused, 10),
     TEST(t_destroy_qp_refusal_keeps_errno, 10),
