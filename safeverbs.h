@@ -1224,6 +1224,8 @@ SAFEVERBS_API bool sfv_channel_broken(const sfv_channel *ch, sfv_event_type *by_
      and many-peer receives with SFV_ERR_INVALID ("its receives come from an SRQ").
    - When a channel on it breaks, receives the SRQ holds stay posted for the other channels (the
      channel's own message in progress, if any, completes flushed, with wc->channel naming it).
+     A receive that fails breaks the channel it came in on (its queue pair is in the error state),
+     as a channel's own receive would, once the SRQ's CQ is polled (a wait on the SRQ).
    - The low-water limit (desc.limit, sfv_srq_set_limit): when fewer receives than that are
      posted, the device raises SRQ_LIMIT_REACHED once (>>events: sfv_context_events, with
      event.srq); set the limit again to re-arm it. 0: off.
@@ -6140,10 +6142,13 @@ static void sfv__srq_complete(sfv__ring *q, const struct ibv_wc *w) {
         sfv__complete_ok(s, w);
         s->vendor_err = w->qp_num;
     } else {
+        sfv_channel *c; /* the channel it came in on: a failed receive left its QP in the error state */
+        for (c = q->ch->core_of->channels; c && !(c->qp && c->qp->qp_num == w->qp_num); c = c->srq_next) {}
         s->status = (uint8_t)w->status;
         s->vendor_err = w->vendor_err;
-        s->has_imm = (uint8_t)sfv_wc_status_class((sfv_wc_status)w->status);
+        s->has_imm = (uint8_t)(c ? sfv__failure_class(c, SFV_WC_OP_RECV, w->status) : sfv_wc_status_class((sfv_wc_status)w->status));
         s->byte_len = w->qp_num;
+        if (c) sfv__break(c); /* as its own receive's failure would (sfv__complete_slow): its later work says why */
     }
     s->state = SFV__SLOT_DONE;
 }
@@ -6274,6 +6279,17 @@ SAFEVERBS_API sfv_result sfv_create_srq(sfv_pd *pd, const sfv_srq_desc *desc, sf
     if (!srq->srq) {
         r = sfv__fail_verb("ibv_create_srq", errno);
         goto destroy_cq;
+    }
+    if (d.limit) { /* armed by ibv_modify_srq: srq_limit is "irrelevant for ibv_create_srq" (its man page) */
+        struct ibv_srq_attr sa;
+        int rc;
+        memset(&sa, 0, sizeof sa);
+        sa.srq_limit = d.limit;
+        rc = ibv_modify_srq(srq->srq, &sa, IBV_SRQ_LIMIT);
+        if (rc) {
+            r = sfv__fail_verb("ibv_modify_srq", rc);
+            goto destroy_srq;
+        }
     }
     if (!sfv__live_add(core)) {
         r = sfv__fail_verb("malloc", ENOMEM);
@@ -8380,8 +8396,8 @@ SAFEVERBS_API sfv_result sfv_destroy_node(sfv_node *node) {
    whether it may connect now, its barrier region, and the end of it: the node takes the peers'
    barrier regions and keeps `keep` (the connections) until it is destroyed. */
 static sfv_result sfv__node_may_connect(const sfv_node *node, const char *fn) {
+    if (node->poisoned) return sfv__fail(SFV_ERR_BROKEN, EIO, fn, "%s: the node is broken: destroy it", fn); /* (first: a timed-out barrier leaves it connected) */
     if (node->connected) return sfv__fail(SFV_ERR_INVALID, EINVAL, fn, "%s: the node is already connected", fn);
-    if (node->poisoned) return sfv__fail(SFV_ERR_BROKEN, EIO, fn, "%s: the node is broken: destroy it", fn);
     if (!sfv__node_whole(node)) return sfv__node_torn();
     return SFV_OK;
 }
@@ -8453,8 +8469,8 @@ SAFEVERBS_API sfv_result sfv_node_handshake(sfv_node *node, const uint8_t *all, 
     int pass;
     SFV__CHECK_ARG(node, "node");
     SFV__CHECK_ARG(all, "endpoints (NULL)");
+    if (node->poisoned) return sfv__fail(SFV_ERR_BROKEN, EIO, "sfv_node_handshake", "the node is broken: destroy it"); /* (first: a failed sync leaves it connected) */
     if (node->connected) return sfv__fail(SFV_ERR_INVALID, EINVAL, "sfv_node_handshake", "the node is already connected");
-    if (node->poisoned) return sfv__fail(SFV_ERR_BROKEN, EIO, "sfv_node_handshake", "the node is broken: destroy it");
     if (!sfv__node_whole(node)) return sfv__node_torn();
     each = SFV_NODE_ENDPOINT_SIZE(node->world);
     if (size != node->world * each)

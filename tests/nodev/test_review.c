@@ -2,7 +2,7 @@
    its fix. Session 20: (a) multi-channels, nodes, SRQs, leases; (b) devices, GIDs, MRs,
    wrapping; (c) a device deleted while open, and channels kept by a refused destroy. Session 21:
    (21a) memory regions, elements, leases; (21b) posts, completions, scopes; (21d) the lifecycle
-   of channels and their parents. */
+   of channels and their parents; (21f) SRQs; (21g) nodes. */
 #include "fake_env.h"
 
 #include <fcntl.h>
@@ -816,6 +816,148 @@ static void t_destroy_qp_refusal_keeps_errno(void) {
     tf_close(&e);
 }
 
+/* ---- review 21f: SRQs ---- */
+/* An SRQ, channels x and y on it, and px, py (not on it) connected to x and y. */
+static void tr_srq_two(tf_env *e, sfv_srq **srq, sfv_channel **x, sfv_channel **y, sfv_channel **px, sfv_channel **py) {
+    sfv_channel_desc d;
+    CHECK_OK(sfv_create_srq(e->pd, NULL, srq));
+    memset(&d, 0, sizeof d);
+    d.srq = *srq;
+    d.timeout_ms = 500;
+    CHECK_OK(sfv_create_channel(e->pd, &d, x));
+    CHECK_OK(sfv_create_channel(e->pd, &d, y));
+    d.srq = NULL;
+    CHECK_OK(sfv_create_channel(e->pd, &d, px));
+    CHECK_OK(sfv_create_channel(e->pd, &d, py));
+    tf_connect(*x, *px);
+    tf_connect(*y, *py);
+}
+
+/* A receive of an SRQ that fails (a message larger than it) leaves the queue pair of the channel
+   it came in on in the error state, as a channel's own receive would: that channel is broken
+   (sfv_channel_broken, its posts refused, naming the failed receive), not taking posts that the
+   NIC then flushes with a hint that blames the post's own element ("an element outside its
+   MR?"). The SRQ and its other channels go on. */
+static void t_srq_failed_receive_breaks_its_channel(void) {
+    tf_env e;
+    sfv_srq *srq;
+    sfv_channel *x, *y, *px, *py;
+    sfv_pending r[2], tx;
+    sfv_work_completion wc;
+    sfv_scatter_element small, s;
+    sfv_gather_element g;
+    tf_open(&e, 4096);
+    tr_srq_two(&e, &srq, &x, &y, &px, &py);
+    small = sfv_mr_scatter_element(e.mr, e.buf, 8);
+    s = sfv_mr_scatter_element(e.mr, e.buf + 64, 64);
+    g = sfv_mr_gather_element(e.mr, e.buf + 1024, 16);
+    CHECK_OK(sfv_srq_post_receive(srq, &small, 1, &r[0]));
+    CHECK_RESULT(sfv_channel_send(px, &g, 1, &wc), SFV_ERR_WORK); /* 16 bytes into 8: x's receive fails */
+    CHECK_RESULT(sfv_pending_wait(&r[0], 100, &wc), SFV_ERR_WORK);
+    CHECK(wc.status == SFV_WC_LOC_LEN_ERR && wc.channel == x);
+    CHECK(sfv_channel_broken(x, NULL));
+    CHECK_RESULT(sfv_channel_post_send(x, &g, 1, &tx), SFV_ERR_BROKEN);
+    CHECK(strstr(sfv_last_error()->message, "LOC_LEN_ERR") != NULL);
+    CHECK(!sfv_channel_broken(y, NULL)); /* the SRQ and y go on */
+    CHECK_OK(sfv_srq_post_receive(srq, &s, 1, &r[1]));
+    CHECK_OK(sfv_channel_send(py, &g, 1, NULL));
+    CHECK_OK(sfv_pending_wait(&r[1], 100, &wc));
+    CHECK(wc.channel == y);
+    CHECK_OK(sfv_channel_reset(x)); /* recovered as any broken channel */
+    CHECK(!sfv_channel_broken(x, NULL));
+    CHECK_OK(sfv_destroy_srq(srq));
+    CHECK_OK(sfv_destroy_channel(x));
+    CHECK_OK(sfv_destroy_channel(y));
+    CHECK_OK(sfv_destroy_channel(px));
+    CHECK_OK(sfv_destroy_channel(py));
+    tf_close(&e);
+}
+
+/* sfv_srq_desc.limit arms the low-water limit at creation. ibv_create_srq does not (srq_limit is
+   "irrelevant for ibv_create_srq", its man page): the limit is set by ibv_modify_srq, as
+   sfv_srq_set_limit does, and its refusal fails the creation (nothing left, the verb named). */
+static void t_srq_desc_limit_armed(void) {
+    tf_env e;
+    sfv_srq *srq;
+    sfv_srq_desc sd;
+    long i, n;
+    int modified = 0;
+    tf_open(&e, 4096);
+    memset(&sd, 0, sizeof sd);
+    sd.max_wr = 16;
+    sd.limit = 4;
+    fk_fail_nth(0); /* (counts the calls from here) */
+    CHECK_OK(sfv_create_srq(e.pd, &sd, &srq));
+    for (i = 1, n = fk_calls(); i <= n; i++)
+        if (fk_call_name(i) && strcmp(fk_call_name(i), "ibv_modify_srq") == 0) modified++;
+    CHECK_EQ(modified, 1);
+    CHECK_OK(sfv_destroy_srq(srq));
+    fk_fail_name("ibv_modify_srq", 1);
+    CHECK_RESULT(sfv_create_srq(e.pd, &sd, &srq), SFV_ERR_DRIVER);
+    CHECK(srq == NULL && strcmp(sfv_last_error()->verb, "ibv_modify_srq") == 0);
+    fk_reset();
+    sd.limit = 0; /* none: no verb for it */
+    fk_fail_nth(0);
+    CHECK_OK(sfv_create_srq(e.pd, &sd, &srq));
+    for (i = 1, n = fk_calls(), modified = 0; i <= n; i++)
+        if (fk_call_name(i) && strcmp(fk_call_name(i), "ibv_modify_srq") == 0) modified++;
+    CHECK_EQ(modified, 0);
+    CHECK_OK(sfv_destroy_srq(srq));
+    tf_close(&e);
+}
+
+/* ---- review 21g: nodes ---- */
+/* A node broken for good (its sync failed after the handshake, or a barrier timed out) says
+   SFV_ERR_BROKEN to every later handshake, as it does to a connect and a barrier: not
+   SFV_ERR_INVALID "already connected", which reads as a caller's mistake that a retry with other
+   input could mend. */
+static sfv_result tg_sync_fails(void *user, const void *mine, void *all, size_t size) {
+    (void)user;
+    if (size) memcpy(all, mine, size); /* a world of one */
+    return size ? SFV_OK : SFV_ERR_TIMEOUT;
+}
+static void t_handshake_after_poison(void) {
+    tf_env e;
+    sfv_node_desc d;
+    sfv_node *node;
+    uint8_t blob[SFV_NODE_ENDPOINT_SIZE(1)];
+    tf_open(&e, 4096);
+    memset(&d, 0, sizeof d);
+    d.world_size = 1;
+    CHECK_OK(sfv_create_node(e.pd, &d, &node));
+    CHECK_OK(sfv_node_endpoint(node, blob, sizeof blob));
+    CHECK_RESULT(sfv_node_connect_with(node, tg_sync_fails, NULL), SFV_ERR_TIMEOUT);
+    CHECK_RESULT(sfv_node_connect_with(node, tg_sync_fails, NULL), SFV_ERR_BROKEN);
+    CHECK_RESULT(sfv_node_barrier(node, NULL, 0, 10), SFV_ERR_BROKEN);
+    CHECK_RESULT(sfv_node_handshake(node, blob, sizeof blob), SFV_ERR_BROKEN);
+    CHECK_EQ(sfv_last_error()->result, SFV_ERR_BROKEN);
+    CHECK_OK(sfv_destroy_node(node));
+    tf_close(&e);
+}
+/* The same after a barrier that timed out (rank 1 never comes): the barrier is poisoned. */
+static void t_handshake_after_barrier_timeout(void) {
+    tf_env e;
+    sfv_node_desc d;
+    sfv_node *nodes[2];
+    size_t each = SFV_NODE_ENDPOINT_SIZE(2), r;
+    uint8_t all[2 * SFV_NODE_ENDPOINT_SIZE(2)];
+    tf_open(&e, 4096);
+    memset(&d, 0, sizeof d);
+    d.world_size = 2;
+    for (r = 0; r < 2; r++) {
+        d.rank = r;
+        CHECK_OK(sfv_create_node(e.pd, &d, &nodes[r]));
+        CHECK_OK(sfv_node_endpoint(nodes[r], all + r * each, each));
+    }
+    for (r = 0; r < 2; r++) CHECK_OK(sfv_node_handshake(nodes[r], all, sizeof all));
+    CHECK_RESULT(sfv_node_barrier(nodes[0], NULL, 0, 20), SFV_ERR_TIMEOUT);
+    CHECK_RESULT(sfv_node_barrier(nodes[0], NULL, 0, 20), SFV_ERR_BROKEN);
+    CHECK_RESULT(sfv_node_handshake(nodes[0], all, sizeof all), SFV_ERR_BROKEN);
+    CHECK_EQ(sfv_last_error()->result, SFV_ERR_BROKEN);
+    for (r = 0; r < 2; r++) CHECK_OK(sfv_destroy_node(nodes[r]));
+    tf_close(&e);
+}
+
 static const harness_test TESTS[] = {
     TEST(t_launcher_rank_negative_size, 10),
     TEST(t_srq_last_ref_destroy_fails, 10),
@@ -839,5 +981,9 @@ static const harness_test TESTS[] = {
     TEST(t_quiet_parent_keeps_last_error, 10),
     TEST(t_no_qp_endpoint_refused, 10),
     TEST(t_destroy_qp_refusal_keeps_errno, 10),
+    TEST(t_srq_failed_receive_breaks_its_channel, 10),
+    TEST(t_srq_desc_limit_armed, 10),
+    TEST(t_handshake_after_poison, 10),
+    TEST(t_handshake_after_barrier_timeout, 10),
 };
 int main(int argc, char **argv) { return harness_main(argc, argv, TESTS, COUNT_OF(TESTS)); }
