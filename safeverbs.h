@@ -570,10 +570,12 @@ SFV_NODISCARD SAFEVERBS_API sfv_result sfv_reg_mr_shared(sfv_pd *pd, void *addr,
 SFV_NODISCARD SAFEVERBS_API sfv_result sfv_reg_mr_access(sfv_pd *pd, void *addr, size_t length, unsigned access, sfv_mr **out);
 /* DMA-BUF: the MR starts at `offset` in the buffer behind `fd`; the NIC addresses it at `iova`,
    whose offset within a page must equal offset's (refused with SFV_ERR_INVALID before the verb).
-   Its elements hold iovas, not host addresses: once a PD has had a DMA-BUF MR, no send or write
-   on its channels goes inline (the CPU would copy from the iova), those made before included;
-   sfv_channel_inject (plain memory) still does. An element of it posted on another PD's channel
-   (a misuse: the NIC refuses it) may go inline. */
+   Its elements hold iovas, not host addresses: once a device context has had a DMA-BUF MR, no
+   send or write on its channels goes inline (the CPU would copy from the iova), those made before
+   included, whatever their PD (another sfv_pd may wrap the same verbs PD); sfv_channel_inject
+   (plain memory) still does. An element of it posted on a channel of another sfv_context may go
+   inline: a misuse the NIC refuses, unless that context wraps the same verbs context
+   (sfv_context_wrap twice): register DMA-BUF MRs on the context whose channels post them. */
 SFV_NODISCARD SAFEVERBS_API sfv_result sfv_reg_dmabuf_mr_local(sfv_pd *pd, int fd, uint64_t offset, size_t length, uint64_t iova, sfv_mr **out);
 SFV_NODISCARD SAFEVERBS_API sfv_result sfv_reg_dmabuf_mr_shared(sfv_pd *pd, int fd, uint64_t offset, size_t length, uint64_t iova, sfv_mr **out);
 SFV_NODISCARD SAFEVERBS_API sfv_result sfv_reg_dmabuf_mr_access(sfv_pd *pd, int fd, uint64_t offset, size_t length, uint64_t iova, unsigned access, sfv_mr **out);
@@ -728,7 +730,7 @@ typedef enum sfv_wait_mode {
                       A send, write or write with immediate whose byte total fits goes inline
                       (the CPU copies the bytes into the work request at the post: no memory
                       region read by the NIC, and the buffer is free on return; never once the
-                      PD has had a DMA-BUF MR, whose iovas are no host addresses); sfv_channel_inject
+                      context has had a DMA-BUF MR, whose iovas are no host addresses); sfv_channel_inject
                       needs it. SFV_INLINE_NONE: no inline data at all. Another value: asked of
                       the device (at most 65536; the channel uses what it grants, at most that).
                       An ask the QP creation refuses (EINVAL: devices do not say their limit) is
@@ -859,8 +861,8 @@ SFV_NODISCARD SAFEVERBS_API sfv_result sfv_channel_handshake(sfv_channel *ch, co
    (a CQ_ERR or DEVICE_FATAL event: the reset keeps the CQ) or whose SRQ failed (no QP takes from
    it again), or whose destroy failed part-way (its CQ gone): SFV_ERR_BROKEN before anything is
    touched, destroy it; a verb that fails leaves the channel broken with no QP (or, where the old
-   QP's destroy was refused, with that QP, in the error state), and the call can be repeated.
-   Handles of the old work stay valid until consumed. An event that breaks the channel while it
+   QP's destroy was refused, with that QP, moved to the error state if the device let it), and
+   the call can be repeated. Handles of the old work stay valid until consumed. An event that breaks the channel while it
    is reset (read on another thread) breaks the new QP: the reset never undoes it.
    Thread safety: as the channel's. */
 SFV_NODISCARD SAFEVERBS_API sfv_result sfv_channel_reset(sfv_channel *ch);
@@ -938,7 +940,8 @@ SFV_NODISCARD SAFEVERBS_API sfv_result sfv_channel_post_read(sfv_channel *ch, co
    be shorter than the count). A send-side batch the verb took only part of: SFV_ERR_BROKEN, and
    its QP goes to the error state at once (its unsignaled work can only end by a flush: a scope
    around it returns then, not at its deadline); posted with a handle, the part taken is flushed
-   before the call returns and its places are free (a reset gives back the whole queue). */
+   before the call returns and its places are free (a reset then leaves no place taken but those
+   of older work whose handles are not yet consumed). */
 #define SFV_BATCH_MAX 64
 SFV_NODISCARD SAFEVERBS_API sfv_result sfv_channel_post_send_batch(sfv_channel *ch, const sfv_gather_element *sges, size_t per_wr, size_t count, sfv_pending *pending);
 SFV_NODISCARD SAFEVERBS_API sfv_result sfv_channel_post_write_batch(sfv_channel *ch, const sfv_gather_element *sges, size_t per_wr, size_t count, const sfv_remote_mr *remotes, sfv_pending *pending);
@@ -2055,9 +2058,9 @@ struct sfv_context {
                                      (cleared under ev_lock by a DEVICE_FATAL the device sent: one is enough) */
     ino_t node;                   /* that node (a device registered since may take its number, and so its path) */
     bool gone;                    /* and it is absent: taken as DEVICE_FATAL, once (sfv__device_probe); a channel or SRQ made since is broken as by it */
+    bool dmabuf;                  /* it has had a DMA-BUF MR: its channels send nothing inline (under ev_lock: sfv__pd_no_inline) */
 };
-struct sfv_pd { int refs; bool owned; struct ibv_pd *pd; sfv_context *ctx;
-                 bool dmabuf; /* it has (had) a DMA-BUF MR: its channels send nothing inline (under ev_lock: sfv__pd_no_inline) */ };
+struct sfv_pd { int refs; bool owned; struct ibv_pd *pd; sfv_context *ctx; };
 struct sfv_cq { struct ibv_cq *cq; sfv_context *ctx; uint32_t capacity; };
 struct sfv_mr { struct ibv_mr *mr; sfv_pd *pd; uint64_t addr; size_t length; unsigned access; int leases; /* >>impl leases */ };
 static sfv_result sfv__leases_live(const sfv_mr *mr);
@@ -3098,8 +3101,8 @@ struct sfv_channel {
     sfv_channel *srq_next;        /* the SRQ's list of its channels */
     sfv_srq *core_of;             /* non-NULL only in an SRQ's own inner channel (its CQ and ring) */
     uint64_t last_unsignaled;     /* the place + 1 of the last unsignaled post (>>scopes), 0: none */
-    uint32_t inline_max;          /* the granted inline limit (0: none; 0 on a DMA-BUF PD): a post's one compare */
-    uint32_t inject_lim;          /* inline_max + 1, 0 without inline: an inject's one compare */
+    uint32_t inline_max;          /* the granted inline limit (0: none; 0 once the context has a DMA-BUF MR): a post's one compare */
+    uint32_t inject_lim;          /* the granted inline limit + 1 (with a DMA-BUF MR too: injects are from plain memory), 0 without inline: an inject's one compare */
     uint32_t inject_every;        /* SFV_INJECT_SIGNAL_EVERY(max_send_wr) (>>impl inject) */
     uint32_t inject_left;         /* injects until the next signaled one */
     uint64_t injects;             /* injects posted, ever: the number of the last one */
@@ -3511,8 +3514,8 @@ static sfv_result sfv__qp_make(sfv_channel *ch, sfv_pd *pd) {
        the default 4); never more than the ask is used. */
     ch->inject_lim = qi.cap.max_inline_data < ask ? qi.cap.max_inline_data : ask;
     ch->desc.max_inline_data = ch->inject_lim ? ch->inject_lim : SFV_INLINE_NONE;
-    sfv__ev_enter(pd->ctx); /* (against sfv__pd_no_inline: no channel of a DMA-BUF PD is missed) */
-    SFV__XSET(ch->inline_max, pd->dmabuf ? 0 : ch->inject_lim);
+    sfv__ev_enter(pd->ctx); /* (against sfv__pd_no_inline: no channel of a DMA-BUF context is missed) */
+    SFV__XSET(ch->inline_max, pd->ctx->dmabuf ? 0 : ch->inject_lim);
     sfv__ev_leave(pd->ctx);
     ch->inject_lim = ch->inject_lim ? ch->inject_lim + 1 : 0; /* injects are from plain memory: inline on any PD */
     ch->inject_every = SFV_INJECT_SIGNAL_EVERY(ch->desc.max_send_wr);
@@ -3572,6 +3575,7 @@ static sfv_result sfv__channel_new(sfv_pd *pd, const sfv_channel_desc *resolved,
         r = sfv__fail_verb("ibv_create_cq", errno);
         goto destroy_cc;
     }
+    ch->pd = pd; /* listed with its PD: a DMA-BUF MR registered from now on finds it (sfv__pd_no_inline; its reference is taken below) */
     sfv__events_add_channel(pd->ctx, ch); /* before its QP: an event that breaks every channel (DEVICE_FATAL, PORT_ERR) read from now on breaks it */
     r = sfv__qp_make(ch, pd);
     if (r) goto unlist;
@@ -3580,7 +3584,6 @@ static sfv_result sfv__channel_new(sfv_pd *pd, const sfv_channel_desc *resolved,
         goto destroy_qp;
     }
     sfv__ref(&pd->refs);
-    ch->pd = pd;
     sfv__open_recv(ch, true);
     if (ch->desc.srq) sfv__srq_attach(ch->desc.srq, ch);
     *out = ch;
@@ -3859,15 +3862,14 @@ static sfv__iv *sfv__iv_remove(sfv__iv *t, const sfv__iv *n) {
     sfv__iv_fix(t);
     return t;
 }
-/* A node of t overlapping [lo, hi) (and with lkey `lkey`, unless lkey is 0 and any_key), or NULL. */
 /* The first node that overlaps [lo, hi): any (mr NULL), or one of MR mr's elements (its lkey, on
-   a channel of its PD: lkeys of other devices may be equal). */
+   a channel of its verbs PD, whichever sfv_pd wraps it: lkeys of other devices may be equal). */
 static const sfv__iv *sfv__iv_find(const sfv__iv *t, uint64_t lo, uint64_t hi, const sfv_mr *mr) {
     while (t && t->max_hi > lo) {
         const sfv__iv *f = sfv__iv_find(t->l, lo, hi, mr);
         if (f) return f;
         if (t->lo >= hi) return NULL; /* everything right of here starts later */
-        if (t->hi > lo && (!mr || (t->lkey == mr->mr->lkey && t->q && t->q->ch && t->q->ch->pd == mr->pd))) return t;
+        if (t->hi > lo && (!mr || (t->lkey == mr->mr->lkey && t->q && t->q->ch && t->q->ch->pd->pd == mr->pd->pd))) return t;
         t = t->r;
     }
     return NULL;
@@ -4652,7 +4654,7 @@ static const char *sfv__failure_hint(const sfv_channel *ch, const sfv__slot *s) 
     if (ch && ch->first_status && !first && s->status == IBV_WC_WR_FLUSH_ERR)
         return "flushed: an earlier work request of this channel failed and put its QP in the error state";
     if (ch && first && ch->aborted && !ch->first_cause && s->status == IBV_WC_WR_FLUSH_ERR) /* the flush was ours (sfv__abort), nothing failed */
-        return "flushed by the channel itself, no work request failed: a deadline expired, a poll failed or a batch was taken only in part, and it stopped all of its work";
+        return "flushed by the channel itself, no work request failed: a deadline expired, a poll failed, a batch was taken only in part, or its connection was closed, and it stopped all of its work";
     return sfv_wc_status_hint((sfv_wc_status)s->status);
 }
 
@@ -4900,7 +4902,7 @@ SFV__SLOW sfv_result sfv__remote_refused(const sfv_remote_mr *remote, uint64_t t
    a write or read inside its remote region, and to decide on inline data, which is one compare
    against the limit the channel cached at creation, read once per call (sfv__inline_max). */
 /* The inline limit of a post: the channel's, 0 for a read (never inline); the channel's is 0 on
-   a PD that has had a DMA-BUF MR (sfv__pd_no_inline): an element of one holds an iova, which the
+   a context that has had a DMA-BUF MR (sfv__pd_no_inline): an element of one holds an iova, which the
    CPU's copy would read as a host address. */
 SFV__HOT_INLINE uint32_t sfv__inline_max(const sfv_channel *ch, enum ibv_wr_opcode opcode) { return opcode == IBV_WR_RDMA_READ ? 0 : SFV__XLOAD(ch->inline_max); }
 SFV__HOT_INLINE sfv_result sfv__fill_send(struct ibv_send_wr *w, uint64_t seq, enum ibv_wr_opcode opcode, uint32_t inline_max,
@@ -5856,15 +5858,15 @@ static void sfv__events_add_channel(sfv_context *ctx, sfv_channel *ch) {
     sfv__events_gone(ctx, ch);
     sfv__ev_leave(ctx);
 }
-/* A DMA-BUF MR on pd: from now on no channel of pd sends inline (its elements may hold iovas,
-   which the CPU's copy would read as host addresses); injects, from plain memory, still do. A
-   channel is listed before its QP is made, whose inline limit is set under the same lock. */
+/* A DMA-BUF MR on pd: from now on no channel of its context sends inline (its elements may hold
+   iovas, which the CPU's copy would read as host addresses; any PD of the context may wrap the
+   same verbs PD, sfv_pd_wrap); injects, from plain memory, still do. A channel is listed before
+   its QP is made, whose inline limit is set under the same lock. */
 static void sfv__pd_no_inline(sfv_pd *pd) {
     sfv_channel *ch;
     sfv__ev_enter(pd->ctx);
-    pd->dmabuf = true;
-    for (ch = pd->ctx->channels; ch; ch = ch->ctx_next)
-        if (ch->pd == pd) SFV__XSET(ch->inline_max, 0);
+    pd->ctx->dmabuf = true;
+    for (ch = pd->ctx->channels; ch; ch = ch->ctx_next) SFV__XSET(ch->inline_max, 0);
     sfv__ev_leave(pd->ctx);
 }
 static void sfv__events_remove_channel(sfv_context *ctx, sfv_channel *ch) {
@@ -9410,6 +9412,7 @@ SAFEVERBS_API sfv_result sfv_cm_close(sfv_cm_conn *c, int timeout_ms) {
         const sfv_result r = sfv_destroy_channel(ch); /* (past its QP it detaches the watch, and c forgets ch) */
         if (r) {
             c->ch = ch;
+            if (!sfv__channel_watched_by(ch, &c->watch)) sfv__cm_watch(c); /* detached past its QP: a destroy of it by the caller tells c again */
             return r;
         }
         c->ch = NULL;

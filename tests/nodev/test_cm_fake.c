@@ -2318,6 +2318,53 @@ static void t_close_destroy_refused(void) {
     }
 }
 
+/* ---- from a hostile review (session 21, review e) ------------------------------------------ */
+/* A caller's channel whose connection this side closed: its work is flushed by the close, no
+   work request failed, and nothing expired. The flush's hint (session 21) named only "a
+   deadline expired, a poll failed or a batch was taken only in part" (the refusal of a post
+   names the close); it names the close too now. */
+static void t_close_flush_hint(void) {
+    tc_env e;
+    sfv_channel *ch;
+    sfv_cm_conn *c;
+    sfv_pending p;
+    sfv_work_completion wc;
+    sfv_scatter_element s;
+    tc_open(&e);
+    s = sfv_mr_scatter_element(e.mr, e.buf, 64);
+    CHECK_OK(sfv_create_channel(e.pd, NULL, &ch));
+    CHECK_OK(sfv_cm_connect_channel(ch, NULL, FKCM_ADDR0, PORT, NULL, 0, 1000, &c));
+    CHECK_OK(sfv_channel_post_receive(ch, &s, 1, &p));
+    CHECK_OK(sfv_cm_close(c, 0));
+    CHECK_RESULT(sfv_pending_wait(&p, 1000, &wc), SFV_ERR_WORK);
+    CHECK_EQ(wc.status, SFV_WC_WR_FLUSH_ERR);
+    CHECK(strstr(sfv_last_error()->message, "connection was closed") != NULL);
+    CHECK_OK(sfv_destroy_channel(ch));
+    tc_close(&e);
+}
+
+/* A close whose destroy of the connection's channel was refused past its QP (ibv_destroy_cq)
+   keeps the connection and the channel, as documented; the channel, sfv_cm_channel's, is the
+   caller's to destroy again too (the destroy says to), as before any close: the connection then
+   forgets it. After the refusal the destroy had already detached the channel from the
+   connection, and the close put it back only in c->ch: the destroy freed the channel, the
+   connection still named it, and the next close used it (freed memory, a second destroy). */
+static void t_close_refused_then_channel_destroyed(void) {
+    tc_env e;
+    sfv_cm_conn *c;
+    sfv_channel *ch;
+    tc_open(&e);
+    CHECK_OK(tc_connect(&e, NULL, 0, 1000, &c));
+    fk_fail_name("ibv_destroy_cq", 1);
+    CHECK_RESULT(sfv_cm_close(c, 0), SFV_ERR_DRIVER);
+    ch = sfv_cm_channel(c);
+    CHECK(ch != NULL);
+    CHECK_OK(sfv_destroy_channel(ch)); /* the CQ's destroy works now */
+    CHECK(sfv_cm_channel(c) == NULL);
+    if (sfv_cm_channel(c) == NULL) CHECK_OK(sfv_cm_close(c, 0)); /* (else it would use the freed channel) */
+    tc_close(&e);
+}
+
 static const harness_test TESTS[] = {
     TEST(t_accept_out_null, 10),
     TEST(t_accept_channel_out_null, 10),
@@ -2357,6 +2404,8 @@ static const harness_test TESTS[] = {
     TEST(t_node_cm_random, 120),
     TEST(t_destroy_listener_with_taken_request, 10),
     TEST(t_close_destroy_refused, 10),
+    TEST(t_close_flush_hint, 10),
+    TEST(t_close_refused_then_channel_destroyed, 10),
 };
 
 int main(int argc, char **argv) { return harness_main(argc, argv, TESTS, COUNT_OF(TESTS)); }

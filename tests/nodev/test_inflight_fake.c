@@ -10,7 +10,9 @@
    And a post the verb refuses, whole or in part: the memory it did not hand over is as it was,
    valgrind's definedness included (tests/nodev/run.sh runs that test under valgrind too). And
    sfv_dereg_mr of an MR whose lkey equals that of another PD's MR over the same bytes, in use
-   there (two devices count their keys each on its own): no broken contract. */
+   there (two devices count their keys each on its own): no broken contract. And (from a review
+   of those fixes) an MR in use through a second sfv_pd that wraps the same verbs PD, a DMA-BUF MR
+   registered while a channel is being made or used through such a wrapped PD. */
 #define _GNU_SOURCE
 #undef NDEBUG
 #ifndef SFV_DEBUG
@@ -22,6 +24,9 @@ static int asserts; /* contracts broken so far */
     do {                         \
         if (!(c)) asserts++;     \
     } while (0)
+/* ibv_modify_qp, as safeverbs.h calls it here, goes through tr_modify_qp (below): a test can run
+   something of another thread's at that point of a channel's creation. */
+#define ibv_modify_qp tr_modify_qp
 #include "fake_env.h"
 
 static sfv_scatter_element ti_s;
@@ -257,6 +262,122 @@ static void t_dereg_same_lkey_other_pd(void) {
     tf_close(&e);
 }
 
+#undef ibv_modify_qp
+int ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int attr_mask); /* the fake's */
+static void (*tr_at_init)(void); /* run once, at the next move to INIT */
+int tr_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int attr_mask) {
+    if (tr_at_init && (attr_mask & IBV_QP_STATE) && attr->qp_state == IBV_QPS_INIT) {
+        void (*const fn)(void) = tr_at_init;
+        tr_at_init = NULL;
+        fn();
+    }
+    return ibv_modify_qp(qp, attr, attr_mask);
+}
+
+/* sfv_dereg_mr of an MR whose bytes a receive in flight will write, the receive posted on a
+   channel of a second sfv_pd that wraps the same ibv_pd (sfv_pd_wrap of sfv_pd_raw): the NIC
+   takes the element (one PD, one lkey), so the MR is in use. Session 21 narrowed the in-flight
+   check to channels whose sfv_pd is the MR's own (for equal lkeys of two devices), and the dereg
+   went through, no broken contract reported, while the NIC may still write the buffer. */
+static void t_dereg_in_use_through_wrapped_pd(void) {
+    tf_env e;
+    sfv_pd *alias;
+    sfv_channel *a, *b;
+    sfv_channel_desc d;
+    sfv_scatter_element s;
+    sfv_pending p;
+    int before;
+    tf_open(&e, 4096);
+    CHECK_OK(sfv_pd_wrap(e.ctx, sfv_pd_raw(e.pd), false, &alias));
+    memset(&d, 0, sizeof d);
+    d.timeout_ms = 100;
+    CHECK_OK(sfv_create_channel(alias, &d, &a));
+    CHECK_OK(sfv_create_channel(alias, &d, &b));
+    tf_connect(a, b);
+    s = sfv_mr_scatter_element(e.mr, e.buf, 64);
+    CHECK_OK(sfv_channel_post_receive(a, &s, 1, &p));
+    before = asserts;
+    CHECK_RESULT(sfv_dereg_mr(e.mr), SFV_ERR_INVALID); /* in use: the NIC may write it */
+    CHECK(asserts > before);
+    CHECK_OK(sfv_destroy_channel(a));
+    CHECK_OK(sfv_destroy_channel(b));
+    CHECK_OK(sfv_dealloc_pd(alias));
+    tf_close(&e);
+}
+
+/* Another thread registers a DMA-BUF MR on the PD while this one makes a channel on it, the
+   registration landing after the channel's inline limit was set (under ev_lock, from
+   the context's dmabuf flag, still false) and before the channel's pd field was (after its QP's move to INIT):
+   sfv__pd_no_inline walked the context's channels comparing ch->pd, NULL on the channel being
+   made, and missed it. The channel then sent a DMA-BUF element inline: the CPU copied from the
+   iova (here the fake's copy faults). The registration is run from the channel's move to INIT
+   (tr_modify_qp), the point in that window where the other thread's call would land. */
+static tf_env *tr_env;
+static sfv_mr *tr_dm;
+static const uint64_t tr_iova = 0xffff900000000000ull; /* no host address: a CPU read of it faults */
+static void tr_reg_dmabuf(void) { CHECK_OK(sfv_reg_dmabuf_mr_local(tr_env->pd, 3, 0, 4096, tr_iova, &tr_dm)); }
+static void t_dmabuf_during_channel_creation(void) {
+    tf_env e;
+    sfv_channel *a, *b;
+    sfv_pending p;
+    sfv_work_completion wc;
+    sfv_gather_element g;
+    fk_set_dmabuf(true);
+    tf_open(&e, 4096);
+    CHECK_OK(sfv_create_channel(e.pd, NULL, &b));
+    tr_env = &e;
+    tr_dm = NULL;
+    tr_at_init = tr_reg_dmabuf;
+    CHECK_OK(sfv_create_channel(e.pd, NULL, &a));
+    CHECK(tr_at_init == NULL && tr_dm != NULL);
+    tf_connect(a, b);
+    CHECK_EQ(a->inline_max, 0); /* no inline once the context has a DMA-BUF MR */
+    if (a->inline_max == 0) { /* (else the post below would fault in the fake's copy) */
+        CHECK_OK(sfv_mr_gather_element_checked(tr_dm, (const void *)(uintptr_t)(tr_iova + 64), 16, &g));
+        CHECK_OK(sfv_channel_post_send(a, &g, 1, &p));
+        CHECK_RESULT(sfv_pending_wait(&p, 1000, &wc), SFV_ERR_WORK);
+        CHECK_EQ(wc.status, SFV_WC_LOC_PROT_ERR); /* the NIC's read of the iova: the fake refuses it */
+    }
+    CHECK_OK(sfv_destroy_channel(a));
+    CHECK_OK(sfv_destroy_channel(b));
+    CHECK_OK(sfv_dereg_mr(tr_dm));
+    fk_set_dmabuf(false);
+    tf_close(&e);
+}
+
+/* A DMA-BUF MR registered on one sfv_pd, its element posted on a channel of a second sfv_pd that
+   wraps the same verbs PD (the NIC takes it): no inline there either (the rule is the context's),
+   or the CPU copies from the iova (here the fake's copy faults). */
+static void t_dmabuf_through_wrapped_pd(void) {
+    tf_env e;
+    sfv_pd *alias;
+    sfv_channel *a, *b;
+    sfv_mr *dm;
+    sfv_pending p;
+    sfv_work_completion wc;
+    sfv_gather_element g;
+    fk_set_dmabuf(true);
+    tf_open(&e, 4096);
+    CHECK_OK(sfv_pd_wrap(e.ctx, sfv_pd_raw(e.pd), false, &alias));
+    CHECK_OK(sfv_create_channel(alias, NULL, &a));
+    CHECK_OK(sfv_create_channel(e.pd, NULL, &b));
+    tf_connect(a, b);
+    CHECK_OK(sfv_reg_dmabuf_mr_local(e.pd, 3, 0, 4096, tr_iova, &dm));
+    CHECK_EQ(a->inline_max, 0);
+    if (a->inline_max == 0) { /* (else the post below would fault in the fake's copy) */
+        CHECK_OK(sfv_mr_gather_element_checked(dm, (const void *)(uintptr_t)(tr_iova + 64), 16, &g));
+        CHECK_OK(sfv_channel_post_send(a, &g, 1, &p));
+        CHECK_RESULT(sfv_pending_wait(&p, 1000, &wc), SFV_ERR_WORK);
+        CHECK_EQ(wc.status, SFV_WC_LOC_PROT_ERR);
+    }
+    CHECK_OK(sfv_destroy_channel(a));
+    CHECK_OK(sfv_destroy_channel(b));
+    CHECK_OK(sfv_dereg_mr(dm));
+    CHECK_OK(sfv_dealloc_pd(alias));
+    fk_set_dmabuf(false);
+    tf_close(&e);
+}
+
 static const harness_test TESTS[] = {
     TEST(t_scope_cannot_stop, 10),
     TEST(t_many_peer_cannot_stop, 10),
@@ -264,6 +385,9 @@ static const harness_test TESTS[] = {
     TEST(t_srq_failure_cannot_stop, 10),
     TEST(t_refused_post_keeps_memory, 10),
     TEST(t_dereg_same_lkey_other_pd, 10),
+    TEST(t_dmabuf_during_channel_creation, 10),
+    TEST(t_dereg_in_use_through_wrapped_pd, 10),
+    TEST(t_dmabuf_through_wrapped_pd, 10),
 };
 
 int main(int argc, char **argv) { return harness_main(argc, argv, TESTS, COUNT_OF(TESTS)); }
