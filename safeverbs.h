@@ -342,7 +342,9 @@ typedef void (*sfv_log_fn)(void *user, sfv_log_level level, const char *message)
    SAFEVERBS_LOG (off, error, info, debug or 0..3; read once, at the first failure or the first
    sfv_get_device_list, sfv_open_device, sfv_context_wrap or exchange) sets the level, to stderr.
    A call overrides it. Thread safety: set it before other threads use safeverbs (the hook is
-   read without a lock); fn may be called from any thread that uses safeverbs. */
+   read without a lock); fn may be called from any thread that uses safeverbs, and must not call
+   safeverbs itself (it may run while the library holds a lock, and a failure there would take
+   the place of the one being reported in sfv_last_error). */
 SAFEVERBS_API void sfv_set_log(sfv_log_fn fn, void *user, sfv_log_level level);
 
 /* >>handles ---------------------------------------------------------------------------------- */

@@ -2914,32 +2914,45 @@ static void t_manual_scope_injects(void) {
 }
 
 /* A lease refused before its bind is posted (the send queue full), with other work in flight:
-   its memory window is freed at once (it was kept, and with it the PD and the device). */
+   its memory window is freed at once (it was kept, and with it the PD and the device). When
+   ibv_dealloc_mw refuses that (a review, session 21), the window was dropped on the floor: no
+   lease, no channel and no PD held it, so the PD (ibv_dealloc_pd: EBUSY) and the device stayed
+   open for good; the channel keeps it now, and its destroy (round 1) or reset (round 2) frees it. */
 static void t_lease_refused_frees_window(void) {
     tf_env e;
     sfv_channel *a, *b;
     sfv_channel_desc d;
     sfv_mr *m;
-    sfv_lease *l = NULL;
+    sfv_lease *l;
     sfv_pending p;
     sfv_gather_element g;
+    int k;
     unsigned char *mem = (unsigned char *)calloc(1, 4096);
     CHECK(mem);
     fk_set_mw(true);
     tf_open(&e, 4096);
     memset(&d, 0, sizeof d);
     d.max_send_wr = 1;
-    tf_pair(&e, &d, &a, &b);
-    CHECK_OK(sfv_reg_mr_access(e.pd, mem, 4096, SFV_ACCESS_LOCAL_WRITE | SFV_ACCESS_MW_BIND, &m));
-    g = sfv_mr_gather_element(e.mr, e.buf, 8);
-    CHECK_OK(sfv_channel_post_write(a, &g, 1, sfv_remote_mr_make(sfv_mr_addr(e.mr) + 64, 8, sfv_mr_rkey(e.mr)), &p));
-    CHECK_RESULT(sfv_lease_grant(a, m, 0, 64, SFV_ACCESS_REMOTE_WRITE, &l), SFV_ERR_RESOURCE); /* queue full */
-    CHECK(l == NULL);
-    CHECK_EQ(fk_mw_count(), 0);
-    CHECK_OK(sfv_pending_wait(&p, 1000, NULL));
-    CHECK_OK(sfv_destroy_channel(a));
-    CHECK_OK(sfv_destroy_channel(b));
-    CHECK_OK(sfv_dereg_mr(m));
+    for (k = 0; k < 3; k++) {
+        tf_pair(&e, &d, &a, &b);
+        CHECK_OK(sfv_reg_mr_access(e.pd, mem, 4096, SFV_ACCESS_LOCAL_WRITE | SFV_ACCESS_MW_BIND, &m));
+        g = sfv_mr_gather_element(e.mr, e.buf, 8);
+        CHECK_OK(sfv_channel_post_write(a, &g, 1, sfv_remote_mr_make(sfv_mr_addr(e.mr) + 64, 8, sfv_mr_rkey(e.mr)), &p));
+        if (k > 0) fk_set_mw_dealloc_fail(1);
+        l = (sfv_lease *)1;
+        CHECK_RESULT(sfv_lease_grant(a, m, 0, 64, SFV_ACCESS_REMOTE_WRITE, &l), SFV_ERR_RESOURCE); /* queue full */
+        CHECK(l == NULL && strcmp(sfv_last_error()->verb, "post") == 0);
+        CHECK_EQ(fk_mw_count(), k > 0 ? 1 : 0);
+        CHECK_OK(sfv_pending_wait(&p, 1000, NULL));
+        CHECK_OK(sfv_dereg_mr(m)); /* the MR has no lease */
+        if (k == 2) {
+            CHECK_OK(sfv_channel_reset(a));
+            CHECK_EQ(fk_mw_count(), 0);
+        }
+        CHECK_OK(sfv_destroy_channel(a));
+        CHECK_OK(sfv_destroy_channel(b));
+        CHECK_EQ(fk_mw_count(), 0);
+    }
     free(mem);
     tf_close(&e);
     fk_set_mw(false);
