@@ -1839,7 +1839,7 @@ struct ibv_recv_wr;
 static size_t sfv__inflight_bytes(const sfv_channel_desc *d, bool recv);
 static void sfv__inflight_ring_init(struct sfv__ring *q, const sfv_channel_desc *d, bool recv, uint64_t slots);
 static bool sfv__inflight_post(struct sfv__ring *q, const struct ibv_send_wr *s, const struct ibv_recv_wr *rw);
-static void sfv__inflight_unpost(struct sfv__ring *q, const struct ibv_send_wr *s, const struct ibv_recv_wr *rw, size_t posted);
+static void sfv__inflight_posted(struct sfv__ring *q, const struct ibv_send_wr *s, const struct ibv_recv_wr *rw, size_t posted);
 static void sfv__inflight_done(struct sfv__ring *q, uint64_t first, uint64_t last);
 static void sfv__inflight_forget(struct sfv__ring *q);
 static bool sfv__inflight_mr_busy(const sfv_mr *mr);
@@ -1854,7 +1854,7 @@ static sfv_result sfv__inflight_dereg_refused(void);
 /* After the verb, whatever it said: the memory the first `posted` work requests' NIC writes is
    the NIC's from here (poisoned for ASan, no access for valgrind); the rest, which the verb did
    not take, are forgotten, their memory as it was before the post (definedness included). */
-#define SFV__INFLIGHT_POSTED(q, swr, rwr, posted) sfv__inflight_unpost(q, swr, rwr, posted)
+#define SFV__INFLIGHT_POSTED(q, swr, rwr, posted) sfv__inflight_posted(q, swr, rwr, posted)
 /* A ring's slots first .. last consumed: their memory is the program's again. */
 #define SFV__INFLIGHT_DONE(q, first, last) sfv__inflight_done(q, first, last)
 /* A channel freed: whatever of its work was never consumed is forgotten. */
@@ -3479,7 +3479,7 @@ static sfv_result sfv__qp_make(sfv_channel *ch, sfv_pd *pd) {
     struct ibv_qp_init_attr qi;
     struct ibv_qp_attr qa;
     sfv_result r;
-    uint32_t ask;
+    uint32_t ask, granted;
     if (ch->desc.srq && !ch->desc.srq->srq)
         return sfv__fail(SFV_ERR_BROKEN, EIO, "channel", "the SRQ is gone (a destroy failed part-way: call sfv_destroy_srq again)");
     if (ch->desc.srq && sfv_channel_broken(&ch->desc.srq->core, NULL)) return sfv__srq_failed(); /* its receives said flushed may still be the device's */
@@ -3514,12 +3514,12 @@ static sfv_result sfv__qp_make(sfv_channel *ch, sfv_pd *pd) {
     }
     /* The caps come back at least as asked (rxe gives room for max_send_sge elements, 64 bytes at
        the default 4); never more than the ask is used. */
-    ch->inject_lim = qi.cap.max_inline_data < ask ? qi.cap.max_inline_data : ask;
-    ch->desc.max_inline_data = ch->inject_lim ? ch->inject_lim : SFV_INLINE_NONE;
+    granted = qi.cap.max_inline_data < ask ? qi.cap.max_inline_data : ask;
+    ch->desc.max_inline_data = granted ? granted : SFV_INLINE_NONE;
     sfv__ev_enter(pd->ctx); /* (against sfv__pd_no_inline: no channel of a DMA-BUF context is missed) */
-    SFV__XSET(ch->inline_max, pd->ctx->dmabuf ? 0 : ch->inject_lim);
+    SFV__XSET(ch->inline_max, pd->ctx->dmabuf ? 0 : granted);
     sfv__ev_leave(pd->ctx);
-    ch->inject_lim = ch->inject_lim ? ch->inject_lim + 1 : 0; /* injects are from plain memory: inline on any PD */
+    ch->inject_lim = granted ? granted + 1 : 0; /* injects are from plain memory: inline with a DMA-BUF MR too */
     ch->inject_every = SFV_INJECT_SIGNAL_EVERY(ch->desc.max_send_wr);
     ch->inject_left = ch->inject_every;
     ch->max_read_sge = ch->desc.max_send_sge;
@@ -3577,7 +3577,7 @@ static sfv_result sfv__channel_new(sfv_pd *pd, const sfv_channel_desc *resolved,
         r = sfv__fail_verb("ibv_create_cq", errno);
         goto destroy_cc;
     }
-    ch->pd = pd; /* listed with its PD: a DMA-BUF MR registered from now on finds it (sfv__pd_no_inline; its reference is taken below) */
+    ch->pd = pd; /* before it is listed: whoever walks the context's channels finds it whole (its reference is taken below) */
     sfv__events_add_channel(pd->ctx, ch); /* before its QP: an event that breaks every channel (DEVICE_FATAL, PORT_ERR) read from now on breaks it */
     r = sfv__qp_make(ch, pd);
     if (r) goto unlist;
@@ -3976,7 +3976,7 @@ static bool sfv__iv_add_wr(sfv__ring *q, uint64_t wr_id, uint8_t op, bool scatte
             return false;
         }
         sfv__iv_root[scatter] = sfv__iv_insert(sfv__iv_root[scatter], n);
-        n->in_tree = 1; /* (its bytes handed over once the verb takes it: sfv__inflight_unpost) */
+        n->in_tree = 1; /* (its bytes handed over once the verb takes it: sfv__inflight_posted) */
         used++;
     }
     if (used < (int)q->iv_per) nodes[used].in_tree = 0; /* where the slot's nodes end */
@@ -4025,7 +4025,7 @@ static bool sfv__inflight_post(sfv__ring *q, const struct ibv_send_wr *s, const 
     }
     for (; ok && rw; rw = rw->next) ok = sfv__iv_add_wr(q, rw->wr_id, SFV_WC_OP_RECV, true, rw->sg_list, rw->num_sge);
     sfv__iv_leave();
-    if (!ok) sfv__inflight_unpost(q, s0, rw0, 0); /* a race in a list: none of it was posted */
+    if (!ok) sfv__inflight_posted(q, s0, rw0, 0); /* a race in a list: none of it was posted */
     return ok;
 }
 /* The scatter elements of the slot behind seq are the NIC's now. (Not before the verb takes the
@@ -4036,12 +4036,14 @@ static void sfv__iv_mark_slot(sfv__ring *q, uint64_t seq) {
     for (k = 0; k < q->iv_per && nodes[k].in_tree && nodes[k].seq == seq; k++)
         if (nodes[k].scatter) sfv__iv_poison(&nodes[k]);
 }
-static void sfv__inflight_unpost(sfv__ring *q, const struct ibv_send_wr *s, const struct ibv_recv_wr *rw, size_t posted) {
+static void sfv__inflight_posted(sfv__ring *q, const struct ibv_send_wr *s, const struct ibv_recv_wr *rw, size_t posted) {
     size_t i;
     sfv__iv_enter();
-    for (i = 0; s; s = s->next, i++)
-        if (i >= posted) sfv__iv_drop_slot(q, (s->wr_id & ~SFV__WRID_INJECT) >> 1, 0);
-        else sfv__iv_mark_slot(q, (s->wr_id & ~SFV__WRID_INJECT) >> 1);
+    for (i = 0; s; s = s->next, i++) {
+        const uint64_t seq = (s->wr_id & ~SFV__WRID_INJECT) >> 1;
+        if (i >= posted) sfv__iv_drop_slot(q, seq, 0);
+        else sfv__iv_mark_slot(q, seq);
+    }
     for (i = 0; rw; rw = rw->next, i++)
         if (i >= posted) sfv__iv_drop_slot(q, rw->wr_id >> 1, 0);
         else sfv__iv_mark_slot(q, rw->wr_id >> 1);
