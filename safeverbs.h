@@ -389,7 +389,8 @@ SAFEVERBS_API const char *sfv_context_name(const sfv_context *ctx);
    platform does not say (virtual devices such as rxe, single-node machines). */
 SAFEVERBS_API int sfv_context_numa_node(const sfv_context *ctx);
 /* Binds the calling thread to the CPUs of NUMA node `node`. SFV_ERR_NOT_FOUND for a node this
-   machine does not have; SFV_ERR_UNSUPPORTED when built without _GNU_SOURCE (see the top). */
+   machine does not have (SFV_ERR_INVALID for a negative one, such as sfv_context_numa_node's -1);
+   SFV_ERR_UNSUPPORTED when built without _GNU_SOURCE (see the top). */
 SFV_NODISCARD SAFEVERBS_API sfv_result sfv_bind_thread_to_numa_node(int node);
 /* Binds the calling thread to the device's node. A device without one: SFV_OK and no change,
    or SFV_ERR_NOT_FOUND when `strict`. */
@@ -498,7 +499,8 @@ typedef enum sfv_work_error_class { /* the crate's WorkErrorClass */
     SFV_WORK_ERROR_LOCAL_RESOURCE,    /* flushed: the queue pair went to the error state */
     SFV_WORK_ERROR_REMOTE,            /* the peer refused: access, invalid request, ... */
     SFV_WORK_ERROR_TRANSPORT,         /* retries exhausted: peer gone or not receiving */
-    SFV_WORK_ERROR_TIMEOUT,
+    SFV_WORK_ERROR_TIMEOUT,           /* a deadline expired and the channel flushed the work (result
+                                         SFV_ERR_TIMEOUT, status WR_FLUSH_ERR); or RESP_TIMEOUT_ERR */
     SFV_WORK_ERROR_FATAL,
     SFV_WORK_ERROR_UNKNOWN
 } sfv_work_error_class;
@@ -805,7 +807,8 @@ typedef struct sfv_channel_desc {
     uint32_t timeout_ms;
     sfv_wait_mode wait_mode;
     sfv_srq *srq;                 /* NULL: the channel's own receive queue. Else its receives come
-                                     from this SRQ (>>srq; same device context): it holds a
+                                     from this SRQ (>>srq; made on the same PD, or one wrapping the
+                                     same verbs PD, else SFV_ERR_INVALID): it holds a
                                      reference on it, and refuses receives of its own */
 } sfv_channel_desc;
 
@@ -993,7 +996,7 @@ SFV_NODISCARD SAFEVERBS_API sfv_result sfv_pending_wait(sfv_pending *pending, in
    one failed (the last error describes the first failure; wcs[i].result tells each). Any other
    result stopped it at the handle that gave it (SFV_ERR_TIMEOUT: still waiting, as after
    sfv_pending_wait; SFV_ERR_INVALID: not posted, or its channel destroyed, which debug builds
-   report through SFV_ASSERT): the handles before it are consumed, it and those after it are as
+   report through SFV_ASSERT, or waited for from a scope's on_wc on that scope's channel): the handles before it are consumed, it and those after it are as
    they were; its wcs entry holds that result, those after it zeros with result SFV_NOT_DONE.
    sfv_pending_done tells which are consumed. count 0: SFV_OK. pendings NULL with count > 0:
    SFV_ERR_INVALID, every wcs entry SFV_NOT_DONE. */
@@ -1068,8 +1071,11 @@ SFV_NODISCARD SAFEVERBS_API sfv_result sfv_channel_scope(sfv_channel *ch, sfv_sc
    it is consumed, the send queue's in posting order, then the receive queue's in posting order.
    So a scope's receives give their byte_len, immediate and opcode, and each failure its status
    (a deadline that expired: wc->result SFV_ERR_TIMEOUT). The work's buffers are free when on_wc
-   runs; on_wc must not post to or wait on the channel, and may not destroy or reset it or its
-   multi-channel (refused: SFV_ERR_INVALID). on_wc NULL: as sfv_channel_scope. */
+   runs. on_wc may not post to the channel (any post, inject or blocking call), wait for work of
+   it that has not completed (a poll, or a wait on work already done, still works), nor destroy
+   or reset it or its multi-channel: each is refused with SFV_ERR_INVALID, the last error naming
+   on_wc, and the channel takes work again when the scope returns. on_wc NULL: as
+   sfv_channel_scope. */
 typedef void (*sfv_scope_wc_fn)(const sfv_work_completion *wc, void *wc_user);
 /* Selective signalling chosen by the caller: inside a scope only, not a manual one (else
    SFV_ERR_INVALID: a manual scope takes only work consumed by its handle), these
@@ -1216,7 +1222,8 @@ SAFEVERBS_API bool sfv_channel_broken(const sfv_channel *ch, sfv_event_type *by_
 /* A shared receive queue: receives posted once, taken by whichever channel on it a message comes
    in on first (a server with many clients posts for all of them, not per client). A channel is
    put on it at creation (sfv_channel_desc.srq); so are all the channels of a multi-channel or a
-   node, by the same field of their desc.
+   node, by the same field of their desc. The channel must be on the SRQ's PD (a receive lands
+   in MRs of the SRQ's PD, and a NIC may check it against the QP's): else SFV_ERR_INVALID.
    - Completions: every channel on the SRQ completes its receives to the SRQ's one CQ (its sends
      stay on its own CQ), so a wait on an SRQ receive polls one CQ, whichever channel the message
      came in on, and wc->channel says which channel that was. Waits are busy (the SRQ has no
@@ -1422,7 +1429,8 @@ SFV_NODISCARD SAFEVERBS_API sfv_result sfv_net_config_check(const sfv_net_node *
    the caller's buffer (a garbage n would turn a clean refusal into a wild memset). sfv_exchange_all is sfv_exchange_all_keyed with desc NULL.
    Thread safety: no shared state, but it reads SAFEVERBS_JOB_KEY (getenv): no setenv meanwhile. */
 typedef struct sfv_exchange_desc {  /* zero-filled: the defaults */
-    const void *key;                /* the job key, key_len bytes; NULL or key_len 0: $SAFEVERBS_JOB_KEY, else none */
+    const void *key;                /* the job key, key_len bytes; key_len 0: $SAFEVERBS_JOB_KEY, else none
+                                       (NULL with key_len > 0: SFV_ERR_INVALID, before any socket) */
     size_t key_len;
     uint32_t proof_timeout_ms;      /* how long an accepted connection has to prove the key; 0: 1000 */
     bool insecure_without_key;      /* no key at all: run on any address anyway (see above) */
@@ -3103,6 +3111,7 @@ struct sfv_channel {
     sfv_channel *srq_next;        /* the SRQ's list of its channels */
     sfv_srq *core_of;             /* non-NULL only in an SRQ's own inner channel (its CQ and ring) */
     uint64_t last_unsignaled;     /* the place + 1 of the last unsignaled post (>>scopes), 0: none */
+    uint64_t reset_sq, reset_rq;  /* each queue's head at the last sfv_channel_reset: what it flushed lies below (its hint) */
     uint32_t inline_max;          /* the granted inline limit (0: none; 0 once the context has a DMA-BUF MR): a post's one compare */
     uint32_t inject_lim;          /* the granted inline limit + 1 (with a DMA-BUF MR too: injects are from plain memory), 0 without inline: an inject's one compare */
     uint32_t inject_every;        /* SFV_INJECT_SIGNAL_EVERY(max_send_wr) (>>impl inject) */
@@ -3150,7 +3159,7 @@ static void sfv__ev_leave(sfv_context *ctx);
    receive side as it is). */
 static void sfv__open_send(sfv_channel *ch) {
     sfv__ev_enter(ch->pd->ctx);
-    sfv__set_can_send(ch, !SFV__XLOAD(ch->broken));
+    sfv__set_can_send(ch, !SFV__XLOAD(ch->broken) && !ch->settling); /* (connected from a scope's on_wc: when the scope ends, sfv__settle_open) */
     sfv__ev_leave(ch->pd->ctx);
 }
 /* A new QP not connected yet (a channel made, or reset): the send queue closed, the receive
@@ -3411,6 +3420,9 @@ static sfv_result sfv__desc_resolve(sfv_pd *pd, const sfv_channel_desc *in, sfv_
     if (o->srq && o->srq->core.pd->ctx != pd->ctx)
         return sfv__fail(SFV_ERR_INVALID, EINVAL, "sfv_channel_desc", "sfv_channel_desc.srq belongs to another device context (%s) than the PD's (%s)",
                          o->srq->core.pd->ctx->name, pd->ctx->name);
+    if (o->srq && o->srq->core.pd->pd != pd->pd) /* (a PD that wraps the same verbs PD is the same) */
+        return sfv__fail(SFV_ERR_INVALID, EINVAL, "sfv_channel_desc", "sfv_channel_desc.srq was made on another PD than the channel's: its receives' "
+                         "buffers are in MRs of the SRQ's PD, which a NIC may check against the QP's (make the channel on the SRQ's PD)");
     if (o->wait_mode == SFV_WAIT_DEFAULT) o->wait_mode = SFV_WAIT_BUSY;
     if (o->wait_mode != SFV_WAIT_BUSY && o->wait_mode != SFV_WAIT_EVENT)
         return sfv__bad_field("wait_mode", (unsigned long long)o->wait_mode, "SFV_WAIT_BUSY or SFV_WAIT_EVENT");
@@ -4631,6 +4643,8 @@ static const char *sfv__op_name(uint8_t op) {
 static const char *sfv__failure_hint(const sfv_channel *ch, const sfv__slot *s) {
     const bool first = ch && ch->first_status == s->status;
     const uint8_t ev = ch ? SFV__XLOAD(ch->async_event) : 0;
+    if (ch && s->status == IBV_WC_WR_FLUSH_ERR && s->seq < (s->op == SFV_WC_OP_RECV ? ch->reset_rq : ch->reset_sq)) /* (the old QP's: what it knew of its failures went with it) */
+        return "flushed: it was in flight on the channel's old queue pair, which sfv_channel_reset (or a failure before it) ended; its buffers are free";
     if (ch && ch->first_cause == SFV__CAUSE_PORT_DOWN && sfv__async_cause(ch))
         return "the local port went down (the device's PORT_ERR event): the channel flushed its work and is broken";
     if (ch && ch->first_cause == SFV__CAUSE_PORT_DOWN)
@@ -4809,12 +4823,18 @@ SFV__SLOW sfv_result sfv__inject_failure(const sfv_channel *ch) {
                      sfv__failure_hint(ch, &s));
 }
 
+/* A post or a wait from a scope's on_wc on a channel the scope is consuming (sfv__settle_shut). */
+SFV__SLOW sfv_result sfv__settling_refused(const char *what) {
+    return sfv__fail(SFV_ERR_INVALID, EINVAL, what, "a scope's on_wc may not %s the channel the scope is consuming the work of: "
+                     "do it after the scope returns", strcmp(what, "wait") == 0 ? "wait for unfinished work of" : "post to");
+}
 static sfv_result sfv__post_refused(sfv_channel *ch, sfv__post_kind kind, const void *sges, size_t n, size_t count, sfv_pending *pending) {
     const bool recv = kind == SFV__POST_RECV;
     const sfv__ring *q;
     uint32_t max_sge;
     sfv__pending_clear(ch, pending, recv ? count : 1);
     SFV__CHECK_ARG(ch, "channel");
+    if (SFV__UNLIKELY(ch->settling)) return sfv__settling_refused("post"); /* its queues shut: nothing else is worth saying */
     /* the limit the post found closed, again with acquire: an event's break published why before it
        (sfv__event_break), so the reason below is read whole, on any CPU */
     (void)__atomic_load_n(recv ? &ch->lim_recv : kind == SFV__POST_READ ? &ch->lim_read : &ch->lim_send, __ATOMIC_ACQUIRE);
@@ -5266,6 +5286,7 @@ SFV__API_HOT sfv_result sfv_channel_post_read(sfv_channel *ch, const sfv_scatter
    scope may need; the last one's place is kept, so the scope knows whether a fence must follow. */
 SFV__SLOW sfv_result sfv__unsignaled_refused(sfv_channel *ch) {
     if (!ch) return sfv__fail(SFV_ERR_INVALID, EINVAL, "post", "channel (NULL)");
+    if (ch->settling) return sfv__settling_refused("post");
     if (ch->scope_depth == 0) return sfv__fail(SFV_ERR_INVALID, EINVAL, "post", "an unsignaled post is allowed only inside a scope (it has no completion of its own)");
     if (ch->scope_manual)
         return sfv__fail(SFV_ERR_INVALID, EINVAL, "post", "an unsignaled post has no pending handle to consume it by, and a manual scope takes only work consumed so: post it inside sfv_channel_scope");
@@ -5300,6 +5321,7 @@ SFV__API_HOT sfv_result sfv_channel_post_read_unsignaled(sfv_channel *ch, const 
 SFV__SLOW sfv_result sfv__inject_refused(sfv_channel *ch, const void *buf, size_t len) {
     sfv_pending stands_in; /* an inject needs no handle: only the channel's own rules apply */
     if (!ch) return sfv__fail(SFV_ERR_INVALID, EINVAL, "inject", "channel (NULL)");
+    if (ch->settling) return sfv__settling_refused("inject");
     (void)__atomic_load_n(&ch->can_send, __ATOMIC_ACQUIRE); /* as sfv__post_refused: an event's why, whole */
     if (!ch->inject_lim)
         return sfv__fail(SFV_ERR_INVALID, EINVAL, "inject", "%zu bytes over the channel's inline limit of 0 bytes: it has no inline data "
@@ -5431,6 +5453,13 @@ SFV__HOT_INLINE void sfv__pending_check(const sfv_pending *pending, const sfv__s
 
 /* A call that returns without a completion: wc (if any) zeroed, with the result in it, so it never
    reads as SFV_OK. Out of line: only failures come here. */
+/* A completion flushed because a deadline expired (the one waited for, and what the abort flushed
+   after it): a timeout, in its result and its class, wherever it is handed out (a blocking call,
+   a scope, a many-peer call). */
+static void sfv__wc_timed_out(sfv_work_completion *wc) {
+    wc->result = SFV_ERR_TIMEOUT;
+    wc->error_class = SFV_WORK_ERROR_TIMEOUT;
+}
 SFV__SLOW sfv_result sfv__wc_none(sfv_work_completion *wc, sfv_result r) {
     if (wc) {
         memset(wc, 0, sizeof *wc);
@@ -5549,7 +5578,9 @@ SFV__SLOW sfv_result sfv__pending_poll_cq(sfv_pending *pending, sfv__ring *q, sf
 SFV__SLOW sfv_result sfv__pending_block_wait(sfv_pending *pending, sfv__ring *q, sfv__slot *s, int timeout_ms, uint64_t *deadline,
                                              sfv_work_completion *wc) {
     uint64_t own = 0;
-    const sfv_result r = sfv__wait_slot(q->ch, q, s, pending->seq_, deadline ? deadline : &own, timeout_ms, true);
+    sfv_result r;
+    if (SFV__UNLIKELY(q->ch->settling)) return sfv__wc_none(wc, sfv__settling_refused("wait")); /* (the handle as it was) */
+    r = sfv__wait_slot(q->ch, q, s, pending->seq_, deadline ? deadline : &own, timeout_ms, true);
     if (SFV__UNLIKELY(r)) return sfv__wc_none(wc, r);
     return sfv__pending_take(pending, q, s, wc);
 }
@@ -5719,6 +5750,23 @@ SFV__API_HOT sfv_result sfv_pending_wait_all(sfv_pending *pendings, size_t count
 
 /* Whether a scope, a many-peer call or a scope's on_wc holds the channel: no destroy, no reset. */
 static bool sfv__scoped(const sfv_channel *ch) { return ch->scope_depth > 0 || ch->settling > 0; }
+/* While a scope consumes what fn left, its channels' queues are shut (their limits 0): a post
+   from its on_wc, which the scope would take for its own (it consumes up to the queue's head)
+   and hand to on_wc again, then takes the refusal path, which says why (sfv__post_refused), so
+   no post pays for a test of it. They open again as the channel's state says when the last
+   settle on it ends, under ev_lock as sfv__open_send: an event's break meanwhile stays. */
+static void sfv__settle_shut(sfv_channel *ch) {
+    if (ch->settling++) return;
+    sfv__set_can(ch, false, false); /* (no lock: another thread's event only ever shuts them too) */
+}
+static void sfv__settle_open(sfv_channel *ch) {
+    bool broken;
+    if (--ch->settling) return;
+    sfv__ev_enter(ch->pd->ctx);
+    broken = SFV__XLOAD(ch->broken); /* (without a QP it is broken too: sfv__destroy_qp) */
+    sfv__set_can(ch, ch->connected && !broken, !ch->srq && !broken);
+    sfv__ev_leave(ch->pd->ctx);
+}
 /* Whether an abort left work in the NIC's hands: moving the QP to ERR and destroying it were
    both refused (nothing else stops it). */
 static bool sfv__abort_stuck(const sfv_channel *ch) { return ch->qp && sfv__inflight(ch); }
@@ -5740,7 +5788,8 @@ static sfv_result sfv__blocking(sfv_channel *ch, sfv_result posted, sfv_pending 
     r = sfv_pending_wait(pending, -1, wc);
     if (r != SFV_OK && r != SFV_ERR_WORK) { /* timed out, or the wait failed (the CQ): flush all the same */
         r = sfv__abort_consume(ch, pending, wc, r);
-        if (wc) wc->result = r;
+        if (wc && r == SFV_ERR_TIMEOUT) sfv__wc_timed_out(wc);
+        else if (wc) wc->result = r;
     }
     return r;
 }
@@ -5818,7 +5867,9 @@ static sfv_result sfv__take_by(sfv_channel *ch, sfv__ring *q, uint64_t seq, uint
 /* Where a scope hands its completions (sfv_channel_scope_wc); fn NULL: nowhere. */
 typedef struct sfv__sink { sfv_scope_wc_fn fn; void *user; } sfv__sink;
 
-static void sfv__settle(sfv_channel *ch, sfv__ring *q, uint64_t from, uint64_t deadline, sfv_scope_report *rep, const sfv__sink *sink) {
+/* (*expired: the channel's deadline passed, and what it flushed after that are timeouts too, as in
+   a many-peer call) */
+static void sfv__settle(sfv_channel *ch, sfv__ring *q, uint64_t from, uint64_t deadline, sfv_scope_report *rep, const sfv__sink *sink, bool *expired) {
     uint64_t seq;
     for (seq = from > q->tail ? from : q->tail; seq < q->head; seq++) {
         const sfv__slot *s = &q->slots[seq & q->mask];
@@ -5831,8 +5882,10 @@ static void sfv__settle(sfv_channel *ch, sfv__ring *q, uint64_t from, uint64_t d
         w = sfv__take_by(ch, q, seq, deadline, &wc);
         failed = wc.result != SFV_OK || w != SFV_OK;
         if (!fence || failed) rep->auto_polled++;
+        if (w == SFV_ERR_TIMEOUT) *expired = true;
         if (failed) { /* a failed wait aborted the channel: a failure */
             if (w != SFV_OK) wc.result = w;
+            if (w == SFV_ERR_TIMEOUT || (w == SFV_OK && *expired && wc.status == SFV_WC_WR_FLUSH_ERR)) sfv__wc_timed_out(&wc);
             if (rep->failed++ == 0) rep->first_error = wc;
         }
         if (sink->fn && (!fence || failed)) sink->fn(&wc, sink->user);
@@ -6430,6 +6483,8 @@ SAFEVERBS_API sfv_result sfv_channel_reset(sfv_channel *ch) {
     SFV__XSET(ch->async_event, 0);
     sfv__ev_leave(ch->pd->ctx);
     ch->first_status = ch->first_op = ch->first_cause = 0; /* the old QP's failures: a new QP that cannot be made is refused for its own reason */
+    ch->reset_sq = ch->sq.head; /* the old QP's work, flushed: its handles, consumed from now on, say the reset ended it */
+    ch->reset_rq = ch->rq.head;
     memset(&ch->inject_failed, 0, sizeof ch->inject_failed); /* the count of injects goes on */
     r = sfv__qp_make(ch, ch->pd);
     if (r) { /* broken, without a QP: try again */
@@ -6679,15 +6734,17 @@ static void sfv__scope_settle(sfv__peer *peers, size_t n, sfv_scope_report *rep,
     const uint64_t t0 = sfv__now_ns();
     size_t i;
     sfv__fence_errno = 0;
-    for (i = 0; i < n; i++) peers[i].ch->settling++; /* an on_wc that destroys or resets one is refused */
+    for (i = 0; i < n; i++) /* the fences first, while the queues take work (a manual scope: the scope around it fences) */
+        if (peers[i].ch->last_unsignaled && !manual) sfv__scope_fence(peers[i].ch);
+    for (i = 0; i < n; i++) sfv__settle_shut(peers[i].ch); /* an on_wc that posts to, waits on, destroys or resets one is refused */
     for (i = 0; i < n; i++) {
         sfv_channel *ch = peers[i].ch;
         const uint64_t deadline = t0 + sfv__timeout_ns(ch->desc.timeout_ms);
-        if (ch->last_unsignaled && !manual) sfv__scope_fence(ch); /* (a manual scope: the scope around it fences) */
-        sfv__settle(ch, &ch->sq, peers[i].scope_from.sq, deadline, rep, sink);
-        sfv__settle(ch, &ch->rq, peers[i].scope_from.rq, deadline, rep, sink);
+        bool expired = false;
+        sfv__settle(ch, &ch->sq, peers[i].scope_from.sq, deadline, rep, sink, &expired);
+        sfv__settle(ch, &ch->rq, peers[i].scope_from.rq, deadline, rep, sink, &expired);
     }
-    for (i = 0; i < n; i++) peers[i].ch->settling--;
+    for (i = 0; i < n; i++) sfv__settle_open(peers[i].ch);
     sfv__last = kept;
 }
 
@@ -6707,7 +6764,7 @@ static sfv_result sfv__many_take(sfv__peer *peer, bool recv, uint64_t t0, sfv_wo
     sfv_channel *ch = peer->ch;
     const sfv_result w = sfv__take_by(ch, recv ? &ch->rq : &ch->sq, peer->next++, t0 + sfv__timeout_ns(ch->desc.timeout_ms), wc);
     if (w == SFV_ERR_TIMEOUT) peer->expired = true;
-    if (peer->expired && wc->result != SFV_OK) wc->result = SFV_ERR_TIMEOUT; /* flushed by the expiry */
+    if (peer->expired && wc->result != SFV_OK && (w == SFV_OK || w == SFV_ERR_TIMEOUT)) sfv__wc_timed_out(wc); /* flushed by the expiry */
     return w;
 }
 
@@ -6718,6 +6775,8 @@ static int sfv__channel_send_room(const sfv_channel *ch, size_t count) {
     return ch->sq.head - ch->sq.tail + count <= ch->sq.cap;
 }
 static bool sfv__channel_broken(const sfv_channel *ch) { return SFV__XLOAD(ch->broken); }
+/* Whether a scope is consuming ch's work (its on_wc may be the caller): its queues are shut. */
+static bool sfv__channel_settling(const sfv_channel *ch) { return ch->settling > 0; }
 #ifdef SAFEVERBS_RDMACM
 /* A channel brought to RTR and RTS from attributes someone else worked out (the connection
    manager's rdma_init_qp_attr, >>impl rdmacm), instead of the endpoint handshake. The channel
@@ -6819,7 +6878,7 @@ static sfv_result sfv__scope_verdict(sfv_result ran, const sfv_scope_report *rep
         else
             sfv__fail(SFV_ERR_SCOPE_AUTOPOLL, 0, "scope", "%zu auto-polled work request(s) failed; first: %s, class %s (%s)", rep->failed,
                       f->result == SFV_ERR_WORK ? sfv_wc_status_str(f->status) : sfv_result_str(f->result),
-                      sfv_work_error_class_str(f->result == SFV_ERR_WORK ? f->error_class : SFV_WORK_ERROR_TIMEOUT),
+                      sfv_work_error_class_str(f->error_class),
                       f->result != SFV_ERR_WORK ? "waiting for it failed; the channel flushed its work"
                       : f->status == SFV_WC_WR_FLUSH_ERR && f->error_class != SFV_WORK_ERROR_LOCAL_PROGRAMMING
                           ? "flushed: the channel was broken before it ran, by an earlier failure, a deadline or an event"
@@ -8737,8 +8796,10 @@ static sfv_result sfv__barrier(sfv_node *node, const size_t *peers, size_t n, in
     /* Every algorithm writes at most once to each member: with room for one write on each
        channel, nothing can be refused once the barrier has begun (and left it half done). */
     for (k = 0; k < m; k++) {
-        const int room = sfv__channel_send_room(sfv_multi_channel_peer(node->mc, sfv__member(peers, k)), 1);
+        const sfv_channel *ch = sfv_multi_channel_peer(node->mc, sfv__member(peers, k));
+        const int room = sfv__channel_send_room(ch, 1);
         if (sfv__member(peers, k) == node->rank) continue;
+        if (room < 0 && sfv__channel_settling(ch)) return sfv__settling_refused("barrier"); /* shut, not broken */
         if (room < 0)
             return sfv__fail(SFV_ERR_BROKEN, EIO, "barrier", "the channel to rank %zu is in the error state", sfv__member(peers, k));
         if (room == 0)
@@ -9304,6 +9365,9 @@ static sfv_result sfv__cm_connect(sfv_pd *pd, sfv_channel *ch, const char *src, 
     if (len > SFV_CM_CONNECT_PRIVATE_MAX || (len && !priv))
         return sfv__fail(SFV_ERR_INVALID, EMSGSIZE, fn, "%s: %zu bytes of private data, at most %d fit (and not NULL)", fn, len,
                          SFV_CM_CONNECT_PRIVATE_MAX);
+    /* the desc's timeout times the steps before its channel is made (which would refuse it only
+       then): one out of range would let a silent resolution wait for days */
+    if (desc && desc->timeout_ms > 86400000u) return sfv__bad_field("timeout_ms", desc->timeout_ms, "1 .. 86400000");
     r = sfv__cm_addr(fn, addr, port, &ss);
     if (!r && src) r = sfv__cm_addr(fn, src, 0, &from);
     if (r) return r;

@@ -2365,6 +2365,56 @@ static void t_close_refused_then_channel_destroyed(void) {
     tc_close(&e);
 }
 
+/* ---- review 22b: numbers at their extremes (the CM's desc timeout; two sentences pinned) ---- */
+/* sfv_cm_connect with a desc whose timeout_ms is out of range (UINT32_MAX; anything above
+   86400000): sfv_create_channel refuses that desc, but sfv_cm_connect makes its channel only
+   after the address and route resolution, and timed those steps by the same timeout_ms (cast to
+   int: -1, then back to 49 days). An address whose resolution never answers held the call for
+   days instead of "nothing blocks past [the deadline]" and the desc's SFV_ERR_INVALID. Now the
+   field is refused first, naming it, before any rdma_* call. */
+static void t_cm_connect_bad_desc_timeout_refused_first(void) {
+    tc_env e;
+    sfv_cm_conn *c = (sfv_cm_conn *)&e;
+    sfv_channel_desc d;
+    double t0;
+    tc_open(&e);
+    memset(&d, 0, sizeof d);
+    d.timeout_ms = UINT32_MAX;
+    fkcm_on(FKCM_RESOLVE_ADDR, NULL, 0); /* a silent address resolution: only the deadline ends it */
+    t0 = test_seconds();
+    CHECK_RESULT(sfv_cm_connect(e.pd, NULL, FKCM_ADDR0, 7471, &d, NULL, 0, 0, &c), SFV_ERR_INVALID);
+    CHECK(test_seconds() - t0 < 1.0);
+    CHECK(c == NULL);
+    if (!strstr(sfv_last_error()->message, "timeout_ms")) FAIL("the refusal does not name the field: %s", sfv_last_error()->message);
+    CHECK_EQ(fkcm_calls(FKCM_RESOLVE_ADDR), 0);
+    d.timeout_ms = 86400001u; /* one above the limit, and a timeout given: the desc is still refused */
+    CHECK_RESULT(sfv_cm_connect(e.pd, NULL, FKCM_ADDR0, 7471, &d, NULL, 0, 1000, &c), SFV_ERR_INVALID);
+    tc_close(&e);
+}
+
+/* sfv_bind_thread_to_numa_node said "SFV_ERR_NOT_FOUND for a node this machine does not have";
+   a negative node (sfv_context_numa_node's -1 passed on as it is) is SFV_ERR_INVALID, which is the
+   right class for an argument no machine has, so the sentence now says it. */
+static void t_numa_negative_node(void) {
+    CHECK_RESULT(sfv_bind_thread_to_numa_node(-1), SFV_ERR_INVALID);
+    CHECK_RESULT(sfv_bind_thread_to_numa_node(INT_MIN), SFV_ERR_INVALID);
+    CHECK_RESULT(sfv_bind_thread_to_numa_node(INT_MAX), SFV_ERR_NOT_FOUND);
+}
+
+/* sfv_exchange_desc.key said "NULL or key_len 0: $SAFEVERBS_JOB_KEY", but a NULL key with a
+   length is refused (SFV_ERR_INVALID), rightly: a key the caller meant to give and lost must not
+   quietly become the environment's (or none at all). The sentence now says so. */
+static void t_exchange_null_key_with_length(void) {
+    static const sfv_net_node nn[2] = {{"127.0.0.1", 1, 0, NULL}, {"127.0.0.1", 2, 1, NULL}};
+    sfv_exchange_desc x;
+    memset(&x, 0, sizeof x);
+    x.key_len = 16;
+    setenv("SAFEVERBS_JOB_KEY", "0123456789abcdef", 1);
+    CHECK_RESULT(sfv_exchange_all_keyed(nn, 2, 0, NULL, 0, NULL, &x, 100), SFV_ERR_INVALID);
+    if (!strstr(sfv_last_error()->message, "key")) FAIL("%s", sfv_last_error()->message);
+    unsetenv("SAFEVERBS_JOB_KEY");
+}
+
 static const harness_test TESTS[] = {
     TEST(t_accept_out_null, 10),
     TEST(t_accept_channel_out_null, 10),
@@ -2406,6 +2456,9 @@ static const harness_test TESTS[] = {
     TEST(t_close_destroy_refused, 10),
     TEST(t_close_flush_hint, 10),
     TEST(t_close_refused_then_channel_destroyed, 10),
+    TEST(t_cm_connect_bad_desc_timeout_refused_first, 5),
+    TEST(t_numa_negative_node, 5),
+    TEST(t_exchange_null_key_with_length, 5),
 };
 
 int main(int argc, char **argv) { return harness_main(argc, argv, TESTS, COUNT_OF(TESTS)); }

@@ -915,6 +915,295 @@ static void t_handshake_after_barrier_timeout(void) {
     tf_close(&e);
 }
 
+/* ---- review 22c: scopes' on_wc, timeouts, SRQs, resets ---- */
+/* ---- a scope's on_wc and its channel ---- */
+/* The header: on_wc "must not post to or wait on the channel". Nothing refused it: a post with a
+   handle from on_wc was taken (SFV_OK), and the scope, consuming everything posted from where it
+   opened up to the queue's head, consumed that work too and handed it to on_wc again, leaving the
+   caller's handle dead (its wait a broken contract); an inject went in the same way, and a wait
+   on the channel's unfinished work blocked the scope until that wait's own deadline. Now each is
+   refused at once with SFV_ERR_INVALID, the last error naming on_wc, and the channel takes work
+   again once the scope returned. */
+typedef struct tc_onwc {
+    sfv_channel *ch;
+    sfv_gather_element g;
+    sfv_scatter_element s;
+    sfv_pending older;  /* a receive posted before the scope: not done while on_wc runs */
+    int calls;
+    sfv_result post, post_null, inject, blocking, recv, wait, wait_all;
+    bool named;
+} tc_onwc;
+static sfv_result tc_onwc_fn(sfv_channel *ch, void *user) {
+    tc_onwc *t = (tc_onwc *)user;
+    return sfv_channel_post_send(ch, &t->g, 1, NULL);
+}
+static bool tc_names_on_wc(void) { return strstr(sfv_last_error()->message, "on_wc") != NULL; }
+static void tc_onwc_cb(const sfv_work_completion *wc, void *user) {
+    tc_onwc *t = (tc_onwc *)user;
+    sfv_pending p;
+    sfv_work_completion w;
+    (void)wc;
+    if (t->calls++) return; /* (once: a call taken would come back here) */
+    t->named = true;
+    memset(&p, 0, sizeof p);
+    t->post = sfv_channel_post_send(t->ch, &t->g, 1, &p);
+    t->named &= tc_names_on_wc();
+    t->post_null = sfv_channel_post_send(t->ch, &t->g, 1, NULL);
+    t->named &= tc_names_on_wc();
+    t->inject = sfv_channel_inject(t->ch, "x", 1);
+    t->named &= tc_names_on_wc();
+    t->blocking = sfv_channel_send(t->ch, &t->g, 1, &w);
+    t->named &= tc_names_on_wc() && w.result == SFV_ERR_INVALID;
+    t->recv = sfv_channel_post_receive(t->ch, &t->s, 1, &p);
+    t->named &= tc_names_on_wc();
+    t->wait = sfv_pending_wait(&t->older, 2000, &w);
+    t->named &= tc_names_on_wc() && w.result == SFV_ERR_INVALID;
+    t->wait_all = sfv_pending_wait_all(&t->older, 1, 2000, NULL);
+    t->named &= tc_names_on_wc();
+}
+static void t_on_wc_cannot_post_or_wait(void) {
+    tf_env e;
+    sfv_channel *a, *b;
+    sfv_pending rx[2];
+    sfv_scatter_element s[2];
+    sfv_gather_element g;
+    tc_onwc t;
+    struct timespec t0, t1;
+    tf_open(&e, 4096);
+    tf_pair(&e, NULL, &a, &b);
+    s[0] = sfv_mr_scatter_element(e.mr, e.buf + 256, 8);
+    s[1] = sfv_mr_scatter_element(e.mr, e.buf + 512, 8);
+    CHECK_OK(sfv_channel_post_receive(b, &s[0], 1, &rx[0]));
+    CHECK_OK(sfv_channel_post_receive(b, &s[1], 1, &rx[1]));
+    memset(&t, 0, sizeof t);
+    t.ch = a;
+    t.g = sfv_mr_gather_element(e.mr, e.buf, 8);
+    t.s = sfv_mr_scatter_element(e.mr, e.buf + 1024, 8);
+    CHECK_OK(sfv_channel_post_receive(a, &t.s, 1, &t.older)); /* b sends nothing yet */
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    CHECK_OK(sfv_channel_scope_wc(a, tc_onwc_fn, &t, tc_onwc_cb, &t, NULL));
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    CHECK_EQ(t.calls, 1); /* the scope's one send, nothing posted from on_wc */
+    CHECK_RESULT(t.post, SFV_ERR_INVALID);
+    CHECK_RESULT(t.post_null, SFV_ERR_INVALID);
+    CHECK_RESULT(t.inject, SFV_ERR_INVALID);
+    CHECK_RESULT(t.blocking, SFV_ERR_INVALID);
+    CHECK_RESULT(t.recv, SFV_ERR_INVALID);
+    CHECK_RESULT(t.wait, SFV_ERR_INVALID);
+    CHECK_RESULT(t.wait_all, SFV_ERR_INVALID);
+    CHECK(t.named);
+    CHECK((t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000 < 1000); /* no wait blocked it */
+    CHECK_EQ(sfv_channel_outstanding(a), 1); /* the older receive only */
+    /* after the scope: the channel takes work again, and the older handle is as it was */
+    g = sfv_mr_gather_element(e.mr, e.buf + 2048, 8);
+    CHECK_OK(sfv_channel_send(a, &t.g, 1, NULL));
+    CHECK_OK(sfv_channel_inject(a, "y", 1));
+    CHECK_OK(sfv_channel_send(b, &g, 1, NULL));
+    CHECK_OK(sfv_pending_wait(&t.older, 1000, NULL));
+    CHECK_OK(sfv_pending_wait_all(rx, 2, 1000, NULL));
+    CHECK_OK(sfv_destroy_channel(a));
+    CHECK_OK(sfv_destroy_channel(b));
+    tf_close(&e);
+}
+
+/* ---- deadlines: what a timed-out work completion says ---- */
+/* A many-peer call whose deadline expired gave each flushed request wc.result SFV_ERR_TIMEOUT
+   with error_class LOCAL_RESOURCE (the flush's), while a scope's verdict named the class
+   "timeout" for the same case and its first_error (and on_wc's wc) again said LOCAL_RESOURCE;
+   the requests after the expired one said TIMEOUT in a many-peer call, but WORK (WR_FLUSH_ERR)
+   in a scope. Now every work request a deadline's expiry flushed says result SFV_ERR_TIMEOUT,
+   class SFV_WORK_ERROR_TIMEOUT (status WR_FLUSH_ERR), in a many-peer call, a scope (report,
+   on_wc, message) and a blocking call alike. */
+typedef struct tc_seen { int n; sfv_work_completion wc[4]; } tc_seen;
+static void tc_collect(const sfv_work_completion *wc, void *user) {
+    tc_seen *t = (tc_seen *)user;
+    if (t->n < 4) t->wc[t->n] = *wc;
+    t->n++;
+}
+static sfv_result tc_two_sends(sfv_channel *ch, void *user) {
+    const sfv_gather_element *g = (const sfv_gather_element *)user;
+    sfv_result r = sfv_channel_post_send(ch, g, 1, NULL);
+    return r ? r : sfv_channel_post_send(ch, g, 1, NULL);
+}
+static void tc_check_timed_out(const sfv_work_completion *wc) {
+    CHECK_RESULT(wc->result, SFV_ERR_TIMEOUT);
+    CHECK_EQ(wc->status, SFV_WC_WR_FLUSH_ERR);
+    if (wc->error_class != SFV_WORK_ERROR_TIMEOUT) FAIL("a timed-out work request's class: %s", sfv_work_error_class_str(wc->error_class));
+}
+static void t_timeout_class_agrees(void) {
+    tf_env e;
+    sfv_channel_desc d;
+    sfv_multi_channel *m1, *m2;
+    sfv_endpoint e1[2], e2[2];
+    sfv_peer_send reqs[2];
+    sfv_work_completion wcs[2], wc;
+    sfv_scope_report rep;
+    sfv_gather_element g;
+    tc_seen seen;
+    int k;
+    tf_open(&e, 4096);
+    memset(&d, 0, sizeof d);
+    d.timeout_ms = 30;
+    CHECK_OK(sfv_create_multi_channel(e.pd, 2, &d, &m1));
+    CHECK_OK(sfv_create_multi_channel(e.pd, 2, &d, &m2));
+    CHECK_OK(sfv_multi_channel_endpoints(m1, e1, 2));
+    CHECK_OK(sfv_multi_channel_endpoints(m2, e2, 2));
+    CHECK_OK(sfv_multi_channel_handshake(m1, e2, 2));
+    CHECK_OK(sfv_multi_channel_handshake(m2, e1, 2));
+    g = sfv_mr_gather_element(e.mr, e.buf, 8);
+    /* many-peer: no receive posted at the peer, both requests for peer 0 */
+    for (k = 0; k < 2; k++) {
+        reqs[k].peer = 0;
+        reqs[k].sges = &g;
+        reqs[k].n = 1;
+        reqs[k].has_imm = false;
+        reqs[k].imm = 0;
+    }
+    CHECK_RESULT(sfv_multi_channel_scatter_send(m1, reqs, 2, wcs), SFV_ERR_WORK);
+    tc_check_timed_out(&wcs[0]);
+    tc_check_timed_out(&wcs[1]);
+    CHECK(strstr(sfv_last_error()->message, "timeout") != NULL);
+    /* a scope: the same */
+    memset(&seen, 0, sizeof seen);
+    CHECK_RESULT(sfv_channel_scope_wc(sfv_multi_channel_peer(m1, 1), tc_two_sends, &g, tc_collect, &seen, &rep), SFV_ERR_SCOPE_AUTOPOLL);
+    CHECK_EQ(rep.failed, 2);
+    tc_check_timed_out(&rep.first_error);
+    CHECK_EQ(seen.n, 2);
+    tc_check_timed_out(&seen.wc[0]);
+    tc_check_timed_out(&seen.wc[1]);
+    CHECK(strstr(sfv_last_error()->message, "class timeout") != NULL);
+    CHECK_OK(sfv_destroy_multi_channel(m1));
+    CHECK_OK(sfv_destroy_multi_channel(m2));
+    /* a blocking call */
+    {
+        sfv_channel *a, *b;
+        tf_pair(&e, &d, &a, &b);
+        CHECK_RESULT(sfv_channel_send(a, &g, 1, &wc), SFV_ERR_TIMEOUT);
+        tc_check_timed_out(&wc);
+        CHECK_OK(sfv_destroy_channel(a));
+        CHECK_OK(sfv_destroy_channel(b));
+    }
+    tf_close(&e);
+}
+
+/* ---- SRQs ---- */
+/* An SRQ made on one PD was taken by a channel on another PD of the same context (the check was
+   of the context only). The receive buffers the SRQ holds are in MRs of the SRQ's PD, and a NIC
+   that checks a message's landing place against the QP's PD (rxe does: copy_data(qp->pd, ...))
+   fails every receive so with a protection error, on the peer's side too. Now
+   sfv_create_channel (and a multi-channel's) refuses it with SFV_ERR_INVALID naming the PD; a PD
+   that wraps the same verbs PD (sfv_pd_wrap) is the same PD and is taken. */
+static void t_srq_other_pd_refused(void) {
+    tf_env e;
+    sfv_pd *other, *same;
+    sfv_srq *srq;
+    sfv_channel_desc d;
+    sfv_channel *ch = NULL;
+    sfv_multi_channel *mc = NULL;
+    tf_open(&e, 4096);
+    CHECK_OK(sfv_alloc_pd(e.ctx, &other));
+    CHECK_OK(sfv_create_srq(e.pd, NULL, &srq));
+    memset(&d, 0, sizeof d);
+    d.srq = srq;
+    CHECK_RESULT(sfv_create_channel(other, &d, &ch), SFV_ERR_INVALID);
+    CHECK(ch == NULL);
+    CHECK(strstr(sfv_last_error()->message, "PD") != NULL);
+    CHECK_RESULT(sfv_create_multi_channel(other, 2, &d, &mc), SFV_ERR_INVALID);
+    CHECK(mc == NULL);
+    CHECK_OK(sfv_pd_wrap(e.ctx, sfv_pd_raw(e.pd), false, &same));
+    CHECK_OK(sfv_create_channel(same, &d, &ch));
+    CHECK_OK(sfv_destroy_channel(ch));
+    CHECK_OK(sfv_dealloc_pd(same));
+    CHECK_OK(sfv_destroy_srq(srq));
+    CHECK_OK(sfv_dealloc_pd(other));
+    tf_close(&e);
+}
+
+/* ---- resets ---- */
+/* Work in flight when the channel was reset completes WR_FLUSH_ERR (as the header says), but
+   its sfv_last_error hint, worked out when the handle is consumed after the reset, no longer
+   knew why (the reset clears the old QP's failures): it said the status's own hint, "with no
+   failure before it: rxe on Linux 6.12 flushes a send or write from outside its MR so", sending
+   the caller to look for a bad element. Now it says the old queue pair ended it (the reset). */
+static void t_reset_flush_hint(void) {
+    tf_env e;
+    sfv_channel *a, *b;
+    sfv_pending rx, tx, again;
+    sfv_work_completion wc;
+    sfv_gather_element g;
+    sfv_scatter_element s;
+    tf_open(&e, 4096);
+    tf_pair(&e, NULL, &a, &b);
+    g = sfv_mr_gather_element(e.mr, e.buf, 8);
+    s = sfv_mr_scatter_element(e.mr, e.buf + 512, 8);
+    CHECK_OK(sfv_channel_post_receive(a, &s, 1, &rx));
+    CHECK_OK(sfv_channel_post_send(a, &g, 1, &tx)); /* b has no receive: it waits */
+    CHECK_OK(sfv_channel_reset(a));
+    CHECK_RESULT(sfv_pending_wait(&rx, 100, &wc), SFV_ERR_WORK);
+    CHECK_EQ(wc.status, SFV_WC_WR_FLUSH_ERR);
+    if (strstr(sfv_last_error()->message, "MR") || !strstr(sfv_last_error()->message, "reset"))
+        FAIL("the reset receive's hint: %s", sfv_last_error()->message);
+    CHECK_RESULT(sfv_pending_wait(&tx, 100, &wc), SFV_ERR_WORK);
+    if (strstr(sfv_last_error()->message, "MR") || !strstr(sfv_last_error()->message, "reset"))
+        FAIL("the reset send's hint: %s", sfv_last_error()->message);
+    /* the new queue pair's own flushes are not the reset's */
+    CHECK_OK(sfv_channel_reset(b));
+    tf_connect(a, b);
+    CHECK_OK(sfv_channel_post_receive(a, &s, 1, &again));
+    CHECK_OK(sfv_channel_reset(a));
+    CHECK_RESULT(sfv_pending_wait(&again, 100, &wc), SFV_ERR_WORK);
+    CHECK(strstr(sfv_last_error()->message, "reset") != NULL);
+    CHECK_OK(sfv_destroy_channel(a));
+    CHECK_OK(sfv_destroy_channel(b));
+    tf_close(&e);
+}
+
+/* A node barrier from a scope's on_wc on one of the node's channels: refused as any post from
+   on_wc is (SFV_ERR_INVALID naming on_wc), not SFV_ERR_BROKEN "the channel to rank 1 is in the
+   error state" about a channel that is not. */
+static sfv_node *tc_node;
+static sfv_result tc_barrier_r;
+static char tc_barrier_msg[256];
+static void tc_onwc_barrier(const sfv_work_completion *wc, void *user) {
+    (void)wc, (void)user;
+    tc_barrier_r = sfv_node_barrier(tc_node, NULL, 0, 20);
+    snprintf(tc_barrier_msg, sizeof tc_barrier_msg, "%s", sfv_last_error()->message);
+}
+static sfv_result tc_one_send(sfv_channel *ch, void *user) { return sfv_channel_post_send(ch, (const sfv_gather_element *)user, 1, NULL); }
+static void t_on_wc_node_barrier(void) {
+    tf_env e;
+    sfv_node_desc d;
+    sfv_node *nodes[2];
+    size_t each = SFV_NODE_ENDPOINT_SIZE(2), r;
+    uint8_t all[2 * SFV_NODE_ENDPOINT_SIZE(2)];
+    sfv_channel *to1;
+    sfv_pending rx;
+    sfv_scatter_element s;
+    sfv_gather_element g;
+    tf_open(&e, 4096);
+    memset(&d, 0, sizeof d);
+    d.world_size = 2;
+    for (r = 0; r < 2; r++) {
+        d.rank = r;
+        CHECK_OK(sfv_create_node(e.pd, &d, &nodes[r]));
+        CHECK_OK(sfv_node_endpoint(nodes[r], all + r * each, each));
+    }
+    for (r = 0; r < 2; r++) CHECK_OK(sfv_node_handshake(nodes[r], all, sizeof all));
+    s = sfv_mr_scatter_element(e.mr, e.buf + 512, 8);
+    g = sfv_mr_gather_element(e.mr, e.buf, 8);
+    CHECK_OK(sfv_channel_post_receive(sfv_multi_channel_peer(sfv_node_multi_channel(nodes[1]), 0), &s, 1, &rx));
+    to1 = sfv_multi_channel_peer(sfv_node_multi_channel(nodes[0]), 1);
+    tc_node = nodes[0];
+    tc_barrier_r = SFV_OK;
+    CHECK_OK(sfv_channel_scope_wc(to1, tc_one_send, &g, tc_onwc_barrier, NULL, NULL));
+    if (tc_barrier_r != SFV_ERR_INVALID || !strstr(tc_barrier_msg, "on_wc"))
+        FAIL("a barrier from on_wc: %s: %s", sfv_result_str(tc_barrier_r), tc_barrier_msg);
+    CHECK(!sfv_channel_broken(to1, NULL));
+    CHECK_OK(sfv_pending_wait(&rx, 1000, NULL));
+    for (r = 0; r < 2; r++) CHECK_OK(sfv_destroy_node(nodes[r]));
+    tf_close(&e);
+}
+
 static const harness_test TESTS[] = {
     TEST(t_launcher_rank_negative_size, 10),
     TEST(t_srq_last_ref_destroy_fails, 10),
@@ -941,5 +1230,10 @@ static const harness_test TESTS[] = {
     TEST(t_srq_desc_limit_armed, 10),
     TEST(t_handshake_after_poison, 10),
     TEST(t_handshake_after_barrier_timeout, 10),
+    TEST(t_on_wc_cannot_post_or_wait, 20),
+    TEST(t_timeout_class_agrees, 20),
+    TEST(t_srq_other_pd_refused, 10),
+    TEST(t_reset_flush_hint, 10),
+    TEST(t_on_wc_node_barrier, 10),
 };
 int main(int argc, char **argv) { return harness_main(argc, argv, TESTS, COUNT_OF(TESTS)); }
