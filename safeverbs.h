@@ -5284,18 +5284,26 @@ SFV__API_HOT sfv_result sfv_channel_post_read(sfv_channel *ch, const sfv_scatter
 
 /* Unsignaled posts (>>scopes): only inside a scope, with room for themselves and the fence the
    scope may need; the last one's place is kept, so the scope knows whether a fence must follow. */
-SFV__SLOW sfv_result sfv__unsignaled_refused(sfv_channel *ch) {
+SFV__SLOW sfv_result sfv__unsignaled_refused(sfv_channel *ch, sfv__post_kind kind, const void *sges, size_t n) {
+    sfv_pending stands_in; /* the scope consumes it: only the channel's own rules apply */
     if (!ch) return sfv__fail(SFV_ERR_INVALID, EINVAL, "post", "channel (NULL)");
     if (ch->settling) return sfv__settling_refused("post");
     if (ch->scope_depth == 0) return sfv__fail(SFV_ERR_INVALID, EINVAL, "post", "an unsignaled post is allowed only inside a scope (it has no completion of its own)");
     if (ch->scope_manual)
         return sfv__fail(SFV_ERR_INVALID, EINVAL, "post", "an unsignaled post has no pending handle to consume it by, and a manual scope takes only work consumed so: post it inside sfv_channel_scope");
+    /* the rules of every post before the room, as sfv__post_one keeps them: a broken channel says
+       SFV_ERR_BROKEN and why (a failed inject named), whatever room its scope's work holds (the
+       element limit is 0 where the queue takes no work) */
+    memset(&stands_in, 0, sizeof stands_in);
+    if (n >= (kind == SFV__POST_READ ? SFV__XLOAD(ch->lim_read) : SFV__XLOAD(ch->lim_send)) || (!sges && n))
+        return sfv__post_refused(ch, kind, sges, n, 1, &stands_in);
     return sfv__fail(SFV_ERR_RESOURCE, ENOMEM, "post", "queue full: an unsignaled post needs room for itself and the scope's fence (%llu of %llu places taken)",
                      (unsigned long long)(ch->sq.head - ch->sq.tail), (unsigned long long)ch->sq.cap);
 }
 static sfv_result sfv__post_unsignaled(sfv_channel *ch, enum ibv_wr_opcode opcode, const void *sges, size_t n, const sfv_remote_mr *remote) {
     sfv_result r;
-    if (!ch || ch->scope_depth == 0 || ch->scope_manual || ch->sq.head - ch->sq.tail + 2 > ch->sq.cap) return sfv__unsignaled_refused(ch);
+    if (!ch || ch->scope_depth == 0 || ch->scope_manual || ch->sq.head - ch->sq.tail + 2 > ch->sq.cap)
+        return sfv__unsignaled_refused(ch, opcode == IBV_WR_RDMA_READ ? SFV__POST_READ : SFV__POST_SEND, sges, n);
     r = sfv__post_one(ch, opcode, sges, n, remote, 0, NULL, 0);
     if (!r) ch->last_unsignaled = ch->sq.head; /* one past its place: 0 is never a place */
     return r;

@@ -1204,6 +1204,55 @@ static void t_on_wc_node_barrier(void) {
     tf_close(&e);
 }
 
+/* ---- review 22d: injects, unsignaled posts ---- */
+#define CHECK_MSG(sub)                                                                             \
+    do {                                                                                           \
+        if (!strstr(sfv_last_error()->message, (sub))) FAIL("last error \"%s\" lacks \"%s\"", sfv_last_error()->message, (sub)); \
+    } while (0)
+
+static sfv_remote_mr tf_at(const tf_env *e, size_t off) { return sfv_remote_mr_make(sfv_mr_addr(e->mr) + off, 64, sfv_mr_rkey(e->mr)); }
+
+/* An unsignaled post on a broken channel whose send queue holds all but one place (the scope's
+   unsignaled work before the failure, which only the scope consumes) said SFV_ERR_RESOURCE
+   "queue full", where every other post says SFV_ERR_BROKEN naming the failure (>>inject: "every
+   post from then on is refused with SFV_ERR_BROKEN whose sfv_last_error() names the inject"):
+   its room test came before the channel's state. */
+static sfv_result tr_unsig_after_inject_fn(sfv_channel *ch, void *user) {
+    tf_env *e = (tf_env *)user;
+    const sfv_gather_element g = sfv_mr_gather_element(e->mr, e->buf, 8);
+    sfv_remote_mr bad = tf_at(e, 1024);
+    sfv_pending p;
+    bad.rkey ^= 0x5a5a;
+    CHECK_OK(sfv_channel_post_write_unsignaled(ch, &g, 1, tf_at(e, 1024)));
+    CHECK_OK(sfv_channel_post_write_unsignaled(ch, &g, 1, tf_at(e, 1024)));
+    CHECK_OK(sfv_channel_inject_write(ch, "bad", 3, bad)); /* inject #1, refused by the peer */
+    CHECK_RESULT(sfv_channel_inject_write(ch, "next", 4, tf_at(e, 1024)), SFV_ERR_BROKEN); /* it polled: the failure */
+    CHECK_MSG("inject #1 (RDMA write, 3 B) failed");
+    CHECK_RESULT(sfv_channel_post_write(ch, &g, 1, tf_at(e, 1024), &p), SFV_ERR_BROKEN);
+    CHECK_MSG("inject #1 (RDMA write, 3 B) failed");
+    CHECK_RESULT(sfv_channel_post_write_unsignaled(ch, &g, 1, tf_at(e, 1024)), SFV_ERR_BROKEN);
+    CHECK_MSG("inject #1 (RDMA write, 3 B) failed");
+    CHECK_RESULT(sfv_channel_post_send_unsignaled(ch, &g, 1), SFV_ERR_BROKEN);
+    CHECK_RESULT(sfv_channel_post_read_unsignaled(ch, (const sfv_scatter_element *)&g, 1, tf_at(e, 1024)), SFV_ERR_BROKEN);
+    return SFV_OK;
+}
+static void t_unsignaled_on_broken_channel(void) {
+    tf_env e;
+    sfv_channel_desc d;
+    sfv_channel *a, *b;
+    sfv_scope_report rep;
+    memset(&d, 0, sizeof d);
+    d.max_send_wr = 4;
+    tf_open(&e, 4096);
+    tf_pair(&e, &d, &a, &b);
+    CHECK_OK(sfv_channel_scope(a, tr_unsig_after_inject_fn, &e, &rep)); /* its two writes completed before the inject */
+    CHECK_EQ(rep.auto_polled, 2);
+    CHECK_EQ(sfv_channel_outstanding(a), 0);
+    CHECK_OK(sfv_destroy_channel(a));
+    CHECK_OK(sfv_destroy_channel(b));
+    tf_close(&e);
+}
+
 static const harness_test TESTS[] = {
     TEST(t_launcher_rank_negative_size, 10),
     TEST(t_srq_last_ref_destroy_fails, 10),
@@ -1235,5 +1284,6 @@ static const harness_test TESTS[] = {
     TEST(t_srq_other_pd_refused, 10),
     TEST(t_reset_flush_hint, 10),
     TEST(t_on_wc_node_barrier, 10),
+    TEST(t_unsignaled_on_broken_channel, 10),
 };
 int main(int argc, char **argv) { return harness_main(argc, argv, TESTS, COUNT_OF(TESTS)); }
