@@ -826,7 +826,8 @@ typedef struct sfv_endpoint {
 /* "SE", version 2, flags, qpn, lid, mtu, read depth, psn (3 bytes), gid; big-endian. Version 1
    (no read depth: that byte is 0) still decodes. Encoding into NULL does nothing; a NULL ep
    encodes 32 zero bytes (which decode refuses). Decode takes at least SFV_ENDPOINT_ENCODED_SIZE
-   bytes and reads the first that many; anything else is SFV_ERR_INVALID with *out zeroed. */
+   bytes and reads the first that many; anything else is SFV_ERR_INVALID with *out zeroed, and
+   so is a GID no port has under the GID flag (all zero, multicast, the IPv4 0.0.0.0). */
 SAFEVERBS_API void sfv_endpoint_encode(const sfv_endpoint *ep, uint8_t out[SFV_ENDPOINT_ENCODED_SIZE]);
 SFV_NODISCARD SAFEVERBS_API sfv_result sfv_endpoint_decode(const uint8_t *in, size_t size, sfv_endpoint *out);
 
@@ -850,8 +851,10 @@ SAFEVERBS_API sfv_result sfv_destroy_channel(sfv_channel *ch);
    reset that could not make one, a destroy that failed part-way): SFV_ERR_BROKEN, *out zeroed. */
 SFV_NODISCARD SAFEVERBS_API sfv_result sfv_channel_endpoint(const sfv_channel *ch, sfv_endpoint *out);
 /* RESET -> INIT -> RTR -> RTS against the peer's endpoint; sets a GRH when the peer has a GID.
-   Once only (again: SFV_ERR_INVALID); a channel broken before it connected (an event, a reset
-   that could not make its QP): SFV_ERR_BROKEN, saying why (sfv_channel_reset recovers it). */
+   A peer endpoint decode would refuse (its QPN, PSN, MTU, a GID no port has): SFV_ERR_INVALID,
+   nothing done. Once only (again: SFV_ERR_INVALID); a channel broken before it connected (an
+   event, a reset that could not make its QP): SFV_ERR_BROKEN, saying why (sfv_channel_reset
+   recovers it). */
 SFV_NODISCARD SAFEVERBS_API sfv_result sfv_channel_handshake(sfv_channel *ch, const sfv_endpoint *peer);
 /* Recovers a broken channel (or moves a working one to a new peer) without destroying it: the
    work in flight is flushed first (the QP to the error state, drained; every pending handle of
@@ -1373,8 +1376,8 @@ typedef struct sfv_net_node {
     uint32_t rank;
     const char *device;   /* the RDMA device this rank uses, for the program's own use; may be NULL */
 } sfv_net_node;
-/* SFV_ERR_INVALID, naming the rank, unless: n >= 1, nodes[i].rank == i (the first is 0, no gap,
-   no duplicate), every host is non-NULL and every port non-zero. */
+/* SFV_ERR_INVALID, naming the rank, unless: 1 <= n <= 4096, nodes[i].rank == i (the first is 0,
+   no gap, no duplicate), every host is a non-empty string and every port non-zero. */
 SFV_NODISCARD SAFEVERBS_API sfv_result sfv_net_config_check(const sfv_net_node *nodes, size_t n);
 /* Every rank gives `size` bytes and receives everyone's: all[r * size ..] holds rank r's, its
    own included. Over TCP: a rank listens on its own host and port and accepts every lower rank,
@@ -3665,6 +3668,15 @@ SAFEVERBS_API void sfv_endpoint_encode(const sfv_endpoint *ep, uint8_t out[SFV_E
     if (ep->has_gid) memcpy(out + 16, ep->gid.raw, 16); /* no GID: zero bytes, as decode wants */
 }
 
+/* A GID no port has, so no peer's address: all zero (an empty table entry, as sfv_query_gid
+   says; no endpoint of ours carries one), or multicast, which a connected queue pair cannot
+   have as its destination: ff00::/8, or IPv4 224.0.0.0/4; or the IPv4 0.0.0.0 ("any"). */
+static bool sfv__gid_no_port_has(const sfv_gid *g) {
+    static const sfv_gid zero = {{0}};
+    if (memcmp(g, &zero, sizeof zero) == 0 || g->raw[0] == 0xff) return true;
+    return sfv_gid_is_ipv4(g) && ((g->raw[12] & 0xf0) == 0xe0 || (g->raw[12] | g->raw[13] | g->raw[14] | g->raw[15]) == 0);
+}
+
 SAFEVERBS_API sfv_result sfv_endpoint_decode(const uint8_t *in, size_t size, sfv_endpoint *out) {
     sfv_endpoint ep;
     SFV__CHECK_ARG(out, "out");
@@ -3688,6 +3700,8 @@ SAFEVERBS_API sfv_result sfv_endpoint_decode(const uint8_t *in, size_t size, sfv
     if (!ep.has_gid) {
         static const sfv_gid zero = {{0}};
         if (memcmp(&ep.gid, &zero, sizeof zero) != 0) return sfv__bad_encoding("sfv_endpoint_decode", "GID bytes without the GID flag");
+    } else if (sfv__gid_no_port_has(&ep.gid)) {
+        return sfv__bad_encoding("sfv_endpoint_decode", "a GID no port has (all zero, multicast, or the IPv4 0.0.0.0)");
     }
     *out = ep;
     return SFV_OK;
@@ -3703,6 +3717,9 @@ static sfv_result sfv__handshake_check(const sfv_channel *ch, const sfv_endpoint
     if (peer->qpn == 0 || peer->qpn > 0xFFFFFFu) return sfv__fail(SFV_ERR_INVALID, EINVAL, fn, "peer QPN %u is not 24 bits", (unsigned)peer->qpn);
     if (peer->psn > 0xFFFFFFu) return sfv__fail(SFV_ERR_INVALID, EINVAL, fn, "peer PSN %u is over 24 bits", (unsigned)peer->psn);
     if (!sfv__mtu_enum(peer->mtu)) return sfv__fail(SFV_ERR_INVALID, EINVAL, fn, "peer MTU %u is not 256 .. 4096", (unsigned)peer->mtu);
+    if (peer->has_gid && sfv__gid_no_port_has(&peer->gid))
+        return sfv__fail(SFV_ERR_INVALID, EINVAL, fn, "the peer's GID %02x%02x..%02x%02x is one no port has (all zero, multicast, or the IPv4 "
+                         "0.0.0.0)", peer->gid.raw[0], peer->gid.raw[1], peer->gid.raw[14], peer->gid.raw[15]);
     if (ch->link_layer == SFV_LINK_LAYER_ETHERNET && !(peer->has_gid && ch->desc.gid_index_set))
         return sfv__fail(SFV_ERR_INVALID, EINVAL, fn, "RoCE needs a GID on both sides (the peer's endpoint has none)");
     if (peer->has_gid && ch->desc.gid_index_set && sfv_gid_is_ipv4(&peer->gid) != sfv_gid_is_ipv4(&ch->gid))
@@ -8257,6 +8274,21 @@ static sfv_result sfv__ex_meet(sfv__ex *x, size_t peer) {
     }
 }
 
+/* Without a key, every address this rank listens on (its own, unless it is rank 0) and connects
+   to (every higher rank's) is checked before its first socket: a rank whose later peer is off
+   loopback refuses at once, not after swapping bytes with the ranks before it (or waiting for
+   them to its deadline). A numeric address is parsed at once; a name costs one lookup more. */
+static sfv_result sfv__ex_loopback_only(const sfv_net_node *nodes, size_t n, size_t rank, uint64_t deadline) {
+    size_t i;
+    for (i = rank ? rank : 1; i < n; i++) {
+        struct addrinfo *ai;
+        const sfv_result r = sfv__resolve(&nodes[i], i == rank, true, deadline, &ai);
+        if (r) return r;
+        freeaddrinfo(ai);
+    }
+    return SFV_OK;
+}
+
 static sfv_result sfv__exchange(const sfv_net_node *nodes, size_t n, size_t rank, const void *mine, size_t size, void *all,
                                 const sfv_exchange_desc *desc, int timeout_ms, sfv__ex_link *links, const sfv__ex_key *key) {
     const uint64_t deadline = sfv__deadline(sfv__ms_or(timeout_ms, 60000u));
@@ -8273,6 +8305,7 @@ static sfv_result sfv__exchange(const sfv_net_node *nodes, size_t n, size_t rank
     memset(&x, 0, sizeof x);
     if (key) x.key = *key; /* (sfv_node_connect's: picked once for the exchange and its sync) */
     else if ((r = sfv__ex_key_pick(desc, &x.key)) != SFV_OK) return r;
+    if (x.key.loopback_only && (r = sfv__ex_loopback_only(nodes, n, rank, deadline)) != SFV_OK) return r;
     x.nodes = nodes;
     x.n = n;
     x.rank = rank;

@@ -1,9 +1,10 @@
 /* fuzz_endpoint_decode.c - sfv_endpoint_decode on any bytes, as a peer may send them.
    Properties: it accepts exactly the encodings fz_endpoint_valid describes; on success every
    field is in range (qpn 1 .. 2^24-1, psn 24 bits, mtu 256 .. 4096, no GID bytes without the
-   flag), re-encoding gives back the 32 bytes it read (the format is canonical), bytes after
-   them change nothing, a shorter input is refused, and the last error is left as it was; on
-   failure the output is zeroed and sfv_last_error() holds the returned result.
+   flag, with it no GID that no port has), re-encoding gives back the 32 bytes it read (the
+   format is canonical), bytes after them change nothing, a shorter input is refused, and the
+   last error is left as it was; on failure the output is zeroed and sfv_last_error() holds the
+   returned result.
    Build and run: make fuzz (or make check-fuzz). */
 #define SAFEVERBS_IMPLEMENTATION
 #include "safeverbs.h"

@@ -1,7 +1,8 @@
 /* fuzz_roundtrip.c - structs built from fuzz bytes, encoded, decoded again.
    Properties: an endpoint within the documented ranges (qpn 1 .. 2^24-1, psn 24 bits, mtu
-   256 .. 4096, GID bytes only with has_gid) comes back equal, field by field; outside them the
-   encoder keeps the low 24 bits of the psn and the low 16 of the mtu (the widths on the wire),
+   256 .. 4096, GID bytes only with has_gid, and then a GID some port may have: not all zero,
+   multicast or the IPv4 0.0.0.0) comes back equal, field by field; outside them the encoder
+   keeps the low 24 bits of the psn and the low 16 of the mtu (the widths on the wire),
    and the decoder returns exactly that or refuses it, with a zeroed output and the error
    recorded. A remote region comes back equal when addr + length does not wrap past 2^64 and
    is refused when it does. Both encoders write their fixed size and nothing past it.
@@ -49,9 +50,10 @@ static void fz_endpoint_roundtrip(fz_bytes *b) {
     if (want.mtu > 0xFFFFu) want.mtu = 0;
     if (!want.has_gid) memset(want.gid.raw, 0, 16);
     in_range = ep.qpn >= 1 && ep.qpn <= 0xFFFFFFu && ep.psn <= 0xFFFFFFu && fz_mtu_ok(ep.mtu) &&
-               (ep.has_gid || fz_zero(ep.gid.raw, 16));
+               (ep.has_gid ? !fz_gid_no_port_has(ep.gid.raw) : fz_zero(ep.gid.raw, 16));
     FZ_CHECK(fz_endpoint_valid(bytes, SFV_ENDPOINT_ENCODED_SIZE) ==
-             (want.qpn >= 1 && want.qpn <= 0xFFFFFFu && fz_mtu_ok(want.mtu) && (want.has_gid || fz_zero(want.gid.raw, 16))));
+             (want.qpn >= 1 && want.qpn <= 0xFFFFFFu && fz_mtu_ok(want.mtu) &&
+              (want.has_gid ? !fz_gid_no_port_has(want.gid.raw) : fz_zero(want.gid.raw, 16))));
 
     memset(&got, 0xA5, sizeof got);
     r = sfv_endpoint_decode(bytes, SFV_ENDPOINT_ENCODED_SIZE, &got);

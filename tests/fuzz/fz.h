@@ -54,9 +54,15 @@ static inline int fz_no_wrap(uint64_t addr, uint64_t length) {
     return length == 0 || addr <= UINT64_MAX - (length - 1);
 }
 
+/* A GID no port has: all zero, multicast (ff00::/8, IPv4-mapped 224.0.0.0/4), IPv4-mapped 0.0.0.0. */
+static inline int fz_gid_no_port_has(const uint8_t *g) {
+    static const uint8_t v4[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+    return fz_zero(g, 16) || g[0] == 0xff || (memcmp(g, v4, 12) == 0 && ((g[12] >= 224 && g[12] <= 239) || fz_zero(g + 12, 4)));
+}
+
 /* The endpoint as documented: "SE", version 1 or 2, flags (bit 0: has a GID), qpn (4 bytes,
    1 .. 2^24-1), lid (2), mtu (2: 256 .. 4096), read depth (1: 0 in version 1, not 0 in version
-   2), psn (3), gid (16: all zero without the flag). */
+   2), psn (3), gid (16: all zero without the flag; with it, not one no port has). */
 static inline int fz_endpoint_valid(const uint8_t *b, size_t size) {
     uint64_t qpn;
     if (size < SFV_ENDPOINT_ENCODED_SIZE) return 0;
@@ -66,6 +72,7 @@ static inline int fz_endpoint_valid(const uint8_t *b, size_t size) {
     if (!fz_mtu_ok(fz_be(b + 10, 2))) return 0;
     if ((b[2] == 1) != (b[12] == 0)) return 0;
     if (!(b[3] & 1) && !fz_zero(b + 16, 16)) return 0;
+    if ((b[3] & 1) && fz_gid_no_port_has(b + 16)) return 0;
     return 1;
 }
 
@@ -99,6 +106,7 @@ static inline void fz_check_endpoint_fields(const sfv_endpoint *e) {
     FZ_CHECK(e->psn <= 0xFFFFFF);
     FZ_CHECK(fz_mtu_ok(e->mtu));
     FZ_CHECK(e->has_gid || fz_gid_eq(&e->gid, &zero));
+    FZ_CHECK(!e->has_gid || !fz_gid_no_port_has(e->gid.raw));
 }
 
 /* Leaves a failure on this thread, so that a call that succeeds can be seen not to touch it. */

@@ -7,6 +7,11 @@
 
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <sys/socket.h>
 
 /* ---- review a ---- */
 /* test_review20a.c - review of multi-channels, nodes, SRQs and leases on the fake NIC: an SRQ's
@@ -1253,6 +1258,108 @@ static void t_unsignaled_on_broken_channel(void) {
     tf_close(&e);
 }
 
+/* ---- review 22a: what a peer sends ---- */
+/* ---- GIDs no port has ---------------------------------------------------------------------- */
+/* A peer's endpoint whose GID flag is set over an all-zero GID (the library's own GID query
+   calls that an empty table entry: no port has it, and no safeverbs side sends it), a
+   multicast GID (an RC queue pair cannot have one as its destination: ff02::1, 224.0.0.1) or
+   the IPv4 GID of 0.0.0.0 was decoded as valid and handed to the verb as the destination:
+   sfv_node_handshake's "every entry is checked before any channel connects" let such a blob
+   through, and the channel "connected" to nobody (on the fake NIC, as on a driver that does
+   not refuse it). Now decode refuses it as not an endpoint, and so does the handshake for an
+   endpoint made by hand. */
+static void tr_endpoint(sfv_endpoint *ep, const uint8_t gid[16]) {
+    memset(ep, 0, sizeof *ep);
+    ep->qpn = 0x1234;
+    ep->psn = 7;
+    ep->mtu = 1024;
+    ep->rd_atomic = 4;
+    ep->has_gid = true;
+    memcpy(ep->gid.raw, gid, 16);
+}
+static const uint8_t tr_gid_zero[16] = {0};
+static const uint8_t tr_gid_mcast[16] = {0xff, 0x02, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};
+static const uint8_t tr_gid_mcast4[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 224, 0, 0, 1};
+static const uint8_t tr_gid_any4[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0, 0, 0, 0};
+
+static void t_endpoint_gid_no_port_has(void) {
+    const uint8_t *bad[4] = {tr_gid_zero, tr_gid_mcast, tr_gid_mcast4, tr_gid_any4};
+    tf_env e;
+    sfv_channel *a, *b;
+    sfv_endpoint ep, got;
+    uint8_t blob[SFV_ENDPOINT_ENCODED_SIZE];
+    int i;
+    tf_open(&e, 64);
+    CHECK_OK(sfv_create_channel(e.pd, NULL, &a));
+    CHECK_OK(sfv_create_channel(e.pd, NULL, &b));
+    for (i = 0; i < 4; i++) {
+        tr_endpoint(&ep, bad[i]);
+        sfv_endpoint_encode(&ep, blob);
+        memset(&got, 0xA5, sizeof got);
+        CHECK_RESULT(sfv_endpoint_decode(blob, sizeof blob, &got), SFV_ERR_INVALID);
+        CHECK(got.qpn == 0 && !got.has_gid); /* zeroed */
+        if (!strstr(sfv_last_error()->message, "GID")) FAIL("decode refused with: %s", sfv_last_error()->message);
+        CHECK_RESULT(sfv_channel_handshake(a, &ep), SFV_ERR_INVALID); /* made by hand */
+        if (!strstr(sfv_last_error()->message, "GID")) FAIL("handshake refused with: %s", sfv_last_error()->message);
+    }
+    tf_connect(a, b); /* nothing was done: the channel still connects */
+    CHECK_OK(sfv_destroy_channel(a));
+    CHECK_OK(sfv_destroy_channel(b));
+    tf_close(&e);
+}
+
+/* The same through a node: rank 1's blob holds, in its entry for rank 0, an all-zero GID with
+   the flag set (the nodes use the fake's IPv6 GID, fe80:: at index 0, so that the check of the
+   GIDs' kinds does not refuse it first). Refused as not an endpoint, nothing connected, the
+   node still usable. */
+static void t_node_blob_zero_gid(void) {
+    tf_env e;
+    sfv_node_desc d;
+    sfv_node *nodes[2];
+    const size_t each = SFV_NODE_ENDPOINT_SIZE(2);
+    uint8_t all[2 * SFV_NODE_ENDPOINT_SIZE(2)], bad[sizeof all];
+    size_t r;
+    tf_open(&e, 64);
+    memset(&d, 0, sizeof d);
+    d.world_size = 2;
+    d.channel.gid_index_set = true;
+    d.channel.gid_index = 0;
+    for (r = 0; r < 2; r++) {
+        d.rank = r;
+        CHECK_OK(sfv_create_node(e.pd, &d, &nodes[r]));
+        CHECK_OK(sfv_node_endpoint(nodes[r], all + r * each, each));
+    }
+    memcpy(bad, all, sizeof all);
+    CHECK(bad[each + 16 + 3] == 1); /* rank 1's entry for rank 0: "SE", version, flags (GID) */
+    memset(bad + each + 16 + 16, 0, 16);
+    CHECK_RESULT(sfv_node_handshake(nodes[0], bad, sizeof bad), SFV_ERR_INVALID);
+    for (r = 0; r < 2; r++) CHECK_OK(sfv_node_handshake(nodes[r], all, sizeof all));
+    for (r = 0; r < 2; r++) CHECK_OK(sfv_destroy_node(nodes[r]));
+    tf_close(&e);
+}
+
+
+/* ---- the exchange without a key ------------------------------------------------------------ */
+/* "WITHOUT A KEY ... every address it listens on or connects to must be a loopback address ...,
+   else SFV_ERR_PERMISSION before any socket is opened." The check was made only when the rank
+   came to that address: rank 1 of a job whose rank 2 is off loopback first listened and waited
+   for rank 0 (swapping bytes with it when it came), and rank 0 first tried rank 1; alone, each
+   waited to its deadline and said SFV_ERR_TIMEOUT. Now every such address is checked before
+   the first socket. */
+static void t_exchange_keyless_checks_first(void) {
+    sfv_net_node nodes[3] = {{"127.0.0.1", 26221, 0, NULL}, {"127.0.0.1", 26222, 1, NULL}, {"198.51.100.1", 26223, 2, NULL}};
+    char mine[16] = "m", all[3 * 16];
+    size_t rank;
+    unsetenv("SAFEVERBS_JOB_KEY");
+    for (rank = 0; rank < 2; rank++) {
+        const double t0 = test_seconds();
+        CHECK_RESULT(sfv_exchange_all(nodes, 3, rank, mine, sizeof mine, all, 1500), SFV_ERR_PERMISSION);
+        if (test_seconds() - t0 > 0.5) FAIL("rank %zu: refused after %.2f s, not at once", rank, test_seconds() - t0);
+        if (!strstr(sfv_last_error()->message, "rank 2's 198.51.100.1 is not a loopback address"))
+            FAIL("rank %zu: refused with: %s", rank, sfv_last_error()->message);
+    }
+}
+
 static const harness_test TESTS[] = {
     TEST(t_launcher_rank_negative_size, 10),
     TEST(t_srq_last_ref_destroy_fails, 10),
@@ -1285,5 +1392,8 @@ static const harness_test TESTS[] = {
     TEST(t_reset_flush_hint, 10),
     TEST(t_on_wc_node_barrier, 10),
     TEST(t_unsignaled_on_broken_channel, 10),
+    TEST(t_endpoint_gid_no_port_has, 10),
+    TEST(t_node_blob_zero_gid, 10),
+    TEST(t_exchange_keyless_checks_first, 10),
 };
 int main(int argc, char **argv) { return harness_main(argc, argv, TESTS, COUNT_OF(TESTS)); }
