@@ -87,6 +87,9 @@
                                0.47-0.49 s; a sync over your stream covers any delay)
    6. Move data:               sfv_channel_send(ch, &sge, 1, &wc) and sfv_channel_receive(...)
    7. Tear down in any order:  sfv_destroy_channel, sfv_dereg_mr, sfv_dealloc_pd, sfv_close_device
+                               (an MR that work in flight still uses goes after that work's
+                               channel, whose destroy flushes it: deregistering it first is a
+                               broken contract, DEBUG CHECKS)
 
        #define TRY(call) do { if ((call) != SFV_OK) { puts(sfv_last_error()->message); return 1; } } while (0)
        sfv_context *ctx; sfv_pd *pd; sfv_mr *mr; sfv_channel *ch; sfv_endpoint me;
@@ -987,8 +990,8 @@ SFV_NODISCARD SAFEVERBS_API sfv_result sfv_channel_post_reads(sfv_channel *ch, c
    the status, its class and a hint.
    Checks once: SFV_OK (done), SFV_NOT_DONE, or SFV_ERR_WORK (done, failed; detail in wc). */
 SFV_NODISCARD SAFEVERBS_API sfv_result sfv_pending_poll(sfv_pending *pending, sfv_work_completion *wc);
-/* Waits up to timeout_ms (< 0: the channel's timeout_ms). SFV_ERR_TIMEOUT leaves the work
-   tracked: wait again, or destroy the channel. */
+/* Waits up to timeout_ms (< 0: the channel's timeout_ms; 0: one look, no sleep). SFV_ERR_TIMEOUT
+   leaves the work tracked: wait again, or destroy the channel. */
 SFV_NODISCARD SAFEVERBS_API sfv_result sfv_pending_wait(sfv_pending *pending, int timeout_ms, sfv_work_completion *wc);
 /* Waits for pendings[0 .. count) in order, each as sfv_pending_wait would, under one deadline:
    timeout_ms from the first time one of them has to wait long enough to read the clock (< 0:
@@ -1185,7 +1188,10 @@ SFV_NODISCARD SAFEVERBS_API sfv_result sfv_channel_inject_write_imm(sfv_channel 
    sfv_context_event_fd readable for such a deletion: an event loop of your own learns of it
    when it calls sfv_context_events (a timer's tick will do) or a wait does.
    A wrapped context (sfv_context_wrap) has its event fd made non-blocking and its events read by
-   safeverbs: take them from sfv_context_events, not from ibv_get_async_event. */
+   safeverbs: take them from sfv_context_events, not from ibv_get_async_event. A verbs context
+   under two safeverbs contexts (wrapped twice, or an opened one's sfv_context_raw wrapped) gives
+   each event once, to whichever reads first: that one acts on it for both (their channels break
+   as above) and queues it on both. */
 typedef enum sfv_event_type {
     SFV_EVENT_OTHER = 0,          /* one safeverbs does not name: raw_type says which */
     SFV_EVENT_PORT_ACTIVE, SFV_EVENT_PORT_ERR, SFV_EVENT_LID_CHANGE, SFV_EVENT_PKEY_CHANGE,
@@ -1318,7 +1324,8 @@ SAFEVERBS_API sfv_result sfv_lease_revoke(sfv_lease *lease);
    channel call works on sfv_multi_channel_peer(mc, i); the calls below add work for many peers
    at once. Thread safety: as a channel (one thread at a time), for all of its channels. */
 typedef struct sfv_multi_channel sfv_multi_channel;
-/* n >= 1 channels made with the same desc (NULL or zero-filled: defaults). */
+/* n channels made with the same desc (NULL or zero-filled: defaults); n is 1 .. 4096, else
+   SFV_ERR_INVALID (the largest node's world). */
 SFV_NODISCARD SAFEVERBS_API sfv_result sfv_create_multi_channel(sfv_pd *pd, size_t n, const sfv_channel_desc *desc, sfv_multi_channel **out);
 /* Destroys every channel as sfv_destroy_channel does (work in flight is flushed first), the last
    first. If one refuses, the multi-channel stays valid with that channel and those before it
@@ -1327,7 +1334,8 @@ SAFEVERBS_API sfv_result sfv_destroy_multi_channel(sfv_multi_channel *mc);
 SAFEVERBS_API size_t sfv_multi_channel_len(const sfv_multi_channel *mc);
 /* Channel `peer`, owned by mc (do not destroy it); NULL when peer is out of range. */
 SAFEVERBS_API sfv_channel *sfv_multi_channel_peer(const sfv_multi_channel *mc, size_t peer);
-/* out[i] = channel i's endpoint; n must equal the length (else SFV_ERR_INVALID). */
+/* out[i] = channel i's endpoint; n must equal the length (else SFV_ERR_INVALID, out untouched);
+   any other failure leaves out zeroed. */
 SFV_NODISCARD SAFEVERBS_API sfv_result sfv_multi_channel_endpoints(const sfv_multi_channel *mc, sfv_endpoint *out, size_t n);
 /* Connects channel i with peers[i]; n must equal the length. Every endpoint is checked before any
    channel connects (SFV_ERR_INVALID, nothing done, can be repeated); a verb that refuses after
@@ -1471,7 +1479,8 @@ SAFEVERBS_API sfv_multi_channel *sfv_node_multi_channel(const sfv_node *node);
    Give it to sfv_exchange_all as `mine` and hand what comes back to sfv_node_handshake. */
 #define SFV_NODE_ENDPOINT_SIZE(world_size) \
     (16 + (size_t)(world_size) * (SFV_ENDPOINT_ENCODED_SIZE + SFV_REMOTE_MR_ENCODED_SIZE))
-/* size must be SFV_NODE_ENDPOINT_SIZE(world size). */
+/* size must be SFV_NODE_ENDPOINT_SIZE(world size) (else SFV_ERR_INVALID, out untouched); any
+   other failure leaves out zeroed. */
 SFV_NODISCARD SAFEVERBS_API sfv_result sfv_node_endpoint(const sfv_node *node, uint8_t *out, size_t size);
 /* all: world_size blobs of SFV_NODE_ENDPOINT_SIZE bytes in rank order. Takes from each the part
    meant for this rank and connects that rank's channel. Every entry is checked before any channel
@@ -1973,17 +1982,32 @@ SAFEVERBS_API sfv_result sfv_result_from_errno(int errnum) {
     }
 }
 
+/* Failures recorded on this thread so far: tells whether a call in between set a new one. One
+   taken back (sfv__error_back) is not counted: the last error is not its. */
+static SFV__THREAD_LOCAL unsigned long sfv__failures;
+/* The last error and the count, for taking back what is recorded after (a cleanup's failure, a
+   try that is tried again, a choice with a fallback): as if it had never been recorded, so that
+   a scope or an allgather that asks "did fn record a failure?" is not shown an older one. */
+typedef struct sfv__error_mark { sfv_error last; unsigned long failures; } sfv__error_mark;
+static sfv__error_mark sfv__error_mark_now(void) {
+    sfv__error_mark m;
+    m.last = sfv__last;
+    m.failures = sfv__failures;
+    return m;
+}
+static void sfv__error_back(const sfv__error_mark *m) {
+    sfv__last = m->last;
+    sfv__failures = m->failures;
+}
+
 /* Runs `cleanup` (which may record failures of its own) and keeps the error that made the caller
    clean up as the last one. */
-#define SFV__KEEPING_ERROR(cleanup)          \
-    do {                                     \
-        const sfv_error sfv__kept_ = sfv__last; \
-        cleanup;                             \
-        sfv__last = sfv__kept_;              \
+#define SFV__KEEPING_ERROR(cleanup)                              \
+    do {                                                         \
+        const sfv__error_mark sfv__kept_ = sfv__error_mark_now(); \
+        cleanup;                                                 \
+        sfv__error_back(&sfv__kept_);                            \
     } while (0)
-
-/* Failures recorded on this thread so far: tells whether a call in between set a new one. */
-static SFV__THREAD_LOCAL unsigned long sfv__failures;
 /* Failures recorded while the last scope's fn ran (a scope in fn: the innermost's). */
 static SFV__THREAD_LOCAL unsigned long sfv__fn_failures;
 /* The errno of the last scope's fence post that failed (sfv__scope_fence), 0: none failed. */
@@ -2072,6 +2096,8 @@ struct sfv_context {
     ino_t node;                   /* that node (a device registered since may take its number, and so its path) */
     bool gone;                    /* and it is absent: taken as DEVICE_FATAL, once (sfv__device_probe); a channel or SRQ made since is broken as by it */
     bool dmabuf;                  /* it has had a DMA-BUF MR: its channels send nothing inline (under ev_lock: sfv__pd_no_inline) */
+    sfv_context *all_next;        /* every live context (sfv__contexts, under sfv__contexts_lock) */
+    bool twinned;                 /* another live context is over the same verbs context (>>impl events: sfv__events_read) */
 };
 struct sfv_pd { int refs; bool owned; struct ibv_pd *pd; sfv_context *ctx; };
 struct sfv_cq { struct ibv_cq *cq; sfv_context *ctx; uint32_t capacity; };
@@ -2079,6 +2105,36 @@ struct sfv_mr { struct ibv_mr *mr; sfv_pd *pd; uint64_t addr; size_t length; uns
 static sfv_result sfv__leases_live(const sfv_mr *mr);
 static void sfv__leases_drop(sfv_channel *ch);
 static void sfv__pd_no_inline(sfv_pd *pd);
+
+/* Every live context, for what two of them over one verbs context (sfv_context_wrap of one in use
+   already) share: the device's events, which come once, to whichever reads first (>>impl events).
+   Taken only where a context is made or freed, and by a reader of a twinned context's events. */
+static sfv_context *sfv__contexts;
+static bool sfv__contexts_lock;
+static void sfv__contexts_enter(void) { while (__atomic_test_and_set(&sfv__contexts_lock, __ATOMIC_ACQUIRE)) sched_yield(); }
+static void sfv__contexts_leave(void) { __atomic_clear(&sfv__contexts_lock, __ATOMIC_RELEASE); }
+static void sfv__contexts_add(sfv_context *ctx) {
+    sfv_context *c;
+    sfv__contexts_enter();
+    for (c = sfv__contexts; c; c = c->all_next)
+        if (c->ctx == ctx->ctx) {
+            __atomic_store_n(&c->twinned, true, __ATOMIC_RELEASE);
+            __atomic_store_n(&ctx->twinned, true, __ATOMIC_RELEASE);
+        }
+    ctx->all_next = sfv__contexts;
+    sfv__contexts = ctx;
+    sfv__contexts_leave();
+}
+static void sfv__contexts_remove(sfv_context *ctx) {
+    sfv_context **at;
+    sfv__contexts_enter();
+    for (at = &sfv__contexts; *at; at = &(*at)->all_next)
+        if (*at == ctx) {
+            *at = ctx->all_next;
+            break;
+        }
+    sfv__contexts_leave();
+}
 
 /* >>impl devices ----------------------------------------------------------------------------- */
 SAFEVERBS_API sfv_result sfv_get_device_list(sfv_device_list **out) {
@@ -2196,6 +2252,7 @@ static sfv_result sfv__open(struct ibv_device *dev, sfv_context **out) {
     if (r) goto close_dev;
     ctx->owned = true;
     ctx->refs = 1;
+    sfv__contexts_add(ctx);
     *out = ctx;
     SFV__LOG(SFV_LOG_INFO, "%s: opened (%u ports, max_qp_wr %d)", ctx->name, ctx->attr.phys_port_cnt, ctx->attr.max_qp_wr);
     return SFV_OK;
@@ -2224,6 +2281,7 @@ SAFEVERBS_API sfv_result sfv_context_wrap(struct ibv_context *raw, bool take_own
     }
     ctx->owned = take_ownership;
     ctx->refs = 1;
+    sfv__contexts_add(ctx); /* (a verbs context in use already: the two share its events) */
     *out = ctx;
     SFV__LOG(SFV_LOG_INFO, "%s: wrapped (%s)", ctx->name, take_ownership ? "owned" : "not owned");
     return SFV_OK;
@@ -2266,6 +2324,7 @@ static sfv_result sfv__context_unref(sfv_context *ctx) {
             sfv__ref(&ctx->refs);
             return sfv__fail_verb("ibv_close_device", rc < 0 ? errno : rc);
         }
+        sfv__contexts_remove(ctx);
         if (ctx->ev_epfd >= 0) close(ctx->ev_epfd);
         if (ctx->ev_efd >= 0) close(ctx->ev_efd);
         SFV__LOG(SFV_LOG_INFO, "%s: closed", ctx->name);
@@ -3127,6 +3186,8 @@ struct sfv_channel {
     } inject_failed;
     uint8_t async_cause;          /* set by whichever thread read the event that broke it (sfv__cause), 0: none */
     uint8_t async_event;          /* and that event (sfv_event_type) */
+    uint32_t port_errs;           /* PORT_ERR events read for its port (under ev_lock, counted even when
+                                     broken already): one read while a reset runs outlives it */
     struct sfv__watch *watch;     /* what else may end its waits (>>impl rdmacm), or NULL */
 };
 
@@ -3391,12 +3452,12 @@ static sfv_result sfv__desc_resolve(sfv_pd *pd, const sfv_channel_desc *in, sfv_
         facts->gid = ge.gid;
     } else {
         uint32_t gi = 0;
-        const sfv_error saved = sfv__last;
+        const sfv__error_mark saved = sfv__error_mark_now();
         r = sfv__choose_gid(pd->ctx, o->port, &gi, &ge);
         facts->gid = ge.gid;
         /* RoCE cannot connect without one; InfiniBand can (by LID), but not past a failed verb */
         if (r && (pa.link_layer == SFV_LINK_LAYER_ETHERNET || r != SFV_ERR_NOT_FOUND)) return r;
-        if (r) sfv__last = saved;
+        if (r) sfv__error_back(&saved);
         o->gid_index = (uint8_t)gi;
         o->gid_index_set = (r == SFV_OK);
     }
@@ -4537,24 +4598,30 @@ SFV__SLOW void sfv__async_abort(sfv_channel *ch) {
    event another thread read for this channel is seen then). */
 #define SFV__EVENTS_EVERY_NS 10000000ull
 #define SFV__SLEEP_MAX_MS 50
+/* A wait's timeout in ns: 0 is a look (no sleep, and no spinning for the clock's resolution,
+   4 ms with a 250 Hz tick, which sfv__timeout_ns adds so that a longer one never ends early). */
+static uint64_t sfv__wait_ns(uint32_t timeout_ms) { return timeout_ms ? sfv__timeout_ns(timeout_ms) : 0; }
 
-/* One sleep of an event-mode wait: arm, or look at the channel's state, or sleep on the
+/* One sleep of an event-mode wait: look at the channel's state, or arm, or sleep on the
    completion channel and the device's event fd. 0: go on polling; 1: the deadline passed; else
    the failure. Out of line, as is the busy wait's tick: the loop stays small. */
 SFV__SLOW int sfv__wait_sleep(sfv_channel *ch, uint64_t *deadline, uint32_t timeout_ms) {
     struct pollfd pfd[3];
     uint64_t now;
     int ms;
-    if (!ch->armed) {
-        sfv_result r = sfv_channel_arm(ch);
-        return r ? (int)r : 0; /* poll once more: a completion may have come before the arm */
-    }
+    /* an event's break first: the flush it calls for needs no arm, and a device whose verbs fail
+       after its event (DEVICE_FATAL) would fail the arm, which would end every wait with that
+       failure and leave the work in flight */
     if (SFV__UNLIKELY(sfv__async_cause(ch)) && !ch->aborted) {
         sfv__async_abort(ch);
         return 0;
     }
+    if (!ch->armed) {
+        sfv_result r = sfv_channel_arm(ch);
+        return r ? (int)r : 0; /* poll once more: a completion may have come before the arm */
+    }
     now = sfv__now_ns();
-    if (!*deadline) *deadline = now + sfv__timeout_ns(timeout_ms);
+    if (!*deadline) *deadline = now + sfv__wait_ns(timeout_ms);
     if (now >= *deadline) return 1;
     pfd[0].fd = ch->cc->fd;
     pfd[1].fd = ch->pd->ctx->ctx->async_fd;
@@ -4573,7 +4640,7 @@ SFV__SLOW int sfv__wait_sleep(sfv_channel *ch, uint64_t *deadline, uint32_t time
    (*events_at, 0 at the wait's first tick), the channel's state. 0: go on; 1: the deadline passed. */
 SFV__SLOW int sfv__wait_tick(sfv_channel *ch, uint64_t *events_at, uint64_t *deadline, uint32_t timeout_ms) {
     const uint64_t now = sfv__now_ns();
-    if (!*deadline) *deadline = now + sfv__timeout_ns(timeout_ms);
+    if (!*deadline) *deadline = now + sfv__wait_ns(timeout_ms);
     if (!*events_at) {
         *events_at = now + SFV__EVENTS_EVERY_NS;
     }
@@ -4667,9 +4734,10 @@ static const char *sfv__failure_hint(const sfv_channel *ch, const sfv__slot *s) 
     if (ch && ch->first_cause == SFV__CAUSE_PORT_DOWN)
         return "the local port is not ACTIVE: the link or port went down (rxe reports that as LOC_QP_OP_ERR and flushes the rest)";
     if (ch && ch->first_cause == SFV__CAUSE_FATAL_EVENT)
-        return ev == SFV_EVENT_CQ_ERR ? "the channel's CQ failed (the device's CQ_ERR event: an overrun?): the channel flushed its work and is broken"
+        /* (a CQ_ERR of its own CQ marks it cq_dead; one without is its SRQ's CQ's, or the SRQ's own inner channel's) */
+        return ev == SFV_EVENT_CQ_ERR && SFV__XLOAD(ch->cq_dead) ? "the channel's CQ failed (the device's CQ_ERR event: an overrun?): the channel flushed its work and is broken"
              : ev == SFV_EVENT_DEVICE_FATAL ? "the device failed or was deleted (DEVICE_FATAL event): the channel flushed its work and is broken; close the device"
-             : ev == SFV_EVENT_SRQ_ERR || (ch->srq && !ev)
+             : ev == SFV_EVENT_SRQ_ERR || ev == SFV_EVENT_CQ_ERR || (ch->srq && !ev)
                  ? "the channel's SRQ failed (the device's SRQ_ERR or CQ_ERR event): every channel on it flushed its work and is broken"
              : "the QP hit an error the device reported as an event (QP_FATAL, QP_REQ_ERR or QP_ACCESS_ERR): the channel flushed its work and is broken";
     if (ch && ch->first_cause == SFV__CAUSE_PEER_GONE)
@@ -4825,6 +4893,9 @@ SFV__SLOW sfv_result sfv__refuse_broken(const sfv_channel *ch, const char *fn) {
     if (ch->aborted && !ch->first_cause && (!ch->first_status || ch->first_status == IBV_WC_WR_FLUSH_ERR)) /* flushed by us, nothing failed */
         return sfv__fail(SFV_ERR_BROKEN, EIO, fn, "the %s is in the error state: it flushed its work itself, no work request failed (a deadline "
                          "expired, a poll failed, a batch was taken only in part, or its connection was closed)", ch->core_of ? "SRQ" : "channel");
+    if (!ch->connected && !ch->first_status && !ch->core_of) /* nothing ran on it: its handshake broke it, between RTR and RTS */
+        return sfv__fail(SFV_ERR_BROKEN, EIO, fn, "the channel is broken: its handshake failed part-way (its queue pair is stuck before RTS): "
+                         "destroy it, or sfv_channel_reset makes a new one");
     return sfv__fail(SFV_ERR_BROKEN, EIO, fn, "the %s is in the error state (an earlier work request failed%s%s%s%s)",
                      ch->core_of ? "SRQ" : "channel", ch->first_status ? ": " : "", ch->first_status ? sfv__op_name(ch->first_op) : "",
                      ch->first_status ? ", " : "", ch->first_status ? sfv_wc_status_str((sfv_wc_status)ch->first_status) : "");
@@ -6045,7 +6116,10 @@ static void sfv__event_handle(sfv_context *ctx, const struct ibv_async_event *e,
     case SFV_EVENT_PORT_ERR:
         ev->port = (uint8_t)e->element.port_num;
         for (ch = ctx->channels; ch; ch = ch->ctx_next)
-            if (ch->desc.port == ev->port) ev->channels_broken += sfv__event_break(ch, SFV__CAUSE_PORT_DOWN, ev->type);
+            if (ch->desc.port == ev->port) {
+                SFV__XSET(ch->port_errs, ch->port_errs + 1); /* (a reset running beside keeps it: sfv_channel_reset) */
+                ev->channels_broken += sfv__event_break(ch, SFV__CAUSE_PORT_DOWN, ev->type);
+            }
         break;
     case SFV_EVENT_DEVICE_FATAL: {
         sfv_srq *srq;
@@ -6127,23 +6201,49 @@ static void sfv__device_probe(sfv_context *ctx) {
              ctx->ctx->device->dev_path, (unsigned)ev.channels_broken);
 }
 
+/* An event read through ctx, for the other contexts over its verbs context (sfv_context_wrap
+   twice): each breaks what it has of it and queues it, as if it had read it itself. Under
+   sfv__contexts_lock and ctx's ev_lock: a twin's ev_lock is taken only so, after both. */
+static uint32_t sfv__events_to_twins(sfv_context *ctx, const struct ibv_async_event *e) {
+    sfv_context *t;
+    uint32_t broken = 0;
+    for (t = sfv__contexts; t; t = t->all_next) {
+        sfv_event ev;
+        if (t == ctx || t->ctx != ctx->ctx) continue;
+        sfv__ev_enter(t);
+        sfv__event_handle(t, e, &ev);
+        sfv__event_queue(t, &ev);
+        sfv__ev_leave(t);
+        broken += ev.channels_broken;
+    }
+    return broken;
+}
+
 /* Reads every event the device has (its fd is non-blocking), acts on each, acks it at once; and
-   whether the device is still there (sfv__device_probe). */
+   whether the device is still there (sfv__device_probe). A verbs context under two safeverbs
+   contexts gives each event once, to whichever reads first: that one hands it to the other too. */
 static void sfv__events_read(sfv_context *ctx) {
     struct ibv_async_event e;
+    const bool twinned = __atomic_load_n(&ctx->twinned, __ATOMIC_ACQUIRE);
+    if (twinned) sfv__contexts_enter(); /* (first: whoever holds two ev_locks holds this) */
     sfv__ev_enter(ctx);
     while (ibv_get_async_event(ctx->ctx, &e) == 0) {
         sfv_event ev;
+        uint32_t broken;
         sfv__event_handle(ctx, &e, &ev);
+        broken = ev.channels_broken + (twinned ? sfv__events_to_twins(ctx, &e) : 0);
         ibv_ack_async_event(&e); /* at once: a destroy of its object waits for the ack */
         sfv__event_queue(ctx, &ev);
-        if (ev.channels_broken) { /* logged with the lock released: the log fn may call safeverbs */
+        if (broken) { /* logged with the locks released: the log fn may call safeverbs */
             sfv__ev_leave(ctx);
-            SFV__LOG(SFV_LOG_INFO, "%s: %s broke %u channel(s)", ctx->name, sfv_event_type_str(ev.type), (unsigned)ev.channels_broken);
+            if (twinned) sfv__contexts_leave();
+            SFV__LOG(SFV_LOG_INFO, "%s: %s broke %u channel(s)", ctx->name, sfv_event_type_str(ev.type), (unsigned)broken);
+            if (twinned) sfv__contexts_enter();
             sfv__ev_enter(ctx);
         }
     }
     sfv__ev_leave(ctx);
+    if (twinned) sfv__contexts_leave();
     sfv__device_probe(ctx);
 }
 
@@ -6486,12 +6586,14 @@ static sfv_result sfv__reset_refused(const sfv_channel *ch) {
 }
 SAFEVERBS_API sfv_result sfv_channel_reset(sfv_channel *ch) {
     sfv_result r;
+    uint32_t port_errs;
     SFV__CHECK_ARG(ch, "channel");
     if (sfv__scoped(ch))
         return sfv__fail(SFV_ERR_INVALID, EINVAL, "sfv_channel_reset", "the channel is inside an open scope (or many-peer call, or a scope's on_wc): reset it after the scope returns");
     if (!ch->cq) /* a destroy refused after its CQ went (its completion channel's, or its SRQ's last reference) */
         return sfv__fail(SFV_ERR_BROKEN, EIO, "sfv_channel_reset", "the channel's destroy failed part-way (its CQ is gone): call sfv_destroy_channel again");
     if (sfv__reset_barred(ch)) return sfv__reset_refused(ch);
+    port_errs = SFV__XLOAD(ch->port_errs); /* a PORT_ERR read from here on is the new QP's port going down too */
     sfv__leases_drop(ch); /* windows bound to the old QP hold it (>>impl leases); its leases end, dead, until revoked */
     if (sfv__inflight(ch) || (ch->qp && !ch->aborted)) sfv__abort(ch); /* everything in flight flushed */
     if (!sfv__destroy_qp(ch)) return sfv__fail_verb("ibv_destroy_qp", errno);
@@ -6503,9 +6605,14 @@ SAFEVERBS_API sfv_result sfv_channel_reset(sfv_channel *ch) {
         sfv__ev_leave(ch->pd->ctx);
         return sfv__reset_refused(ch);
     }
-    SFV__XSET(ch->broken, false);
-    SFV__XSET(ch->async_cause, 0);
-    SFV__XSET(ch->async_event, 0);
+    if (ch->port_errs == port_errs) {
+        SFV__XSET(ch->broken, false);
+        SFV__XSET(ch->async_cause, 0);
+        SFV__XSET(ch->async_event, 0);
+    } else { /* the port went down while the reset ran (read on another thread): that break stays, whatever broke the old QP */
+        SFV__XSET(ch->async_event, (uint8_t)SFV_EVENT_PORT_ERR);
+        __atomic_store_n(&ch->async_cause, (uint8_t)SFV__CAUSE_PORT_DOWN, __ATOMIC_RELEASE);
+    }
     sfv__ev_leave(ch->pd->ctx);
     ch->first_status = ch->first_op = ch->first_cause = 0; /* the old QP's failures: a new QP that cannot be made is refused for its own reason */
     ch->reset_sq = ch->sq.head; /* the old QP's work, flushed: its handles, consumed from now on, say the reset ended it */
@@ -6755,7 +6862,7 @@ static void sfv__scope_fence(sfv_channel *ch) {
 }
 
 static void sfv__scope_settle(sfv__peer *peers, size_t n, sfv_scope_report *rep, const sfv__sink *sink, bool manual) {
-    const sfv_error kept = sfv__last;
+    const sfv__error_mark kept = sfv__error_mark_now();
     const uint64_t t0 = sfv__now_ns();
     size_t i;
     sfv__fence_errno = 0;
@@ -6770,7 +6877,7 @@ static void sfv__scope_settle(sfv__peer *peers, size_t n, sfv_scope_report *rep,
         sfv__settle(ch, &ch->rq, peers[i].scope_from.rq, deadline, rep, sink, &expired);
     }
     for (i = 0; i < n; i++) sfv__settle_open(peers[i].ch);
-    sfv__last = kept;
+    sfv__error_back(&kept);
 }
 
 /* A many-peer call begins: each channel's requests start at its queue's next place, and posts
@@ -7075,10 +7182,11 @@ SAFEVERBS_API sfv_result sfv_multi_channel_endpoints(const sfv_multi_channel *mc
     size_t i;
     sfv_result r;
     SFV__CHECK_ARG(out || n == 0, "out");
-    if (out && n) memset(out, 0, n * sizeof *out); /* the caller's n entries: zero unless filled */
-    r = sfv__mc_count(mc, n);
+    /* n checked first: a wrong n is refused with out as it was (a garbage n would turn a clean
+       refusal into a wild memset, as in sfv_exchange_all); a right one, zeroed unless filled */
+    if ((r = sfv__mc_count(mc, n)) != SFV_OK) return r;
     for (i = 0; r == SFV_OK && i < n; i++) r = sfv_channel_endpoint(mc->peers[i].ch, &out[i]);
-    if (r && out && n) memset(out, 0, n * sizeof *out);
+    if (r) memset(out, 0, n * sizeof *out);
     return r;
 }
 
@@ -8207,7 +8315,7 @@ static sfv_result sfv__ex_accept_lower(sfv__ex *x) {
    is tried again; a listener that proves no key is refused. */
 static sfv_result sfv__ex_meet(sfv__ex *x, size_t peer) {
     const sfv_net_node *pn = &x->nodes[peer];
-    const sfv_error saved = sfv__last; /* a try that is tried again leaves no error behind */
+    const sfv__error_mark saved = sfv__error_mark_now(); /* a try that is tried again leaves no error behind */
     unsigned hangups = 0;                /* tries its address took, then hung up before its proof */
     for (;;) {
         uint8_t hello_c[SFV__EX_FRAME], in[2 * SFV__EX_FRAME], proof[SFV__EX_FRAME], want[32];
@@ -8238,7 +8346,7 @@ static sfv_result sfv__ex_meet(sfv__ex *x, size_t peer) {
             if (err != ECONNRESET && err != EPIPE) return r;
             if (sfv__now_ns() >= x->deadline)
                 return sfv__fail(SFV_ERR_TIMEOUT, ETIMEDOUT, "exchange", "rank %zu did not complete the exchange in time (it hung up before its proof)", peer);
-            sfv__last = saved;
+            sfv__error_back(&saved);
             hangups++;
             (void)poll(NULL, 0, sfv__ms_left(x->deadline) < 20 ? sfv__ms_left(x->deadline) : 20);
             continue;
@@ -8396,6 +8504,7 @@ struct sfv_node {
     size_t rank, world;
     sfv_barrier_kind kind;
     bool connected, poisoned;
+    const char *poisoned_by; /* poisoned: what broke it, said by every refusal after (sfv__node_broken) */
     uint64_t *in;            /* in[r]: the epoch rank r last announced; its NIC writes it (little-endian) */
     uint64_t *out;           /* out[r]: the epoch last announced to r (little-endian), the write's source */
     uint64_t *expected;      /* expected[r]: the epoch awaited from r */
@@ -8410,6 +8519,15 @@ struct sfv_node {
 static bool sfv__node_whole(const sfv_node *node) { return sfv_multi_channel_len(node->mc) == node->world; }
 static sfv_result sfv__node_torn(void) {
     return sfv__fail(SFV_ERR_BROKEN, EIO, "node", "the node lost channels to a destroy that failed part-way: destroy it again");
+}
+/* Broken for good, by a handshake or connect that failed part-way or by a barrier left half done:
+   every later refusal names the cause that broke it, not a barrier that never ran. */
+static void sfv__node_poison(sfv_node *node, const char *why) {
+    node->poisoned = true;
+    node->poisoned_by = why;
+}
+static sfv_result sfv__node_broken(const sfv_node *node, const char *fn) {
+    return sfv__fail(SFV_ERR_BROKEN, EIO, fn, "%s: destroy it", node->poisoned_by);
 }
 
 /* Epochs travel little-endian, whatever the host's byte order (the same conversion both ways). */
@@ -8440,8 +8558,9 @@ SAFEVERBS_API sfv_result sfv_create_node(sfv_pd *pd, const sfv_node_desc *desc, 
     rank = desc->rank;
     if (w == 0 && (r = sfv_launcher_rank(&rank, &w)) != SFV_OK)
         return r != SFV_ERR_NOT_FOUND ? r : sfv__fail(SFV_ERR_INVALID, EINVAL, "sfv_node_desc", "sfv_node_desc.world_size = 0 and no launcher's rank in the environment (OMPI_COMM_WORLD_RANK/SIZE, PMI_RANK/SIZE, SLURM_PROCID/NTASKS)");
-    if (w == 0 || w > SFV__MAX_PEERS)
-        return sfv__fail(SFV_ERR_INVALID, EINVAL, "sfv_node_desc", "sfv_node_desc.world_size = %zu is out of range (1 .. %d)", w, SFV__MAX_PEERS);
+    if (w == 0 || w > SFV__MAX_PEERS) /* (the size may be the launcher's: say whose) */
+        return sfv__fail(SFV_ERR_INVALID, EINVAL, "sfv_node_desc", "%s = %zu is out of range (1 .. %d)",
+                         desc->world_size ? "sfv_node_desc.world_size" : "the launcher's world size (sfv_launcher_rank)", w, SFV__MAX_PEERS);
     if (rank >= w)
         return sfv__fail(SFV_ERR_INVALID, EINVAL, "sfv_node_desc", "sfv_node_desc.rank = %zu is out of range (below world_size %zu)", rank, w);
     if (desc->channel.access && !(desc->channel.access & SFV_ACCESS_REMOTE_WRITE))
@@ -8502,13 +8621,12 @@ SAFEVERBS_API sfv_result sfv_destroy_node(sfv_node *node) {
    whether it may connect now, its barrier region, and the end of it: the node takes the peers'
    barrier regions and keeps `keep` (the connections) until it is destroyed. */
 static sfv_result sfv__node_may_connect(const sfv_node *node, const char *fn) {
-    if (node->poisoned) return sfv__fail(SFV_ERR_BROKEN, EIO, fn, "%s: the node is broken: destroy it", fn); /* (first: a timed-out barrier leaves it connected) */
+    if (node->poisoned) return sfv__node_broken(node, fn); /* (first: a timed-out barrier leaves it connected) */
     if (node->connected) return sfv__fail(SFV_ERR_INVALID, EINVAL, fn, "%s: the node is already connected", fn);
     if (!sfv__node_whole(node)) return sfv__node_torn();
     return SFV_OK;
 }
 static sfv_remote_mr sfv__node_barrier(const sfv_node *node) { return sfv_mr_remote(node->in_mr); }
-static void sfv__node_poison(sfv_node *node) { node->poisoned = true; }
 static void sfv__node_connected(sfv_node *node, const sfv_remote_mr *barriers, void *keep, void (*keep_free)(void *)) {
     memcpy(node->peer_in, barriers, node->world * sizeof *barriers);
     node->keep = keep;
@@ -8550,7 +8668,7 @@ SAFEVERBS_API sfv_result sfv_node_endpoint(const sfv_node *node, uint8_t *out, s
     sfv_result r;
     SFV__CHECK_ARG(out || size == 0, "out");
     r = node ? sfv__node_endpoint(node, out, size) : sfv__fail(SFV_ERR_INVALID, EINVAL, __func__, "%s: invalid node", __func__);
-    if (r && out) memset(out, 0, size);
+    if (r && out && node && size == SFV_NODE_ENDPOINT_SIZE(node->world)) memset(out, 0, size); /* (a wrong size: out as it was, as sfv_multi_channel_endpoints) */
     return r;
 }
 
@@ -8575,7 +8693,7 @@ SAFEVERBS_API sfv_result sfv_node_handshake(sfv_node *node, const uint8_t *all, 
     int pass;
     SFV__CHECK_ARG(node, "node");
     SFV__CHECK_ARG(all, "endpoints (NULL)");
-    if (node->poisoned) return sfv__fail(SFV_ERR_BROKEN, EIO, "sfv_node_handshake", "the node is broken: destroy it"); /* (first: a failed sync leaves it connected) */
+    if (node->poisoned) return sfv__node_broken(node, "sfv_node_handshake"); /* (first: a failed sync leaves it connected) */
     if (node->connected) return sfv__fail(SFV_ERR_INVALID, EINVAL, "sfv_node_handshake", "the node is already connected");
     if (!sfv__node_whole(node)) return sfv__node_torn();
     each = SFV_NODE_ENDPOINT_SIZE(node->world);
@@ -8590,7 +8708,7 @@ SAFEVERBS_API sfv_result sfv_node_handshake(sfv_node *node, const uint8_t *all, 
             if (r == SFV_OK) r = pass == 0 ? sfv__handshake_check(ch, &ep) : sfv_channel_handshake(ch, &ep);
             if (r && pass == 1 && (rank > 0 || sfv__channel_broken(ch))) { /* a verb refused part-way: no way back */
                 const sfv_error why = sfv__last;
-                node->poisoned = true;
+                sfv__node_poison(node, "the node is broken: a handshake failed part-way");
                 return sfv__fail(SFV_ERR_BROKEN, why.errnum, why.verb, "rank %zu's channel failed to connect part-way, so the node is broken (destroy it): %s",
                                  rank, why.message);
             }
@@ -8605,7 +8723,7 @@ SAFEVERBS_API sfv_result sfv_node_handshake(sfv_node *node, const uint8_t *all, 
    is broken for good; the failure keeps its result, its message says so. */
 static sfv_result sfv__node_unsynced(sfv_node *node, sfv_result r) {
     const sfv_error why = sfv__last;
-    node->poisoned = true;
+    sfv__node_poison(node, "the node is broken: the sync after its handshake failed, so the ranks are not synced");
     return sfv__fail(r, why.errnum, why.verb, "%s (after the handshake: the ranks are not synced, so the node is broken: destroy it)", why.message);
 }
 /* A caller's allgather that failed (r, with sfv__failures at `failures` before it ran): what it
@@ -8629,7 +8747,7 @@ SAFEVERBS_API sfv_result sfv_node_connect_keyed(sfv_node *node, const sfv_net_no
     sfv_result r;
     SFV__CHECK_ARG(node, "node");
     SFV__CHECK_ARG(nodes, "nodes (NULL)");
-    if (node->poisoned) return sfv__fail(SFV_ERR_BROKEN, EIO, "sfv_node_connect", "the node is broken: destroy it");
+    if (node->poisoned) return sfv__node_broken(node, "sfv_node_connect");
     if (node->connected) return sfv__fail(SFV_ERR_INVALID, EINVAL, "sfv_node_connect", "the node is already connected");
     each = SFV_NODE_ENDPOINT_SIZE(node->world);
     mine = (uint8_t *)SFV_MALLOC(each);
@@ -8669,7 +8787,7 @@ SAFEVERBS_API sfv_result sfv_node_connect_with(sfv_node *node, sfv_allgather_fn 
     unsigned long failures;
     SFV__CHECK_ARG(node, "node");
     SFV__CHECK_ARG(fn, "allgather function (NULL)");
-    if (node->poisoned) return sfv__fail(SFV_ERR_BROKEN, EIO, "sfv_node_connect", "the node is broken: destroy it");
+    if (node->poisoned) return sfv__node_broken(node, "sfv_node_connect");
     if (node->connected) return sfv__fail(SFV_ERR_INVALID, EINVAL, "sfv_node_connect", "the node is already connected");
     if (fn == sfv_exchange_allgather && user) { /* the library's own allgather: its world must be the node's (it writes n blobs into all) */
         const sfv_exchange_allgather_ctx *x = (const sfv_exchange_allgather_ctx *)user;
@@ -8805,7 +8923,7 @@ static sfv_result sfv__barrier_run(sfv_node *node, const size_t *peers, size_t m
         for (k = 2 * me + 1; !r && k <= 2 * me + 2 && k < m; k++) r = sfv__notify(node, sfv__member(peers, k));
         break;
     }
-    if (r) node->poisoned = true;
+    if (r) sfv__node_poison(node, "the barrier is poisoned: an earlier barrier timed out or failed");
     return r;
 }
 
@@ -8815,8 +8933,7 @@ static sfv_result sfv__barrier(sfv_node *node, const size_t *peers, size_t n, in
     size_t k, m, me = (size_t)-1;
     uint32_t ms;
     SFV__CHECK_ARG(node, "node");
-    if (node->poisoned)
-        return sfv__fail(SFV_ERR_BROKEN, EIO, "barrier", "the barrier is poisoned: an earlier barrier timed out or failed");
+    if (node->poisoned) return sfv__node_broken(node, "barrier");
     if (!sfv__node_whole(node)) return sfv__node_torn();
     if (!node->connected)
         return sfv__fail(SFV_ERR_INVALID, EINVAL, "barrier", "the node is not connected (call sfv_node_handshake)");
@@ -9507,13 +9624,13 @@ SAFEVERBS_API sfv_result sfv_cm_close(sfv_cm_conn *c, int timeout_ms) {
     if (c->ch) sfv__channel_peer_gone(c->ch, false); /* nothing of ours is in the NIC's hands past this point */
     if (!c->disconnected && rdma_disconnect(c->id) == 0 && timeout_ms > 0) {
         struct rdma_cm_event *ev;
-        const sfv_error before = sfv__last; /* a peer that does not confirm in time is no failure of close */
+        const sfv__error_mark before = sfv__error_mark_now(); /* a peer that does not confirm in time is no failure of close */
         while (sfv__cm_next(c->ec, deadline, "disconnect", &ev) == SFV_OK) {
             const bool done = ev->event == RDMA_CM_EVENT_DISCONNECTED || ev->event == RDMA_CM_EVENT_DEVICE_REMOVAL;
             rdma_ack_cm_event(ev);
             if (done) break;
         }
-        sfv__last = before;
+        sfv__error_back(&before);
     }
     c->disconnected = true; /* (a close repeated after a refusal below disconnects no second time) */
     if (c->ch && c->owns_ch) { /* its own channel first: a destroy a verb refuses keeps the connection for another close */
@@ -9726,7 +9843,7 @@ static sfv_result sfv__ncm_accept(const sfv__ex_key *k, sfv_node *node, sfv_cm_l
 SAFEVERBS_API sfv_result sfv_node_connect_cm(sfv_node *node, const sfv_net_node *nodes, const sfv_exchange_desc *desc, int timeout_ms) {
     static const char fn[] = "sfv_node_connect_cm";
     const uint64_t deadline = sfv__deadline(sfv__ms_or(timeout_ms, 60000u));
-    const sfv_error before = sfv__last; /* retries and strangers fail on the way: a success leaves no error */
+    const sfv__error_mark before = sfv__error_mark_now(); /* retries and strangers fail on the way: a success leaves no error */
     struct sockaddr_storage *addrs = NULL;
     sfv_remote_mr *barriers = NULL;
     sfv_cm_listener *l = NULL;
@@ -9777,13 +9894,13 @@ done:
     if (l) SFV__KEEPING_ERROR(sfv__ignore(sfv_cm_destroy_listener(l))); /* rejects whoever still asks */
     if (r == SFV_OK) {
         sfv__node_connected(node, barriers, st, sfv__ncm_free);
-        sfv__last = before;
+        sfv__error_back(&before);
         SFV__LOG(SFV_LOG_INFO, "node rank %zu of %zu: connected to every rank through the CM", me, world);
     } else {
         if (st) SFV__KEEPING_ERROR(sfv__ncm_free(st));
         if (touched) { /* the result stays what went wrong; the node can only be destroyed */
             const sfv_error why = sfv__last;
-            sfv__node_poison(node);
+            sfv__node_poison(node, "the node is broken: its connection through the connection manager failed after some channels connected");
             sfv__fail(why.result, why.errnum, why.verb, "%s: failed after some channels connected, so the node is broken (destroy it): %s", fn,
                       why.message);
         }

@@ -1360,6 +1360,374 @@ static void t_exchange_keyless_checks_first(void) {
     }
 }
 
+/* ---- review 22g: multi-channels and nodes ---- */
+
+#define CHECK_NO_MSG(sub)                                                                          \
+    do {                                                                                           \
+        if (strstr(sfv_last_error()->message, (sub))) FAIL("last error \"%s\" says \"%s\"", sfv_last_error()->message, (sub)); \
+    } while (0)
+
+/* ---- what a broken node says ---- */
+/* A node is broken for good by a barrier that timed out or failed, by a handshake that failed
+   part-way, or by a sync after its handshake that failed. Every refusal after said "the barrier
+   is poisoned: an earlier barrier timed out or failed", also for a node that never ran a
+   barrier (its connect or handshake broke it): a stale cause that sends the reader to look for a
+   barrier. It now names what broke it. */
+/* (tg_sync_fails: review 21g above) */
+static void t_broken_node_names_cause(void) {
+    tf_env e;
+    sfv_node_desc d;
+    sfv_node *node, *nodes[3];
+    size_t each = SFV_NODE_ENDPOINT_SIZE(3), i;
+    uint8_t all[3 * SFV_NODE_ENDPOINT_SIZE(3)];
+    tf_open(&e, 4096);
+    /* the sync after the handshake failed */
+    memset(&d, 0, sizeof d);
+    d.world_size = 1;
+    CHECK_OK(sfv_create_node(e.pd, &d, &node));
+    CHECK_RESULT(sfv_node_connect_with(node, tg_sync_fails, NULL), SFV_ERR_TIMEOUT);
+    CHECK_RESULT(sfv_node_barrier(node, NULL, 0, 10), SFV_ERR_BROKEN);
+    CHECK_NO_MSG("earlier barrier");
+    CHECK_MSG("sync");
+    CHECK_RESULT(sfv_node_connect_with(node, tg_sync_fails, NULL), SFV_ERR_BROKEN);
+    CHECK_MSG("sync");
+    CHECK_OK(sfv_destroy_node(node));
+    /* the handshake failed part-way: rank 1's channel did not reach RTR (calls: RTR, RTS of
+       rank 0's channel, then rank 1's RTR) */
+    d.world_size = 3;
+    for (i = 0; i < 3; i++) {
+        d.rank = i;
+        CHECK_OK(sfv_create_node(e.pd, &d, &nodes[i]));
+        CHECK_OK(sfv_node_endpoint(nodes[i], all + i * each, each));
+    }
+    fk_fail_nth(3);
+    CHECK_RESULT(sfv_node_handshake(nodes[0], all, sizeof all), SFV_ERR_BROKEN);
+    CHECK(fk_failed() && strcmp(fk_failed(), "ibv_modify_qp") == 0);
+    fk_fail_nth(0);
+    CHECK_RESULT(sfv_node_barrier(nodes[0], NULL, 0, 10), SFV_ERR_BROKEN);
+    CHECK_NO_MSG("earlier barrier");
+    CHECK_MSG("handshake");
+    CHECK_RESULT(sfv_node_handshake(nodes[0], all, sizeof all), SFV_ERR_BROKEN);
+    CHECK_MSG("handshake");
+    for (i = 0; i < 3; i++) CHECK_OK(sfv_destroy_node(nodes[i]));
+    /* a barrier that timed out still says so */
+    memset(&d, 0, sizeof d);
+    d.world_size = 2;
+    for (i = 0; i < 2; i++) {
+        d.rank = i;
+        CHECK_OK(sfv_create_node(e.pd, &d, &nodes[i]));
+        CHECK_OK(sfv_node_endpoint(nodes[i], all + i * SFV_NODE_ENDPOINT_SIZE(2), SFV_NODE_ENDPOINT_SIZE(2)));
+    }
+    for (i = 0; i < 2; i++) CHECK_OK(sfv_node_handshake(nodes[i], all, 2 * SFV_NODE_ENDPOINT_SIZE(2)));
+    CHECK_RESULT(sfv_node_barrier(nodes[0], NULL, 0, 20), SFV_ERR_TIMEOUT);
+    CHECK_RESULT(sfv_node_barrier(nodes[0], NULL, 0, 20), SFV_ERR_BROKEN);
+    CHECK_MSG("poisoned: an earlier barrier timed out or failed");
+    for (i = 0; i < 2; i++) CHECK_OK(sfv_destroy_node(nodes[i]));
+    tf_close(&e);
+}
+
+/* ---- a world size from the launcher ---- */
+/* sfv_node_desc.world_size 0 takes the size from the launcher's environment. A size there past
+   4096 was refused as "sfv_node_desc.world_size = 5000 is out of range": a field the caller set
+   to 0, so the message pointed at the wrong input. It now says the launcher's size is. */
+static void t_launcher_size_out_of_range(void) {
+    tf_env e;
+    sfv_node_desc d;
+    sfv_node *node = (sfv_node *)&d;
+    tf_open(&e, 4096);
+    CHECK(setenv("OMPI_COMM_WORLD_RANK", "0", 1) == 0 && setenv("OMPI_COMM_WORLD_SIZE", "5000", 1) == 0);
+    memset(&d, 0, sizeof d);
+    CHECK_RESULT(sfv_create_node(e.pd, &d, &node), SFV_ERR_INVALID);
+    CHECK(node == NULL);
+    CHECK_MSG("launcher");
+    CHECK_NO_MSG("sfv_node_desc.world_size = 5000");
+    d.world_size = 5000; /* the caller's own size still names the field */
+    CHECK_RESULT(sfv_create_node(e.pd, &d, &node), SFV_ERR_INVALID);
+    CHECK_MSG("sfv_node_desc.world_size = 5000");
+    tf_close(&e);
+}
+
+/* ---- a multi-channel handshake that broke a channel ---- */
+/* sfv_multi_channel_handshake whose channel 0 fails on its way to RTS (the channel is broken:
+   SFV_ERR_BROKEN, destroy the multi-channel). A repeated handshake, and any post on that
+   channel, said "the channel is in the error state (an earlier work request failed)": no work
+   request ever ran on it. It now says its handshake failed part-way. The same for a lone
+   channel, and for a node's channel. */
+static void t_handshake_break_named(void) {
+    tf_env e;
+    sfv_multi_channel *m1, *m2;
+    sfv_endpoint ep1[2], ep2[2];
+    sfv_gather_element g;
+    sfv_peer_send ps;
+    sfv_work_completion wc;
+    tf_open(&e, 4096);
+    CHECK_OK(sfv_create_multi_channel(e.pd, 2, NULL, &m1));
+    CHECK_OK(sfv_create_multi_channel(e.pd, 2, NULL, &m2));
+    CHECK_OK(sfv_multi_channel_endpoints(m1, ep1, 2));
+    CHECK_OK(sfv_multi_channel_endpoints(m2, ep2, 2));
+    fk_fail_nth(2); /* channel 0: RTR, then RTS fails */
+    CHECK_RESULT(sfv_multi_channel_handshake(m1, ep2, 2), SFV_ERR_BROKEN);
+    CHECK(fk_failed() && strcmp(fk_failed(), "ibv_modify_qp") == 0);
+    fk_fail_nth(0);
+    CHECK_RESULT(sfv_multi_channel_handshake(m1, ep2, 2), SFV_ERR_BROKEN);
+    CHECK_NO_MSG("work request failed");
+    CHECK_MSG("handshake failed part-way");
+    g = sfv_mr_gather_element(e.mr, e.buf, 8);
+    memset(&ps, 0, sizeof ps);
+    ps.sges = &g;
+    ps.n = 1;
+    CHECK_RESULT(sfv_multi_channel_scatter_send(m1, &ps, 1, &wc), SFV_ERR_BROKEN);
+    CHECK_NO_MSG("work request failed");
+    CHECK_MSG("handshake failed part-way");
+    CHECK_EQ(wc.result, SFV_ERR_BROKEN);
+    CHECK_OK(sfv_destroy_multi_channel(m1));
+    CHECK_OK(sfv_destroy_multi_channel(m2));
+    tf_close(&e);
+}
+
+/* ---- the many-channel limit ---- */
+/* sfv_create_multi_channel's header said "n >= 1 channels", but it refuses more than 4096
+   (SFV_ERR_INVALID): the sentence did not hold for n = 4097. The header now gives the range;
+   this pins the behaviour it describes (a doc fix: the code was right). */
+static void t_multi_channel_limit(void) {
+    tf_env e;
+    sfv_multi_channel *mc = (sfv_multi_channel *)&e;
+    tf_open(&e, 4096);
+    CHECK_RESULT(sfv_create_multi_channel(e.pd, 4097, NULL, &mc), SFV_ERR_INVALID);
+    CHECK(mc == NULL);
+    CHECK_MSG("1 .. 4096");
+    CHECK_RESULT(sfv_create_multi_channel(e.pd, 0, NULL, &mc), SFV_ERR_INVALID);
+    tf_close(&e);
+}
+
+/* ---- review 22h: events and sleeping waits ---- */
+static sfv_channel_desc tr_desc(sfv_wait_mode mode, uint32_t timeout_ms) {
+    sfv_channel_desc d;
+    memset(&d, 0, sizeof d);
+    d.wait_mode = mode;
+    d.timeout_ms = timeout_ms;
+    return d;
+}
+
+/* An event-mode wait on a channel an event broke armed its CQ before it looked at the channel's
+   state: where the arm failed (ibv_req_notify_cq refused, as a device that fails its verbs after
+   DEVICE_FATAL does), every wait ended with that failure (SFV_ERR_DRIVER) and the handles never
+   completed, though >>events says the first wait that notices the break flushes everything in
+   flight (SFV_ERR_WORK, class FATAL). A busy wait, which arms nothing, flushed. Fixed: the
+   event-mode sleep looks at the channel's state before it arms. */
+static void t_event_wait_flushes_before_arm(void) {
+    static const int kinds[] = {IBV_EVENT_QP_FATAL, IBV_EVENT_DEVICE_FATAL, IBV_EVENT_PORT_ERR};
+    size_t k;
+    for (k = 0; k < COUNT_OF(kinds); k++) {
+        tf_env e;
+        sfv_channel_desc d = tr_desc(SFV_WAIT_EVENT, 2000);
+        sfv_channel *a, *b;
+        sfv_pending rx;
+        sfv_work_completion wc;
+        sfv_scatter_element s;
+        sfv_event ev[4];
+        size_t n;
+        tf_open(&e, 256);
+        tf_pair(&e, &d, &a, &b);
+        s = sfv_mr_scatter_element(e.mr, e.buf, 8);
+        CHECK_OK(sfv_channel_post_receive(a, &s, 1, &rx));
+        fk_inject_async_event(sfv_context_raw(e.ctx), kinds[k], kinds[k] == IBV_EVENT_QP_FATAL ? (void *)sfv_channel_raw_qp(a) : NULL, 1);
+        CHECK_OK(sfv_context_events(e.ctx, ev, 4, &n));
+        CHECK_EQ(n, 1);
+        CHECK(sfv_channel_broken(a, NULL));
+        fk_fail_name("ibv_req_notify_cq", 100);
+        CHECK_RESULT(sfv_pending_wait(&rx, 1000, &wc), SFV_ERR_WORK);
+        CHECK_EQ(wc.status, SFV_WC_WR_FLUSH_ERR);
+        CHECK_EQ(wc.error_class, kinds[k] == IBV_EVENT_PORT_ERR ? SFV_WORK_ERROR_LOCAL_RESOURCE : SFV_WORK_ERROR_FATAL);
+        fk_fail_name("ibv_req_notify_cq", 0);
+        CHECK_OK(sfv_destroy_channel(a));
+        CHECK_OK(sfv_destroy_channel(b));
+        tf_close(&e);
+    }
+}
+
+/* "An event that breaks the channel while it is reset (read on another thread) breaks the new
+   QP: the reset never undoes it." A PORT_ERR read by another thread while sfv_channel_reset
+   flushed the old QP (its event said channels_broken 1) was cleared with the old QP's breaks:
+   the reset returned a channel that was not broken, its new QP on a port that had gone down,
+   and nothing would flush its work promptly. The other thread reads the event at the moment
+   the reset logs the old QP broken (its flush). Fixed: a PORT_ERR read since the reset began
+   stays (the channel keeps a count of them), and the new QP is broken by it. */
+typedef struct tr_port_down {
+    sfv_context *ctx;
+    int armed;          /* 1: the next "broken" log line reads a PORT_ERR on another thread */
+    sfv_event ev;
+    size_t n;
+} tr_port_down;
+static tr_port_down tr_pd;
+static void *tr_port_down_reader(void *arg) {
+    tr_port_down *t = (tr_port_down *)arg;
+    fk_inject_async_event(sfv_context_raw(t->ctx), IBV_EVENT_PORT_ERR, NULL, 1);
+    t->n = 0;
+    CHECK_OK(sfv_context_events(t->ctx, &t->ev, 1, &t->n));
+    return NULL;
+}
+static void tr_port_down_log(void *user, sfv_log_level level, const char *message) {
+    pthread_t th;
+    (void)user;
+    (void)level;
+    if (!tr_pd.armed || !strstr(message, "broken")) return;
+    tr_pd.armed = 0;
+    CHECK(pthread_create(&th, NULL, tr_port_down_reader, &tr_pd) == 0); /* (the log fn itself calls no safeverbs) */
+    CHECK(pthread_join(th, NULL) == 0);
+}
+static void t_reset_keeps_port_err_read_during_it(void) {
+    tf_env e;
+    sfv_channel *a, *b;
+    sfv_event_type by = SFV_EVENT_OTHER;
+    sfv_scatter_element s;
+    sfv_pending rx;
+    tf_open(&e, 256);
+    tf_pair(&e, NULL, &a, &b);
+    memset(&tr_pd, 0, sizeof tr_pd);
+    tr_pd.ctx = e.ctx;
+    tr_pd.armed = 1;
+    sfv_set_log(tr_port_down_log, NULL, SFV_LOG_INFO);
+    CHECK_OK(sfv_channel_reset(a)); /* a healthy channel moved to a new peer: its old QP is flushed */
+    sfv_set_log(NULL, NULL, SFV_LOG_OFF);
+    CHECK_EQ(tr_pd.armed, 0);
+    CHECK_EQ(tr_pd.n, 1);
+    CHECK_EQ(tr_pd.ev.type, SFV_EVENT_PORT_ERR);
+    CHECK_EQ(tr_pd.ev.channels_broken, 2); /* a and b */
+    if (!sfv_channel_broken(a, &by))
+        FAIL("undone break: PORT_ERR read by another thread inside sfv_channel_reset (which said it broke the channel) was cleared by the reset");
+    CHECK_EQ(by, SFV_EVENT_PORT_ERR);
+    s = sfv_mr_scatter_element(e.mr, e.buf, 8);
+    CHECK_RESULT(sfv_channel_post_receive(a, &s, 1, &rx), SFV_ERR_BROKEN);
+    CHECK(strstr(sfv_last_error()->message, "PORT_ERR") != NULL);
+    /* the port came back: a second reset recovers it */
+    CHECK_OK(sfv_channel_reset(a));
+    CHECK(!sfv_channel_broken(a, NULL));
+    CHECK_OK(sfv_channel_post_receive(a, &s, 1, &rx));
+    CHECK_OK(sfv_destroy_channel(a));
+    CHECK_OK(sfv_destroy_channel(b));
+    tf_close(&e);
+}
+
+
+/* CQ_ERR of an SRQ's CQ breaks every channel on it; their own CQs are whole (a reset is refused
+   because the SRQ failed, not the CQ). The work such a channel had in flight, flushed, said
+   "the channel's CQ failed (the device's CQ_ERR event: an overrun?)": the wrong CQ, and a
+   program told so would look for an overrun of a CQ that has none. The SRQ's own receives said
+   the same. Fixed: a CQ_ERR that was not the channel's own CQ's (that one marks it cq_dead)
+   says the channel's SRQ failed. */
+static void t_srq_cq_err_hint_names_srq(void) {
+    tf_env e;
+    sfv_srq *srq;
+    sfv_channel *a, *b;
+    sfv_channel_desc d = tr_desc(SFV_WAIT_EVENT, 500);
+    sfv_scatter_element s;
+    sfv_gather_element g;
+    sfv_pending rx, tx;
+    sfv_work_completion wc;
+    sfv_event_type by;
+    tf_open(&e, 4096);
+    CHECK_OK(sfv_create_srq(e.pd, NULL, &srq));
+    d.srq = srq;
+    CHECK_OK(sfv_create_channel(e.pd, &d, &a));
+    d.srq = NULL;
+    CHECK_OK(sfv_create_channel(e.pd, &d, &b));
+    tf_connect(a, b);
+    s = sfv_mr_scatter_element(e.mr, e.buf, 64);
+    g = sfv_mr_gather_element(e.mr, e.buf + 1024, 16);
+    CHECK_OK(sfv_srq_post_receive(srq, &s, 1, &rx));
+    CHECK_OK(sfv_channel_post_send(a, &g, 1, &tx)); /* b has no receive: in flight (RNR) */
+    fk_inject_async_event(sfv_context_raw(e.ctx), IBV_EVENT_CQ_ERR, sfv_channel_raw_qp(a)->recv_cq, 0); /* the SRQ's CQ */
+    CHECK_RESULT(sfv_pending_wait(&tx, 1000, &wc), SFV_ERR_WORK);
+    CHECK_EQ(wc.status, SFV_WC_WR_FLUSH_ERR);
+    CHECK_EQ(wc.error_class, SFV_WORK_ERROR_FATAL);
+    if (strstr(sfv_last_error()->message, "channel's CQ failed"))
+        FAIL("a's send, flushed after CQ_ERR of its SRQ's CQ, blames the channel's own CQ: %s", sfv_last_error()->message);
+    CHECK(strstr(sfv_last_error()->message, "SRQ") != NULL);
+    CHECK(sfv_channel_broken(a, &by) && by == SFV_EVENT_CQ_ERR);
+    CHECK_RESULT(sfv_pending_wait(&rx, 1000, &wc), SFV_ERR_WORK);
+    if (strstr(sfv_last_error()->message, "channel's CQ failed"))
+        FAIL("the SRQ's receive, flushed after CQ_ERR of the SRQ's CQ, blames a channel's CQ: %s", sfv_last_error()->message);
+    CHECK(strstr(sfv_last_error()->message, "SRQ") != NULL);
+    CHECK_RESULT(sfv_channel_reset(a), SFV_ERR_BROKEN);
+    CHECK(strstr(sfv_last_error()->message, "the SRQ failed") != NULL);
+    CHECK_OK(sfv_destroy_channel(a));
+    CHECK_OK(sfv_destroy_channel(b));
+    CHECK_OK(sfv_destroy_srq(srq));
+    tf_close(&e);
+}
+
+
+/* sfv_pending_wait(p, 0, wc) is a look (>>events: "looks at the channel's state"; "Waits up to
+   timeout_ms"), but each one lasted the clock's resolution (CLOCK_MONOTONIC_COARSE, 4 ms with a
+   250 Hz tick): an event-mode wait slept that long in poll(2), a busy one spun a core for it.
+   A loop over many handles with timeout 0 spent 4 ms on each. Fixed: the waits add the
+   resolution only to a timeout that is not 0 (as the connection manager's waits did). A look
+   still sees a break another thread's read marked. */
+static void t_wait_timeout_zero_is_a_look(void) {
+    int mode;
+    for (mode = 0; mode < 2; mode++) {
+        tf_env e;
+        sfv_channel_desc d = tr_desc(mode ? SFV_WAIT_EVENT : SFV_WAIT_BUSY, 5000);
+        sfv_channel *a, *b;
+        sfv_pending rx;
+        sfv_work_completion wc;
+        sfv_scatter_element s;
+        sfv_event ev[4];
+        size_t n;
+        double t0, took;
+        int i;
+        tf_open(&e, 256);
+        tf_pair(&e, &d, &a, &b);
+        s = sfv_mr_scatter_element(e.mr, e.buf, 8);
+        CHECK_OK(sfv_channel_post_receive(a, &s, 1, &rx));
+        t0 = test_seconds();
+        for (i = 0; i < 20; i++) CHECK_RESULT(sfv_pending_wait(&rx, 0, &wc), SFV_ERR_TIMEOUT);
+        took = test_seconds() - t0;
+        if (took > 0.015) FAIL("%s mode: 20 waits with timeout 0 took %.1f ms", mode ? "event" : "busy", took * 1e3);
+        fk_inject_async_event(sfv_context_raw(e.ctx), IBV_EVENT_QP_FATAL, sfv_channel_raw_qp(a), 0);
+        CHECK_OK(sfv_context_events(e.ctx, ev, 4, &n));
+        CHECK_RESULT(sfv_pending_wait(&rx, 0, &wc), SFV_ERR_WORK); /* the look sees the break and flushes */
+        CHECK_EQ(wc.error_class, SFV_WORK_ERROR_FATAL);
+        CHECK_OK(sfv_destroy_channel(a));
+        CHECK_OK(sfv_destroy_channel(b));
+        tf_close(&e);
+    }
+}
+
+/* ---- a wrong length leaves the caller's buffer alone ---- */
+/* sfv_multi_channel_endpoints and sfv_node_endpoint zeroed n entries (size bytes) of the caller's
+   buffer before they checked n (size) against the multi-channel (the node): a wrong length, the
+   one thing the refusal is about, became a memset past the caller's array. Now a wrong length is
+   refused with the buffer as it was (as sfv_exchange_all does); any later failure still zeroes it. */
+static void t_wrong_length_leaves_buffer(void) {
+    tf_env e;
+    sfv_multi_channel *mc;
+    sfv_node *node;
+    sfv_node_desc nd;
+    sfv_endpoint ep[4];
+    uint8_t blob[SFV_NODE_ENDPOINT_SIZE(2) + 64];
+    size_t i;
+    tf_open(&e, 4096);
+    CHECK_OK(sfv_create_multi_channel(e.pd, 2, NULL, &mc));
+    memset(ep, 0xA5, sizeof ep);
+    CHECK_RESULT(sfv_multi_channel_endpoints(mc, ep, 4), SFV_ERR_INVALID); /* 4 entries for 2 channels */
+    for (i = 0; i < sizeof ep; i++) CHECK_EQ(((const uint8_t *)ep)[i], 0xA5);
+    CHECK_OK(sfv_multi_channel_endpoints(mc, ep, 2));
+    CHECK(ep[0].qpn != 0 && ep[1].qpn != 0);
+    CHECK_OK(sfv_destroy_multi_channel(mc));
+    memset(&nd, 0, sizeof nd);
+    nd.world_size = 2;
+    CHECK_OK(sfv_create_node(e.pd, &nd, &node));
+    memset(blob, 0xA5, sizeof blob);
+    CHECK_RESULT(sfv_node_endpoint(node, blob, sizeof blob), SFV_ERR_INVALID); /* 64 bytes too many */
+    for (i = 0; i < sizeof blob; i++) CHECK_EQ(blob[i], 0xA5);
+    CHECK_OK(sfv_node_endpoint(node, blob, SFV_NODE_ENDPOINT_SIZE(2)));
+    CHECK_EQ(blob[0], 'S');
+    CHECK_OK(sfv_destroy_node(node));
+    tf_close(&e);
+}
+
 static const harness_test TESTS[] = {
     TEST(t_launcher_rank_negative_size, 10),
     TEST(t_srq_last_ref_destroy_fails, 10),
@@ -1395,5 +1763,14 @@ static const harness_test TESTS[] = {
     TEST(t_endpoint_gid_no_port_has, 10),
     TEST(t_node_blob_zero_gid, 10),
     TEST(t_exchange_keyless_checks_first, 10),
+    TEST(t_broken_node_names_cause, 20),
+    TEST(t_launcher_size_out_of_range, 20),
+    TEST(t_handshake_break_named, 20),
+    TEST(t_multi_channel_limit, 20),
+    TEST(t_event_wait_flushes_before_arm, 20),
+    TEST(t_reset_keeps_port_err_read_during_it, 20),
+    TEST(t_srq_cq_err_hint_names_srq, 20),
+    TEST(t_wait_timeout_zero_is_a_look, 20),
+    TEST(t_wrong_length_leaves_buffer, 5),
 };
 int main(int argc, char **argv) { return harness_main(argc, argv, TESTS, COUNT_OF(TESTS)); }
