@@ -811,7 +811,7 @@ typedef struct sfv_channel_desc {
     sfv_wait_mode wait_mode;
     sfv_srq *srq;                 /* NULL: the channel's own receive queue. Else its receives come
                                      from this SRQ (>>srq; made on the same PD, or one wrapping the
-                                     same verbs PD, else SFV_ERR_INVALID): it holds a
+                                     same verbs PD on the same context, else SFV_ERR_INVALID): it holds a
                                      reference on it, and refuses receives of its own */
 } sfv_channel_desc;
 
@@ -899,7 +899,10 @@ SAFEVERBS_API size_t sfv_channel_outstanding(const sfv_channel *ch);
    a CQ error) the channel has flushed the work (and is broken), so the buffers are free again;
    only if the channel could not stop it (it was not flushed, and destroying the queue pair was
    refused) is the result SFV_ERR_DRIVER instead, saying the buffers are still the NIC's (destroy
-   the channel). A scope's and a many-peer call's deadline end the same way. wc may be NULL. */
+   the channel). Work that completed after all, as the flush after an expiry began (a message
+   that came in just then), keeps its own result (SFV_OK with its data, or SFV_ERR_WORK with its
+   own status), though the channel is broken all the same.
+   A scope's and a many-peer call's deadline end the same way. wc may be NULL. */
 SFV_NODISCARD SAFEVERBS_API sfv_result sfv_channel_send(sfv_channel *ch, const sfv_gather_element *sges, size_t n, sfv_work_completion *wc);
 SFV_NODISCARD SAFEVERBS_API sfv_result sfv_channel_send_imm(sfv_channel *ch, const sfv_gather_element *sges, size_t n, uint32_t imm, sfv_work_completion *wc);
 SFV_NODISCARD SAFEVERBS_API sfv_result sfv_channel_receive(sfv_channel *ch, const sfv_scatter_element *sges, size_t n, sfv_work_completion *wc);
@@ -1231,8 +1234,11 @@ SAFEVERBS_API bool sfv_channel_broken(const sfv_channel *ch, sfv_event_type *by_
 /* A shared receive queue: receives posted once, taken by whichever channel on it a message comes
    in on first (a server with many clients posts for all of them, not per client). A channel is
    put on it at creation (sfv_channel_desc.srq); so are all the channels of a multi-channel or a
-   node, by the same field of their desc. The channel must be on the SRQ's PD (a receive lands
-   in MRs of the SRQ's PD, and a NIC may check it against the QP's): else SFV_ERR_INVALID.
+   node, by the same field of their desc. The channel must be on the SRQ's PD, or on one that
+   wraps the same verbs PD (sfv_pd_wrap) on the SRQ's context (a receive lands in MRs of the
+   SRQ's PD, and a NIC may check it against the QP's; the SRQ's events and list of channels are
+   its context's, so a second sfv_context_wrap of the same device context is another): else
+   SFV_ERR_INVALID.
    - Completions: every channel on the SRQ completes its receives to the SRQ's one CQ (its sends
      stay on its own CQ), so a wait on an SRQ receive polls one CQ, whichever channel the message
      came in on, and wc->channel says which channel that was. Waits are busy (the SRQ has no
@@ -3482,7 +3488,7 @@ static sfv_result sfv__desc_resolve(sfv_pd *pd, const sfv_channel_desc *in, sfv_
     if (!o->timeout_ms) o->timeout_ms = 10000;
     if (o->timeout_ms > 86400000u) return sfv__bad_field("timeout_ms", o->timeout_ms, "1 .. 86400000");
     if (o->srq && o->srq->core.pd->ctx != pd->ctx)
-        return sfv__fail(SFV_ERR_INVALID, EINVAL, "sfv_channel_desc", "sfv_channel_desc.srq belongs to another device context (%s) than the PD's (%s)",
+        return sfv__fail(SFV_ERR_INVALID, EINVAL, "sfv_channel_desc", "sfv_channel_desc.srq belongs to another device context (%s) than the PD's (%s; a second sfv_context_wrap of one counts as another)",
                          o->srq->core.pd->ctx->name, pd->ctx->name);
     if (o->srq && o->srq->core.pd->pd != pd->pd) /* (a PD that wraps the same verbs PD is the same) */
         return sfv__fail(SFV_ERR_INVALID, EINVAL, "sfv_channel_desc", "sfv_channel_desc.srq was made on another PD than the channel's: its receives' "
@@ -4903,6 +4909,7 @@ SFV__SLOW sfv_result sfv__refuse_broken(const sfv_channel *ch, const char *fn) {
 SFV__SLOW sfv_result sfv__inject_failure(const sfv_channel *ch) {
     sfv__slot s;
     memset(&s, 0, sizeof s);
+    s.seq = ch->reset_sq; /* (on the current QP: a reset forgets the inject that failed, so no reset's hint) */
     s.op = ch->inject_failed.op;
     s.status = ch->inject_failed.status;
     return sfv__fail(SFV_ERR_BROKEN, EIO, "post", "inject #%llu (%s, %u B) failed: %s (%s): %s; the channel is broken (reset or destroy it)",
@@ -5877,13 +5884,28 @@ static sfv_result sfv__abort_consume(sfv_channel *ch, sfv_pending *pending, sfv_
     SFV__KEEPING_ERROR(sfv__abort(ch); stuck = sfv__abort_stuck(ch); if (!stuck) sfv__ignore(sfv_pending_wait(pending, -1, wc)));
     return stuck ? sfv__wc_none(wc, sfv__stuck()) : r;
 }
-/* Blocking calls: post, wait with the channel's deadline; on expiry flush, so buffers are free. */
+/* Whether a consumed handle's work was flushed (its status byte, as sfv__pending_take_as reads it). */
+static bool sfv__pending_flushed(const sfv_pending *pending) {
+    return ((const unsigned char *)pending->done_)[offsetof(sfv__slot, status) - offsetof(sfv__slot, state)] == IBV_WC_WR_FLUSH_ERR;
+}
+/* Blocking calls: post, wait with the channel's deadline; on expiry flush, so buffers are free.
+   Work that completed after all, between the wait's last poll and the flush (a message that came
+   in just then), keeps its own result: a receive's data is there, and a timeout would have the
+   caller drop a message taken from the stream; a failure is its own status's (the error the wait
+   recorded is undone with it). Only work the flush ended is a timeout. (A wait that failed, the
+   CQ's poll, stays that failure: the CQ is not to be trusted.) */
 static sfv_result sfv__blocking(sfv_channel *ch, sfv_result posted, sfv_pending *pending, sfv_work_completion *wc) {
     sfv_result r;
+    sfv_error kept;
     if (SFV__UNLIKELY(posted)) return sfv__wc_none(wc, posted); /* never a zero (SFV_OK) completion for a refused post */
+    kept = sfv__last;
     r = sfv_pending_wait(pending, -1, wc);
     if (r != SFV_OK && r != SFV_ERR_WORK) { /* timed out, or the wait failed (the CQ): flush all the same */
         r = sfv__abort_consume(ch, pending, wc, r);
+        if (r == SFV_ERR_TIMEOUT && sfv_pending_done(pending) && !sfv__pending_flushed(pending)) { /* (not stuck) it completed as the flush began */
+            sfv__last = kept;
+            return sfv__pending_result(pending, ch, wc);
+        }
         if (wc && r == SFV_ERR_TIMEOUT) sfv__wc_timed_out(wc);
         else if (wc) wc->result = r;
     }
@@ -5976,9 +5998,10 @@ static void sfv__settle(sfv_channel *ch, sfv__ring *q, uint64_t from, uint64_t d
         if (s->state == SFV__SLOT_INJECT) continue; /* its place comes back with the work after it (the fence) */
         fence = s->op == SFV__OP_FENCE; /* the scope's own (sfv__scope_fence): the user's only if it failed */
         w = sfv__take_by(ch, q, seq, deadline, &wc);
+        if (w == SFV_ERR_TIMEOUT) *expired = true;
+        if (w == SFV_ERR_TIMEOUT && wc.status != SFV_WC_WR_FLUSH_ERR) w = SFV_OK; /* it completed as the flush began: its own result (sfv__blocking) */
         failed = wc.result != SFV_OK || w != SFV_OK;
         if (!fence || failed) rep->auto_polled++;
-        if (w == SFV_ERR_TIMEOUT) *expired = true;
         if (failed) { /* a failed wait aborted the channel: a failure */
             if (w != SFV_OK) wc.result = w;
             if (w == SFV_ERR_TIMEOUT || (w == SFV_OK && *expired && wc.status == SFV_WC_WR_FLUSH_ERR)) sfv__wc_timed_out(&wc);
@@ -6896,7 +6919,7 @@ static sfv_result sfv__many_take(sfv__peer *peer, bool recv, uint64_t t0, sfv_wo
     sfv_channel *ch = peer->ch;
     const sfv_result w = sfv__take_by(ch, recv ? &ch->rq : &ch->sq, peer->next++, t0 + sfv__timeout_ns(ch->desc.timeout_ms), wc);
     if (w == SFV_ERR_TIMEOUT) peer->expired = true;
-    if (peer->expired && wc->result != SFV_OK && (w == SFV_OK || w == SFV_ERR_TIMEOUT)) sfv__wc_timed_out(wc); /* flushed by the expiry */
+    if (peer->expired && wc->status == SFV_WC_WR_FLUSH_ERR && (w == SFV_OK || w == SFV_ERR_TIMEOUT)) sfv__wc_timed_out(wc); /* flushed by the expiry (what completed as it began keeps its own result) */
     return w;
 }
 
@@ -7158,7 +7181,7 @@ SAFEVERBS_API sfv_result sfv_destroy_multi_channel(sfv_multi_channel *mc) {
     for (i = 0; i < mc->n; i++) /* all or none: no channel goes while one of them would refuse */
         if (mc->peers[i].ch && sfv__scoped(mc->peers[i].ch))
             return sfv__fail(SFV_ERR_INVALID, EINVAL, "sfv_destroy_multi_channel",
-                             "the channel to peer %zu is inside an open scope: destroy the multi-channel after the scope returns", i);
+                             "the channel to peer %zu is inside an open scope (or many-peer call, or a scope's on_wc): destroy the multi-channel after the scope returns", i);
     r = sfv__mc_destroy_channels(mc);
     if (r) return r;
     sfv__mc_free(mc);
@@ -7361,6 +7384,7 @@ static sfv_result sfv__many_run(sfv_multi_channel *mc, const sfv__many *m, sfv_w
                          failed, m->count, first_at, sfv__many_peer(m, first_at),
                          first.result == SFV_ERR_TIMEOUT ? "timed out (its channel was flushed)" : sfv_wc_status_str(first.status),
                          sfv_work_error_class_str(first.error_class));
+    sfv__last = post_err; /* (a wait that expired as its work completed recorded the timeout: a success leaves none) */
     return SFV_OK;
 }
 

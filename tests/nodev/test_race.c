@@ -439,7 +439,8 @@ static void *rr_breaker2_run(void *arg) {
 /* Reset and reconnect; where a reset is refused (the channel's CQ or the device failed: with the
    review's fix), a new pair. The breaker reads br->a under ev_lock, so a replaced channel is
    off its hands before it is destroyed. */
-static void rr_recover_pair(rr_env *e, rr_breaker2 *br, const sfv_channel_desc *d, sfv_channel **a, sfv_channel **b) {
+static bool rr_recover_pair(rr_env *e, rr_breaker2 *br, const sfv_channel_desc *d, sfv_channel **a, sfv_channel **b) {
+    bool replaced = false; /* (then the old channels' pending handles died with them) */
     int tries;
     for (tries = 0; tries < 1000; tries++) {
         sfv_endpoint ea, eb;
@@ -456,13 +457,15 @@ static void rr_recover_pair(rr_env *e, rr_breaker2 *br, const sfv_channel_desc *
             *a = na;
             *b = nb;
             ra = rb = SFV_OK;
+            replaced = true;
         }
         if (ra != SFV_OK || rb != SFV_OK) continue;
         CHECK_OK(sfv_channel_endpoint(*a, &ea));
         CHECK_OK(sfv_channel_endpoint(*b, &eb));
-        if (sfv_channel_handshake(*b, &ea) == SFV_OK && sfv_channel_handshake(*a, &eb) == SFV_OK) return;
+        if (sfv_channel_handshake(*b, &ea) == SFV_OK && sfv_channel_handshake(*a, &eb) == SFV_OK) return replaced;
     }
     FAIL("could not reconnect in 1000 tries");
+    return replaced;
 }
 static void t_stress_breaking_events(void) {
     rr_env e;
@@ -501,6 +504,7 @@ static void t_stress_breaking_events(void) {
             sfv_scatter_element s = sfv_mr_scatter_element(e.mr, e.buf + 1024, 64);
             sfv_pending rx;
             sfv_work_completion wc;
+            bool replaced = false;
             sfv_result r = sfv_channel_post_receive(b, &s, 1, &rx), rw = SFV_OK;
             if (r == SFV_OK) {
                 r = sfv_channel_send(a, &g, 1, &wc);
@@ -511,19 +515,17 @@ static void t_stress_breaking_events(void) {
                     if (sfv_channel_post_receive(b, &s2, 1, &rx2) == SFV_OK) {
                         rw = sfv_pending_wait(&rx2, 30, &wc);
                         if (rw == SFV_ERR_TIMEOUT) { /* flushed by the reset below: consumed after it */
-                            rr_recover_pair(&e, &br, &dd, &a, &b);
-                            rw = sfv_pending_wait(&rx2, 1000, &wc);
+                            replaced = rr_recover_pair(&e, &br, &dd, &a, &b);
+                            rw = replaced ? SFV_ERR_WORK : sfv_pending_wait(&rx2, 1000, &wc); /* (a new pair: the handle went with the old one) */
                             CHECK(rw == SFV_ERR_WORK || rw == SFV_OK);
                         }
                     }
                 }
                 if (rw == SFV_ERR_TIMEOUT) rw = SFV_OK;
-                {
+                if (!replaced) {
                     sfv_result rr = sfv_pending_wait(&rx, 1000, &wc);
-                    if (rr == SFV_ERR_TIMEOUT) {
-                        rr_recover_pair(&e, &br, &dd, &a, &b);
-                        rr = sfv_pending_wait(&rx, 1000, &wc);
-                    }
+                    if (rr == SFV_ERR_TIMEOUT)
+                        rr = rr_recover_pair(&e, &br, &dd, &a, &b) ? SFV_ERR_WORK : sfv_pending_wait(&rx, 1000, &wc);
                     CHECK(rr == SFV_OK || rr == SFV_ERR_WORK);
                     if (rr != SFV_OK) r = rr;
                 }

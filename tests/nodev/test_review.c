@@ -1728,6 +1728,319 @@ static void t_wrong_length_leaves_buffer(void) {
     tf_close(&e);
 }
 
+/* ---- review 22f: the newest change again (late completions, reset hints, on_wc) ---- */
+/* ---- work that completes as its deadline's flush begins ---- */
+/* A deadline expires, and the library stops the channel (QP to ERR, drain). Work can complete
+   in that window, between the wait's last poll and the QP's move to ERR (on a NIC, whenever the
+   message comes in then): its completion is a success, its data is there. A blocking call still
+   returned SFV_ERR_TIMEOUT for it (wc->result and now class "timeout", with status SUCCESS and
+   the received byte_len), so the caller of sfv_channel_receive dropped a message that had been
+   consumed from the stream; a scope counted it as a failed, timed-out work request (on_wc's
+   wc->result SFV_ERR_TIMEOUT, status SUCCESS; the scope SFV_ERR_SCOPE_AUTOPOLL), while a
+   many-peer call took the same case as the success it is (but left the wait's timeout in
+   sfv_last_error after its SFV_OK). Now the work's own result stands (SFV_OK), as in a
+   many-peer call, and no call that returns SFV_OK leaves the timeout behind; only work the
+   flush ended is a timeout.
+   The window is hit on purpose: the log line "broken" is written as the abort begins, before
+   the QP goes to ERR; the hook has another thread (the peer's owner) send then. */
+typedef struct tl_late {
+    bool armed;
+    sfv_channel *peer;
+    sfv_gather_element g;
+    sfv_pending sent;
+    sfv_result post;
+} tl_late;
+static tl_late tl;
+static void *tl_peer_sends(void *arg) {
+    (void)arg;
+    tl.post = sfv_channel_post_send(tl.peer, &tl.g, 1, &tl.sent);
+    return NULL;
+}
+static void *tl_peer_receives_short(void *arg) { /* 8 bytes for the 16 coming: the sender's work fails (REM_INV_REQ_ERR) */
+    sfv_scatter_element s;
+    (void)arg;
+    s.addr = tl.g.addr + 2048;
+    s.length = 8;
+    s.lkey = tl.g.lkey;
+    tl.post = sfv_channel_post_receive(tl.peer, &s, 1, &tl.sent);
+    return NULL;
+}
+static void *(*tl_action)(void *) = tl_peer_sends;
+static void tl_hook(void *user, sfv_log_level level, const char *message) {
+    pthread_t t;
+    (void)user, (void)level;
+    if (!tl.armed || !strstr(message, "broken")) return;
+    tl.armed = false;
+    CHECK(pthread_create(&t, NULL, tl_action, NULL) == 0);
+    pthread_join(t, NULL);
+}
+static sfv_result tl_recv_fn(sfv_channel *ch, void *user) { return sfv_channel_post_receive(ch, (const sfv_scatter_element *)user, 1, NULL); }
+typedef struct tl_seen { int n; sfv_work_completion wc; } tl_seen;
+static void tl_collect(const sfv_work_completion *wc, void *user) {
+    tl_seen *t = (tl_seen *)user;
+    if (t->n++ == 0) t->wc = *wc;
+}
+static void t_late_completion_is_not_a_timeout(void) {
+    tf_env e;
+    sfv_channel_desc d;
+    sfv_channel *a, *b;
+    sfv_scatter_element s;
+    sfv_work_completion wc;
+    sfv_scope_report rep;
+    tl_seen seen;
+    sfv_result r;
+    char before[sizeof sfv_last_error()->message];
+    int round;
+    tf_open(&e, 4096);
+    memset(&d, 0, sizeof d);
+    d.timeout_ms = 30;
+    for (round = 0; round < 3; round++) {
+        tf_pair(&e, &d, &a, &b);
+        CHECK_RESULT(sfv_channel_post_send(NULL, NULL, 0, NULL), SFV_ERR_INVALID); /* a known last error */
+        snprintf(before, sizeof before, "%s", sfv_last_error()->message);
+        memcpy(e.buf, "message", 8);
+        memset(e.buf + 512, 0, 8);
+        s = sfv_mr_scatter_element(e.mr, e.buf + 512, 8);
+        memset(&tl, 0, sizeof tl);
+        tl.peer = b;
+        tl.g = sfv_mr_gather_element(e.mr, e.buf, 8);
+        tl.armed = true;
+        sfv_set_log(tl_hook, NULL, SFV_LOG_INFO);
+        if (round == 0) { /* a blocking receive */
+            r = sfv_channel_receive(a, &s, 1, &wc);
+            sfv_set_log(NULL, NULL, SFV_LOG_OFF);
+            CHECK(!tl.armed); /* the peer sent as the flush began */
+            CHECK_OK(tl.post);
+            CHECK(memcmp(e.buf + 512, "message", 8) == 0); /* the message is here */
+            if (r != SFV_OK || wc.result != SFV_OK || wc.status != SFV_WC_SUCCESS || wc.byte_len != 8)
+                FAIL("a receive that completed as its deadline's flush began: %s, wc %s, status %s, class %s, %u bytes",
+                     sfv_result_str(r), sfv_result_str(wc.result), sfv_wc_status_str(wc.status),
+                     sfv_work_error_class_str(wc.error_class), (unsigned)wc.byte_len);
+        } else if (round == 2) { /* a many-peer call's (a multi-channel of one: this channel, as a peer) */
+            sfv_multi_channel *m1, *m2;
+            sfv_endpoint e1, e2;
+            sfv_peer_receive req;
+            CHECK_OK(sfv_destroy_channel(a));
+            CHECK_OK(sfv_destroy_channel(b));
+            CHECK_OK(sfv_create_multi_channel(e.pd, 1, &d, &m1));
+            CHECK_OK(sfv_create_multi_channel(e.pd, 1, &d, &m2));
+            CHECK_OK(sfv_multi_channel_endpoints(m1, &e1, 1));
+            CHECK_OK(sfv_multi_channel_endpoints(m2, &e2, 1));
+            CHECK_OK(sfv_multi_channel_handshake(m1, &e2, 1));
+            CHECK_OK(sfv_multi_channel_handshake(m2, &e1, 1));
+            tl.peer = sfv_multi_channel_peer(m2, 0);
+            CHECK_RESULT(sfv_channel_post_send(NULL, NULL, 0, NULL), SFV_ERR_INVALID);
+            req.peer = 0;
+            req.sges = &s;
+            req.n = 1;
+            tl.armed = true;
+            sfv_set_log(tl_hook, NULL, SFV_LOG_INFO);
+            r = sfv_multi_channel_gather_receive(m1, &req, 1, &wc);
+            sfv_set_log(NULL, NULL, SFV_LOG_OFF);
+            CHECK(!tl.armed);
+            CHECK_OK(r);
+            CHECK(memcmp(e.buf + 512, "message", 8) == 0);
+            if (strcmp(sfv_last_error()->message, before) != 0) FAIL("a many-peer call's SFV_OK left the last error: %s", sfv_last_error()->message);
+            CHECK_OK(sfv_pending_wait(&tl.sent, 1000, NULL));
+            CHECK(sfv_channel_broken(sfv_multi_channel_peer(m1, 0), NULL));
+            CHECK_OK(sfv_destroy_multi_channel(m1));
+            CHECK_OK(sfv_destroy_multi_channel(m2));
+            continue;
+        } else { /* a scope's receive */
+            memset(&seen, 0, sizeof seen);
+            r = sfv_channel_scope_wc(a, tl_recv_fn, &s, tl_collect, &seen, &rep);
+            sfv_set_log(NULL, NULL, SFV_LOG_OFF);
+            CHECK(!tl.armed);
+            CHECK_OK(tl.post);
+            CHECK(memcmp(e.buf + 512, "message", 8) == 0);
+            CHECK_EQ(seen.n, 1);
+            if (r != SFV_OK || rep.failed != 0 || seen.wc.result != SFV_OK || seen.wc.byte_len != 8)
+                FAIL("a scope's receive that completed as its deadline's flush began: %s, %zu failed, wc %s, status %s, class %s",
+                     sfv_result_str(r), rep.failed, sfv_result_str(seen.wc.result), sfv_wc_status_str(seen.wc.status),
+                     sfv_work_error_class_str(seen.wc.error_class));
+        }
+        if (strcmp(sfv_last_error()->message, before) != 0) FAIL("an SFV_OK left the last error: %s", sfv_last_error()->message);
+        CHECK_OK(sfv_pending_wait(&tl.sent, 1000, NULL));
+        CHECK(sfv_channel_broken(a, NULL)); /* the deadline stopped it all the same */
+        CHECK_OK(sfv_destroy_channel(a));
+        CHECK_OK(sfv_destroy_channel(b));
+    }
+    tf_close(&e);
+}
+
+/* The same window, with work that failed on its own in it (the peer's receive too short for the
+   send): a blocking send said SFV_ERR_TIMEOUT, wc class "timeout" with status REM_INV_REQ_ERR
+   (the class's sentence: "a deadline expired and the channel flushed the work (result
+   SFV_ERR_TIMEOUT, status WR_FLUSH_ERR)"), and a scope the same. Now its own failure:
+   SFV_ERR_WORK, REM_INV_REQ_ERR, class remote. */
+static sfv_result tl_send16_fn(sfv_channel *ch, void *user) { return sfv_channel_post_send(ch, (const sfv_gather_element *)user, 1, NULL); }
+static void t_late_failure_is_its_own(void) {
+    tf_env e;
+    sfv_channel_desc d;
+    sfv_channel *a, *b;
+    sfv_gather_element big;
+    sfv_work_completion wc;
+    sfv_scope_report rep;
+    tl_seen seen;
+    sfv_result r;
+    int round;
+    tf_open(&e, 4096);
+    memset(&d, 0, sizeof d);
+    d.timeout_ms = 30;
+    big = sfv_mr_gather_element(e.mr, e.buf, 16);
+    for (round = 0; round < 2; round++) {
+        tf_pair(&e, &d, &a, &b);
+        memset(&tl, 0, sizeof tl);
+        tl.peer = b;
+        tl.g = sfv_mr_gather_element(e.mr, e.buf, 8);
+        tl_action = tl_peer_receives_short;
+        tl.armed = true;
+        sfv_set_log(tl_hook, NULL, SFV_LOG_INFO);
+        if (round == 0) {
+            r = sfv_channel_send(a, &big, 1, &wc);
+        } else {
+            memset(&seen, 0, sizeof seen);
+            r = sfv_channel_scope_wc(a, tl_send16_fn, &big, tl_collect, &seen, &rep);
+            CHECK_EQ(seen.n, 1);
+            wc = seen.wc;
+            CHECK(rep.failed == 1 && rep.first_error.status == wc.status && rep.first_error.result == wc.result);
+        }
+        sfv_set_log(NULL, NULL, SFV_LOG_OFF);
+        tl_action = tl_peer_sends;
+        CHECK(!tl.armed);
+        CHECK_OK(tl.post);
+        if (r != (round == 0 ? SFV_ERR_WORK : SFV_ERR_SCOPE_AUTOPOLL) || wc.result != SFV_ERR_WORK || wc.status != SFV_WC_REM_INV_REQ_ERR ||
+            wc.error_class != SFV_WORK_ERROR_REMOTE)
+            FAIL("work that failed as its deadline's flush began (%s): %s, wc %s, status %s, class %s", round == 0 ? "blocking" : "scope",
+                 sfv_result_str(r), sfv_result_str(wc.result), sfv_wc_status_str(wc.status), sfv_work_error_class_str(wc.error_class));
+        if (round == 0 && !strstr(sfv_last_error()->message, "REM_INV_REQ_ERR")) FAIL("its last error: %s", sfv_last_error()->message);
+        CHECK_RESULT(sfv_pending_wait(&tl.sent, 1000, NULL), SFV_ERR_WORK); /* b's receive: LOC_LEN_ERR */
+        CHECK_OK(sfv_destroy_channel(a));
+        CHECK_OK(sfv_destroy_channel(b));
+    }
+    tf_close(&e);
+}
+
+/* ---- the reset hint and injects ---- */
+/* The reset hint compares a failed work request's place with the queue's head at the last
+   sfv_channel_reset. A failed inject's refusal (sfv__inject_failure) builds its slot with place
+   0, so once the channel had been reset after any send-queue work, an inject that failed on the
+   NEW queue pair said "flushed: it was in flight on the channel's old queue pair, which
+   sfv_channel_reset ... ended", sending the caller after a reset that had nothing to do with it.
+   Here: a channel on an SRQ, reset and connected again; its inject waits for a receive at the
+   peer; then a message too long for the SRQ's receive puts its QP in the error state, whose
+   completion goes to the SRQ's CQ, so the inject's flush is the first failure the channel's own
+   CQ shows. */
+static void t_inject_flush_hint_after_reset(void) {
+    tf_env e;
+    sfv_srq *srq;
+    sfv_channel_desc d;
+    sfv_channel *a, *b;
+    sfv_pending rx, tx;
+    sfv_scatter_element small;
+    sfv_gather_element g, big;
+    const char *m;
+    tf_open(&e, 4096);
+    CHECK_OK(sfv_create_srq(e.pd, NULL, &srq));
+    memset(&d, 0, sizeof d);
+    d.srq = srq;
+    CHECK_OK(sfv_create_channel(e.pd, NULL, &a));
+    CHECK_OK(sfv_create_channel(e.pd, &d, &b));
+    tf_connect(a, b);
+    g = sfv_mr_gather_element(e.mr, e.buf, 8);
+    big = sfv_mr_gather_element(e.mr, e.buf + 1024, 16);
+    small = sfv_mr_scatter_element(e.mr, e.buf + 512, 8);
+    CHECK_OK(sfv_channel_write(b, &g, 1, sfv_mr_remote(e.mr), NULL)); /* send-queue work on b's first QP */
+    CHECK_OK(sfv_channel_reset(a));
+    CHECK_OK(sfv_channel_reset(b));
+    tf_connect(a, b);
+    CHECK_OK(sfv_channel_inject(b, "x", 1)); /* a has no receive: it waits */
+    CHECK_OK(sfv_srq_post_receive(srq, &small, 1, &rx));
+    CHECK_RESULT(sfv_channel_send(a, &big, 1, NULL), SFV_ERR_WORK); /* 16 bytes into 8: b's QP to ERR */
+    CHECK_OK(sfv_channel_post_send(b, &g, 1, &tx)); /* b has not seen it yet */
+    CHECK_RESULT(sfv_pending_wait(&tx, 1000, NULL), SFV_ERR_WORK); /* the inject's flush first */
+    CHECK_RESULT(sfv_channel_post_send(b, &g, 1, &tx), SFV_ERR_BROKEN);
+    m = sfv_last_error()->message;
+    CHECK(strstr(m, "inject #") != NULL);
+    if (strstr(m, "old queue pair") || strstr(m, "sfv_channel_reset (")) FAIL("an inject that failed on the new queue pair: %s", m);
+    CHECK_RESULT(sfv_pending_wait(&rx, 1000, NULL), SFV_ERR_WORK);
+    CHECK_OK(sfv_destroy_channel(a));
+    CHECK_OK(sfv_destroy_channel(b));
+    CHECK_OK(sfv_destroy_srq(srq));
+    tf_close(&e);
+}
+
+/* ---- what on_wc may not do, said as the header says it ---- */
+/* The header: on_wc may not "destroy or reset it or its multi-channel: each is refused with
+   SFV_ERR_INVALID, the last error naming on_wc". A channel's destroy and reset name it; the
+   multi-channel's destroy (and so a node's) said only "the channel to peer 0 is inside an open
+   scope", though the scope had closed and on_wc was what held it. */
+typedef struct tw_mc { sfv_multi_channel *mc; sfv_result r; char msg[256]; } tw_mc;
+static void tw_destroy_mc(const sfv_work_completion *wc, void *user) {
+    tw_mc *t = (tw_mc *)user;
+    (void)wc;
+    t->r = sfv_destroy_multi_channel(t->mc);
+    snprintf(t->msg, sizeof t->msg, "%s", sfv_last_error()->message);
+}
+static sfv_result tw_one_write(sfv_channel *ch, void *user) {
+    const tf_env *e = (const tf_env *)user;
+    sfv_gather_element g = sfv_mr_gather_element(e->mr, e->buf, 8);
+    return sfv_channel_post_write(ch, &g, 1, sfv_mr_remote(e->mr), NULL);
+}
+static void t_on_wc_destroy_mc_names_on_wc(void) {
+    tf_env e;
+    sfv_multi_channel *m1, *m2;
+    sfv_endpoint e1, e2;
+    tw_mc t;
+    tf_open(&e, 4096);
+    CHECK_OK(sfv_create_multi_channel(e.pd, 1, NULL, &m1));
+    CHECK_OK(sfv_create_multi_channel(e.pd, 1, NULL, &m2));
+    CHECK_OK(sfv_multi_channel_endpoints(m1, &e1, 1));
+    CHECK_OK(sfv_multi_channel_endpoints(m2, &e2, 1));
+    CHECK_OK(sfv_multi_channel_handshake(m1, &e2, 1));
+    CHECK_OK(sfv_multi_channel_handshake(m2, &e1, 1));
+    memset(&t, 0, sizeof t);
+    t.mc = m1;
+    CHECK_OK(sfv_channel_scope_wc(sfv_multi_channel_peer(m1, 0), tw_one_write, &e, tw_destroy_mc, &t, NULL));
+    CHECK_RESULT(t.r, SFV_ERR_INVALID);
+    if (!strstr(t.msg, "on_wc")) FAIL("a multi-channel's destroy from on_wc: %s", t.msg);
+    CHECK_OK(sfv_destroy_multi_channel(m1));
+    CHECK_OK(sfv_destroy_multi_channel(m2));
+    tf_close(&e);
+}
+
+/* ---- an SRQ's PD ---- */
+/* sfv_channel_desc.srq said: "made on the same PD, or one wrapping the same verbs PD, else
+   SFV_ERR_INVALID". A PD wrapping the same verbs PD through a second context (sfv_context_wrap
+   of the same device context) is refused, rightly: the SRQ's channel list and events are its own
+   context's (the lock that guards them, the events that break them). The sentence now says the
+   PD must be of the SRQ's context, and the refusal names the context and the PD. (Doc fix: the
+   test pins the behaviour.) */
+static void t_srq_pd_of_another_context(void) {
+    tf_env e;
+    sfv_context *c2;
+    sfv_pd *p2, *p3;
+    sfv_srq *srq;
+    sfv_channel_desc d;
+    sfv_channel *ch = NULL;
+    tf_open(&e, 4096);
+    CHECK_OK(sfv_create_srq(e.pd, NULL, &srq));
+    CHECK_OK(sfv_context_wrap(sfv_context_raw(e.ctx), false, &c2));
+    CHECK_OK(sfv_pd_wrap(c2, sfv_pd_raw(e.pd), false, &p2));
+    CHECK_OK(sfv_pd_wrap(e.ctx, sfv_pd_raw(e.pd), false, &p3));
+    memset(&d, 0, sizeof d);
+    d.srq = srq;
+    CHECK_RESULT(sfv_create_channel(p2, &d, &ch), SFV_ERR_INVALID);
+    CHECK(ch == NULL);
+    CHECK_OK(sfv_create_channel(p3, &d, &ch)); /* the same verbs PD through the same context */
+    CHECK_OK(sfv_destroy_channel(ch));
+    CHECK_OK(sfv_dealloc_pd(p3));
+    CHECK_OK(sfv_dealloc_pd(p2));
+    CHECK_OK(sfv_close_device(c2));
+    CHECK_OK(sfv_destroy_srq(srq));
+    tf_close(&e);
+}
+
 static const harness_test TESTS[] = {
     TEST(t_launcher_rank_negative_size, 10),
     TEST(t_srq_last_ref_destroy_fails, 10),
@@ -1772,5 +2085,10 @@ static const harness_test TESTS[] = {
     TEST(t_srq_cq_err_hint_names_srq, 20),
     TEST(t_wait_timeout_zero_is_a_look, 20),
     TEST(t_wrong_length_leaves_buffer, 5),
+    TEST(t_late_completion_is_not_a_timeout, 20),
+    TEST(t_late_failure_is_its_own, 20),
+    TEST(t_inject_flush_hint_after_reset, 10),
+    TEST(t_on_wc_destroy_mc_names_on_wc, 10),
+    TEST(t_srq_pd_of_another_context, 10),
 };
 int main(int argc, char **argv) { return harness_main(argc, argv, TESTS, COUNT_OF(TESTS)); }
