@@ -1340,8 +1340,7 @@ SAFEVERBS_API sfv_result sfv_destroy_multi_channel(sfv_multi_channel *mc);
 SAFEVERBS_API size_t sfv_multi_channel_len(const sfv_multi_channel *mc);
 /* Channel `peer`, owned by mc (do not destroy it); NULL when peer is out of range. */
 SAFEVERBS_API sfv_channel *sfv_multi_channel_peer(const sfv_multi_channel *mc, size_t peer);
-/* out[i] = channel i's endpoint; n must equal the length (else SFV_ERR_INVALID, out untouched);
-   any other failure leaves out zeroed. */
+/* out[i] = channel i's endpoint; n must equal the length (else SFV_ERR_INVALID). */
 SFV_NODISCARD SAFEVERBS_API sfv_result sfv_multi_channel_endpoints(const sfv_multi_channel *mc, sfv_endpoint *out, size_t n);
 /* Connects channel i with peers[i]; n must equal the length. Every endpoint is checked before any
    channel connects (SFV_ERR_INVALID, nothing done, can be repeated); a verb that refuses after
@@ -1485,8 +1484,7 @@ SAFEVERBS_API sfv_multi_channel *sfv_node_multi_channel(const sfv_node *node);
    Give it to sfv_exchange_all as `mine` and hand what comes back to sfv_node_handshake. */
 #define SFV_NODE_ENDPOINT_SIZE(world_size) \
     (16 + (size_t)(world_size) * (SFV_ENDPOINT_ENCODED_SIZE + SFV_REMOTE_MR_ENCODED_SIZE))
-/* size must be SFV_NODE_ENDPOINT_SIZE(world size) (else SFV_ERR_INVALID, out untouched); any
-   other failure leaves out zeroed. */
+/* size must be SFV_NODE_ENDPOINT_SIZE(world size). */
 SFV_NODISCARD SAFEVERBS_API sfv_result sfv_node_endpoint(const sfv_node *node, uint8_t *out, size_t size);
 /* all: world_size blobs of SFV_NODE_ENDPOINT_SIZE bytes in rank order. Takes from each the part
    meant for this rank and connects that rank's channel. Every entry is checked before any channel
@@ -2362,13 +2360,13 @@ SAFEVERBS_API int sfv_context_numa_node(const sfv_context *ctx) {
     return sfv__read_small(path, buf, sizeof buf) ? atoi(buf) : -1;
 }
 
-SAFEVERBS_API sfv_result sfv_bind_thread_to_numa_node(int node) {
 #ifdef CPU_SET
+/* (node >= 0) */
+static sfv_result sfv__bind_numa(int node) {
     char path[96], list[4096];
     const char *p = list;
     cpu_set_t set;
     int cpus = 0;
-    if (node < 0) return sfv__fail(SFV_ERR_INVALID, EINVAL, "numa", "NUMA node %d", node);
     snprintf(path, sizeof path, "/sys/devices/system/node/node%d/cpulist", node);
     if (!sfv__read_small(path, list, sizeof list))
         return sfv__fail(SFV_ERR_NOT_FOUND, ENOENT, "numa", "this machine has no NUMA node %d (%s)", node, path);
@@ -2383,8 +2381,13 @@ SAFEVERBS_API sfv_result sfv_bind_thread_to_numa_node(int node) {
     if (!cpus) return sfv__fail(SFV_ERR_NOT_FOUND, ENOENT, "numa", "NUMA node %d has no CPUs", node);
     if (sched_setaffinity(0, sizeof set, &set) != 0) return sfv__fail_verb("sched_setaffinity", errno);
     return SFV_OK;
+}
+#endif
+SAFEVERBS_API sfv_result sfv_bind_thread_to_numa_node(int node) {
+    if (node < 0) return sfv__fail(SFV_ERR_INVALID, EINVAL, "numa", "NUMA node %d", node); /* (with or without _GNU_SOURCE) */
+#ifdef CPU_SET
+    return sfv__bind_numa(node);
 #else
-    (void)node;
     return sfv__fail(SFV_ERR_UNSUPPORTED, EOPNOTSUPP, "numa", "built without _GNU_SOURCE: no CPU affinity");
 #endif
 }
@@ -7205,11 +7208,10 @@ SAFEVERBS_API sfv_result sfv_multi_channel_endpoints(const sfv_multi_channel *mc
     size_t i;
     sfv_result r;
     SFV__CHECK_ARG(out || n == 0, "out");
-    /* n checked first: a wrong n is refused with out as it was (a garbage n would turn a clean
-       refusal into a wild memset, as in sfv_exchange_all); a right one, zeroed unless filled */
-    if ((r = sfv__mc_count(mc, n)) != SFV_OK) return r;
+    if (out && n) memset(out, 0, n * sizeof *out); /* the caller's n entries: zero unless filled */
+    r = sfv__mc_count(mc, n);
     for (i = 0; r == SFV_OK && i < n; i++) r = sfv_channel_endpoint(mc->peers[i].ch, &out[i]);
-    if (r) memset(out, 0, n * sizeof *out);
+    if (r && out && n) memset(out, 0, n * sizeof *out);
     return r;
 }
 
@@ -8692,7 +8694,7 @@ SAFEVERBS_API sfv_result sfv_node_endpoint(const sfv_node *node, uint8_t *out, s
     sfv_result r;
     SFV__CHECK_ARG(out || size == 0, "out");
     r = node ? sfv__node_endpoint(node, out, size) : sfv__fail(SFV_ERR_INVALID, EINVAL, __func__, "%s: invalid node", __func__);
-    if (r && out && node && size == SFV_NODE_ENDPOINT_SIZE(node->world)) memset(out, 0, size); /* (a wrong size: out as it was, as sfv_multi_channel_endpoints) */
+    if (r && out) memset(out, 0, size);
     return r;
 }
 
