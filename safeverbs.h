@@ -5899,14 +5899,14 @@ static bool sfv__pending_flushed(const sfv_pending *pending) {
    CQ's poll, stays that failure: the CQ is not to be trusted.) */
 static sfv_result sfv__blocking(sfv_channel *ch, sfv_result posted, sfv_pending *pending, sfv_work_completion *wc) {
     sfv_result r;
-    sfv_error kept;
+    sfv__error_mark kept; /* (with the count: a scope's fn that made this call did not fail by it) */
     if (SFV__UNLIKELY(posted)) return sfv__wc_none(wc, posted); /* never a zero (SFV_OK) completion for a refused post */
-    kept = sfv__last;
+    kept = sfv__error_mark_now();
     r = sfv_pending_wait(pending, -1, wc);
     if (r != SFV_OK && r != SFV_ERR_WORK) { /* timed out, or the wait failed (the CQ): flush all the same */
         r = sfv__abort_consume(ch, pending, wc, r);
         if (r == SFV_ERR_TIMEOUT && sfv_pending_done(pending) && !sfv__pending_flushed(pending)) { /* (not stuck) it completed as the flush began */
-            sfv__last = kept;
+            sfv__error_back(&kept);
             return sfv__pending_result(pending, ch, wc);
         }
         if (wc && r == SFV_ERR_TIMEOUT) sfv__wc_timed_out(wc);
@@ -7338,7 +7338,8 @@ static sfv_result sfv__many_run(sfv_multi_channel *mc, const sfv__many *m, sfv_w
     const bool recv = m->kind == SFV__MANY_RECEIVE;
     size_t i, posted, failed = 0, first_at = 0;
     sfv_result post_r = SFV_OK, wait_r = SFV_OK;
-    sfv_error post_err, wait_err;
+    sfv__error_mark post_err; /* (with the count: a success takes back the timeouts of waits whose work completed) */
+    sfv_error wait_err;
     sfv_work_completion first;
     uint64_t t0;
     if (!mc || (!m->reqs && m->count))
@@ -7352,7 +7353,8 @@ static sfv_result sfv__many_run(sfv_multi_channel *mc, const sfv__many *m, sfv_w
         post_r = sfv__many_post_one(mc->peers[sfv__many_peer(m, posted)].ch, m, posted);
         if (post_r) break;
     }
-    post_err = wait_err = sfv__last;
+    post_err = sfv__error_mark_now();
+    wait_err = sfv__last;
     for (i = 0; i < mc->n; i++) mc->peers[i].ch->scope_depth--; /* (sfv__many_open's; no scope's kind to restore) */
     memset(&first, 0, sizeof first);
     t0 = sfv__now_ns();
@@ -7374,7 +7376,7 @@ static sfv_result sfv__many_run(sfv_multi_channel *mc, const sfv__many *m, sfv_w
     }
     sfv__wcs_unposted(wcs, posted, m->count, post_r);
     if (post_r) {
-        sfv__last = post_err;
+        sfv__error_back(&post_err);
         return post_r;
     }
     if (wait_r) {
@@ -7386,7 +7388,7 @@ static sfv_result sfv__many_run(sfv_multi_channel *mc, const sfv__many *m, sfv_w
                          failed, m->count, first_at, sfv__many_peer(m, first_at),
                          first.result == SFV_ERR_TIMEOUT ? "timed out (its channel was flushed)" : sfv_wc_status_str(first.status),
                          sfv_work_error_class_str(first.error_class));
-    sfv__last = post_err; /* (a wait that expired as its work completed recorded the timeout: a success leaves none) */
+    sfv__error_back(&post_err); /* (a wait that expired as its work completed recorded the timeout: a success leaves none) */
     return SFV_OK;
 }
 

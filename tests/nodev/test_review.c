@@ -2008,6 +2008,129 @@ static void t_srq_pd_of_another_context(void) {
     tf_close(&e);
 }
 
+/* ---- review 22j: today's scope and blocking changes again ---- */
+/* ---- a late completion and the failures a scope counts ---- */
+/* The window of test_review.c's t_late_completion_is_not_a_timeout: the log line "broken" is
+   written as the abort of an expired wait begins, before the QP goes to ERR; the hook has the
+   peer send then, so the receive completes as the flush begins. */
+typedef struct tj_late {
+    bool armed;
+    sfv_channel *peer;
+    sfv_gather_element g;
+    sfv_pending sent;
+    sfv_result post;
+} tj_late;
+static tj_late tj;
+static void *tj_peer_sends(void *arg) {
+    (void)arg;
+    tj.post = sfv_channel_post_send(tj.peer, &tj.g, 1, &tj.sent);
+    return NULL;
+}
+static void tj_hook(void *user, sfv_log_level level, const char *message) {
+    pthread_t t;
+    (void)user, (void)level;
+    if (!tj.armed || !strstr(message, "broken")) return;
+    tj.armed = false;
+    CHECK(pthread_create(&t, NULL, tj_peer_sends, NULL) == 0);
+    pthread_join(t, NULL);
+}
+
+/* What a scope's fn does: a blocking receive on another channel (kind 0) or a many-peer receive
+   (kind 1) that completes as its deadline's flush begins (SFV_OK, the message there), then a
+   refusal of fn's own that records nothing (SFV_ERR_INVALID). */
+typedef struct tj_fn {
+    int kind;
+    sfv_channel *other;
+    sfv_multi_channel *mc;
+    sfv_scatter_element s;
+    sfv_result inner;
+} tj_fn;
+static sfv_result tj_scope_fn(sfv_channel *ch, void *user) {
+    tj_fn *f = (tj_fn *)user;
+    sfv_work_completion wc;
+    (void)ch;
+    tj.armed = true;
+    sfv_set_log(tj_hook, NULL, SFV_LOG_INFO);
+    if (f->kind == 0) {
+        f->inner = sfv_channel_receive(f->other, &f->s, 1, &wc);
+    } else {
+        sfv_peer_receive req;
+        req.peer = 0;
+        req.sges = &f->s;
+        req.n = 1;
+        f->inner = sfv_multi_channel_gather_receive(f->mc, &req, 1, &wc);
+    }
+    sfv_set_log(NULL, NULL, SFV_LOG_OFF);
+    return SFV_ERR_INVALID; /* fn's own refusal: no sfv_last_error of its own */
+}
+
+/* A blocking call (sfv__blocking) and a many-peer call (sfv__many_run) whose wait expired as the
+   work completed return SFV_OK and put back the last error from before, but left the count of
+   failures recorded (sfv__failures) one up for the timeout they took back. A scope whose fn made
+   such a call and then failed without a word of its own took that count as "fn recorded a
+   failure" and gave, as fn's detail, the last error from before the scope ran (here "invalid
+   channel", of an unrelated post): the stale message sfv__error_mark exists to keep out. Now both
+   take the failure back with its count (sfv__error_back). */
+static void t_late_completion_keeps_failure_count(void) {
+    tf_env e;
+    sfv_channel_desc d;
+    sfv_channel *a, *b, *c, *x;
+    tj_fn f;
+    char before[sizeof sfv_last_error()->message];
+    int kind;
+    tf_open(&e, 4096);
+    memset(&d, 0, sizeof d);
+    d.timeout_ms = 30;
+    for (kind = 0; kind < 2; kind++) {
+        sfv_multi_channel *m1 = NULL, *m2 = NULL;
+        sfv_result r;
+        memset(&f, 0, sizeof f);
+        memset(&tj, 0, sizeof tj);
+        f.kind = kind;
+        if (kind == 0) {
+            tf_pair(&e, &d, &a, &b);
+            f.other = a;
+            tj.peer = b;
+        } else {
+            sfv_endpoint e1, e2;
+            CHECK_OK(sfv_create_multi_channel(e.pd, 1, &d, &m1));
+            CHECK_OK(sfv_create_multi_channel(e.pd, 1, &d, &m2));
+            CHECK_OK(sfv_multi_channel_endpoints(m1, &e1, 1));
+            CHECK_OK(sfv_multi_channel_endpoints(m2, &e2, 1));
+            CHECK_OK(sfv_multi_channel_handshake(m1, &e2, 1));
+            CHECK_OK(sfv_multi_channel_handshake(m2, &e1, 1));
+            f.mc = m1;
+            tj.peer = sfv_multi_channel_peer(m2, 0);
+        }
+        tf_pair(&e, NULL, &c, &x); /* the scope's own channel: nothing on it */
+        memcpy(e.buf, "message", 8);
+        memset(e.buf + 512, 0, 8);
+        f.s = sfv_mr_scatter_element(e.mr, e.buf + 512, 8);
+        tj.g = sfv_mr_gather_element(e.mr, e.buf, 8);
+        CHECK_RESULT(sfv_channel_post_send(NULL, NULL, 0, NULL), SFV_ERR_INVALID); /* an older failure */
+        snprintf(before, sizeof before, "%s", sfv_last_error()->message);
+        r = sfv_channel_scope(c, tj_scope_fn, &f, NULL);
+        CHECK(!tj.armed); /* the peer sent as the flush began */
+        CHECK_OK(tj.post);
+        CHECK_OK(f.inner);
+        CHECK(memcmp(e.buf + 512, "message", 8) == 0);
+        CHECK_RESULT(r, SFV_ERR_SCOPE_FN);
+        if (strstr(sfv_last_error()->message, before))
+            FAIL("%s: the scope gave an older failure as fn's: %s", kind ? "many-peer" : "blocking", sfv_last_error()->message);
+        CHECK_OK(sfv_pending_wait(&tj.sent, 1000, NULL));
+        CHECK_OK(sfv_destroy_channel(c));
+        CHECK_OK(sfv_destroy_channel(x));
+        if (kind == 0) {
+            CHECK_OK(sfv_destroy_channel(a));
+            CHECK_OK(sfv_destroy_channel(b));
+        } else {
+            CHECK_OK(sfv_destroy_multi_channel(m1));
+            CHECK_OK(sfv_destroy_multi_channel(m2));
+        }
+    }
+    tf_close(&e);
+}
+
 static const harness_test TESTS[] = {
     TEST(t_launcher_rank_negative_size, 10),
     TEST(t_srq_last_ref_destroy_fails, 10),
@@ -2056,5 +2179,6 @@ static const harness_test TESTS[] = {
     TEST(t_inject_flush_hint_after_reset, 10),
     TEST(t_on_wc_destroy_mc_names_on_wc, 10),
     TEST(t_srq_pd_of_another_context, 10),
+    TEST(t_late_completion_keeps_failure_count, 20),
 };
 int main(int argc, char **argv) { return harness_main(argc, argv, TESTS, COUNT_OF(TESTS)); }
