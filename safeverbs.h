@@ -4625,9 +4625,19 @@ SFV__SLOW int sfv__wait_sleep(sfv_channel *ch, uint64_t *deadline, uint32_t time
         sfv__async_abort(ch);
         return 0;
     }
-    if (!ch->armed) {
-        sfv_result r = sfv_channel_arm(ch);
-        return r ? (int)r : 0; /* poll once more: a completion may have come before the arm */
+    if (!ch->armed) { /* (the verb itself: a failure recorded only once it is the wait's) */
+        const int rc = ch->cq ? ibv_req_notify_cq(ch->cq, 0) : EINVAL;
+        if (SFV__UNLIKELY(rc)) { /* a device that failed refuses every verb: its DEVICE_FATAL, unread yet (the
+                                    arm comes before the poll that would see it), is why, and ends the wait */
+            sfv__events_read(ch->pd->ctx);
+            if (sfv__async_cause(ch) && !ch->aborted) {
+                sfv__async_abort(ch); /* (the work's own result tells it, not the arm's failure) */
+                return 0;
+            }
+            return (int)sfv__fail_verb("ibv_req_notify_cq", rc);
+        }
+        ch->armed = true;
+        return 0; /* poll once more: a completion may have come before the arm */
     }
     now = sfv__now_ns();
     if (!*deadline) *deadline = now + sfv__wait_ns(timeout_ms);

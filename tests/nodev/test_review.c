@@ -2131,6 +2131,60 @@ static void t_late_completion_keeps_failure_count(void) {
     tf_close(&e);
 }
 
+/* ---- review 22i: today's event changes again ---- */
+/* ---- the event-mode sleep's order ------------------------------------------------------------ */
+/* >>events: "A DEVICE_FATAL ... a NIC ... fails every verb after it"; SFV_WAIT_EVENT: "the
+   wait's one poll(2) watches the device's event fd ... so an event wakes it at once"; "the first
+   wait that notices it ... flushes everything in flight: every pending handle of the channel
+   then completes with SFV_ERR_WORK (... FATAL for a ... device error)". An event-mode channel
+   not armed (each completion event taken disarms it) whose device sent DEVICE_FATAL, which no
+   one had read yet: its wait's sleep armed first, the arm failed (the device fails every verb),
+   and the wait returned that failure (SFV_ERR_DRIVER, ibv_req_notify_cq) without ever reading
+   the event; every later wait the same, so the work was never flushed and the handle never
+   completed. The new order (an event's break before the arm) helped only where another thread
+   had read the event. Fixed: an arm that fails reads the device's events, and an event that
+   broke the channel is acted on (flushed) instead of the arm's failure. */
+static void t_event_wait_sees_fatal_before_failed_arm(void) {
+    tf_env e;
+    sfv_channel_desc d;
+    sfv_channel *a, *b;
+    sfv_scatter_element s;
+    sfv_gather_element g;
+    sfv_pending rx, tx;
+    sfv_work_completion wc;
+    sfv_result r;
+    uint64_t t0;
+    tf_open(&e, 4096);
+    memset(&d, 0, sizeof d);
+    d.wait_mode = SFV_WAIT_EVENT;
+    tf_pair(&e, &d, &a, &b);
+    s = sfv_mr_scatter_element(e.mr, e.buf + 512, 8);
+    g = sfv_mr_gather_element(e.mr, e.buf, 8);
+    /* one message, its completion event taken as an event loop of the program's own takes it
+       (sfv_channel_fd readable, then sfv_channel_ack_events): a is not armed */
+    CHECK_OK(sfv_channel_arm(a));
+    CHECK_OK(sfv_channel_post_receive(a, &s, 1, &rx));
+    CHECK_OK(sfv_channel_post_send(b, &g, 1, &tx));
+    CHECK_OK(sfv_pending_wait(&tx, 1000, NULL));
+    CHECK_OK(sfv_pending_wait(&rx, 1000, NULL));
+    CHECK_OK(sfv_channel_ack_events(a));
+    CHECK(!a->armed);
+    /* the device fails: its event waits unread, and every verb fails from now on */
+    CHECK_OK(sfv_channel_post_receive(a, &s, 1, &rx));
+    fk_inject_async_event(sfv_context_raw(e.ctx), IBV_EVENT_DEVICE_FATAL, NULL, 0);
+    fk_fail_name("ibv_req_notify_cq", 1000);
+    t0 = sfv__now_ns();
+    r = sfv_pending_wait(&rx, 1000, &wc);
+    if (r != SFV_ERR_WORK || wc.error_class != SFV_WORK_ERROR_FATAL)
+        FAIL("a wait on a channel whose device sent DEVICE_FATAL (unread) and fails every verb: %s (%s), wc class %s", sfv_result_str(r),
+             sfv_last_error()->message, sfv_work_error_class_str(wc.error_class));
+    CHECK(sfv__now_ns() - t0 < 500000000ull);
+    fk_fail_name("ibv_req_notify_cq", 0);
+    CHECK_OK(sfv_destroy_channel(a));
+    CHECK_OK(sfv_destroy_channel(b));
+    tf_close(&e);
+}
+
 static const harness_test TESTS[] = {
     TEST(t_launcher_rank_negative_size, 10),
     TEST(t_srq_last_ref_destroy_fails, 10),
@@ -2180,5 +2234,6 @@ static const harness_test TESTS[] = {
     TEST(t_on_wc_destroy_mc_names_on_wc, 10),
     TEST(t_srq_pd_of_another_context, 10),
     TEST(t_late_completion_keeps_failure_count, 20),
+    TEST(t_event_wait_sees_fatal_before_failed_arm, 30),
 };
 int main(int argc, char **argv) { return harness_main(argc, argv, TESTS, COUNT_OF(TESTS)); }
