@@ -59,4 +59,27 @@ static inline void tf_pair(tf_env *e, const sfv_channel_desc *d, sfv_channel **a
     tf_connect(*a, *b);
 }
 
+/* The last error's message holds `sub`. */
+#define CHECK_MSG(sub)                                                                             \
+    do {                                                                                           \
+        if (!strstr(sfv_last_error()->message, (sub))) FAIL("last error \"%s\" lacks \"%s\"", sfv_last_error()->message, (sub)); \
+    } while (0)
+
+/* 64 bytes of e's MR at `off`, as a peer's remote region. */
+static inline sfv_remote_mr tf_at(const tf_env *e, size_t off) { return sfv_remote_mr_make(sfv_mr_addr(e->mr) + off, 64, sfv_mr_rkey(e->mr)); }
+
+/* Two ranks of a node (desc d, world_size 2) on e's PD, made and handshaken with each other. */
+static inline void tf_node_pair(tf_env *e, sfv_node_desc *d, sfv_node *nodes[2]) {
+    uint8_t all[2 * SFV_NODE_ENDPOINT_SIZE(2)];
+    const size_t each = SFV_NODE_ENDPOINT_SIZE(2);
+    size_t r;
+    d->world_size = 2;
+    for (r = 0; r < 2; r++) {
+        d->rank = r;
+        CHECK_OK(sfv_create_node(e->pd, d, &nodes[r]));
+        CHECK_OK(sfv_node_endpoint(nodes[r], all + r * each, each));
+    }
+    for (r = 0; r < 2; r++) CHECK_OK(sfv_node_handshake(nodes[r], all, sizeof all));
+}
+
 #endif

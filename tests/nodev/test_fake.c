@@ -2040,13 +2040,7 @@ static void t_srq_events(void) {
 }
 
 /* ---- inject (>>inject) ---------------------------------------------------------------------- */
-#define CHECK_MSG(sub)                                                                             \
-    do {                                                                                           \
-        if (!strstr(sfv_last_error()->message, (sub))) FAIL("last error \"%s\" lacks \"%s\"", sfv_last_error()->message, (sub)); \
-    } while (0)
 
-/* 64 bytes of e's MR at `off`, as a peer's remote region. */
-static sfv_remote_mr tf_at(const tf_env *e, size_t off) { return sfv_remote_mr_make(sfv_mr_addr(e->mr) + off, 64, sfv_mr_rkey(e->mr)); }
 
 /* The default inline limit, SFV_INLINE_NONE, and what an inject refuses before posting. */
 /* A multi-channel read whose peer's queue is full still checks its elements before it reads
