@@ -2130,13 +2130,18 @@ static void sfv__contexts_add(sfv_context *ctx) {
     sfv__contexts_leave();
 }
 static void sfv__contexts_remove(sfv_context *ctx) {
-    sfv_context **at;
+    sfv_context **at, *c, *d;
     sfv__contexts_enter();
     for (at = &sfv__contexts; *at; at = &(*at)->all_next)
         if (*at == ctx) {
             *at = ctx->all_next;
             break;
         }
+    for (c = sfv__contexts; c; c = c->all_next) { /* a twin left alone reads its events alone again */
+        bool twin = false;
+        for (d = sfv__contexts; d && !twin; d = d->all_next) twin = d != c && d->ctx == c->ctx;
+        if (!twin) __atomic_store_n(&c->twinned, false, __ATOMIC_RELEASE);
+    }
     sfv__contexts_leave();
 }
 
@@ -2323,12 +2328,14 @@ SAFEVERBS_API sfv_result sfv_open_device_at(const sfv_device_list *list, size_t 
    and its reference (the caller may try again). */
 static sfv_result sfv__context_unref(sfv_context *ctx) {
     if (ctx && sfv__unref(&ctx->refs)) {
-        int rc = ctx->owned ? ibv_close_device(ctx->ctx) : 0;
+        int rc;
+        sfv__contexts_remove(ctx); /* (first: a context opened once this one's is closed may have its address) */
+        rc = ctx->owned ? ibv_close_device(ctx->ctx) : 0;
         if (rc) {
+            sfv__contexts_add(ctx);
             sfv__ref(&ctx->refs);
             return sfv__fail_verb("ibv_close_device", rc < 0 ? errno : rc);
         }
-        sfv__contexts_remove(ctx);
         if (ctx->ev_epfd >= 0) close(ctx->ev_epfd);
         if (ctx->ev_efd >= 0) close(ctx->ev_efd);
         SFV__LOG(SFV_LOG_INFO, "%s: closed", ctx->name);
