@@ -2130,18 +2130,19 @@ static void sfv__contexts_add(sfv_context *ctx) {
     sfv__contexts_leave();
 }
 static void sfv__contexts_remove(sfv_context *ctx) {
-    sfv_context **at, *c, *d;
+    sfv_context **at, *c, *alone = NULL;
     sfv__contexts_enter();
     for (at = &sfv__contexts; *at; at = &(*at)->all_next)
         if (*at == ctx) {
             *at = ctx->all_next;
             break;
         }
-    for (c = sfv__contexts; c; c = c->all_next) { /* a twin left alone reads its events alone again */
-        bool twin = false;
-        for (d = sfv__contexts; d && !twin; d = d->all_next) twin = d != c && d->ctx == c->ctx;
-        if (!twin) __atomic_store_n(&c->twinned, false, __ATOMIC_RELEASE);
-    }
+    for (c = sfv__contexts; c; c = c->all_next) /* a twin left alone reads its events alone again */
+        if (c->ctx == ctx->ctx) {
+            alone = alone ? NULL : c;
+            if (!alone) break;
+        }
+    if (alone) __atomic_store_n(&alone->twinned, false, __ATOMIC_RELEASE);
     sfv__contexts_leave();
 }
 
@@ -3415,6 +3416,10 @@ static sfv_result sfv__bad_field(const char *field, unsigned long long v, const 
     return sfv__fail(SFV_ERR_INVALID, EINVAL, "sfv_channel_desc", "sfv_channel_desc.%s = %llu is out of range (%s)",
                      field, v, allowed);
 }
+/* sfv_channel_desc.timeout_ms (0, the default, resolved before): at most a day. */
+static sfv_result sfv__timeout_field(uint32_t ms) {
+    return ms > 86400000u ? sfv__bad_field("timeout_ms", ms, "1 .. 86400000") : SFV_OK;
+}
 
 /* What resolving a desc learnt of its port, for the channels made from it. */
 typedef struct sfv__port_facts {
@@ -3496,7 +3501,7 @@ static sfv_result sfv__desc_resolve(sfv_pd *pd, const sfv_channel_desc *in, sfv_
     if (!o->max_rd_atomic) o->max_rd_atomic = rd_max ? rd_max : 1;
     if (o->max_rd_atomic > (rd_max ? rd_max : 1)) return sfv__bad_field("max_rd_atomic", o->max_rd_atomic, "1 .. the device's max_qp_rd_atom");
     if (!o->timeout_ms) o->timeout_ms = 10000;
-    if (o->timeout_ms > 86400000u) return sfv__bad_field("timeout_ms", o->timeout_ms, "1 .. 86400000");
+    if ((r = sfv__timeout_field(o->timeout_ms)) != SFV_OK) return r;
     if (o->srq && o->srq->core.pd->ctx != pd->ctx)
         return sfv__fail(SFV_ERR_INVALID, EINVAL, "sfv_channel_desc", "sfv_channel_desc.srq belongs to another device context (%s) than the PD's (%s; a second sfv_context_wrap of one counts as another)",
                          o->srq->core.pd->ctx->name, pd->ctx->name);
@@ -4541,14 +4546,21 @@ static void sfv__abort(sfv_channel *ch) {
     sfv__abort_end(ch, sfv__abort_start(ch), deadline);
 }
 
+/* Arms ch's CQ for its next completion (ch->cq not NULL): 0, or the verb's errno, not recorded
+   (sfv_channel_arm records it; an event-mode wait first looks for the event behind it). */
+static int sfv__arm(sfv_channel *ch) {
+    const int rc = ibv_req_notify_cq(ch->cq, 0);
+    if (!rc) ch->armed = true;
+    return rc;
+}
+
 SAFEVERBS_API sfv_result sfv_channel_arm(sfv_channel *ch) {
     int rc;
     SFV__CHECK_ARG(ch && ch->cc, "channel (not in SFV_WAIT_EVENT mode)");
     SFV__CHECK_ARG(ch->cq, "channel (its destroy failed part-way: destroy it again)"); /* (its CQ gone, its completion channel not) */
     if (ch->armed) return SFV_OK;
-    rc = ibv_req_notify_cq(ch->cq, 0);
+    rc = sfv__arm(ch);
     if (rc) return sfv__fail_verb("ibv_req_notify_cq", rc);
-    ch->armed = true;
     return SFV_OK;
 }
 
@@ -4632,8 +4644,8 @@ SFV__SLOW int sfv__wait_sleep(sfv_channel *ch, uint64_t *deadline, uint32_t time
         sfv__async_abort(ch);
         return 0;
     }
-    if (!ch->armed) { /* (the verb itself: a failure recorded only once it is the wait's) */
-        const int rc = ch->cq ? ibv_req_notify_cq(ch->cq, 0) : EINVAL;
+    if (!ch->armed) { /* (sfv__arm: a failure recorded only once it is the wait's) */
+        const int rc = sfv__arm(ch); /* (its CQ is there: the wait polled it) */
         if (SFV__UNLIKELY(rc)) { /* a device that failed refuses every verb: its DEVICE_FATAL, unread yet (the
                                     arm comes before the poll that would see it), is why, and ends the wait */
             sfv__events_read(ch->pd->ctx);
@@ -4643,7 +4655,6 @@ SFV__SLOW int sfv__wait_sleep(sfv_channel *ch, uint64_t *deadline, uint32_t time
             }
             return (int)sfv__fail_verb("ibv_req_notify_cq", rc);
         }
-        ch->armed = true;
         return 0; /* poll once more: a completion may have come before the arm */
     }
     now = sfv__now_ns();
@@ -5583,6 +5594,12 @@ static void sfv__wc_timed_out(sfv_work_completion *wc) {
     wc->result = SFV_ERR_TIMEOUT;
     wc->error_class = SFV_WORK_ERROR_TIMEOUT;
 }
+/* The same for work taken after its channel's deadline passed (expired), w the take's result:
+   flushed work is a timeout; what completed as the flush began keeps its own result; a take
+   that could not end its work (SFV_ERR_DRIVER) says so. */
+static void sfv__wc_expired(sfv_work_completion *wc, sfv_result w, bool expired) {
+    if (expired && wc->status == SFV_WC_WR_FLUSH_ERR && (w == SFV_OK || w == SFV_ERR_TIMEOUT)) sfv__wc_timed_out(wc);
+}
 SFV__SLOW sfv_result sfv__wc_none(sfv_work_completion *wc, sfv_result r) {
     if (wc) {
         memset(wc, 0, sizeof *wc);
@@ -6024,7 +6041,7 @@ static void sfv__settle(sfv_channel *ch, sfv__ring *q, uint64_t from, uint64_t d
         if (!fence || failed) rep->auto_polled++;
         if (failed) { /* a failed wait aborted the channel: a failure */
             if (w != SFV_OK) wc.result = w;
-            if (w == SFV_ERR_TIMEOUT || (w == SFV_OK && *expired && wc.status == SFV_WC_WR_FLUSH_ERR)) sfv__wc_timed_out(&wc);
+            sfv__wc_expired(&wc, w, *expired);
             if (rep->failed++ == 0) rep->first_error = wc;
         }
         if (sink->fn && (!fence || failed)) sink->fn(&wc, sink->user);
@@ -6939,7 +6956,7 @@ static sfv_result sfv__many_take(sfv__peer *peer, bool recv, uint64_t t0, sfv_wo
     sfv_channel *ch = peer->ch;
     const sfv_result w = sfv__take_by(ch, recv ? &ch->rq : &ch->sq, peer->next++, t0 + sfv__timeout_ns(ch->desc.timeout_ms), wc);
     if (w == SFV_ERR_TIMEOUT) peer->expired = true;
-    if (peer->expired && wc->status == SFV_WC_WR_FLUSH_ERR && (w == SFV_OK || w == SFV_ERR_TIMEOUT)) sfv__wc_timed_out(wc); /* flushed by the expiry (what completed as it began keeps its own result) */
+    sfv__wc_expired(wc, w, peer->expired);
     return w;
 }
 
@@ -9570,7 +9587,7 @@ static sfv_result sfv__cm_connect(sfv_pd *pd, sfv_channel *ch, const char *src, 
                          SFV_CM_CONNECT_PRIVATE_MAX);
     /* the desc's timeout times the steps before its channel is made (which would refuse it only
        then): one out of range would let a silent resolution wait for days */
-    if (desc && desc->timeout_ms > 86400000u) return sfv__bad_field("timeout_ms", desc->timeout_ms, "1 .. 86400000");
+    if (desc && (r = sfv__timeout_field(desc->timeout_ms)) != SFV_OK) return r;
     r = sfv__cm_addr(fn, addr, port, &ss);
     if (!r && src) r = sfv__cm_addr(fn, src, 0, &from);
     if (r) return r;
