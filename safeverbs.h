@@ -162,7 +162,8 @@
    sfv_dereg_mr of an MR that work in flight uses are broken contracts (SFV_ASSERT, after a
    message naming both); ASan and valgrind see the NIC's ownership (>>impl inflight). Not
    caught: a CPU write to a buffer the NIC reads, code built without the sanitizer, a peer's
-   one-sided access (see >>leases), work on raw verbs objects.
+   one-sided access (see >>leases), work on raw verbs objects, the elements of two DMA-BUF MRs
+   over the same buffer (a DMA-BUF MR's iovas are compared with its own elements' only).
 
    THREAD SAFETY
    =============
@@ -328,14 +329,14 @@ SFV_NODISCARD SAFEVERBS_API sfv_result sfv_result_from_errno(int errnum);
 /* >>log -------------------------------------------------------------------------------------- */
 /* A trace of what the library does, for debugging a handshake on a real fabric without a
    debugger: errors (every failure a call records in sfv_last_error, refusals included), state
-   changes and handshakes (devices opened and closed, channels created, connected, broken and
+   changes and handshakes (devices opened and closed, channels created, connected, broken, reset and
    destroyed, nodes connected) and, at debug, the exchange's steps, each naming its objects
    ("rxe0 qp 17"). Nothing is reported by default, and the data path pays nothing for it: a post
    or poll that succeeds never looks at the log; a failure tests one flag. */
 typedef enum sfv_log_level {
     SFV_LOG_OFF = 0,     /* nothing */
     SFV_LOG_ERROR = 1,   /* failures, with the verb or check and the message of sfv_last_error */
-    SFV_LOG_INFO = 2,    /* and state changes: opened, connected (with the peer), broken, closed */
+    SFV_LOG_INFO = 2,    /* and state changes: opened, connected (with the peer), broken, reset, closed */
     SFV_LOG_DEBUG = 3    /* and object creation and the exchange's steps */
 } sfv_log_level;
 /* Called on the thread that does the work, with one line without its newline. */
@@ -368,8 +369,8 @@ struct ibv_qp;
 struct ibv_srq;
 
 /* >>devices ---------------------------------------------------------------------------------- */
-/* The RDMA devices of this machine (none: an empty list and SFV_OK; free it with
-   sfv_free_device_list), and how many it holds (0 for NULL). */
+/* The RDMA devices of this machine (none, a kernel without RDMA included: an empty list and
+   SFV_OK; free it with sfv_free_device_list), and how many it holds (0 for NULL). */
 SFV_NODISCARD SAFEVERBS_API sfv_result sfv_get_device_list(sfv_device_list **out);
 SAFEVERBS_API size_t sfv_device_list_len(const sfv_device_list *list);
 /* NULL when i is out of range. Valid until sfv_free_device_list. */
@@ -627,7 +628,8 @@ SAFEVERBS_API struct ibv_srq *sfv_srq_raw(const sfv_srq *srq);
    child's destroy or release; a multi-channel's or node's channels go with it). A wrap made
    its async fd non-blocking (safeverbs reads the events), and it stays so. On failure *out is
    NULL and `raw` is still yours, as it was, whatever take_ownership said. NULL raw or out:
-   SFV_ERR_INVALID. */
+   SFV_ERR_INVALID; so is take_ownership of a verbs context another live sfv_context owns already
+   (an opened one's sfv_context_raw, or another such wrap: it would be closed twice). */
 SFV_NODISCARD SAFEVERBS_API sfv_result sfv_context_wrap(struct ibv_context *raw, bool take_ownership, sfv_context **out);
 /* A PD over one you allocated yourself (ibv_alloc_pd) on ctx's device context, which must be
    the very one (sfv_context_raw(ctx); another context, even of the same device: SFV_ERR_INVALID).
@@ -635,7 +637,8 @@ SFV_NODISCARD SAFEVERBS_API sfv_result sfv_context_wrap(struct ibv_context *raw,
    ibv_dealloc_pd when its last reference goes; without it, never: dealloc it yourself after
    sfv_dealloc_pd and after every MR, channel, multi-channel and node made on it is destroyed,
    and before you close its context. On failure *out is NULL and `raw` is still yours. NULL
-   ctx, raw or out: SFV_ERR_INVALID. */
+   ctx, raw or out: SFV_ERR_INVALID; so is take_ownership of a verbs PD another live sfv_pd owns
+   already (sfv_alloc_pd's sfv_pd_raw, or another such wrap: it would be deallocated twice). */
 SFV_NODISCARD SAFEVERBS_API sfv_result sfv_pd_wrap(sfv_context *ctx, struct ibv_pd *raw, bool take_ownership, sfv_pd **out);
 
 /* >>remote regions --------------------------------------------------------------------------- */
@@ -963,8 +966,8 @@ SFV_NODISCARD SAFEVERBS_API sfv_result sfv_channel_post_read_batch(sfv_channel *
 SFV_NODISCARD SAFEVERBS_API sfv_result sfv_channel_post_receive_batch(sfv_channel *ch, const sfv_scatter_element *sges, size_t per_wr, size_t count, sfv_pending *pendings);
 
 /* A read batch's completion (wc->byte_len) gives the bytes of the whole batch, every request's
-   (at most UINT32_MAX), not only its last request's. (Posted in a scope with a NULL handle, each
-   read's completion gives its own: sfv_channel_scope_wc.)
+   (at most UINT32_MAX), not only its last request's. (Each read a scope consumes itself, posted
+   with a NULL handle or left by fn with its handle unconsumed, gives its own: sfv_channel_scope_wc.)
    Request batches: the same, one work request per entry, each with its own element count, and
    sends and writes each with or without an immediate (has_imm, imm). Element counts are checked
    per request (each within the channel's max_send_sge, or its read limit for reads); NULL sges
@@ -1063,7 +1066,10 @@ SFV_NODISCARD SAFEVERBS_API sfv_result sfv_channel_post_fetch_add(sfv_channel *c
 /* Scopes: fn posts work through ch; when the scope returns, all of it has completed, whether fn
    succeeded or not, so every buffer it used is free again. Work posted before the scope opened
    is not the scope's: it stays with its own pending handles (a scope waits only for what was
-   posted from the moment it opened, and leaves older work in flight as it was). */
+   posted from the moment it opened, and leaves older work in flight as it was). Work fn posted
+   with a pending handle and left unconsumed is the scope's too: the scope consumes it (it
+   counts in auto_polled, and goes to on_wc), which spends the handle: a wait or poll on it
+   after the scope returns is a broken contract (SFV_ASSERT). */
 typedef sfv_result (*sfv_scope_fn)(sfv_channel *ch, void *user);
 typedef struct sfv_scope_report {
     sfv_result fn_result;          /* what fn returned */
@@ -1076,7 +1082,8 @@ typedef struct sfv_scope_report {
    as first_error.result == SFV_ERR_TIMEOUT, after the channel flushed the work). report may be NULL. */
 SFV_NODISCARD SAFEVERBS_API sfv_result sfv_channel_scope(sfv_channel *ch, sfv_scope_fn fn, void *user, sfv_scope_report *report);
 /* sfv_channel_scope, handing the caller the completion of every work request the scope
-   consumed for fn (those posted with a NULL pending handle): on_wc(wc, wc_user) once for each, as
+   consumed for fn (those posted with a NULL pending handle, and those fn posted with a handle
+   and left unconsumed): on_wc(wc, wc_user) once for each, as
    it is consumed, the send queue's in posting order, then the receive queue's in posting order.
    So a scope's receives give their byte_len, immediate and opcode, and each failure its status
    (a deadline that expired: wc->result SFV_ERR_TIMEOUT). The work's buffers are free when on_wc
@@ -1252,7 +1259,8 @@ SAFEVERBS_API bool sfv_channel_broken(const sfv_channel *ch, sfv_event_type *by_
    - When a channel on it breaks, receives the SRQ holds stay posted for the other channels (the
      channel's own message in progress, if any, completes flushed, with wc->channel naming it).
      A receive that fails breaks the channel it came in on (its queue pair is in the error state),
-     as a channel's own receive would, once the SRQ's CQ is polled (a wait on the SRQ).
+     as a channel's own receive would, once the SRQ's CQ is polled (a wait on the SRQ, or the
+     channel's first flushed send-queue work, which reads the SRQ's CQ first to learn why).
    - The low-water limit (desc.limit, sfv_srq_set_limit): when fewer receives than that are
      posted, the device raises SRQ_LIMIT_REACHED once (>>events: sfv_context_events, with
      event.srq); set the limit again to re-arm it. 0: off.
@@ -1627,7 +1635,10 @@ SAFEVERBS_API sfv_result sfv_cm_destroy_listener(sfv_cm_listener *l);
 /* The next connection request, waiting up to timeout_ms (0 or < 0: not at all: SFV_ERR_TIMEOUT
    at once if none is there; a listener has no desc whose timeout 0 could mean). */
 SFV_NODISCARD SAFEVERBS_API sfv_result sfv_cm_get_request(sfv_cm_listener *l, int timeout_ms, sfv_cm_request **out);
-/* The caller's bytes the connecting side sent (without the header); *len may be 0. */
+/* The caller's bytes the connecting side sent (without the header). On RoCE and InfiniBand the
+   CM pads a request's private data to its fixed size with zeros, so *len is at least what the
+   peer sent (a safeverbs peer's request: SFV_CM_CONNECT_PRIVATE_MAX): frame a length of your own
+   where it matters; *len may be 0 (nothing after the header, or a peer whose CM pads nothing). */
 SAFEVERBS_API const uint8_t *sfv_cm_request_private(const sfv_cm_request *req, size_t *len);
 /* Answers the request (freed, whatever the result, a NULL out included: then rejected): a channel
    on pd made from desc, connected; waits for the connection to be established, up to timeout_ms. */
@@ -1683,7 +1694,9 @@ SFV_NODISCARD SAFEVERBS_API sfv_result sfv_node_connect_cm(sfv_node *node, const
 /* After SFV_ERR_REJECTED: the reason bytes the listener gave (this thread's last reject). */
 SAFEVERBS_API const uint8_t *sfv_cm_reject_reason(size_t *len);
 SAFEVERBS_API sfv_channel *sfv_cm_channel(const sfv_cm_conn *c);
-/* The peer's own bytes (accepting side's answer, or the request's); *len may be 0. */
+/* The peer's own bytes (accepting side's answer, or the request's), padded by the CM as
+   sfv_cm_request_private says (an answer to its fixed size: SFV_CM_ACCEPT_PRIVATE_MAX after a
+   safeverbs header); *len may be 0. */
 SAFEVERBS_API const uint8_t *sfv_cm_peer_private(const sfv_cm_conn *c, size_t *len);
 SAFEVERBS_API int sfv_cm_fd(const sfv_cm_conn *c);
 /* Handles what arrived on the connection's CM fd without waiting: SFV_OK (still connected),
@@ -1869,6 +1882,7 @@ static void sfv__inflight_forget(struct sfv__ring *q);
 static bool sfv__inflight_mr_busy(const sfv_mr *mr);
 static sfv_result sfv__inflight_refused(const struct sfv__ring *q, sfv_pending *pending, size_t count);
 static sfv_result sfv__inflight_dereg_refused(void);
+static void sfv__inflight_dmabuf(sfv_mr *mr, bool registered);
 /* Room per slot, after a ring's slots, for the elements of its work (calloc'd with them). */
 #define SFV__INFLIGHT_BYTES(ch, q) sfv__inflight_bytes(&(ch)->desc, (q) == &(ch)->rq)
 #define SFV__INFLIGHT_RING_INIT(ch, q, slots) sfv__inflight_ring_init(q, &(ch)->desc, (q) == &(ch)->rq, slots)
@@ -1886,6 +1900,8 @@ static sfv_result sfv__inflight_dereg_refused(void);
 /* sfv_dereg_mr while work in flight uses the MR: SFV_ASSERT (then a retryable refusal). */
 #define SFV__INFLIGHT_DEREG(mr) \
     if (SFV__UNLIKELY(sfv__inflight_mr_busy(mr))) return sfv__inflight_dereg_refused()
+/* A DMA-BUF MR registered / deregistered: its elements hold iovas, no host addresses. */
+#define SFV__INFLIGHT_DMABUF(mr, registered) sfv__inflight_dmabuf(mr, registered)
 #else
 #define SFV__INFLIGHT_BYTES(ch, q) 0
 #define SFV__INFLIGHT_RING_INIT(ch, q, slots) ((void)0)
@@ -1894,6 +1910,7 @@ static sfv_result sfv__inflight_dereg_refused(void);
 #define SFV__INFLIGHT_DONE(q, first, last) ((void)0)
 #define SFV__INFLIGHT_FORGET(ch) ((void)0)
 #define SFV__INFLIGHT_DEREG(mr) ((void)0)
+#define SFV__INFLIGHT_DMABUF(mr, registered) ((void)0)
 #endif
 
 /* >>impl log ------------------------------------------------------------------------------- */
@@ -2103,9 +2120,10 @@ struct sfv_context {
     sfv_context *all_next;        /* every live context (sfv__contexts, under sfv__contexts_lock) */
     bool twinned;                 /* another live context is over the same verbs context (>>impl events: sfv__events_read) */
 };
-struct sfv_pd { int refs; bool owned; struct ibv_pd *pd; sfv_context *ctx; };
+struct sfv_pd { int refs; bool owned; struct ibv_pd *pd; sfv_context *ctx; sfv_pd *owned_next; /* sfv__pds_owned */ };
 struct sfv_cq { struct ibv_cq *cq; sfv_context *ctx; uint32_t capacity; };
-struct sfv_mr { struct ibv_mr *mr; sfv_pd *pd; uint64_t addr; size_t length; unsigned access; int leases; /* >>impl leases */ };
+struct sfv_mr { struct ibv_mr *mr; sfv_pd *pd; uint64_t addr; size_t length; unsigned access; int leases; /* >>impl leases */
+                sfv_mr *iv_next; /* >>impl inflight: the process's DMA-BUF MRs (SFV_TRACK_INFLIGHT only) */ };
 static sfv_result sfv__leases_live(const sfv_mr *mr);
 static void sfv__leases_drop(sfv_channel *ch);
 static void sfv__pd_no_inline(sfv_pd *pd);
@@ -2117,9 +2135,16 @@ static sfv_context *sfv__contexts;
 static bool sfv__contexts_lock;
 static void sfv__contexts_enter(void) { while (__atomic_test_and_set(&sfv__contexts_lock, __ATOMIC_ACQUIRE)) sched_yield(); }
 static void sfv__contexts_leave(void) { __atomic_clear(&sfv__contexts_lock, __ATOMIC_RELEASE); }
-static void sfv__contexts_add(sfv_context *ctx) {
+/* False, adding nothing, where ctx would close a verbs context another live one closes already
+   (both owned: the second ibv_close_device would be on freed memory). */
+static bool sfv__contexts_add(sfv_context *ctx) {
     sfv_context *c;
     sfv__contexts_enter();
+    for (c = sfv__contexts; c; c = c->all_next)
+        if (c->ctx == ctx->ctx && c->owned && ctx->owned) {
+            sfv__contexts_leave();
+            return false;
+        }
     for (c = sfv__contexts; c; c = c->all_next)
         if (c->ctx == ctx->ctx) {
             __atomic_store_n(&c->twinned, true, __ATOMIC_RELEASE);
@@ -2128,6 +2153,7 @@ static void sfv__contexts_add(sfv_context *ctx) {
     ctx->all_next = sfv__contexts;
     sfv__contexts = ctx;
     sfv__contexts_leave();
+    return true;
 }
 static void sfv__contexts_remove(sfv_context *ctx) {
     sfv_context **at, *c, *alone = NULL;
@@ -2146,6 +2172,35 @@ static void sfv__contexts_remove(sfv_context *ctx) {
     sfv__contexts_leave();
 }
 
+/* Every live PD that deallocates its verbs PD (sfv_alloc_pd's, owned wraps), under
+   sfv__contexts_lock: a second owner of one verbs PD (sfv_pd_wrap of an owned one's
+   sfv_pd_raw) would deallocate it twice, the second time on freed memory. Taken only where
+   such a PD is made or deallocated. False, adding nothing: another owns raw already. */
+static sfv_pd *sfv__pds_owned;
+static bool sfv__pds_owned_add(sfv_pd *pd) {
+    sfv_pd *p;
+    sfv__contexts_enter();
+    for (p = sfv__pds_owned; p; p = p->owned_next)
+        if (p->pd == pd->pd) {
+            sfv__contexts_leave();
+            return false;
+        }
+    pd->owned_next = sfv__pds_owned;
+    sfv__pds_owned = pd;
+    sfv__contexts_leave();
+    return true;
+}
+static void sfv__pds_owned_remove(sfv_pd *pd) {
+    sfv_pd **at;
+    sfv__contexts_enter();
+    for (at = &sfv__pds_owned; *at; at = &(*at)->owned_next)
+        if (*at == pd) {
+            *at = pd->owned_next;
+            break;
+        }
+    sfv__contexts_leave();
+}
+
 /* >>impl devices ----------------------------------------------------------------------------- */
 SAFEVERBS_API sfv_result sfv_get_device_list(sfv_device_list **out) {
     sfv_device_list *list;
@@ -2159,8 +2214,12 @@ SAFEVERBS_API sfv_result sfv_get_device_list(sfv_device_list **out) {
     list->devs = ibv_get_device_list(&n);
     if (!list->devs) {
         int errnum = errno;
+        if (errnum == ENOSYS) { /* a kernel without RDMA (no ib_uverbs): rdma-core's way of saying there are no devices */
+            *out = list; /* (empty: devs NULL, n 0) */
+            return SFV_OK;
+        }
         SFV_FREE(list);
-        return sfv__fail_verb("ibv_get_device_list", errnum ? errnum : ENOSYS);
+        return sfv__fail_verb("ibv_get_device_list", errnum);
     }
     list->n = n;
     *out = list;
@@ -2194,7 +2253,7 @@ SAFEVERBS_API sfv_result sfv_device_list_guid(const sfv_device_list *list, size_
 
 SAFEVERBS_API void sfv_free_device_list(sfv_device_list *list) {
     if (!list) return;
-    ibv_free_device_list(list->devs);
+    if (list->devs) ibv_free_device_list(list->devs); /* (NULL: the empty list of a kernel without RDMA) */
     SFV_FREE(list);
 }
 
@@ -2262,7 +2321,7 @@ static sfv_result sfv__open(struct ibv_device *dev, sfv_context **out) {
     if (r) goto close_dev;
     ctx->owned = true;
     ctx->refs = 1;
-    sfv__contexts_add(ctx);
+    (void)sfv__contexts_add(ctx); /* (a verbs context just opened: no other context has it) */
     *out = ctx;
     SFV__LOG(SFV_LOG_INFO, "%s: opened (%u ports, max_qp_wr %d)", ctx->name, ctx->attr.phys_port_cnt, ctx->attr.max_qp_wr);
     return SFV_OK;
@@ -2291,7 +2350,12 @@ SAFEVERBS_API sfv_result sfv_context_wrap(struct ibv_context *raw, bool take_own
     }
     ctx->owned = take_ownership;
     ctx->refs = 1;
-    sfv__contexts_add(ctx); /* (a verbs context in use already: the two share its events) */
+    if (!sfv__contexts_add(ctx)) { /* (a verbs context in use already: the two share its events, unless both would close it) */
+        SFV_FREE(ctx); /* raw stays the caller's (its fd was non-blocking already: the owner made it so) */
+        return sfv__fail(SFV_ERR_INVALID, EINVAL, __func__,
+                         "%s: take_ownership, but another live sfv_context owns this verbs context already (it would be closed twice): wrap it without ownership",
+                         __func__);
+    }
     *out = ctx;
     SFV__LOG(SFV_LOG_INFO, "%s: wrapped (%s)", ctx->name, take_ownership ? "owned" : "not owned");
     return SFV_OK;
@@ -2333,7 +2397,7 @@ static sfv_result sfv__context_unref(sfv_context *ctx) {
         sfv__contexts_remove(ctx); /* (first: a context opened once this one's is closed may have its address) */
         rc = ctx->owned ? ibv_close_device(ctx->ctx) : 0;
         if (rc) {
-            sfv__contexts_add(ctx);
+            (void)sfv__contexts_add(ctx); /* (back where it was: the one owner, if it owns) */
             sfv__ref(&ctx->refs);
             return sfv__fail_verb("ibv_close_device", rc < 0 ? errno : rc);
         }
@@ -2583,6 +2647,7 @@ SAFEVERBS_API sfv_result sfv_alloc_pd(sfv_context *ctx, sfv_pd **out) {
     pd->ctx = ctx;
     pd->owned = true;
     pd->refs = 1;
+    (void)sfv__pds_owned_add(pd); /* (a verbs PD just allocated: no other PD has it) */
     *out = pd;
     return SFV_OK;
 }
@@ -2598,8 +2663,14 @@ SAFEVERBS_API sfv_result sfv_pd_wrap(sfv_context *ctx, struct ibv_pd *raw, bool 
                          "%s: the raw PD was allocated on another device context than %s's", __func__, ctx->name);
     pd = (sfv_pd *)SFV_CALLOC(1, sizeof *pd);
     if (!pd) return sfv__fail_verb("calloc", ENOMEM);
-    sfv__ref(&ctx->refs);
     pd->pd = raw;
+    if (take_ownership && !sfv__pds_owned_add(pd)) {
+        SFV_FREE(pd);
+        return sfv__fail(SFV_ERR_INVALID, EINVAL, __func__,
+                         "%s: take_ownership, but another live sfv_pd owns this verbs PD already (it would be deallocated twice): wrap it without ownership",
+                         __func__);
+    }
+    sfv__ref(&ctx->refs);
     pd->ctx = ctx;
     pd->owned = take_ownership;
     pd->refs = 1;
@@ -2616,6 +2687,7 @@ static sfv_result sfv__pd_unref(sfv_pd *pd) {
             sfv__ref(&pd->refs);
             return sfv__fail_verb("ibv_dealloc_pd", rc);
         }
+        if (pd->owned) sfv__pds_owned_remove(pd); /* (after: its verbs PD is gone, a new one may have its address) */
         SFV__KEEPING_ERROR((void)sfv__context_unref(pd->ctx)); /* not the caller's handle: a refusal keeps it, unreported */
         SFV_FREE(pd);
     }
@@ -2908,6 +2980,7 @@ SAFEVERBS_API sfv_result sfv_reg_dmabuf_mr_access(sfv_pd *pd, int fd, uint64_t o
     if (r == SFV_OK) {
         (*out)->addr = iova; /* where the NIC addresses it (rdma-core sets m->addr to the offset) */
         sfv__pd_no_inline(pd); /* its elements are no host memory: never copied by the CPU */
+        SFV__INFLIGHT_DMABUF(*out, true); /* nor tracked as host memory */
     }
     return r;
 }
@@ -2926,6 +2999,7 @@ SAFEVERBS_API sfv_result sfv_dereg_mr(sfv_mr *mr) {
     if (SFV__UNLIKELY(__atomic_load_n(&mr->leases, __ATOMIC_RELAXED) > 0)) return sfv__leases_live(mr); /* >>impl leases */
     rc = ibv_dereg_mr(mr->mr);
     if (rc) return sfv__fail_verb("ibv_dereg_mr", rc); /* still registered (its rkey still works): try again */
+    SFV__INFLIGHT_DMABUF(mr, false);
     SFV__KEEPING_ERROR((void)sfv__pd_unref(mr->pd));
     SFV_FREE(mr);
     return SFV_OK;
@@ -3069,7 +3143,10 @@ SAFEVERBS_API sfv_result sfv_remote_mr_array_field(sfv_remote_mr region, uint64_
     SFV__CHECK_ARG(elem_size > 0 && field_offset <= elem_size && field_size <= elem_size - field_offset, "field (not inside its element)");
     if (sfv__remote_wraps(region)) return sfv__remote_wrapping(region, "sfv_remote_mr_array_field");
     if (index > UINT64_MAX / elem_size || field_offset > UINT64_MAX - index * elem_size) /* past 2^64: past any region */
-        return sfv__remote_oob(region, UINT64_MAX, field_size, out);
+        return sfv__fail(SFV_ERR_SLICE_NOT_WITHIN_BOUNDS, ERANGE, "remote region",
+                         "remote region: field +%llu of element %llu (of %llu bytes) lies past 2^64, not within its %llu bytes",
+                         (unsigned long long)field_offset, (unsigned long long)index, (unsigned long long)elem_size,
+                         (unsigned long long)region.length); /* (no offset to name: it does not fit 64 bits) */
     off = index * elem_size + field_offset;
     return sfv_remote_mr_slice(region, off, field_size, out);
 }
@@ -3104,7 +3181,8 @@ SAFEVERBS_API sfv_result sfv_remote_mr_decode(const uint8_t *in, size_t size, sf
     sfv_remote_mr region;
     SFV__CHECK_ARG(out, "out");
     memset(out, 0, sizeof *out);
-    if (!in || size < SFV_REMOTE_MR_ENCODED_SIZE) return sfv__bad_encoding("sfv_remote_mr_decode", "input too short");
+    if (!in) return sfv__bad_encoding("sfv_remote_mr_decode", "no input (NULL)");
+    if (size < SFV_REMOTE_MR_ENCODED_SIZE) return sfv__bad_encoding("sfv_remote_mr_decode", "input too short");
     if (in[0] != 'S' || in[1] != 'R') return sfv__bad_encoding("sfv_remote_mr_decode", "bad magic");
     if (in[2] != 1) return sfv__bad_encoding("sfv_remote_mr_decode", "unknown version");
     if (in[3] != 0) return sfv__bad_encoding("sfv_remote_mr_decode", "reserved byte is not 0");
@@ -3893,7 +3971,12 @@ SAFEVERBS_API size_t sfv_channel_outstanding(const sfv_channel *ch) {
    DEFINED (a receive's byte_len, a read's length, an atomic's 8 bytes), the rest UNDEFINED (a
    failed or flushed work request may have written any part of its elements). ASan tracks 8-byte
    granules: an element that starts or ends inside a granule shared with other memory poisons
-   only the granules it covers whole, so up to 7 bytes at each unaligned end go unreported. */
+   only the granules it covers whole, so up to 7 bytes at each unaligned end go unreported.
+   An element of a DMA-BUF MR holds an iova, an address in that MR's own space, not the host's:
+   it overlaps only elements of the same MR (its lkey, on its verbs PD), and nothing of it is
+   poisoned (the host bytes at that number, if any, are someone else's). So the elements of two
+   DMA-BUF MRs over the same buffer are not compared. Intervals keep their last byte, not their
+   end: an iova range may end at 2^64. */
 #if SFV_TRACK_INFLIGHT
 #if SFV__ASAN
 #ifdef __cplusplus
@@ -3908,7 +3991,7 @@ void *__asan_region_is_poisoned(void *beg, size_t size);
 #endif
 
 typedef struct sfv__iv {
-    uint64_t lo, hi;          /* [lo, hi): the element's bytes */
+    uint64_t lo, hi;          /* [lo, hi]: the element's bytes (hi its last: one ending at 2^64 has no end below it) */
     uint64_t max_hi;          /* the largest hi in this subtree */
     struct sfv__iv *l, *r;
     const sfv__ring *q;       /* the ring and place of its work request */
@@ -3920,10 +4003,12 @@ typedef struct sfv__iv {
     uint8_t in_tree;
     uint8_t poisoned;         /* ASan: its bytes were all addressable, and this library poisoned them */
     uint8_t marked;           /* its bytes were handed to the NIC (sfv__iv_poison): given back when it goes */
+    uint8_t dmabuf;           /* its lkey is a DMA-BUF MR's: lo and hi are iovas */
 } sfv__iv;
 
 static bool sfv__iv_lock;
 static sfv__iv *sfv__iv_root[2];  /* [0]: gather, [1]: scatter */
+static sfv_mr *sfv__iv_dmabufs;   /* the DMA-BUF MRs registered (under sfv__iv_lock) */
 static uint32_t sfv__iv_seed = 0x9e3779b9u;
 
 static void sfv__iv_enter(void) { while (__atomic_test_and_set(&sfv__iv_lock, __ATOMIC_ACQUIRE)) sched_yield(); }
@@ -3975,14 +4060,22 @@ static sfv__iv *sfv__iv_remove(sfv__iv *t, const sfv__iv *n) {
     sfv__iv_fix(t);
     return t;
 }
-/* The first node that overlaps [lo, hi): any (mr NULL), or one of MR mr's elements (its lkey, on
-   a channel of its verbs PD, whichever sfv_pd wraps it: lkeys of other devices may be equal). */
-static const sfv__iv *sfv__iv_find(const sfv__iv *t, uint64_t lo, uint64_t hi, const sfv_mr *mr) {
-    while (t && t->max_hi > lo) {
-        const sfv__iv *f = sfv__iv_find(t->l, lo, hi, mr);
+/* The verbs PD of a node's work. */
+static const struct ibv_pd *sfv__iv_pd(const sfv__iv *t) { return t->q && t->q->ch ? t->q->ch->pd->pd : NULL; }
+/* Whether node t may touch the bytes of `like` (NULL: of MR mr): one of mr's elements (its lkey,
+   on a channel of its verbs PD, whichever sfv_pd wraps it: lkeys of other devices may be equal);
+   host memory against host memory; a DMA-BUF MR's iovas only against the same MR's. */
+static bool sfv__iv_same_space(const sfv__iv *t, const sfv__iv *like, const sfv_mr *mr) {
+    if (mr) return t->lkey == mr->mr->lkey && sfv__iv_pd(t) == mr->pd->pd;
+    return t->dmabuf == like->dmabuf && (!like->dmabuf || (t->lkey == like->lkey && sfv__iv_pd(t) == sfv__iv_pd(like)));
+}
+/* The first node that overlaps [lo, hi] in the space of `like` or of mr (sfv__iv_same_space). */
+static const sfv__iv *sfv__iv_find(const sfv__iv *t, uint64_t lo, uint64_t hi, const sfv__iv *like, const sfv_mr *mr) {
+    while (t && t->max_hi >= lo) {
+        const sfv__iv *f = sfv__iv_find(t->l, lo, hi, like, mr);
         if (f) return f;
-        if (t->lo >= hi) return NULL; /* everything right of here starts later */
-        if (t->hi > lo && (!mr || (t->lkey == mr->mr->lkey && t->q && t->q->ch && t->q->ch->pd->pd == mr->pd->pd))) return t;
+        if (t->lo > hi) return NULL; /* everything right of here starts later */
+        if (t->hi >= lo && sfv__iv_same_space(t, like, mr)) return t;
         t = t->r;
     }
     return NULL;
@@ -4015,17 +4108,17 @@ static void sfv__iv_poison(sfv__iv *n) {
     /* Only memory the program may use: an unchecked element can name any address (outside ASan's
        memory, ASan stops the process) or ASan's own redzones (unpoisoning them later would hide
        the program's overflows). Such an element's bytes are left as ASan keeps them. */
-    n->poisoned = __asan_region_is_poisoned((void *)(uintptr_t)n->lo, (size_t)(n->hi - n->lo)) == NULL;
-    if (n->poisoned) __asan_poison_memory_region((const void *)(uintptr_t)n->lo, (size_t)(n->hi - n->lo));
+    n->poisoned = __asan_region_is_poisoned((void *)(uintptr_t)n->lo, (size_t)(n->hi - n->lo + 1)) == NULL;
+    if (n->poisoned) __asan_poison_memory_region((const void *)(uintptr_t)n->lo, (size_t)(n->hi - n->lo + 1));
 #endif
 #if SFV__VALGRIND
-    (void)VALGRIND_MAKE_MEM_NOACCESS((const void *)(uintptr_t)n->lo, (size_t)(n->hi - n->lo));
+    (void)VALGRIND_MAKE_MEM_NOACCESS((const void *)(uintptr_t)n->lo, (size_t)(n->hi - n->lo + 1));
 #endif
     (void)n;
 }
 /* Gives n's bytes back: `written` of them were written by the NIC (defined), the rest not. */
 static void sfv__iv_unpoison(const sfv__iv *n, uint64_t written) {
-    const size_t len = (size_t)(n->hi - n->lo);
+    const size_t len = (size_t)(n->hi - n->lo + 1);
     if (written > len) written = len;
 #if SFV__ASAN
     if (n->poisoned) __asan_unpoison_memory_region((const void *)(uintptr_t)n->lo, len);
@@ -4046,10 +4139,10 @@ static void sfv__iv_out(sfv__iv *n, uint64_t written) {
 }
 
 SFV__SLOW void sfv__iv_race(const sfv__iv *n, const sfv__iv *f) {
-    fprintf(stderr, "safeverbs: data race on a buffer the NIC owns: a %s's %s element [0x%llx, 0x%llx) (%llu bytes) overlaps "
-                    "the %s element [0x%llx, 0x%llx) of a %s posted on channel %p, in flight until its completion is consumed\n",
+    fprintf(stderr, "safeverbs: data race on a buffer the NIC owns: a %s's %s element [0x%llx, 0x%llx] (%llu bytes) overlaps "
+                    "the %s element [0x%llx, 0x%llx] of a %s posted on channel %p, in flight until its completion is consumed\n",
             sfv__iv_op(n->op), n->scatter ? "scatter" : "gather", (unsigned long long)n->lo, (unsigned long long)n->hi,
-            (unsigned long long)(n->hi - n->lo), f->scatter ? "scatter" : "gather", (unsigned long long)f->lo,
+            (unsigned long long)(n->hi - n->lo + 1), f->scatter ? "scatter" : "gather", (unsigned long long)f->lo,
             (unsigned long long)f->hi, sfv__iv_op(f->op), (void *)(f->q ? f->q->ch : NULL));
 }
 
@@ -4058,11 +4151,14 @@ SFV__SLOW void sfv__iv_race(const sfv__iv *n, const sfv__iv *f) {
 /* Node n for element e of work request wr_id (an inject's included); false for an element that
    covers nothing (empty, or wrapping: the verb refuses it). */
 static bool sfv__iv_node(sfv__iv *n, sfv__ring *q, uint64_t wr_id, uint8_t op, bool scatter, const struct ibv_sge *e) {
-    if (!e->length || e->addr + e->length < e->addr) return false;
+    const sfv_mr *m;
+    if (!e->length || e->length - 1 > UINT64_MAX - e->addr) return false; /* (ending at 2^64 is no wrap) */
     memset(n, 0, sizeof *n);
     n->lo = e->addr;
-    n->hi = e->addr + e->length;
+    n->hi = e->addr + (e->length - 1);
     n->max_hi = n->hi;
+    for (m = sfv__iv_dmabufs; m; m = m->iv_next) /* (none but in a program with DMA-BUF MRs) */
+        if (m->mr->lkey == e->lkey && q->ch && m->pd->pd == q->ch->pd->pd) n->dmabuf = 1;
     n->q = q;
     n->seq = (wr_id & ~SFV__WRID_INJECT) >> 1;
     n->lkey = e->lkey;
@@ -4079,8 +4175,8 @@ static bool sfv__iv_add_wr(sfv__ring *q, uint64_t wr_id, uint8_t op, bool scatte
         if (!sfv__iv_node(n, q, wr_id, op, scatter, &sg[k])) continue;
         sfv__iv_seed = sfv__iv_seed * 1664525u + 1013904223u;
         n->prio = sfv__iv_seed;
-        f = sfv__iv_find(sfv__iv_root[1], n->lo, n->hi, NULL);
-        if (!f && scatter) f = sfv__iv_find(sfv__iv_root[0], n->lo, n->hi, NULL);
+        f = sfv__iv_find(sfv__iv_root[1], n->lo, n->hi, n, NULL);
+        if (!f && scatter) f = sfv__iv_find(sfv__iv_root[0], n->lo, n->hi, n, NULL);
         if (f) {
             sfv__iv_race(n, f);
             while (used > 0) sfv__iv_out(&nodes[--used], 0);
@@ -4101,7 +4197,7 @@ static bool sfv__iv_check_gather(sfv__ring *q, uint64_t wr_id, uint8_t op, const
         sfv__iv n;
         const sfv__iv *f;
         if (!sfv__iv_node(&n, q, wr_id, op, false, &sg[k])) continue;
-        if ((f = sfv__iv_find(sfv__iv_root[1], n.lo, n.hi, NULL)) != NULL) {
+        if ((f = sfv__iv_find(sfv__iv_root[1], n.lo, n.hi, &n, NULL)) != NULL) {
             sfv__iv_race(&n, f);
             return false;
         }
@@ -4113,7 +4209,7 @@ static void sfv__iv_drop_slot(sfv__ring *q, uint64_t seq, uint64_t written) {
     sfv__iv *nodes = q->iv + (seq & q->mask) * q->iv_per;
     uint32_t k;
     for (k = 0; k < q->iv_per && nodes[k].in_tree && nodes[k].seq == seq; k++) {
-        const uint64_t len = nodes[k].hi - nodes[k].lo;
+        const uint64_t len = nodes[k].hi - nodes[k].lo + 1;
         sfv__iv_out(&nodes[k], written);
         written = written > len ? written - len : 0;
     }
@@ -4145,7 +4241,7 @@ static void sfv__iv_mark_slot(sfv__ring *q, uint64_t seq) {
     sfv__iv *nodes = q->iv + (seq & q->mask) * q->iv_per;
     uint32_t k;
     for (k = 0; k < q->iv_per && nodes[k].in_tree && nodes[k].seq == seq; k++)
-        if (nodes[k].scatter) sfv__iv_poison(&nodes[k]);
+        if (nodes[k].scatter && !nodes[k].dmabuf) sfv__iv_poison(&nodes[k]); /* (an iova is no host memory) */
 }
 static void sfv__inflight_posted(sfv__ring *q, const struct ibv_send_wr *s, const struct ibv_recv_wr *rw, size_t posted) {
     size_t i;
@@ -4187,13 +4283,16 @@ static void sfv__inflight_forget(sfv__ring *q) {
 /* Whether work in flight uses mr (its lkey, inside its range); says which on stderr. */
 static bool sfv__inflight_mr_busy(const sfv_mr *mr) {
     const sfv__iv *f;
-    const uint64_t lo = mr->addr, hi = lo + mr->length; /* (a DMA-BUF MR's: its iova) */
+    uint64_t lo, hi;
+    if (!mr->length) return false;
+    lo = mr->addr; /* (a DMA-BUF MR's: its iova; its last byte may be 2^64 - 1) */
+    hi = lo + (mr->length - 1);
     sfv__iv_enter();
-    f = sfv__iv_find(sfv__iv_root[1], lo, hi, mr);
-    if (!f) f = sfv__iv_find(sfv__iv_root[0], lo, hi, mr);
+    f = sfv__iv_find(sfv__iv_root[1], lo, hi, NULL, mr);
+    if (!f) f = sfv__iv_find(sfv__iv_root[0], lo, hi, NULL, mr);
     if (f)
-        fprintf(stderr, "safeverbs: sfv_dereg_mr of the MR [0x%llx, 0x%llx) while work in flight uses it: the %s element "
-                        "[0x%llx, 0x%llx) of a %s posted on channel %p (consume its completion, or destroy the channel, first)\n",
+        fprintf(stderr, "safeverbs: sfv_dereg_mr of the MR [0x%llx, 0x%llx] while work in flight uses it: the %s element "
+                        "[0x%llx, 0x%llx] of a %s posted on channel %p (consume its completion, or destroy the channel, first)\n",
                 (unsigned long long)lo, (unsigned long long)hi, f->scatter ? "scatter" : "gather", (unsigned long long)f->lo,
                 (unsigned long long)f->hi, sfv__iv_op(f->op), (void *)(f->q ? f->q->ch : NULL));
     sfv__iv_leave();
@@ -4204,6 +4303,22 @@ SFV__SLOW sfv_result sfv__inflight_refused(const sfv__ring *q, sfv_pending *pend
     SFV_ASSERT(!"an element overlaps memory the NIC owns (a data race: see the message above)");
     sfv__pending_clear(q->ch, pending, count);
     return sfv__fail(SFV_ERR_INVALID, EBUSY, "post", "an element overlaps memory in flight (a data race on the buffer)");
+}
+/* Adds a DMA-BUF MR to the list sfv__iv_node reads, or takes one out (any MR: not there, nothing). */
+static void sfv__inflight_dmabuf(sfv_mr *mr, bool registered) {
+    sfv_mr **pp;
+    sfv__iv_enter();
+    if (registered) {
+        mr->iv_next = sfv__iv_dmabufs;
+        sfv__iv_dmabufs = mr;
+    } else {
+        for (pp = &sfv__iv_dmabufs; *pp; pp = &(*pp)->iv_next)
+            if (*pp == mr) {
+                *pp = mr->iv_next;
+                break;
+            }
+    }
+    sfv__iv_leave();
 }
 SFV__SLOW sfv_result sfv__inflight_dereg_refused(void) {
     SFV_ASSERT(!"sfv_dereg_mr while work in flight uses the MR (see the message above)");
@@ -4260,9 +4375,12 @@ static sfv_work_error_class sfv__flush_class(const sfv_channel *ch) {
     default: return SFV_WORK_ERROR_NONE;
     }
 }
+SFV__SLOW void sfv__srq_read_failures(sfv_channel *ch);
 SFV__SLOW sfv_work_error_class sfv__failure_class(sfv_channel *ch, uint8_t op, enum ibv_wc_status status) {
     const bool flush = status == IBV_WC_WR_FLUSH_ERR;
     sfv_work_error_class cls;
+    if (!ch->first_status && flush && op != SFV_WC_OP_RECV && ch->srq && !ch->aborted && !ch->first_cause)
+        sfv__srq_read_failures(ch); /* a receive that failed on the SRQ's CQ may be why: it is the first failure then */
     if (!ch->first_status) {
         ch->first_status = (uint8_t)status;
         ch->first_op = op;
@@ -4430,6 +4548,14 @@ SFV__HOT_INLINE int sfv__drain(sfv_channel *ch) {
         while (++w != end);
     }
     return n;
+}
+
+/* A channel of an SRQ takes its receives' completions on the SRQ's CQ, not its own (>>impl srq): a
+   receive that failed there moved its QP to the error state, flushing its send queue, whose
+   flushes its own CQ gives first. The SRQ's CQ is read before such a flush is taken as the
+   channel's first failure, so the channel breaks for the receive, as with a receive queue of its own. */
+SFV__SLOW void sfv__srq_read_failures(sfv_channel *ch) {
+    while (ch->srq->srq && sfv__drain(&ch->srq->core) > 0) {}
 }
 
 static bool sfv__inflight(const sfv_channel *ch) {
@@ -5107,17 +5233,13 @@ SFV__HOT_INLINE sfv_result sfv__post_one(sfv_channel *ch, enum ibv_wr_opcode opc
     return SFV_OK;
 }
 
-/* A read batch's last place reports the bytes of the whole batch (>>batches): the sum of the
-   totals its posting worked out anyway. */
-static void sfv__read_batch_total(sfv__slot *last, uint64_t total) { last->byte_len = total > UINT32_MAX ? UINT32_MAX : (uint32_t)total; }
-
 /* A batch's work requests, each linked to the next (the last's link and signal set after), and
    their places written in the same pass: places past head are nobody's, so the verb's refusal
    leaves nothing to undo there. Inlined twice, with and without inline, so that a channel without
    it pays for no length sum. */
 SFV__HOT_INLINE sfv_result sfv__fill_batch(struct ibv_send_wr *wrs, sfv__slot *slots, uint64_t head, uint64_t mask, enum ibv_wr_opcode opcode,
                                            uint32_t inline_max, const struct ibv_sge *sg, size_t per_wr, size_t count,
-                                           const sfv_remote_mr *remotes, uint64_t *read_total) {
+                                           const sfv_remote_mr *remotes) {
     const bool rdma = opcode == IBV_WR_RDMA_WRITE || opcode == IBV_WR_RDMA_READ;
     const sfv_wc_opcode op = sfv__op_of(opcode);
     sfv__slot *const wrap = slots + mask + 1;
@@ -5129,10 +5251,7 @@ SFV__HOT_INLINE sfv_result sfv__fill_batch(struct ibv_send_wr *wrs, sfv__slot *s
                                             0, opcode == IBV_WR_RDMA_READ ? &total : NULL, &wrs[i + 1]);
         if (r) return r;
         sfv__slot_posted(s, head + i, SFV__SLOT_INFLIGHT, op);
-        if (opcode == IBV_WR_RDMA_READ) { /* (only a read's length is kept: its completion will not say it) */
-            s->byte_len = total;
-            *read_total += total;
-        }
+        if (opcode == IBV_WR_RDMA_READ) s->byte_len = total; /* (only a read's length is kept: its completion will not say it) */
     }
     return SFV_OK;
 }
@@ -5147,7 +5266,7 @@ SFV__HOT_INLINE sfv_result sfv__post_batch(sfv_channel *ch, enum ibv_wr_opcode o
     const bool rdma = opcode == IBV_WR_RDMA_WRITE || opcode == IBV_WR_RDMA_READ;
     sfv__slot *slots, *last;
     uint32_t inline_max;
-    uint64_t head, mask, read_total = 0;
+    uint64_t head, mask;
     size_t posted;
     sfv_result r;
     int rc;
@@ -5162,8 +5281,8 @@ SFV__HOT_INLINE sfv_result sfv__post_batch(sfv_channel *ch, enum ibv_wr_opcode o
     head = ch->sq.head;
     slots = ch->sq.slots;
     mask = ch->sq.mask;
-    r = inline_max ? sfv__fill_batch(wrs, slots, head, mask, opcode, inline_max, sg, per_wr, count, remotes, &read_total)
-                   : sfv__fill_batch(wrs, slots, head, mask, opcode, 0, sg, per_wr, count, remotes, &read_total);
+    r = inline_max ? sfv__fill_batch(wrs, slots, head, mask, opcode, inline_max, sg, per_wr, count, remotes)
+                   : sfv__fill_batch(wrs, slots, head, mask, opcode, 0, sg, per_wr, count, remotes);
     if (r) {
         sfv__pending_clear(ch, pending, 1);
         return r;
@@ -5181,7 +5300,6 @@ SFV__HOT_INLINE sfv_result sfv__post_batch(sfv_channel *ch, enum ibv_wr_opcode o
     if (SFV__UNLIKELY(rc)) return sfv__batch_failed(ch, pending, posted, rc);
     last = &slots[(head + count - 1) & mask];
     sfv__cover(&ch->sq, pending, (uint32_t)count, last);
-    if (opcode == IBV_WR_RDMA_READ && pending) sfv__read_batch_total(last, read_total); /* (in a scope, each read's own completion says its own bytes) */
     return SFV_OK;
 }
 
@@ -5340,7 +5458,6 @@ static sfv_result sfv__post_requests(sfv_channel *ch, sfv__post_kind kind, bool 
     struct ibv_send_wr wrs[SFV_BATCH_MAX], *bad = NULL;
     uint32_t totals[SFV_BATCH_MAX];
     size_t i, posted, max_n = 0;
-    uint64_t sum = 0;
     sfv__slot *last;
     int rc;
     if (ch && reqs && count - 1 < SFV_BATCH_MAX)
@@ -5369,7 +5486,6 @@ static sfv_result sfv__post_requests(sfv_channel *ch, sfv__post_kind kind, bool 
             sfv__pending_clear(ch, pending, 1);
             return r;
         }
-        sum += totals[i];
         if (i) wrs[i - 1].next = &wrs[i];
     }
     SFV__INFLIGHT_POST(&ch->sq, wrs, NULL, pending, 1);
@@ -5379,7 +5495,6 @@ static sfv_result sfv__post_requests(sfv_channel *ch, sfv__post_kind kind, bool 
     last = sfv__track_n(&ch->sq, kind == SFV__POST_READ ? SFV_WC_OP_READ : write ? SFV_WC_OP_WRITE : SFV_WC_OP_SEND, totals, posted);
     ch->sq.sig_top = ch->sq.head; /* (a part posted breaks the channel: no reap then) */
     if (SFV__UNLIKELY(rc)) return sfv__batch_failed(ch, pending, posted, rc);
-    if (kind == SFV__POST_READ && pending) sfv__read_batch_total(&ch->sq.slots[(ch->sq.head - 1) & ch->sq.mask], sum);
     sfv__cover(&ch->sq, pending, (uint32_t)count, last);
     return SFV_OK;
 }
@@ -5635,18 +5750,25 @@ static sfv_result sfv__pending_result(const sfv_pending *pending, const sfv_chan
 
 /* Consumes a batch's handle: keeps the first failure, else the last completion. Only the last
    work request of a batch is signaled, and a queue completes in order, so when the last one
-   succeeded every one before it did too. */
+   succeeded every one before it did too. A read batch's success gives the bytes of every read
+   (>>batches), summed here from each read's own place: each place keeps its own read's length,
+   so a read of the batch that a scope consumes on its own (its handle left unconsumed, or lost)
+   says its own bytes, not the batch's. */
 SFV__SLOW void sfv__pending_take_batch(sfv_pending *pending, sfv__ring *q, const sfv__slot *last_slot) {
     const uint64_t last = pending->seq_, first = last + 1 - pending->batch_;
-    const sfv__slot *pick = last_slot;
-    uint64_t seq;
-    if (last_slot->status != IBV_WC_SUCCESS)
+    sfv__slot pick = *last_slot;
+    uint64_t seq, total = 0;
+    if (last_slot->status != IBV_WC_SUCCESS) {
         for (seq = first; seq <= last; seq++) {
             const sfv__slot *t = &q->slots[seq & q->mask];
-            if (t->status != IBV_WC_SUCCESS) { pick = t; break; }
+            if (t->status != IBV_WC_SUCCESS) { pick = *t; break; }
         }
-    pending->seq_ = pick->seq; /* (done: seq_ names the completion kept) */
-    memcpy(pending->done_, &pick->state, SFV__SLOT_FACTS);
+    } else if (last_slot->op == SFV_WC_OP_READ) {
+        for (seq = first; seq <= last; seq++) total += q->slots[seq & q->mask].byte_len;
+        pick.byte_len = total > UINT32_MAX ? UINT32_MAX : (uint32_t)total;
+    }
+    pending->seq_ = pick.seq; /* (done: seq_ names the completion kept) */
+    memcpy(pending->done_, &pick.state, SFV__SLOT_FACTS);
     if (first != q->tail) {
         sfv__release_range(q, first, last);
         return;
@@ -6646,7 +6768,7 @@ static sfv_result sfv__reset_refused(const sfv_channel *ch) {
 }
 SAFEVERBS_API sfv_result sfv_channel_reset(sfv_channel *ch) {
     sfv_result r;
-    uint32_t port_errs;
+    uint32_t port_errs, old_qpn;
     SFV__CHECK_ARG(ch, "channel");
     if (sfv__scoped(ch))
         return sfv__fail(SFV_ERR_INVALID, EINVAL, "sfv_channel_reset", "the channel is inside an open scope (or many-peer call, or a scope's on_wc): reset it after the scope returns");
@@ -6654,7 +6776,10 @@ SAFEVERBS_API sfv_result sfv_channel_reset(sfv_channel *ch) {
         return sfv__fail(SFV_ERR_BROKEN, EIO, "sfv_channel_reset", "the channel's destroy failed part-way (its CQ is gone): call sfv_destroy_channel again");
     if (sfv__reset_barred(ch)) return sfv__reset_refused(ch);
     port_errs = SFV__XLOAD(ch->port_errs); /* a PORT_ERR read from here on is the new QP's port going down too */
+    old_qpn = ch->qp ? ch->qp->qp_num : 0;
     sfv__leases_drop(ch); /* windows bound to the old QP hold it (>>impl leases); its leases end, dead, until revoked */
+    sfv__mark_broken(ch); /* quietly: the flush below is the reset's, not a failure's ("broken ... destroy it" in the log) */
+    SFV__LOG(SFV_LOG_INFO, "%s qp %u: reset: its work flushed, for a new queue pair (to be connected again)", ch->pd->ctx->name, (unsigned)old_qpn);
     if (sfv__inflight(ch) || (ch->qp && !ch->aborted)) sfv__abort(ch); /* everything in flight flushed */
     if (!sfv__destroy_qp(ch)) return sfv__fail_verb("ibv_destroy_qp", errno);
     ch->connected = false; /* (the old QP's connection is over, whether a new QP comes or not) */
@@ -6925,9 +7050,11 @@ static void sfv__scope_settle(sfv__peer *peers, size_t n, sfv_scope_report *rep,
     const sfv__error_mark kept = sfv__error_mark_now();
     const uint64_t t0 = sfv__now_ns();
     size_t i;
+    int fence_errno;
     sfv__fence_errno = 0;
     for (i = 0; i < n; i++) /* the fences first, while the queues take work (a manual scope: the scope around it fences) */
         if (peers[i].ch->last_unsignaled && !manual) sfv__scope_fence(peers[i].ch);
+    fence_errno = sfv__fence_errno;
     for (i = 0; i < n; i++) sfv__settle_shut(peers[i].ch); /* an on_wc that posts to, waits on, destroys or resets one is refused */
     for (i = 0; i < n; i++) {
         sfv_channel *ch = peers[i].ch;
@@ -6937,6 +7064,7 @@ static void sfv__scope_settle(sfv__peer *peers, size_t n, sfv_scope_report *rep,
         sfv__settle(ch, &ch->rq, peers[i].scope_from.rq, deadline, rep, sink, &expired);
     }
     for (i = 0; i < n; i++) sfv__settle_open(peers[i].ch);
+    sfv__fence_errno = fence_errno; /* for the verdict: an on_wc that ran a scope of its own cleared it */
     sfv__error_back(&kept);
 }
 
@@ -7033,7 +7161,7 @@ static sfv_result sfv__channel_would_take(sfv_channel *ch, bool recv, bool read,
 
 static sfv_result sfv__scope_run(sfv_channel *ch, sfv_scope_fn fn, void *user, sfv_scope_report *rep, const sfv__sink *sink, bool manual) {
     sfv__peer one;
-    unsigned long f0;
+    unsigned long f0, fn_failures;
     memset(rep, 0, sizeof *rep);
     SFV__CHECK_ARG(ch, "channel");
     SFV__CHECK_ARG(fn, "fn");
@@ -7042,9 +7170,10 @@ static sfv_result sfv__scope_run(sfv_channel *ch, sfv_scope_fn fn, void *user, s
     sfv__scope_open(&one, 1, manual);
     f0 = sfv__failures;
     rep->fn_result = fn(ch, user);
-    sfv__fn_failures = sfv__failures - f0;
+    fn_failures = sfv__failures - f0;
     sfv__scope_close(&one, 1);
     sfv__scope_settle(&one, 1, rep, sink, manual);
+    sfv__fn_failures = fn_failures; /* for the verdict: set after the settle, whose on_wc may run a scope of its own */
     return SFV_OK;
 }
 
@@ -8380,9 +8509,11 @@ static sfv_result sfv__ex_meet(sfv__ex *x, size_t peer) {
     const sfv__error_mark saved = sfv__error_mark_now(); /* a try that is tried again leaves no error behind */
     unsigned hangups = 0;                /* tries its address took, then hung up before its proof */
     for (;;) {
+        static const uint8_t head[4] = {'S', 'X', SFV__EX_VERSION, SFV__EX_HELLO};
         uint8_t hello_c[SFV__EX_FRAME], in[2 * SFV__EX_FRAME], proof[SFV__EX_FRAME], want[32];
         sfv__ex_frame f, hello_l;
-        const char *bad;
+        const char *bad = NULL;
+        size_t got, step;
         int fd = -1;
         sfv_result r = sfv__ex_connect(pn, x->key.loopback_only, x->deadline, &fd);
         if (r == SFV_ERR_TIMEOUT && hangups)
@@ -8398,7 +8529,18 @@ static sfv_result sfv__ex_meet(sfv__ex *x, size_t peer) {
         r = sfv__random(f.body, sizeof f.body);
         sfv__ex_encode(&f, hello_c);
         if (r == SFV_OK) r = sfv__fd_io(fd, hello_c, sizeof hello_c, true, x->deadline, peer);
-        if (r == SFV_OK) r = sfv__fd_io(fd, in, sizeof in, false, x->deadline, peer);
+        /* Its hello is judged before its proof is awaited, its first bytes one at a time: something
+           else on the port (a server that sends a banner, or any frame, then waits for ours, or
+           hangs up) is refused at once, not held to the deadline or retried as a rank's hang-up. */
+        for (got = 0; r == SFV_OK && !bad && got < SFV__EX_FRAME; got += step) {
+            step = got < sizeof head ? 1 : SFV__EX_FRAME - got;
+            r = sfv__fd_io(fd, in + got, step, false, x->deadline, peer);
+            if (r == SFV_OK && got < sizeof head && in[got] != head[got])
+                bad = got < 2 ? "not an exchange frame" : got == 2 ? "another version of the exchange" : "a frame that is not a hello";
+        }
+        if (r == SFV_OK && !bad) bad = sfv__ex_decode(in, SFV__EX_FRAME, &hello_l);
+        if (r == SFV_OK && !bad && memcmp(in, hello_c, SFV__EX_FRAME) == 0) bad = "our own hello back (an echo)"; /* (its fresh nonce: no rank's) */
+        if (r == SFV_OK && !bad) r = sfv__fd_io(fd, in + SFV__EX_FRAME, SFV__EX_FRAME, false, x->deadline, peer);
         if (r != SFV_OK) {
             const int err = sfv__last.errnum;
             close(fd);
@@ -8413,11 +8555,9 @@ static sfv_result sfv__ex_meet(sfv__ex *x, size_t peer) {
             (void)poll(NULL, 0, sfv__ms_left(x->deadline) < 20 ? sfv__ms_left(x->deadline) : 20);
             continue;
         }
-        bad = sfv__ex_decode(in, SFV__EX_FRAME, &hello_l);
-        if (!bad && hello_l.type != SFV__EX_HELLO) bad = "a frame that is not a hello";
         if (!bad) bad = sfv__ex_decode(in + SFV__EX_FRAME, SFV__EX_FRAME, &f);
         if (!bad && f.type != SFV__EX_PROOF) bad = "a frame that is not a proof";
-        sfv__ex_mac(&x->key, 'L', hello_c, in, NULL, 0, want);
+        if (!bad) sfv__ex_mac(&x->key, 'L', hello_c, in, NULL, 0, want);
         if (!bad && !sfv__same_bytes(f.body, want, sizeof want)) bad = "a wrong proof (another job key?)";
         if (bad) {
             close(fd);
@@ -9098,6 +9238,13 @@ static sfv_result sfv__cm_addr(const char *fn, const char *addr, uint16_t port, 
     return SFV_OK;
 }
 
+/* Whether ss is a wildcard address (0.0.0.0, ::): bound, it listens on every device, and has none. */
+static bool sfv__cm_any(const struct sockaddr_storage *ss) {
+    static const struct in6_addr any6 = IN6ADDR_ANY_INIT;
+    if (ss->ss_family == AF_INET) return ((const struct sockaddr_in *)(const void *)ss)->sin_addr.s_addr == htonl(INADDR_ANY);
+    return ss->ss_family == AF_INET6 && memcmp(&((const struct sockaddr_in6 *)(const void *)ss)->sin6_addr, &any6, sizeof any6) == 0;
+}
+
 /* sfv__ms_until, at least 1 ms (the clock read once): for a call where 0 means a default of its own. */
 static int sfv__ms_until_some(uint64_t deadline) {
     const int ms = sfv__ms_until(deadline);
@@ -9358,7 +9505,7 @@ SAFEVERBS_API sfv_result sfv_cm_listen(const char *addr, uint16_t port, int back
     if (!l->ec) { r = sfv__last.result; goto fail; }
     if (rdma_create_id(l->ec, &l->id, l, RDMA_PS_TCP)) { r = sfv__cm_fail("rdma_create_id", errno, where); goto fail; }
     if (rdma_bind_addr(l->id, (struct sockaddr *)&ss)) { r = sfv__cm_fail("rdma_bind_addr", errno, where); goto fail; }
-    if (addr && !l->id->verbs) { r = sfv__cm_fail("rdma_bind_addr", ENODEV, where); goto fail; }
+    if (addr && !l->id->verbs && !sfv__cm_any(&ss)) { r = sfv__cm_fail("rdma_bind_addr", ENODEV, where); goto fail; } /* (a wildcard has none) */
     if (rdma_listen(l->id, backlog > 0 ? backlog : 16)) { r = sfv__cm_fail("rdma_listen", errno, where); goto fail; }
     l->port = ntohs(rdma_get_src_port(l->id));
     *out = l;

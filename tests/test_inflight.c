@@ -56,7 +56,7 @@ static void pair_fresh(side *a, side *b) {
     } while (0)
 
 static char *hex_range(char *out, const void *p, size_t len) {
-    sprintf(out, "[0x%llx, 0x%llx)", (unsigned long long)(uintptr_t)p, (unsigned long long)(uintptr_t)p + len);
+    sprintf(out, "[0x%llx, 0x%llx]", (unsigned long long)(uintptr_t)p, (unsigned long long)(uintptr_t)p + len - 1); /* (its last byte) */
     return out;
 }
 

@@ -92,6 +92,7 @@ static bool fk_inject_detail(const char *name, const char *detail) {
 static bool fk_inject(const char *name) { return fk_inject_detail(name, ""); }
 
 static char fk_dev_path[IBV_SYSFS_PATH_MAX]; /* fake0's uverbs node (fk_set_dev_path), "" by default */
+static int fk_list_errno; /* fk_set_device_list_errno: ibv_get_device_list fails with it; 0: works */
 void fk_reset(void) {
     fk_ncalls = 0;
     fk_fail_at = 0;
@@ -109,7 +110,9 @@ void fk_reset(void) {
     fk_gids = FK_GIDS;
     fk_gid_v4 = 1;
     fk_dev_path[0] = 0;
+    fk_list_errno = 0;
 }
+void fk_set_device_list_errno(int errnum) { fk_list_errno = errnum; }
 void fk_set_dev_path(const char *path) { snprintf(fk_dev_path, sizeof fk_dev_path, "%s", path ? path : ""); }
 void fk_set_dmabuf(bool on) { fk_dmabuf_on = on; }
 void fk_set_gid_table(uint32_t len, uint32_t ipv4_index) {
@@ -306,6 +309,10 @@ struct ibv_device **ibv_get_device_list(int *num) {
     FK_SITE();
     if (fk_inject("ibv_get_device_list")) {
         errno = ENOMEM;
+        return NULL;
+    }
+    if (fk_list_errno) { /* (a host without RDMA in its kernel: rdma-core says ENOSYS) */
+        errno = fk_list_errno;
         return NULL;
     }
     l = (struct ibv_device **)fk_new((FK_NDEV + 1) * sizeof *l, FK_DEVICE_LIST);

@@ -43,6 +43,9 @@ void fk_set_dmabuf(bool on);
 /* fake0's ibv_device.dev_path (its uverbs node in sysfs), for device lists made after the call;
    "" (reset) by default, a path that is never there. */
 void fk_set_dev_path(const char *path);
+/* Non-zero: every ibv_get_device_list fails with this errno (ENOSYS: rdma-core on a host whose
+   kernel has no RDMA, ib_uverbs not loaded), until fk_reset. */
+void fk_set_device_list_errno(int errnum);
 /* RoCE GID table: `len` entries (default 4), the IPv4 RoCE v2 GID at `ipv4_index` (default 1),
    fe80:: at 0, the rest empty. */
 void fk_set_gid_table(uint32_t len, uint32_t ipv4_index);

@@ -2415,6 +2415,26 @@ static void t_exchange_null_key_with_length(void) {
     unsetenv("SAFEVERBS_JOB_KEY");
 }
 
+/* ---- hostile review 23d ---- */
+/* sfv_cm_listen takes "a numeric IPv4 or IPv6 address, NULL: every address", but the numeric
+   wildcard addresses themselves ("0.0.0.0", "::", what rping -a 0.0.0.0 binds) were refused with
+   SFV_ERR_NOT_FOUND, "no RDMA device has the address": a bind to a wildcard has no device by
+   nature (id->verbs NULL), and only a specific address without one is an error. */
+static void t_listen_numeric_wildcard(void) {
+    static const char *const any[] = {"0.0.0.0", "::"};
+    sfv_cm_listener *l;
+    size_t i;
+    fk_reset();
+    fkcm_reset();
+    for (i = 0; i < COUNT_OF(any); i++) {
+        CHECK_OK(sfv_cm_listen(any[i], PORT, 0, &l));
+        CHECK_EQ(sfv_cm_listener_port(l), PORT);
+        CHECK_OK(sfv_cm_destroy_listener(l));
+    }
+    CHECK_RESULT(sfv_cm_listen(FKCM_ADDR_NORDMA, PORT, 0, &l), SFV_ERR_NOT_FOUND); /* a real address without a device: still refused */
+    tc_check_clean();
+}
+
 static const harness_test TESTS[] = {
     TEST(t_accept_out_null, 10),
     TEST(t_accept_channel_out_null, 10),
@@ -2459,6 +2479,7 @@ static const harness_test TESTS[] = {
     TEST(t_cm_connect_bad_desc_timeout_refused_first, 5),
     TEST(t_numa_negative_node, 5),
     TEST(t_exchange_null_key_with_length, 5),
+    TEST(t_listen_numeric_wildcard, 10),
 };
 
 int main(int argc, char **argv) { return harness_main(argc, argv, TESTS, COUNT_OF(TESTS)); }

@@ -378,6 +378,145 @@ static void t_dmabuf_through_wrapped_pd(void) {
     tf_close(&e);
 }
 
+/* ---- hostile review 23a: DMA-BUF MRs and the tracker's intervals ---- */
+#if defined(__SANITIZE_ADDRESS__)
+#define TR_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define TR_ASAN 1
+#endif
+#endif
+#if TR_ASAN
+#  include <sanitizer/asan_interface.h>
+#endif
+
+
+/* A DMA-BUF MR whose iova range ends at 2^64 (iova + length == 2^64, which registration rightly
+   accepts: no byte of it wraps). The tracking of SFV_TRACK_INFLIGHT kept [lo, hi) with hi =
+   addr + length, which is 0 there: an element ending at 2^64 was taken for a wrapping one and
+   never tracked, and sfv_dereg_mr's check looked for [iova, 0), which nothing overlaps. So the
+   MR was deregistered under a receive in flight (the doc: refused, after SFV_ASSERT), and two
+   receives over the same bytes of it were no data race. */
+static void t_dmabuf_top_of_iova_tracked(void) {
+    tf_env e;
+    sfv_channel *a, *b;
+    sfv_mr *dm;
+    sfv_scatter_element s;
+    sfv_pending p, q;
+    sfv_result r;
+    int before;
+    const uint64_t iova = 0ull - 4096; /* [2^64 - 4096, 2^64) */
+    fk_set_dmabuf(true);
+    tf_open(&e, 4096);
+    tf_pair(&e, NULL, &a, &b);
+    CHECK_OK(sfv_reg_dmabuf_mr_local(e.pd, 3, 0, 4096, iova, &dm));
+    CHECK_OK(sfv_mr_scatter_element_checked(dm, (void *)(uintptr_t)(iova + 4096 - 64), 64, &s)); /* its last 64 bytes */
+    CHECK_OK(sfv_channel_post_receive(a, &s, 1, &p));
+    before = asserts;
+    CHECK_RESULT(sfv_channel_post_receive(b, &s, 1, &q), SFV_ERR_INVALID); /* the NIC may write them twice */
+    CHECK(asserts > before);
+    before = asserts;
+    r = sfv_dereg_mr(dm);
+    CHECK_EQ(r, SFV_ERR_INVALID); /* in use: the NIC may write it */
+    CHECK(asserts > before);
+    CHECK_OK(sfv_destroy_channel(a)); /* the receive flushed with it */
+    CHECK_OK(sfv_destroy_channel(b));
+    if (r != SFV_OK) CHECK_OK(sfv_dereg_mr(dm));
+    fk_set_dmabuf(false);
+    tf_close(&e);
+}
+
+/* Two DMA-BUF MRs (two buffers) registered at the same iova: each MR is addressed in its own
+   iova space, so a receive into each is no overlap. The tracking keyed every element by its
+   address alone, as if it were host memory: the second post was refused as a "data race" after
+   SFV_ASSERT (abort by default), in a program that broke no rule. */
+static void t_dmabuf_same_iova_no_race(void) {
+    tf_env e;
+    sfv_channel *a, *b;
+    sfv_mr *dm1, *dm2;
+    sfv_scatter_element s1, s2;
+    sfv_pending p1, p2;
+    int before = asserts;
+    fk_set_dmabuf(true);
+    tf_open(&e, 4096);
+    tf_pair(&e, NULL, &a, &b);
+    CHECK_OK(sfv_reg_dmabuf_mr_local(e.pd, 3, 0, 4096, 0x10000, &dm1));
+    CHECK_OK(sfv_reg_dmabuf_mr_local(e.pd, 4, 0, 4096, 0x10000, &dm2));
+    CHECK_OK(sfv_mr_scatter_element_checked(dm1, (void *)(uintptr_t)0x10000, 64, &s1));
+    CHECK_OK(sfv_mr_scatter_element_checked(dm2, (void *)(uintptr_t)0x10000, 64, &s2));
+    CHECK_OK(sfv_channel_post_receive(a, &s1, 1, &p1));
+    CHECK_OK(sfv_channel_post_receive(b, &s2, 1, &p2));
+    CHECK_EQ(asserts, before);
+    /* the same bytes of one MR twice still are a race */
+    CHECK_RESULT(sfv_channel_post_receive(b, &s1, 1, &p2), SFV_ERR_INVALID);
+    CHECK(asserts > before);
+    before = asserts;
+    CHECK_RESULT(sfv_dereg_mr(dm2), SFV_ERR_INVALID); /* its receive is in flight */
+    CHECK(asserts > before);
+    CHECK_OK(sfv_destroy_channel(a));
+    CHECK_OK(sfv_destroy_channel(b));
+    CHECK_OK(sfv_dereg_mr(dm1));
+    CHECK_OK(sfv_dereg_mr(dm2));
+    fk_set_dmabuf(false);
+    tf_close(&e);
+}
+
+/* A DMA-BUF MR whose iova happens to equal the address of host memory (the program's own buffer,
+   in flight through a host MR, or just in use): the iova is no host memory, so posting into it
+   neither races with the host buffer's work nor hands the host bytes to the NIC. The tracking
+   took the iova for a host address: a false "data race" (SFV_ASSERT), and under ASan the host
+   buffer was poisoned (under valgrind made NOACCESS) while the DMA-BUF receive was in flight. */
+static void t_dmabuf_iova_is_no_host_memory(void) {
+    tf_env e;
+    sfv_channel *a, *b;
+    sfv_mr *dm;
+    sfv_scatter_element host, dev;
+    sfv_pending p1, p2;
+    int before = asserts;
+    uint64_t iova;
+    fk_set_dmabuf(true);
+    tf_open(&e, 4096);
+    tf_pair(&e, NULL, &a, &b);
+    iova = (uint64_t)(uintptr_t)e.buf; /* offset = its offset within a page, as the rule wants */
+    CHECK_OK(sfv_reg_dmabuf_mr_local(e.pd, 3, iova & 4095, 256, iova, &dm));
+    CHECK_OK(sfv_mr_scatter_element_checked(dm, e.buf, 64, &dev));
+    CHECK_OK(sfv_channel_post_receive(b, &dev, 1, &p2)); /* into the device buffer */
+    CHECK_EQ(asserts, before);
+#if TR_ASAN
+    CHECK(!__asan_region_is_poisoned(e.buf, 64)); /* the host bytes are still the program's */
+#endif
+    e.buf[0] = 1; /* (no report under ASan) */
+    host = sfv_mr_scatter_element(e.mr, e.buf, 64);
+    CHECK_OK(sfv_channel_post_receive(a, &host, 1, &p1)); /* into the host buffer: no overlap */
+    CHECK_EQ(asserts, before);
+    CHECK_OK(sfv_destroy_channel(a));
+    CHECK_OK(sfv_destroy_channel(b));
+    CHECK_OK(sfv_dereg_mr(dm));
+    fk_set_dmabuf(false);
+    tf_close(&e);
+}
+
+/* An element index whose offset passes 2^64: refused (right), but the message named an offset of
+   +18446744073709551615 that nobody asked for ("[+18446744073709551615, +8 bytes) is not within
+   its 100 bytes"); it now names the element and the field. */
+static void t_array_field_overflow_message(void) {
+    sfv_remote_mr r = sfv_remote_mr_make(0x1000, 100, 7), f;
+    CHECK_RESULT(sfv_remote_mr_array_field(r, 16, UINT64_MAX / 8, 0, 8, &f), SFV_ERR_SLICE_NOT_WITHIN_BOUNDS);
+    CHECK(f.addr == 0 && f.length == 0 && f.rkey == 0);
+    CHECK(!strstr(sfv_last_error()->message, "18446744073709551615"));
+    CHECK_MSG("element 2305843009213693951");
+    CHECK_RESULT(sfv_remote_mr_array_field(r, UINT64_MAX, 2, 0, 8, &f), SFV_ERR_SLICE_NOT_WITHIN_BOUNDS);
+    CHECK_MSG("past 2^64");
+}
+
+/* Decoding NULL input of a plausible size: refused (right), with "input too short", which sent
+   the reader looking at the size; it says the input is NULL. */
+static void t_decode_null_message(void) {
+    sfv_remote_mr r;
+    CHECK_RESULT(sfv_remote_mr_decode(NULL, SFV_REMOTE_MR_ENCODED_SIZE, &r), SFV_ERR_INVALID);
+    CHECK_MSG("NULL");
+}
+
 static const harness_test TESTS[] = {
     TEST(t_scope_cannot_stop, 10),
     TEST(t_many_peer_cannot_stop, 10),
@@ -388,6 +527,11 @@ static const harness_test TESTS[] = {
     TEST(t_dmabuf_during_channel_creation, 10),
     TEST(t_dereg_in_use_through_wrapped_pd, 10),
     TEST(t_dmabuf_through_wrapped_pd, 10),
+    TEST(t_dmabuf_top_of_iova_tracked, 10),
+    TEST(t_dmabuf_same_iova_no_race, 10),
+    TEST(t_dmabuf_iova_is_no_host_memory, 10),
+    TEST(t_array_field_overflow_message, 10),
+    TEST(t_decode_null_message, 10),
 };
 
 int main(int argc, char **argv) { return harness_main(argc, argv, TESTS, COUNT_OF(TESTS)); }
