@@ -1938,7 +1938,12 @@ static void sfv__log_init(void) {
     const char *v;
     int level = SFV_LOG_OFF;
     if (SFV__LIKELY(__atomic_load_n(&sfv__log_ready, __ATOMIC_ACQUIRE) == 2)) return;
-    if (!__atomic_compare_exchange_n(&sfv__log_ready, &expect, 1, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) return;
+    if (!__atomic_compare_exchange_n(&sfv__log_ready, &expect, 1, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+        /* another thread is reading it: wait for the level, or this thread's failure, tested
+           against a level still off, would go unreported (once per process, at the first failure) */
+        while (__atomic_load_n(&sfv__log_ready, __ATOMIC_ACQUIRE) != 2) sched_yield();
+        return;
+    }
     v = getenv("SAFEVERBS_LOG");
     if (v && *v) {
         if (!strcmp(v, "error") || !strcmp(v, "1")) level = SFV_LOG_ERROR;
@@ -2128,6 +2133,8 @@ static sfv_result sfv__leases_live(const sfv_mr *mr);
 static void sfv__leases_drop(sfv_channel *ch);
 static void sfv__pd_no_inline(sfv_pd *pd);
 
+static void sfv__ev_enter(sfv_context *ctx);
+static void sfv__ev_leave(sfv_context *ctx);
 /* Every live context, for what two of them over one verbs context (sfv_context_wrap of one in use
    already) share: the device's events, which come once, to whichever reads first (>>impl events).
    Taken only where a context is made or freed, and by a reader of a twinned context's events. */
@@ -2147,7 +2154,11 @@ static bool sfv__contexts_add(sfv_context *ctx) {
         }
     for (c = sfv__contexts; c; c = c->all_next)
         if (c->ctx == ctx->ctx) {
+            /* under c's ev_lock: a reader of c's events looks at twinned again under it
+               (sfv__events_lock), so none takes an event from now on without handing it to ctx */
+            sfv__ev_enter(c);
             __atomic_store_n(&c->twinned, true, __ATOMIC_RELEASE);
+            sfv__ev_leave(c);
             __atomic_store_n(&ctx->twinned, true, __ATOMIC_RELEASE);
         }
     ctx->all_next = sfv__contexts;
@@ -2682,12 +2693,17 @@ SAFEVERBS_API sfv_result sfv_pd_wrap(sfv_context *ctx, struct ibv_pd *raw, bool 
    through safeverbs held a reference). A dealloc the verb refuses keeps the PD and its reference. */
 static sfv_result sfv__pd_unref(sfv_pd *pd) {
     if (pd && sfv__unref(&pd->refs)) {
-        int rc = pd->owned ? ibv_dealloc_pd(pd->pd) : 0;
+        int rc = 0;
+        if (pd->owned) { /* off the list first: a PD allocated on another thread once this one's is freed may
+                            have its address, and must find no stale owner there (sfv__pds_owned_add) */
+            sfv__pds_owned_remove(pd);
+            rc = ibv_dealloc_pd(pd->pd);
+        }
         if (rc) {
+            if (pd->owned) (void)sfv__pds_owned_add(pd); /* (still allocated: its owner again) */
             sfv__ref(&pd->refs);
             return sfv__fail_verb("ibv_dealloc_pd", rc);
         }
-        if (pd->owned) sfv__pds_owned_remove(pd); /* (after: its verbs PD is gone, a new one may have its address) */
         SFV__KEEPING_ERROR((void)sfv__context_unref(pd->ctx)); /* not the caller's handle: a refusal keeps it, unreported */
         SFV_FREE(pd);
     }
@@ -3312,8 +3328,6 @@ static void sfv__set_can(sfv_channel *ch, bool send, bool recv) {
     sfv__set_can_send(ch, send);
     sfv__set_can_recv(ch, recv);
 }
-static void sfv__ev_enter(sfv_context *ctx);
-static void sfv__ev_leave(sfv_context *ctx);
 /* A connection made: the send queue takes work, unless an event broke the channel meanwhile (the
    receive side as it is). */
 static void sfv__open_send(sfv_channel *ch) {
@@ -4428,42 +4442,30 @@ SFV__SLOW void sfv__inject_failed(sfv_channel *ch, const sfv__ring *q, const sfv
     ch->inject_failed.cls = cls;
 }
 
-/* A queue completes in order, so the unsignaled work before a completion is finished too:
-   successfully, unless the completion is a flush (then it was flushed). False: not ours. */
-SFV__SLOW bool sfv__catch_up(sfv_channel *ch, sfv__ring *q, uint64_t seq, enum ibv_wc_status status) {
-    bool injects = false;
+/* A queue completes in order, so the unsignaled work before a completion is finished too, and
+   successfully, whatever that completion says: work that fails or is flushed always gets a
+   completion of its own, signaled or not (IBA: every work request that ends in error, a flush
+   included, completes), so what still waits below a flush's place ran before the QP failed (a
+   send delivered, then the next one flushed by a deadline: the first is no failure). False: not
+   ours. */
+SFV__SLOW bool sfv__catch_up(sfv__ring *q, uint64_t seq) {
+    sfv__slot *const slots = q->slots; /* in registers: the byte stores below may alias q's fields */
+    const uint64_t mask = q->mask;
+    const uint64_t c0 = q->completed;
+    sfv__slot *s, *const wrap = slots + mask + 1; /* one pointer along the ring */
+    uint64_t c, freed = 0;
     if (seq < q->completed || seq >= q->head) return false; /* cannot happen: the CQ is ours */
-    if (status != IBV_WC_WR_FLUSH_ERR) { /* the common case: the work before it succeeded */
-        sfv__slot *const slots = q->slots; /* in registers: the byte stores below may alias q's fields */
-        const uint64_t mask = q->mask;
-        const uint64_t c0 = q->completed;
-        sfv__slot *s = &slots[c0 & mask], *const wrap = slots + mask + 1; /* one pointer along the ring */
-        uint64_t c, freed = 0;
-        for (c = c0; c < seq; c++) { /* nobody consumes an inject: its place is free now */
-            if (s->state == SFV__SLOT_INJECT) {
-                s->state = SFV__SLOT_FREE;
-                freed++;
-            }
-            if (++s == wrap) s = slots;
-        }
-        q->completed = c;
-        if (freed && q->tail == c0 && freed == c - c0) q->tail = c; /* only injects from the tail on: past them */
-        else if (freed) sfv__tail_free(q);
-        return true;
-    }
-    for (; q->completed < seq; q->completed++) {
-        sfv__slot *s = &q->slots[q->completed & q->mask];
+    s = &slots[c0 & mask];
+    for (c = c0; c < seq; c++) { /* nobody consumes an inject: its place is free now */
         if (s->state == SFV__SLOT_INJECT) {
-            sfv__inject_failed(ch, q, s, status);
             s->state = SFV__SLOT_FREE;
-            injects = true;
-            continue;
+            freed++;
         }
-        if (s->state != SFV__SLOT_INFLIGHT) continue;
-        sfv__finish_quiet(s, true);
-        s->has_imm = (uint8_t)sfv__failure_class(ch, s->op, status);
+        if (++s == wrap) s = slots;
     }
-    if (injects) sfv__tail_free(q);
+    q->completed = c;
+    if (freed && q->tail == c0 && freed == c - c0) q->tail = c; /* only injects from the tail on: past them */
+    else if (freed) sfv__tail_free(q);
     return true;
 }
 
@@ -4492,7 +4494,7 @@ SFV__SLOW void sfv__complete_slow(sfv_channel *ch, sfv__ring *q, const struct ib
            among it: moving `completed` completes it (sfv__slot_done); the rest is sfv__catch_up's */
         if (w->status != IBV_WC_WR_FLUSH_ERR && seq > q->completed && seq < q->head && q->completed >= q->inject_top) {
             q->completed = seq;
-        } else if (!sfv__catch_up(ch, q, seq, w->status)) {
+        } else if (!sfv__catch_up(q, seq)) {
             if (ch->core_of) sfv__srq_complete(q, w); /* an SRQ's: every completion comes here (>>impl srq) */
             return;
         }
@@ -5771,6 +5773,11 @@ SFV__SLOW void sfv__pending_take_batch(sfv_pending *pending, sfv__ring *q, const
     memcpy(pending->done_, &pick.state, SFV__SLOT_FACTS);
     if (first != q->tail) {
         sfv__release_range(q, first, last);
+        /* A scope consumed the batch's first reads on their own (fn left the handle, and its
+           on_wc polls it: the batch's last is done): the tail moved onto the batch, into places
+           freed here, which no later release passes (it is not the tail's): past them now, or
+           they stay taken for good. */
+        if (q->tail - first - 1 < last - first) sfv__tail_free(q);
         return;
     }
     /* the oldest work: the tail moves past the batch, so no one looks at its places again until
@@ -6404,11 +6411,22 @@ static uint32_t sfv__events_to_twins(sfv_context *ctx, const struct ibv_async_ev
 /* Reads every event the device has (its fd is non-blocking), acts on each, acks it at once; and
    whether the device is still there (sfv__device_probe). A verbs context under two safeverbs
    contexts gives each event once, to whichever reads first: that one hands it to the other too. */
+/* Takes what reading ctx's events needs: its ev_lock and, where it has a twin, first
+   sfv__contexts_lock (whoever holds two ev_locks holds this). A twin is made under ctx's ev_lock
+   (sfv__contexts_add), so twinned is looked at again under it: one made while this thread waited
+   for the lock, or logged with both released, is not missed. True: the contexts' lock is held. */
+static bool sfv__events_lock(sfv_context *ctx) {
+    for (;;) {
+        const bool twinned = __atomic_load_n(&ctx->twinned, __ATOMIC_ACQUIRE);
+        if (twinned) sfv__contexts_enter();
+        sfv__ev_enter(ctx);
+        if (twinned || !__atomic_load_n(&ctx->twinned, __ATOMIC_ACQUIRE)) return twinned; /* (a twin gone since: harmless) */
+        sfv__ev_leave(ctx);
+    }
+}
 static void sfv__events_read(sfv_context *ctx) {
     struct ibv_async_event e;
-    const bool twinned = __atomic_load_n(&ctx->twinned, __ATOMIC_ACQUIRE);
-    if (twinned) sfv__contexts_enter(); /* (first: whoever holds two ev_locks holds this) */
-    sfv__ev_enter(ctx);
+    bool twinned = sfv__events_lock(ctx);
     while (ibv_get_async_event(ctx->ctx, &e) == 0) {
         sfv_event ev;
         uint32_t broken;
@@ -6420,8 +6438,7 @@ static void sfv__events_read(sfv_context *ctx) {
             sfv__ev_leave(ctx);
             if (twinned) sfv__contexts_leave();
             SFV__LOG(SFV_LOG_INFO, "%s: %s broke %u channel(s)", ctx->name, sfv_event_type_str(ev.type), (unsigned)broken);
-            if (twinned) sfv__contexts_enter();
-            sfv__ev_enter(ctx);
+            twinned = sfv__events_lock(ctx); /* (a twin may have been made meanwhile) */
         }
     }
     sfv__ev_leave(ctx);

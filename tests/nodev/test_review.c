@@ -2647,6 +2647,592 @@ static void t_pd_wrap_owned_twice(void) {
     CHECK_EQ(fk_live_total(), 0);
 }
 
+/* ---- hostile review 24e: concurrency ---- */
+/* ---- twin contexts: a twin made while another thread reads the events ------------------- */
+/* What was wrong: sfv__events_read looked at ctx->twinned once, before its loop, and kept that
+   answer across the loop's log calls (made with both locks released). A second sfv_context made
+   over the same verbs context meanwhile (sfv_context_wrap on another thread) never saw the events
+   this reader took after that: "A verbs context under two safeverbs contexts gives each event
+   once, to whichever reads first: that one acts on it for both (their channels break as above)
+   and queues it on both" did not hold: the twin's channel on the port that went down stayed
+   whole, and its queue never had the PORT_ERR. Here: QP_FATAL (which breaks a channel, so the
+   reader logs it) and PORT_ERR wait in the device; while the reader logs the first, another
+   thread wraps the verbs context and makes a channel on the twin; the reader then takes PORT_ERR. */
+typedef struct tw_state {
+    struct ibv_context *raw;
+    sfv_context *twin;
+    sfv_pd *twin_pd;
+    sfv_channel *twin_ch;
+    int logged;
+} tw_state;
+static tw_state tw;
+static void *tw_wrap_run(void *arg) {
+    (void)arg;
+    CHECK_OK(sfv_context_wrap(tw.raw, false, &tw.twin));
+    CHECK_OK(sfv_alloc_pd(tw.twin, &tw.twin_pd));
+    CHECK_OK(sfv_create_channel(tw.twin_pd, NULL, &tw.twin_ch));
+    return NULL;
+}
+static void tw_log(void *user, sfv_log_level level, const char *message) {
+    pthread_t t;
+    (void)user;
+    (void)level;
+    if (!strstr(message, "broke") || tw.logged++) return;
+    /* the reader is between two events, its locks released: another thread wraps now */
+    CHECK(pthread_create(&t, NULL, tw_wrap_run, NULL) == 0);
+    CHECK(pthread_join(t, NULL) == 0);
+}
+static void t_twin_made_while_events_read(void) {
+    tf_env e;
+    sfv_channel *a;
+    sfv_event ev[4];
+    size_t n = 0, k;
+    bool port_err = false;
+    fk_reset();
+    tf_open(&e, 4096);
+    memset(&tw, 0, sizeof tw);
+    tw.raw = sfv_context_raw(e.ctx);
+    CHECK_OK(sfv_create_channel(e.pd, NULL, &a));
+    fk_inject_async_event(tw.raw, IBV_EVENT_QP_FATAL, sfv_channel_raw_qp(a), 0);
+    fk_inject_async_event(tw.raw, IBV_EVENT_PORT_ERR, NULL, 1);
+    sfv_set_log(tw_log, NULL, SFV_LOG_INFO);
+    CHECK_OK(sfv_context_events(e.ctx, ev, 4, &n));
+    sfv_set_log(NULL, NULL, SFV_LOG_OFF);
+    CHECK(tw.twin && tw.twin_ch);
+    CHECK_EQ(n, 2);
+    CHECK_EQ(ev[1].type, SFV_EVENT_PORT_ERR);
+    /* PORT_ERR was read after the twin existed: it breaks the twin's channel and is queued there */
+    if (!sfv_channel_broken(tw.twin_ch, NULL))
+        FAIL("PORT_ERR read (by the first context) after the twin was made did not break the twin's channel on port 1");
+    CHECK_OK(sfv_context_events(tw.twin, ev, 4, &n));
+    for (k = 0; k < n; k++) port_err |= ev[k].type == SFV_EVENT_PORT_ERR;
+    if (!port_err) FAIL("PORT_ERR read after the twin was made is not in the twin's queue (%zu events there)", n);
+    CHECK_OK(sfv_destroy_channel(tw.twin_ch));
+    CHECK_OK(sfv_dealloc_pd(tw.twin_pd));
+    CHECK_OK(sfv_close_device(tw.twin));
+    CHECK_OK(sfv_destroy_channel(a));
+    tf_close(&e);
+}
+
+/* ---- SAFEVERBS_LOG read on one thread while another fails ---------------------------------- */
+/* What was wrong: sfv__log_init lets the first caller read SAFEVERBS_LOG and every other one
+   return at once, even while the first is still reading it. A failure on a second thread in that
+   moment tested the level while it was still off and was never reported, though SAFEVERBS_LOG=error
+   says every failure is ("SFV_LOG_ERROR: failures"; the variable is "read once, at the first
+   failure or the first sfv_get_device_list"). Here the first reader is held inside getenv (this
+   file's own, below) while another thread's sfv_alloc_pd(NULL) fails. */
+extern char **environ;
+static volatile int ge_armed, ge_done;
+static pthread_t ge_thread;
+static void *ge_fail_run(void *arg) {
+    sfv_pd *pd;
+    (void)arg;
+    CHECK_RESULT(sfv_alloc_pd(NULL, &pd), SFV_ERR_INVALID);
+    __atomic_store_n(&ge_done, 1, __ATOMIC_RELEASE);
+    return NULL;
+}
+/* Replaces libc's getenv in this program (read from environ: safe whenever the sanitizers call it).
+   Armed, the library's read of SAFEVERBS_LOG first starts the failing thread and gives it 200 ms. */
+char *getenv(const char *name) {
+    const size_t len = strlen(name);
+    char **e;
+    if (ge_armed && !strcmp(name, "SAFEVERBS_LOG")) {
+        int ms;
+        ge_armed = 0;
+        CHECK(pthread_create(&ge_thread, NULL, ge_fail_run, NULL) == 0);
+        for (ms = 0; ms < 200 && !__atomic_load_n(&ge_done, __ATOMIC_ACQUIRE); ms++) usleep(1000);
+    }
+    for (e = environ; e && *e; e++)
+        if (!strncmp(*e, name, len) && (*e)[len] == '=') return *e + len + 1;
+    return NULL;
+}
+static void t_log_env_read_beside_failure(void) {
+    char path[] = "/tmp/sfv_review24e_XXXXXX", text[4096];
+    const int fd = mkstemp(path), saved = dup(2);
+    sfv_device_list *list;
+    ssize_t k;
+    CHECK(fd >= 0 && saved >= 0);
+    unlink(path);
+    CHECK(setenv("SAFEVERBS_LOG", "error", 1) == 0);
+    fk_reset();
+    fflush(stderr);
+    CHECK(dup2(fd, 2) == 2);
+    ge_armed = 1;
+    CHECK_OK(sfv_get_device_list(&list)); /* the first read of SAFEVERBS_LOG */
+    CHECK(pthread_join(ge_thread, NULL) == 0);
+    fflush(stderr);
+    CHECK(dup2(saved, 2) == 2);
+    sfv_free_device_list(list);
+    k = pread(fd, text, sizeof text - 1, 0);
+    CHECK(k >= 0);
+    text[k] = 0;
+    if (!strstr(text, "sfv_alloc_pd"))
+        FAIL("SAFEVERBS_LOG=error: a failure on another thread while the first thread read the variable was not reported (stderr: \"%s\")", text);
+    close(fd);
+    close(saved);
+    CHECK_EQ(fk_live_total(), 0);
+}
+
+/* ---- hostile review 24a: the session's change ---- */
+typedef struct t24_batch { tf_env *e; sfv_pending h; int calls; int poll_at; sfv_result polled; sfv_work_completion hwc; } t24_batch;
+static sfv_result t24_batch_fn(sfv_channel *ch, void *user) {
+    t24_batch *c = (t24_batch *)user;
+    sfv_scatter_element s[3];
+    sfv_remote_mr rr[3];
+    s[0] = sfv_mr_scatter_element(c->e->mr, c->e->buf + 1024, 16);
+    s[1] = sfv_mr_scatter_element(c->e->mr, c->e->buf + 1100, 32);
+    s[2] = sfv_mr_scatter_element(c->e->mr, c->e->buf + 1200, 8);
+    rr[0] = rr[1] = rr[2] = tf_at(c->e, 0);
+    return sfv_channel_post_read_batch(ch, s, 1, 3, rr, &c->h);
+}
+static void t24_batch_on_wc(const sfv_work_completion *wc, void *user) {
+    t24_batch *c = (t24_batch *)user;
+    (void)wc;
+    if (c->calls++ == c->poll_at) c->polled = sfv_pending_poll(&c->h, &c->hwc);
+}
+/* The session-23 change made a scope consume what fn posts with a handle and leaves, and on_wc
+   may "poll, or wait on work already done". fn posts a read batch (3 reads, one handle) and
+   leaves it; the scope consumes the first read at the ring's tail (its place freed, the tail
+   moved onto the batch) and hands it to on_wc, which polls the handle: the batch is done, so
+   the handle takes it, freeing all three places, but sfv__pending_take_batch saw that the batch
+   did not start at the tail and only noted a gap. The tail then sat on a free place that no
+   later release passes: sfv_channel_outstanding stayed 2 after the scope (3 after one more
+   write), for good, until the send queue refused every post (SFV_ERR_RESOURCE). */
+static void t_batch_polled_in_on_wc_frees_places(void) {
+    tf_env e;
+    sfv_channel *a, *b;
+    sfv_scope_report rep;
+    t24_batch c;
+    sfv_work_completion wc;
+    sfv_gather_element g;
+    sfv_channel_desc d;
+    int i;
+    memset(&d, 0, sizeof d);
+    d.max_send_wr = 8;
+    tf_open(&e, 4096);
+    tf_pair(&e, &d, &a, &b);
+    for (c.poll_at = 0; c.poll_at < 2; c.poll_at++) { /* on_wc of the first read, of the second */
+        const int at = c.poll_at;
+        memset(&c, 0, sizeof c);
+        c.e = &e;
+        c.poll_at = at;
+        CHECK_OK(sfv_channel_scope_wc(a, t24_batch_fn, &c, t24_batch_on_wc, &c, &rep));
+        CHECK_EQ(c.calls, at + 1);
+        CHECK_OK(c.polled);
+        CHECK_EQ(c.hwc.byte_len, 56);
+        CHECK_EQ(sfv_channel_outstanding(a), 0);
+        g = sfv_mr_gather_element(e.mr, e.buf, 8);
+        for (i = 0; i < 20; i++) CHECK_OK(sfv_channel_write(a, &g, 1, tf_at(&e, 512), &wc)); /* more than the queue holds */
+        CHECK_EQ(sfv_channel_outstanding(a), 0);
+    }
+    CHECK_OK(sfv_destroy_channel(a));
+    CHECK_OK(sfv_destroy_channel(b));
+    tf_close(&e);
+}
+
+/* ---- hostile review 24d: data integrity ---- */
+static void r_fill(unsigned char *p, size_t n, unsigned seed) {
+    size_t i;
+    for (i = 0; i < n; i++) p[i] = (unsigned char)(seed + i * 7);
+}
+
+/* Coverage (held before and after): several elements on each side at every boundary. */
+static void t_probe_elements(void) {
+    tf_env e;
+    sfv_channel *a, *b;
+    sfv_pending rx;
+    sfv_work_completion wc;
+    sfv_gather_element g[4];
+    sfv_scatter_element s[4];
+    unsigned char want[64];
+    tf_open(&e, 8192);
+    tf_pair(&e, NULL, &a, &b);
+    r_fill(e.buf, 1024, 3);
+    /* 1 + 1 + 14 bytes into 15 + 10: one byte into the second */
+    g[0] = sfv_mr_gather_element(e.mr, e.buf, 1);
+    g[1] = sfv_mr_gather_element(e.mr, e.buf + 10, 1);
+    g[2] = sfv_mr_gather_element(e.mr, e.buf + 20, 14);
+    memset(e.buf + 4096, 0xEE, 64);
+    s[0] = sfv_mr_scatter_element(e.mr, e.buf + 4096, 15);
+    s[1] = sfv_mr_scatter_element(e.mr, e.buf + 4096 + 32, 10);
+    CHECK_OK(sfv_channel_post_receive(b, s, 2, &rx));
+    CHECK_OK(sfv_channel_send(a, g, 3, &wc));
+    CHECK(wc.opcode == SFV_WC_OP_SEND && wc.byte_len == 0 && !wc.has_imm);
+    CHECK_OK(sfv_pending_wait(&rx, -1, &wc));
+    CHECK(wc.opcode == SFV_WC_OP_RECV && wc.byte_len == 16 && !wc.has_imm);
+    want[0] = e.buf[0];
+    want[1] = e.buf[10];
+    memcpy(want + 2, e.buf + 20, 14);
+    CHECK(memcmp(e.buf + 4096, want, 15) == 0);
+    CHECK(e.buf[4096 + 15] == 0xEE);
+    CHECK(e.buf[4096 + 32] == want[15] && e.buf[4096 + 33] == 0xEE);
+    /* exactly at an element's end, 4 elements each side (the limit) */
+    g[3] = sfv_mr_gather_element(e.mr, e.buf + 40, 8);
+    s[0] = sfv_mr_scatter_element(e.mr, e.buf + 5000, 1);
+    s[1] = sfv_mr_scatter_element(e.mr, e.buf + 5010, 15);
+    s[2] = sfv_mr_scatter_element(e.mr, e.buf + 5030, 8);
+    s[3] = sfv_mr_scatter_element(e.mr, e.buf + 5040, 8);
+    memset(e.buf + 5000, 0xEE, 64);
+    CHECK_OK(sfv_channel_post_receive(b, s, 4, &rx));
+    CHECK_OK(sfv_channel_send_imm(a, g, 4, 0x01020304u, &wc));
+    CHECK_OK(sfv_pending_wait(&rx, -1, &wc));
+    CHECK(wc.opcode == SFV_WC_OP_RECV && wc.byte_len == 24 && wc.has_imm && wc.imm_data == 0x01020304u);
+    CHECK(e.buf[5000] == e.buf[0] && e.buf[5010] == e.buf[10] && memcmp(e.buf + 5011, e.buf + 20, 14) == 0);
+    CHECK(memcmp(e.buf + 5030, e.buf + 40, 8) == 0 && e.buf[5040] == 0xEE);
+    CHECK_RESULT(sfv_channel_post_receive(b, s, 5, &rx), SFV_ERR_INVALID);
+    CHECK_RESULT(sfv_channel_send(a, g, 5, NULL), SFV_ERR_INVALID);
+    CHECK_OK(sfv_destroy_channel(a));
+    CHECK_OK(sfv_destroy_channel(b));
+    tf_close(&e);
+}
+
+/* Coverage (held before and after): inline at the exact threshold. */
+static void t_probe_inline(void) {
+    tf_env e;
+    sfv_channel_desc d;
+    sfv_channel *a, *b;
+    sfv_pending tx, rx;
+    sfv_work_completion wc;
+    sfv_gather_element g[2];
+    sfv_scatter_element s;
+    unsigned char orig[128];
+    size_t len;
+    memset(&d, 0, sizeof d);
+    d.max_inline_data = 64;
+    tf_open(&e, 8192);
+    tf_pair(&e, &d, &a, &b);
+    CHECK_EQ(sfv_channel_get_desc(a)->max_inline_data, 64);
+    for (len = 63; len <= 66; len++) {
+        r_fill(e.buf, 128, (unsigned)len);
+        memcpy(orig, e.buf, 128);
+        g[0] = sfv_mr_gather_element(e.mr, e.buf, 1);
+        g[1] = sfv_mr_gather_element(e.mr, e.buf + 1, len - 1);
+        CHECK_OK(sfv_channel_post_send(a, g, 2, &tx)); /* no receive yet: RNR */
+        memset(e.buf, 0x55, 128); /* not allowed for the non-inline one; tells which went inline */
+        memset(e.buf + 4096, 0, 256);
+        s = sfv_mr_scatter_element(e.mr, e.buf + 4096, 256);
+        CHECK_OK(sfv_channel_post_receive(b, &s, 1, &rx));
+        CHECK_OK(sfv_pending_wait(&rx, -1, &wc));
+        CHECK_EQ(wc.byte_len, len);
+        CHECK_OK(sfv_pending_wait(&tx, -1, NULL));
+        if (len <= 64) CHECK(memcmp(e.buf + 4096, orig, len) == 0);
+        else CHECK(e.buf[4096] == 0x55);
+    }
+    CHECK_OK(sfv_destroy_channel(a));
+    CHECK_OK(sfv_destroy_channel(b));
+    tf_close(&e);
+}
+
+/* Coverage (held before and after): writes and reads at the edges of a remote region, and write with immediate 0 bytes. */
+static void t_probe_remote_edges(void) {
+    tf_env e;
+    sfv_channel *a, *b;
+    sfv_pending rx;
+    sfv_work_completion wc;
+    sfv_gather_element g[2];
+    sfv_scatter_element s[2];
+    sfv_remote_mr r, sub;
+    tf_open(&e, 8192);
+    tf_pair(&e, NULL, &a, &b);
+    r_fill(e.buf, 256, 9);
+    r = sfv_remote_mr_make(sfv_mr_addr(e.mr) + 4096, 64, sfv_mr_rkey(e.mr));
+    memset(e.buf + 4096 - 8, 0xEE, 80);
+    g[0] = sfv_mr_gather_element(e.mr, e.buf, 30);
+    g[1] = sfv_mr_gather_element(e.mr, e.buf + 100, 34);
+    CHECK_OK(sfv_channel_write(a, g, 2, r, &wc));
+    CHECK(wc.opcode == SFV_WC_OP_WRITE && wc.byte_len == 0);
+    CHECK(memcmp(e.buf + 4096, e.buf, 30) == 0 && memcmp(e.buf + 4096 + 30, e.buf + 100, 34) == 0);
+    CHECK(e.buf[4095] == 0xEE && e.buf[4096 + 64] == 0xEE);
+    g[1] = sfv_mr_gather_element(e.mr, e.buf + 100, 35);
+    CHECK_RESULT(sfv_channel_write(a, g, 2, r, &wc), SFV_ERR_SLICE_NOT_WITHIN_BOUNDS);
+    CHECK_OK(sfv_remote_mr_sub(r, 63, &sub));
+    g[0] = sfv_mr_gather_element(e.mr, e.buf + 200, 1);
+    CHECK_OK(sfv_channel_write(a, g, 1, sub, &wc));
+    CHECK(e.buf[4096 + 63] == e.buf[200] && e.buf[4096 + 64] == 0xEE);
+    CHECK_OK(sfv_remote_mr_sub(r, 64, &sub));
+    CHECK_OK(sfv_channel_write(a, NULL, 0, sub, &wc));
+    CHECK_RESULT(sfv_channel_write(a, g, 1, sub, &wc), SFV_ERR_SLICE_NOT_WITHIN_BOUNDS);
+    /* read the region back into 2 elements, one byte at each end of each */
+    memset(e.buf + 6000, 0xEE, 128);
+    s[0] = sfv_mr_scatter_element(e.mr, e.buf + 6000, 1);
+    s[1] = sfv_mr_scatter_element(e.mr, e.buf + 6010, 63);
+    CHECK_OK(sfv_channel_read(b, s, 2, r, &wc));
+    CHECK(wc.opcode == SFV_WC_OP_READ && wc.byte_len == 64);
+    CHECK(e.buf[6000] == e.buf[4096] && memcmp(e.buf + 6010, e.buf + 4097, 63) == 0 && e.buf[6001] == 0xEE && e.buf[6073] == 0xEE);
+    s[1] = sfv_mr_scatter_element(e.mr, e.buf + 6010, 64);
+    CHECK_RESULT(sfv_channel_read(b, s, 2, r, &wc), SFV_ERR_SLICE_NOT_WITHIN_BOUNDS);
+    /* zero-length write with immediate */
+    CHECK_OK(sfv_channel_post_receive(b, NULL, 0, &rx));
+    CHECK_OK(sfv_channel_write_imm(a, NULL, 0, sub, 0xA1B2C3D4u, &wc));
+    CHECK_OK(sfv_pending_wait(&rx, -1, &wc));
+    CHECK(wc.opcode == SFV_WC_OP_RECV_IMM && wc.byte_len == 0 && wc.has_imm && wc.imm_data == 0xA1B2C3D4u);
+    /* a receive with elements, a write with immediate of 10: none of its elements touched */
+    memset(e.buf + 7000, 0xEE, 64);
+    s[0] = sfv_mr_scatter_element(e.mr, e.buf + 7000, 64);
+    CHECK_OK(sfv_channel_post_receive(b, s, 1, &rx));
+    g[0] = sfv_mr_gather_element(e.mr, e.buf + 50, 10);
+    CHECK_OK(sfv_channel_write_imm(a, g, 1, r, 5, &wc));
+    CHECK_OK(sfv_pending_wait(&rx, -1, &wc));
+    CHECK(wc.opcode == SFV_WC_OP_RECV_IMM && wc.byte_len == 10 && wc.has_imm && wc.imm_data == 5);
+    CHECK(e.buf[7000] == 0xEE);
+    CHECK_OK(sfv_destroy_channel(a));
+    CHECK_OK(sfv_destroy_channel(b));
+    tf_close(&e);
+}
+
+
+/* Coverage (held before and after): batches, request batches, scopes' completions, atomics. */
+typedef struct r_scope_ctx { sfv_scatter_element s[4]; sfv_remote_mr r[4]; sfv_work_completion wcs[16]; size_t n; } r_scope_ctx;
+static void r_on_wc(const sfv_work_completion *wc, void *user) {
+    r_scope_ctx *c = (r_scope_ctx *)user;
+    if (c->n < 16) c->wcs[c->n] = *wc;
+    c->n++;
+}
+static sfv_result r_scope_reads(sfv_channel *ch, void *user) {
+    r_scope_ctx *c = (r_scope_ctx *)user;
+    sfv_result r;
+    if ((r = sfv_channel_post_read_unsignaled(ch, &c->s[0], 1, c->r[0])) != SFV_OK) return r;
+    if ((r = sfv_channel_post_read_batch(ch, &c->s[1], 1, 2, &c->r[1], NULL)) != SFV_OK) return r;
+    return sfv_channel_post_read(ch, &c->s[3], 1, c->r[3], NULL);
+}
+static void t_probe_batches(void) {
+    tf_env e;
+    sfv_channel *a, *b;
+    sfv_pending p, rx[4];
+    sfv_work_completion wc, wcs[4];
+    sfv_gather_element g[4];
+    sfv_scatter_element s[4];
+    sfv_remote_mr rm[4];
+    sfv_send_request sr[3];
+    sfv_read_request rr[3];
+    int i;
+    tf_open(&e, 8192);
+    tf_pair(&e, NULL, &a, &b);
+    r_fill(e.buf, 1024, 1);
+    for (i = 0; i < 4; i++) {
+        g[i] = sfv_mr_gather_element(e.mr, e.buf + 100 * i, 10 + i);
+        s[i] = sfv_mr_scatter_element(e.mr, e.buf + 4096 + 64 * i, 64);
+        rm[i] = sfv_remote_mr_make(sfv_mr_addr(e.mr) + 100 * i, 10 + i, sfv_mr_rkey(e.mr));
+    }
+    /* request batch of sends, mixed immediates */
+    memset(sr, 0, sizeof sr);
+    sr[0].sges = &g[0]; sr[0].n = 1; sr[0].has_imm = true; sr[0].imm = 0x11223344u;
+    sr[1].sges = NULL; sr[1].n = 0;
+    sr[2].sges = &g[1]; sr[2].n = 3; sr[2].has_imm = true; sr[2].imm = 0;
+    CHECK_OK(sfv_channel_post_receive_batch(b, s, 1, 3, rx));
+    CHECK_OK(sfv_channel_post_sends(a, sr, 3, &p));
+    CHECK_OK(sfv_pending_wait(&p, -1, &wc));
+    CHECK(wc.opcode == SFV_WC_OP_SEND && wc.byte_len == 0);
+    CHECK_OK(sfv_pending_wait_all(rx, 3, -1, wcs));
+    CHECK(wcs[0].byte_len == 10 && wcs[0].has_imm && wcs[0].imm_data == 0x11223344u && wcs[0].opcode == SFV_WC_OP_RECV);
+    CHECK(wcs[1].byte_len == 0 && !wcs[1].has_imm && wcs[1].imm_data == 0);
+    CHECK(wcs[2].byte_len == 36 && wcs[2].has_imm && wcs[2].imm_data == 0);
+    CHECK(memcmp(e.buf + 4096 + 128, e.buf + 100, 11) == 0 && memcmp(e.buf + 4096 + 128 + 11, e.buf + 200, 12) == 0 &&
+          memcmp(e.buf + 4096 + 128 + 23, e.buf + 300, 13) == 0);
+    /* read request batch: byte_len of the whole batch */
+    memset(rr, 0, sizeof rr);
+    for (i = 0; i < 3; i++) { rr[i].sges = &s[i]; rr[i].n = 1; rr[i].remote = sfv_remote_mr_make(rm[i].addr, 64, rm[i].rkey); }
+    s[0].length = 5; s[1].length = 0; s[2].length = 64;
+    CHECK_OK(sfv_channel_post_reads(b, rr, 3, &p));
+    CHECK_OK(sfv_pending_wait(&p, -1, &wc));
+    CHECK(wc.opcode == SFV_WC_OP_READ && wc.byte_len == 69);
+    /* read batch: 10 + 11 + 12 + 13 bytes, into elements just as long */
+    for (i = 0; i < 4; i++) s[i] = sfv_mr_scatter_element(e.mr, e.buf + 4096 + 64 * i, 10 + (size_t)i);
+    CHECK_OK(sfv_channel_post_read_batch(b, s, 1, 4, rm, &p));
+    CHECK_OK(sfv_pending_wait(&p, -1, &wc));
+    CHECK(wc.opcode == SFV_WC_OP_READ && wc.byte_len == 46);
+    for (i = 0; i < 4; i++) CHECK(memcmp(e.buf + 4096 + 64 * i, e.buf + 100 * i, 10 + (size_t)i) == 0);
+    CHECK_OK(sfv_destroy_channel(a));
+    CHECK_OK(sfv_destroy_channel(b));
+    tf_close(&e);
+}
+static void t_probe_scope_reads(void) {
+    tf_env e;
+    sfv_channel *a, *b;
+    sfv_scope_report rep;
+    r_scope_ctx c;
+    int i;
+    tf_open(&e, 8192);
+    tf_pair(&e, NULL, &a, &b);
+    r_fill(e.buf, 1024, 1);
+    memset(&c, 0, sizeof c);
+    for (i = 0; i < 4; i++) {
+        c.s[i] = sfv_mr_scatter_element(e.mr, e.buf + 4096 + 64 * i, 10 + i);
+        c.r[i] = sfv_remote_mr_make(sfv_mr_addr(e.mr) + 100 * i, 10 + i, sfv_mr_rkey(e.mr));
+    }
+    CHECK_OK(sfv_channel_scope_wc(b, r_scope_reads, &c, r_on_wc, &c, &rep));
+    CHECK_EQ(c.n, 4);
+    for (i = 0; i < 4; i++) {
+        CHECK(c.wcs[i].opcode == SFV_WC_OP_READ);
+        CHECK_EQ(c.wcs[i].byte_len, 10 + i);
+        CHECK(memcmp(e.buf + 4096 + 64 * i, e.buf + 100 * i, 10 + i) == 0);
+    }
+    CHECK_OK(sfv_destroy_channel(a));
+    CHECK_OK(sfv_destroy_channel(b));
+    tf_close(&e);
+}
+static void t_probe_atomics(void) {
+    tf_env e;
+    sfv_channel_desc d;
+    sfv_channel *a, *b;
+    sfv_mr *mr;
+    sfv_work_completion wc;
+    sfv_scatter_element old;
+    sfv_remote_mr word;
+    uint64_t *w, v;
+    memset(&d, 0, sizeof d);
+    d.access = SFV_ACCESS_LOCAL_WRITE | SFV_ACCESS_REMOTE_WRITE | SFV_ACCESS_REMOTE_READ | SFV_ACCESS_REMOTE_ATOMIC;
+    tf_open(&e, 8192);
+    CHECK_OK(sfv_reg_mr_access(e.pd, e.buf + 4096, 4096, SFV_ACCESS_LOCAL_WRITE | SFV_ACCESS_REMOTE_ATOMIC, &mr));
+    tf_pair(&e, &d, &a, &b);
+    w = (uint64_t *)(void *)(e.buf + 8192 - 8);
+    *w = 0xFFFFFFFFFFFFFFF0ull;
+    word = sfv_remote_mr_make((uint64_t)(uintptr_t)w, 8, sfv_mr_rkey(mr));
+    old = sfv_mr_scatter_element(e.mr, e.buf + 64, 8);
+    CHECK_OK(sfv_channel_fetch_add(a, &old, word, 0x20, &wc));
+    memcpy(&v, e.buf + 64, 8);
+    CHECK(v == 0xFFFFFFFFFFFFFFF0ull && *w == 0x10 && wc.opcode == SFV_WC_OP_FETCH_ADD && wc.byte_len == 8);
+    CHECK_OK(sfv_channel_compare_swap(a, &old, word, 0x11, 0x99, &wc));
+    memcpy(&v, e.buf + 64, 8);
+    CHECK(v == 0x10 && *w == 0x10 && wc.opcode == SFV_WC_OP_COMP_SWAP && wc.byte_len == 8);
+    CHECK_OK(sfv_channel_compare_swap(a, &old, word, 0x10, 0x99, &wc));
+    memcpy(&v, e.buf + 64, 8);
+    CHECK(v == 0x10 && *w == 0x99);
+    CHECK_OK(sfv_destroy_channel(a));
+    CHECK_OK(sfv_destroy_channel(b));
+    CHECK_OK(sfv_dereg_mr(mr));
+    tf_close(&e);
+}
+
+
+/* A scope's unsignaled send that the peer RECEIVED was reported as flushed (WR_FLUSH_ERR, result
+   SFV_ERR_TIMEOUT) when the signaled send after it was flushed by the scope's deadline: the
+   catch-up behind a flush completion marked every unsignaled work request before it flushed,
+   though work that fails or is flushed always gets a completion of its own, signaled or not, so
+   one with none before a flush had completed, successfully. on_wc, the report (failed 2, not 1)
+   and first_error all named delivered work as lost: a program resends it, and the peer gets the
+   message twice. Input: one receive posted at the peer; in a scope (timeout_ms 100) an unsignaled
+   send (delivered), then a signaled send (RNR until the deadline). */
+typedef struct r_unsig { sfv_gather_element g[2]; } r_unsig;
+static sfv_result r_scope_unsig(sfv_channel *ch, void *user) {
+    r_unsig *u = (r_unsig *)user;
+    sfv_result r;
+    if ((r = sfv_channel_post_send_unsignaled(ch, &u->g[0], 1)) != SFV_OK) return r;
+    return sfv_channel_post_send(ch, &u->g[1], 1, NULL);
+}
+static void t_unsignaled_delivered_not_flushed(void) {
+    tf_env e;
+    sfv_channel_desc d;
+    sfv_channel *a, *b;
+    sfv_pending rx;
+    sfv_work_completion wc;
+    sfv_scatter_element s;
+    sfv_scope_report rep;
+    r_scope_ctx c;
+    r_unsig u;
+    memset(&d, 0, sizeof d);
+    d.timeout_ms = 100;
+    tf_open(&e, 8192);
+    tf_pair(&e, &d, &a, &b);
+    memcpy(e.buf, "first", 6);
+    memcpy(e.buf + 64, "second", 7);
+    u.g[0] = sfv_mr_gather_element(e.mr, e.buf, 6);
+    u.g[1] = sfv_mr_gather_element(e.mr, e.buf + 64, 7);
+    s = sfv_mr_scatter_element(e.mr, e.buf + 4096, 64);
+    CHECK_OK(sfv_channel_post_receive(b, &s, 1, &rx)); /* one receive: the first send lands, the second waits (RNR) */
+    memset(&c, 0, sizeof c);
+    CHECK_RESULT(sfv_channel_scope_wc(a, r_scope_unsig, &u, r_on_wc, &c, &rep), SFV_ERR_SCOPE_AUTOPOLL);
+    CHECK_OK(sfv_pending_wait(&rx, -1, &wc));
+    CHECK(strcmp((char *)e.buf + 4096, "first") == 0); /* delivered */
+    CHECK_EQ(c.n, 2);
+    CHECK(c.wcs[0].result == SFV_OK && c.wcs[0].status == SFV_WC_SUCCESS && c.wcs[0].opcode == SFV_WC_OP_SEND);
+    CHECK_EQ(c.wcs[1].result, SFV_ERR_TIMEOUT);
+    CHECK(rep.failed == 1 && rep.auto_polled == 2 && rep.first_error.status == SFV_WC_WR_FLUSH_ERR);
+    CHECK_OK(sfv_destroy_channel(a));
+    CHECK_OK(sfv_destroy_channel(b));
+    tf_close(&e);
+}
+
+
+/* Coverage (held before and after): injects at the granted inline limit. */
+static void t_probe_inject(void) {
+    tf_env e;
+    sfv_channel_desc d;
+    sfv_channel *a, *b;
+    sfv_pending rx;
+    sfv_work_completion wc;
+    sfv_scatter_element s;
+    unsigned char src[128];
+    sfv_remote_mr r;
+    memset(&d, 0, sizeof d);
+    fk_set_max_inline(100); /* 256 and 128 refused: 64 granted */
+    tf_open(&e, 8192);
+    tf_pair(&e, &d, &a, &b);
+    CHECK_EQ(sfv_channel_get_desc(a)->max_inline_data, 64);
+    r_fill(src, sizeof src, 5);
+    s = sfv_mr_scatter_element(e.mr, e.buf, 128);
+    CHECK_OK(sfv_channel_post_receive(b, &s, 1, &rx));
+    CHECK_OK(sfv_channel_inject(a, src, 64));
+    memset(src, 0, 64);
+    CHECK_OK(sfv_pending_wait(&rx, -1, &wc));
+    CHECK(wc.byte_len == 64 && wc.opcode == SFV_WC_OP_RECV);
+    r_fill(src, sizeof src, 5);
+    CHECK(memcmp(e.buf, src, 64) == 0);
+    CHECK_RESULT(sfv_channel_inject(a, src, 65), SFV_ERR_INVALID);
+    r = sfv_remote_mr_make(sfv_mr_addr(e.mr) + 1000, 64, sfv_mr_rkey(e.mr));
+    CHECK_OK(sfv_channel_post_receive(b, NULL, 0, &rx));
+    CHECK_OK(sfv_channel_inject_write_imm(a, src, 64, r, 0xCAFEBABEu));
+    CHECK_OK(sfv_pending_wait(&rx, -1, &wc));
+    CHECK(wc.byte_len == 64 && wc.opcode == SFV_WC_OP_RECV_IMM && wc.has_imm && wc.imm_data == 0xCAFEBABEu);
+    CHECK(memcmp(e.buf + 1000, src, 64) == 0);
+    CHECK_RESULT(sfv_channel_inject_write(a, src, 64, sfv_remote_mr_make(r.addr, 63, r.rkey)), SFV_ERR_SLICE_NOT_WITHIN_BOUNDS);
+    CHECK_OK(sfv_channel_inject_write(a, src, 0, sfv_remote_mr_make(r.addr + 64, 0, r.rkey)));
+    CHECK_OK(sfv_destroy_channel(a));
+    CHECK_OK(sfv_destroy_channel(b));
+    tf_close(&e);
+}
+/* Coverage (held before and after): many-peer calls. */
+static void t_probe_many(void) {
+    tf_env e;
+    sfv_multi_channel *m1, *m2;
+    sfv_endpoint ep1[2], ep2[2];
+    sfv_peer_send ps[3];
+    sfv_peer_receive pr[3];
+    sfv_pending rx[3];
+    sfv_work_completion wcs[3];
+    sfv_gather_element g[3];
+    sfv_scatter_element s[3];
+    int i;
+    tf_open(&e, 8192);
+    CHECK_OK(sfv_create_multi_channel(e.pd, 2, NULL, &m1));
+    CHECK_OK(sfv_create_multi_channel(e.pd, 2, NULL, &m2));
+    CHECK_OK(sfv_multi_channel_endpoints(m1, ep1, 2));
+    CHECK_OK(sfv_multi_channel_endpoints(m2, ep2, 2));
+    CHECK_OK(sfv_multi_channel_handshake(m1, ep2, 2));
+    CHECK_OK(sfv_multi_channel_handshake(m2, ep1, 2));
+    r_fill(e.buf, 512, 2);
+    memset(ps, 0, sizeof ps);
+    for (i = 0; i < 3; i++) {
+        g[i] = sfv_mr_gather_element(e.mr, e.buf + 100 * i, 10 + i);
+        s[i] = sfv_mr_scatter_element(e.mr, e.buf + 4096 + 64 * i, 64);
+        ps[i].peer = (size_t)(i & 1); ps[i].sges = &g[i]; ps[i].n = 1; ps[i].has_imm = i == 2; ps[i].imm = 77;
+        pr[i].peer = (size_t)(i & 1); pr[i].sges = &s[i]; pr[i].n = 1;
+    }
+    for (i = 0; i < 3; i++) CHECK_OK(sfv_channel_post_receive(sfv_multi_channel_peer(m2, (size_t)(i & 1)), &s[i], 1, &rx[i]));
+    CHECK_OK(sfv_multi_channel_scatter_send(m1, ps, 3, wcs));
+    for (i = 0; i < 3; i++) CHECK(wcs[i].result == SFV_OK && wcs[i].opcode == SFV_WC_OP_SEND);
+    CHECK_OK(sfv_pending_wait_all(rx, 3, -1, wcs));
+    for (i = 0; i < 3; i++) {
+        CHECK_EQ(wcs[i].byte_len, 10 + i);
+        CHECK(memcmp(e.buf + 4096 + 64 * i, e.buf + 100 * i, 10 + i) == 0);
+        CHECK(wcs[i].has_imm == (i == 2));
+    }
+    (void)pr;
+    CHECK_OK(sfv_destroy_multi_channel(m1));
+    CHECK_OK(sfv_destroy_multi_channel(m2));
+    tf_close(&e);
+}
+
 static const harness_test TESTS[] = {
     TEST(t_launcher_rank_negative_size, 10),
     TEST(t_srq_last_ref_destroy_fails, 10),
@@ -2707,5 +3293,17 @@ static const harness_test TESTS[] = {
     TEST(t_wrap_owned_twice, 10),
     TEST(t_device_list_without_rdma_kernel, 10),
     TEST(t_reset_logs_reset_not_broken, 10),
+    TEST(t_twin_made_while_events_read, 30),
+    TEST(t_log_env_read_beside_failure, 30),
+    TEST(t_batch_polled_in_on_wc_frees_places, 10),
+    TEST(t_probe_inject, 20),
+    TEST(t_probe_many, 20),
+    TEST(t_unsignaled_delivered_not_flushed, 20),
+    TEST(t_probe_batches, 20),
+    TEST(t_probe_scope_reads, 20),
+    TEST(t_probe_atomics, 20),
+    TEST(t_probe_elements, 20),
+    TEST(t_probe_inline, 20),
+    TEST(t_probe_remote_edges, 20),
 };
 int main(int argc, char **argv) { return harness_main(argc, argv, TESTS, COUNT_OF(TESTS)); }
