@@ -1346,7 +1346,8 @@ SFV_NODISCARD SAFEVERBS_API sfv_result sfv_create_multi_channel(sfv_pd *pd, size
    (its length says how many: those after it are gone) and the call can be retried. NULL: SFV_OK. */
 SAFEVERBS_API sfv_result sfv_destroy_multi_channel(sfv_multi_channel *mc);
 SAFEVERBS_API size_t sfv_multi_channel_len(const sfv_multi_channel *mc);
-/* Channel `peer`, owned by mc (do not destroy it); NULL when peer is out of range. */
+/* Channel `peer`, owned by mc: sfv_destroy_channel refuses it (SFV_ERR_INVALID), mc's destroy
+   destroys it. NULL when peer is out of range. */
 SAFEVERBS_API sfv_channel *sfv_multi_channel_peer(const sfv_multi_channel *mc, size_t peer);
 /* out[i] = channel i's endpoint; n must equal the length (else SFV_ERR_INVALID). */
 SFV_NODISCARD SAFEVERBS_API sfv_result sfv_multi_channel_endpoints(const sfv_multi_channel *mc, sfv_endpoint *out, size_t n);
@@ -1485,7 +1486,8 @@ SFV_NODISCARD SAFEVERBS_API sfv_result sfv_create_node(sfv_pd *pd, const sfv_nod
 SAFEVERBS_API sfv_result sfv_destroy_node(sfv_node *node);
 SAFEVERBS_API size_t sfv_node_rank(const sfv_node *node);
 SAFEVERBS_API size_t sfv_node_world_size(const sfv_node *node);
-/* Every multi-channel call works on the node's: the peer index is the rank. Owned by the node. */
+/* Every multi-channel call works on the node's: the peer index is the rank. Owned by the node:
+   sfv_destroy_multi_channel refuses it (SFV_ERR_INVALID), sfv_destroy_node destroys it. */
 SAFEVERBS_API sfv_multi_channel *sfv_node_multi_channel(const sfv_node *node);
 
 /* What every other rank needs from this one: an endpoint per rank and the barrier's region.
@@ -1564,10 +1566,11 @@ SFV_NODISCARD SAFEVERBS_API sfv_result sfv_launcher_rank(size_t *rank, size_t *w
    whatever n).
    peers must be sorted, without duplicates, in range and include this rank (else
    SFV_ERR_INVALID, the barrier stays usable): a sub-group barrier. Every member must call it
-   with the same peers. Each member's channel needs room for one write (else SFV_ERR_RESOURCE,
-   checked before anything is sent). SFV_ERR_TIMEOUT when the other ranks do not all come within
-   timeout_ms (< 0: the channels' timeout_ms); each of this rank's writes is bounded by its
-   channel's timeout_ms. A timeout or a failed write leaves the barrier half done on some ranks,
+   with the same peers. Each member's channel needs room for one write (else SFV_ERR_RESOURCE),
+   must not be broken (else SFV_ERR_BROKEN, naming why) and must be connected (one reset since
+   the handshake: SFV_ERR_INVALID), all checked before anything is sent. SFV_ERR_TIMEOUT when
+   the other ranks do not all come within timeout_ms (< 0: the channels' timeout_ms); each of
+   this rank's writes is bounded by its channel's timeout_ms. A timeout or a failed write leaves the barrier half done on some ranks,
    so it poisons it: every later call returns SFV_ERR_BROKEN. Each rank's NIC writes its barrier
    count into this rank's memory; a rank can be one barrier ahead, never two (it cannot leave the
    next one before this rank enters it), so a count two or more ahead (a peer that is not a rank
@@ -3277,6 +3280,7 @@ struct sfv_channel {
     bool cq_dead;                 /* a CQ_ERR of its CQ or a DEVICE_FATAL was read (set under ev_lock, whatever broke it first): a reset, which keeps the CQ, is refused */
     int scope_auto;               /* open scopes that are not manual: an inject left last is fenced by the innermost of them */
     int settling;                 /* a scope is consuming what fn left (its on_wc may run): no destroy or reset */
+    bool owned;                   /* a multi-channel's (>>impl multi-channel): only its destroy frees it */
     sfv__ring sq, rq;
     struct sfv_lease *leases;     /* >>impl leases: the live leases bound to this queue pair (and failed grants' windows) */
     sfv_channel *ctx_next;        /* the context's list of channels (>>impl events) */
@@ -7112,6 +7116,15 @@ static int sfv__channel_send_room(const sfv_channel *ch, size_t count) {
     return ch->sq.head - ch->sq.tail + count <= ch->sq.cap;
 }
 static bool sfv__channel_broken(const sfv_channel *ch) { return SFV__XLOAD(ch->broken); }
+/* Why ch takes no send-queue work (sfv__channel_send_room said -1, and no scope is settling it):
+   broken, and what broke it, as its own post would say; or not connected (made, or reset, and not
+   connected since), which breaks nothing. */
+static sfv_result sfv__channel_unsendable(const sfv_channel *ch, const char *fn) {
+    if (SFV__XLOAD(ch->broken) || sfv__async_cause(ch) || !ch->qp) return sfv__refuse_broken(ch, fn);
+    return sfv__fail(SFV_ERR_INVALID, EINVAL, fn, "the channel is not connected (made or reset since the handshake): connect it first");
+}
+/* A multi-channel holds ch (sfv_destroy_channel refuses it), or lets it go to be destroyed. */
+static void sfv__channel_own(sfv_channel *ch, bool owned) { ch->owned = owned; }
 /* Whether a scope is consuming ch's work (its on_wc may be the caller): its queues are shut. */
 static bool sfv__channel_settling(const sfv_channel *ch) { return ch->settling > 0; }
 #ifdef SAFEVERBS_RDMACM
@@ -7263,6 +7276,8 @@ SAFEVERBS_API sfv_result sfv_destroy_channel(sfv_channel *ch) {
              ch->qp ? ch->qp->qp_num : 0, sfv_channel_outstanding(ch));
     if (sfv__scoped(ch))
         return sfv__fail(SFV_ERR_INVALID, EINVAL, "sfv_destroy_channel", "the channel is inside an open scope (or many-peer call, or a scope's on_wc): destroy it after the scope returns");
+    if (ch->owned) /* the multi-channel still holds it: freed here, its next call would read freed memory */
+        return sfv__fail(SFV_ERR_INVALID, EINVAL, "sfv_destroy_channel", "the channel is a multi-channel's (or a node's): sfv_destroy_multi_channel (sfv_destroy_node) destroys it");
     sfv__leases_drop(ch); /* >>impl leases */
     if (sfv__inflight(ch)) sfv__abort(ch);
     if (!sfv__destroy_qp(ch)) return sfv__fail_verb("ibv_destroy_qp", errno);
@@ -7306,17 +7321,26 @@ struct sfv_multi_channel {
     size_t n;
     sfv__peer *peers;    /* peers[i].ch: the channel to peer i */
     bool in_scope;
+    bool owned;          /* a node's (>>impl node): only sfv_destroy_node destroys it */
 };
 
 /* Destroys channels from the last; stops at one that refuses (the rest stay valid). */
 static sfv_result sfv__mc_destroy_channels(sfv_multi_channel *mc) {
     for (; mc->n > 0; mc->n--) {
-        sfv_result r = sfv_destroy_channel(mc->peers[mc->n - 1].ch);
-        if (r) return r;
+        sfv_channel *const ch = mc->peers[mc->n - 1].ch;
+        sfv_result r;
+        sfv__channel_own(ch, false);
+        if ((r = sfv_destroy_channel(ch)) != SFV_OK) {
+            sfv__channel_own(ch, true); /* kept: still the multi-channel's */
+            return r;
+        }
         mc->peers[mc->n - 1].ch = NULL;
     }
     return SFV_OK;
 }
+
+/* A node holds mc (sfv_destroy_multi_channel refuses it), or lets it go to be destroyed. */
+static void sfv__mc_own(sfv_multi_channel *mc, bool owned) { mc->owned = owned; }
 
 static void sfv__mc_free(sfv_multi_channel *mc) {
     SFV_FREE(mc->peers);
@@ -7345,6 +7369,7 @@ SAFEVERBS_API sfv_result sfv_create_multi_channel(sfv_pd *pd, size_t n, const sf
     for (; mc->n < n; mc->n++) {
         r = sfv__channel_new(pd, &resolved, &facts, &mc->peers[mc->n].ch);
         if (r) goto destroy_channels;
+        sfv__channel_own(mc->peers[mc->n].ch, true);
     }
     *out = mc;
     return SFV_OK;
@@ -7365,6 +7390,8 @@ SAFEVERBS_API sfv_result sfv_destroy_multi_channel(sfv_multi_channel *mc) {
         if (mc->peers[i].ch && sfv__scoped(mc->peers[i].ch))
             return sfv__fail(SFV_ERR_INVALID, EINVAL, "sfv_destroy_multi_channel",
                              "the channel to peer %zu is inside an open scope (or many-peer call, or a scope's on_wc): destroy the multi-channel after the scope returns", i);
+    if (mc->owned) /* the node still holds it: freed here, its next call would read freed memory */
+        return sfv__fail(SFV_ERR_INVALID, EINVAL, "sfv_destroy_multi_channel", "the multi-channel is a node's (sfv_node_multi_channel): sfv_destroy_node destroys it");
     r = sfv__mc_destroy_channels(mc);
     if (r) return r;
     sfv__mc_free(mc);
@@ -8806,6 +8833,7 @@ SAFEVERBS_API sfv_result sfv_create_node(sfv_pd *pd, const sfv_node_desc *desc, 
     if (r) goto destroy_mc;
     r = sfv_reg_mr_local(pd, node->out, w * sizeof *node->out, &node->out_mr);
     if (r) goto dereg_in;
+    sfv__mc_own(node->mc, true); /* sfv_destroy_multi_channel refuses it from here on: the node holds it */
     *out = node;
     return SFV_OK;
 dereg_in:
@@ -8821,7 +8849,11 @@ SAFEVERBS_API sfv_result sfv_destroy_node(sfv_node *node) {
     sfv_result r;
     if (!node) return SFV_OK;
     if (node->mc) { /* first: after it, no NIC touches in[] or out[] */
-        if ((r = sfv_destroy_multi_channel(node->mc)) != SFV_OK) return r;
+        sfv__mc_own(node->mc, false);
+        if ((r = sfv_destroy_multi_channel(node->mc)) != SFV_OK) {
+            sfv__mc_own(node->mc, true); /* kept: still the node's */
+            return r;
+        }
         node->mc = NULL;
     }
     if (node->keep) node->keep_free(node->keep);
@@ -9177,8 +9209,11 @@ static sfv_result sfv__barrier(sfv_node *node, const size_t *peers, size_t n, in
         const int room = sfv__channel_send_room(ch, 1);
         if (sfv__member(peers, k) == node->rank) continue;
         if (room < 0 && sfv__channel_settling(ch)) return sfv__settling_refused("barrier"); /* shut, not broken */
-        if (room < 0)
-            return sfv__fail(SFV_ERR_BROKEN, EIO, "barrier", "the channel to rank %zu is in the error state", sfv__member(peers, k));
+        if (room < 0) { /* broken (SFV_ERR_BROKEN, and why), or not connected (a reset: SFV_ERR_INVALID, the barrier usable) */
+            const sfv_result why = sfv__channel_unsendable(ch, "barrier");
+            const sfv_error e = sfv__last;
+            return sfv__fail(why, e.errnum, e.verb, "the channel to rank %zu: %s", sfv__member(peers, k), e.message);
+        }
         if (room == 0)
             return sfv__fail(SFV_ERR_RESOURCE, ENOMEM, "barrier", "the channel to rank %zu has no room for a write (its send queue is full)",
                              sfv__member(peers, k));

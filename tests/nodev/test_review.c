@@ -3233,6 +3233,115 @@ static void t_probe_many(void) {
     tf_close(&e);
 }
 
+/* ---- hostile review 24b: multi-channels and nodes ---- */
+static void tb_mc_pair(tf_env *e, size_t n, sfv_multi_channel **m1, sfv_multi_channel **m2) {
+    sfv_endpoint e1[8], e2[8];
+    CHECK_OK(sfv_create_multi_channel(e->pd, n, NULL, m1));
+    CHECK_OK(sfv_create_multi_channel(e->pd, n, NULL, m2));
+    CHECK_OK(sfv_multi_channel_endpoints(*m1, e1, n));
+    CHECK_OK(sfv_multi_channel_endpoints(*m2, e2, n));
+    CHECK_OK(sfv_multi_channel_handshake(*m1, e2, n));
+    CHECK_OK(sfv_multi_channel_handshake(*m2, e1, n));
+}
+
+/* The barrier needs every rank running at once: a thread per rank, `rounds` barriers each. */
+typedef struct tb_rank {
+    sfv_node *node;
+    sfv_result r;
+    int rounds;
+} tb_rank;
+static void *tb_rank_main(void *arg) {
+    tb_rank *k = (tb_rank *)arg;
+    int i;
+    for (i = 0; i < k->rounds && k->r == SFV_OK; i++) k->r = sfv_node_barrier(k->node, NULL, 0, 5000);
+    return NULL;
+}
+static void tb_run(sfv_node **nodes, size_t n, int rounds) {
+    pthread_t th[4];
+    tb_rank ranks[4];
+    size_t r;
+    CHECK(n <= 4);
+    for (r = 0; r < n; r++) {
+        ranks[r].node = nodes[r];
+        ranks[r].r = SFV_OK;
+        ranks[r].rounds = rounds;
+        CHECK(pthread_create(&th[r], NULL, tb_rank_main, &ranks[r]) == 0);
+    }
+    for (r = 0; r < n; r++) CHECK(pthread_join(th[r], NULL) == 0);
+    for (r = 0; r < n; r++) CHECK_OK(ranks[r].r);
+}
+
+/* A multi-channel's channel is the multi-channel's ("owned by mc (do not destroy it)"), and a
+   node's multi-channel the node's. Nothing refused either destroy: sfv_destroy_channel of
+   sfv_multi_channel_peer(mc, i) returned SFV_OK and freed the channel the multi-channel still
+   held, so its next call read freed memory and its destroy freed it again (the same for
+   sfv_destroy_multi_channel of sfv_node_multi_channel(node), then sfv_destroy_node). Now each
+   is refused (SFV_ERR_INVALID, nothing done), and the owner goes on working and is destroyed
+   whole. */
+static void t_owned_destroy_refused(void) {
+    tf_env e;
+    sfv_multi_channel *m1, *m2;
+    sfv_node_desc d;
+    sfv_node *nodes[2];
+    sfv_peer_write pw;
+    sfv_gather_element g;
+    size_t r;
+    tf_open(&e, 4096);
+    tb_mc_pair(&e, 2, &m1, &m2);
+    CHECK_RESULT(sfv_destroy_channel(sfv_multi_channel_peer(m1, 1)), SFV_ERR_INVALID);
+    CHECK_MSG("multi-channel");
+    CHECK(sfv_multi_channel_len(m1) == 2);
+    g = sfv_mr_gather_element(e.mr, e.buf, 8);
+    memset(&pw, 0, sizeof pw);
+    pw.peer = 1;
+    pw.sges = &g;
+    pw.n = 1;
+    pw.remote = tf_at(&e, 512);
+    CHECK_OK(sfv_multi_channel_scatter_write(m1, &pw, 1, NULL));
+    CHECK_OK(sfv_destroy_multi_channel(m1));
+    CHECK_OK(sfv_destroy_multi_channel(m2));
+    memset(&d, 0, sizeof d);
+    tf_node_pair(&e, &d, nodes);
+    CHECK_RESULT(sfv_destroy_multi_channel(sfv_node_multi_channel(nodes[0])), SFV_ERR_INVALID);
+    CHECK_MSG("node");
+    CHECK_RESULT(sfv_destroy_channel(sfv_multi_channel_peer(sfv_node_multi_channel(nodes[1]), 0)), SFV_ERR_INVALID);
+    CHECK(sfv_node_multi_channel(nodes[0]) != NULL && sfv_multi_channel_len(sfv_node_multi_channel(nodes[0])) == 2);
+    for (r = 0; r < 2; r++) CHECK_OK(sfv_destroy_node(nodes[r]));
+    tf_close(&e);
+}
+
+
+/* A node's channel may be reset (every channel call works on sfv_multi_channel_peer), which
+   leaves it unconnected, not broken. The barrier refused it with SFV_ERR_BROKEN, "the channel to
+   rank 1 is in the error state": untrue, and a node that is not broken at all (reconnect the
+   channel and the barrier runs). Now: SFV_ERR_INVALID, saying the channel is not connected, the
+   barrier still usable; a channel really broken is refused with SFV_ERR_BROKEN and its cause. */
+static void t_barrier_unconnected_channel(void) {
+    tf_env e;
+    sfv_node_desc d;
+    sfv_node *nodes[2];
+    sfv_channel *c01, *c10;
+    sfv_gather_element g;
+    size_t r;
+    tf_open(&e, 4096);
+    memset(&d, 0, sizeof d);
+    tf_node_pair(&e, &d, nodes);
+    c01 = sfv_multi_channel_peer(sfv_node_multi_channel(nodes[0]), 1);
+    c10 = sfv_multi_channel_peer(sfv_node_multi_channel(nodes[1]), 0);
+    CHECK_OK(sfv_channel_reset(c01));
+    CHECK_OK(sfv_channel_reset(c10));
+    CHECK_RESULT(sfv_node_barrier(nodes[0], NULL, 0, 50), SFV_ERR_INVALID);
+    CHECK_MSG("not connected");
+    tf_connect(c01, c10);
+    tb_run(nodes, 2, 5); /* not poisoned */
+    g = sfv_mr_gather_element(e.mr, e.buf, 8);
+    CHECK_RESULT(sfv_channel_write(c01, &g, 1, sfv_remote_mr_make(sfv_mr_addr(e.mr), 8, sfv_mr_rkey(e.mr) ^ 1), NULL), SFV_ERR_WORK);
+    CHECK_RESULT(sfv_node_barrier(nodes[0], NULL, 0, 50), SFV_ERR_BROKEN);
+    CHECK_MSG("REM_ACCESS_ERR");
+    for (r = 0; r < 2; r++) CHECK_OK(sfv_destroy_node(nodes[r]));
+    tf_close(&e);
+}
+
 static const harness_test TESTS[] = {
     TEST(t_launcher_rank_negative_size, 10),
     TEST(t_srq_last_ref_destroy_fails, 10),
@@ -3305,5 +3414,7 @@ static const harness_test TESTS[] = {
     TEST(t_probe_elements, 20),
     TEST(t_probe_inline, 20),
     TEST(t_probe_remote_edges, 20),
+    TEST(t_barrier_unconnected_channel, 10),
+    TEST(t_owned_destroy_refused, 10),
 };
 int main(int argc, char **argv) { return harness_main(argc, argv, TESTS, COUNT_OF(TESTS)); }
