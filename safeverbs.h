@@ -1935,29 +1935,31 @@ static void sfv__log_stderr(void *user, sfv_log_level level, const char *message
     fprintf(stderr, "safeverbs: %s: %s\n", names[level >= 0 && level <= SFV_LOG_DEBUG ? level : 0], message);
 }
 
-/* Reads SAFEVERBS_LOG once (the first caller wins; sfv_set_log first: never). */
+/* The level SAFEVERBS_LOG names (warn: say so on stderr when it names none). */
+static int sfv__log_env_level(bool warn) {
+    const char *v = getenv("SAFEVERBS_LOG");
+    if (!v || !*v) return SFV_LOG_OFF;
+    if (!strcmp(v, "error") || !strcmp(v, "1")) return SFV_LOG_ERROR;
+    if (!strcmp(v, "info") || !strcmp(v, "2")) return SFV_LOG_INFO;
+    if (!strcmp(v, "debug") || !strcmp(v, "3")) return SFV_LOG_DEBUG;
+    if (warn && strcmp(v, "off") && strcmp(v, "0"))
+        fprintf(stderr, "safeverbs: SAFEVERBS_LOG=%s is not off, error, info, debug or 0..3: ignored\n", v);
+    return SFV_LOG_OFF;
+}
+/* Reads SAFEVERBS_LOG once (the first caller wins; sfv_set_log first: never). The hook is not
+   set here: NULL is stderr's (sfv__log), so no thread ever waits for another's read. */
 static void sfv__log_init(void) {
-    int expect = 0;
-    const char *v;
-    int level = SFV_LOG_OFF;
+    int expect = 0, off = SFV_LOG_OFF;
     if (SFV__LIKELY(__atomic_load_n(&sfv__log_ready, __ATOMIC_ACQUIRE) == 2)) return;
     if (!__atomic_compare_exchange_n(&sfv__log_ready, &expect, 1, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
-        /* another thread is reading it: wait for the level, or this thread's failure, tested
-           against a level still off, would go unreported (once per process, at the first failure) */
-        while (__atomic_load_n(&sfv__log_ready, __ATOMIC_ACQUIRE) != 2) sched_yield();
+        /* another thread is reading it: read it too, or this thread's failure, tested against a
+           level still off, would go unreported (once per process, at the first failure). Not a
+           wait for that thread: a child forked in that moment has its 1 but not the thread. */
+        const int level = sfv__log_env_level(false);
+        if (expect == 1) (void)__atomic_compare_exchange_n(&sfv__log_level, &off, level, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
         return;
     }
-    v = getenv("SAFEVERBS_LOG");
-    if (v && *v) {
-        if (!strcmp(v, "error") || !strcmp(v, "1")) level = SFV_LOG_ERROR;
-        else if (!strcmp(v, "info") || !strcmp(v, "2")) level = SFV_LOG_INFO;
-        else if (!strcmp(v, "debug") || !strcmp(v, "3")) level = SFV_LOG_DEBUG;
-        else if (strcmp(v, "off") && strcmp(v, "0"))
-            fprintf(stderr, "safeverbs: SAFEVERBS_LOG=%s is not off, error, info, debug or 0..3: ignored\n", v);
-    }
-    sfv__log_fn = sfv__log_stderr;
-    sfv__log_user = NULL;
-    __atomic_store_n(&sfv__log_level, level, __ATOMIC_RELEASE);
+    __atomic_store_n(&sfv__log_level, sfv__log_env_level(true), __ATOMIC_RELEASE);
     __atomic_store_n(&sfv__log_ready, 2, __ATOMIC_RELEASE);
 }
 
@@ -1975,11 +1977,12 @@ static SFV__PRINTF(2, 3) void sfv__log(sfv_log_level level, const char *fmt, ...
     char msg[320];
     va_list ap;
     const int saved = errno;
-    if (__atomic_load_n(&sfv__log_level, __ATOMIC_ACQUIRE) < (int)level || !sfv__log_fn) return;
+    const sfv_log_fn fn = sfv__log_fn ? sfv__log_fn : sfv__log_stderr; /* (NULL: sfv_set_log never called) */
+    if (__atomic_load_n(&sfv__log_level, __ATOMIC_ACQUIRE) < (int)level) return;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    sfv__log_fn(sfv__log_user, level, msg);
+    fn(sfv__log_user, level, msg);
     errno = saved;
 }
 
@@ -5757,38 +5760,44 @@ static sfv_result sfv__pending_result(const sfv_pending *pending, const sfv_chan
 /* Consumes a batch's handle: keeps the first failure, else the last completion. Only the last
    work request of a batch is signaled, and a queue completes in order, so when the last one
    succeeded every one before it did too. A read batch's success gives the bytes of every read
-   (>>batches), summed here from each read's own place: each place keeps its own read's length,
-   so a read of the batch that a scope consumes on its own (its handle left unconsumed, or lost)
-   says its own bytes, not the batch's. */
+   (>>batches, sfv__batch_read_len), summed from each read's own place: each place keeps its own
+   read's length, so a read of the batch that a scope consumes on its own (its handle left
+   unconsumed, or lost) says its own bytes, not the batch's. */
+/* The bytes of all a read batch's reads, at most UINT32_MAX, in place of its last read's own in
+   the handle taken (out of line: only a read batch pays for it). */
+SFV__SLOW void sfv__batch_read_len(sfv_pending *pending, const sfv__ring *q, uint64_t first, uint64_t last) {
+    uint64_t seq, total = 0;
+    uint32_t len;
+    for (seq = first; seq <= last; seq++) total += q->slots[seq & q->mask].byte_len;
+    len = total > UINT32_MAX ? UINT32_MAX : (uint32_t)total;
+    memcpy((unsigned char *)pending->done_ + (offsetof(sfv__slot, byte_len) - offsetof(sfv__slot, state)), &len, sizeof len);
+}
 SFV__SLOW void sfv__pending_take_batch(sfv_pending *pending, sfv__ring *q, const sfv__slot *last_slot) {
     const uint64_t last = pending->seq_, first = last + 1 - pending->batch_;
-    sfv__slot pick = *last_slot;
-    uint64_t seq, total = 0;
-    if (last_slot->status != IBV_WC_SUCCESS) {
+    const sfv__slot *pick = last_slot;
+    uint64_t seq;
+    if (last_slot->status != IBV_WC_SUCCESS)
         for (seq = first; seq <= last; seq++) {
             const sfv__slot *t = &q->slots[seq & q->mask];
-            if (t->status != IBV_WC_SUCCESS) { pick = *t; break; }
+            if (t->status != IBV_WC_SUCCESS) { pick = t; break; }
         }
-    } else if (last_slot->op == SFV_WC_OP_READ) {
-        for (seq = first; seq <= last; seq++) total += q->slots[seq & q->mask].byte_len;
-        pick.byte_len = total > UINT32_MAX ? UINT32_MAX : (uint32_t)total;
-    }
-    pending->seq_ = pick.seq; /* (done: seq_ names the completion kept) */
-    memcpy(pending->done_, &pick.state, SFV__SLOT_FACTS);
-    if (first != q->tail) {
-        sfv__release_range(q, first, last);
-        /* A scope consumed the batch's first reads on their own (fn left the handle, and its
-           on_wc polls it: the batch's last is done): the tail moved onto the batch, into places
-           freed here, which no later release passes (it is not the tail's): past them now, or
-           they stay taken for good. */
-        if (q->tail - first - 1 < last - first) sfv__tail_free(q);
+    pending->seq_ = pick->seq; /* (done: seq_ names the completion kept) */
+    memcpy(pending->done_, &pick->state, SFV__SLOT_FACTS);
+    if (SFV__UNLIKELY(pick->op == SFV_WC_OP_READ) && pick->status == IBV_WC_SUCCESS) sfv__batch_read_len(pending, q, first, last);
+    if (SFV__LIKELY(first == q->tail)) {
+        /* the oldest work: the tail moves past the batch, so no one looks at its places again until
+           they are posted anew; only the last, which a copy of the handle names, is marked free */
+        SFV__INFLIGHT_DONE(q, first, last);
+        q->slots[last & q->mask].state = SFV__SLOT_FREE;
+        sfv__tail_past(q, first, last);
         return;
     }
-    /* the oldest work: the tail moves past the batch, so no one looks at its places again until
-       they are posted anew; only the last, which a copy of the handle names, is marked free */
-    SFV__INFLIGHT_DONE(q, first, last);
-    q->slots[last & q->mask].state = SFV__SLOT_FREE;
-    sfv__tail_past(q, first, last);
+    sfv__release_range(q, first, last);
+    /* A scope consumed the batch's first reads on their own (fn left the handle, and its on_wc
+       polls it: the batch's last is done): the tail moved onto the batch, into places freed
+       here, which no later release passes (it is not the tail's): past them now, or they stay
+       taken for good. */
+    if (q->tail - first - 1 < last - first) sfv__tail_free(q);
 }
 
 /* Consumes the handle's work (a whole batch, unless `one`: a handle of one work request) and gives
@@ -6164,7 +6173,9 @@ static void sfv__settle(sfv_channel *ch, sfv__ring *q, uint64_t from, uint64_t d
         sfv_work_completion wc;
         sfv_result w;
         bool fence, failed;
-        if (s->state == SFV__SLOT_FREE || s->seq != seq) continue; /* consumed by its handle */
+        /* consumed by its handle; below the tail too, whatever its state: a batch at the tail that
+           on_wc took keeps every place's state but its last's (sfv__pending_take_batch) */
+        if (seq < q->tail || s->state == SFV__SLOT_FREE || s->seq != seq) continue;
         if (s->state == SFV__SLOT_INJECT) continue; /* its place comes back with the work after it (the fence) */
         fence = s->op == SFV__OP_FENCE; /* the scope's own (sfv__scope_fence): the user's only if it failed */
         w = sfv__take_by(ch, q, seq, deadline, &wc);

@@ -2724,6 +2724,9 @@ static void t_twin_made_while_events_read(void) {
 extern char **environ;
 static volatile int ge_armed, ge_done;
 static pthread_t ge_thread;
+/* (review 25a: armed, the read tells the main thread it is inside it and stays there until the
+   main thread is done) */
+static volatile int r25_armed, r25_inside, r25_release;
 static void *ge_fail_run(void *arg) {
     sfv_pd *pd;
     (void)arg;
@@ -2732,10 +2735,16 @@ static void *ge_fail_run(void *arg) {
     return NULL;
 }
 /* Replaces libc's getenv in this program (read from environ: safe whenever the sanitizers call it).
-   Armed, the library's read of SAFEVERBS_LOG first starts the failing thread and gives it 200 ms. */
+   Armed, the library's read of SAFEVERBS_LOG first starts the failing thread and gives it 200 ms
+   (or, r25_armed, waits inside until released). */
 char *getenv(const char *name) {
     const size_t len = strlen(name);
     char **e;
+    if (r25_armed && !strcmp(name, "SAFEVERBS_LOG")) {
+        r25_armed = 0;
+        __atomic_store_n(&r25_inside, 1, __ATOMIC_RELEASE);
+        while (!__atomic_load_n(&r25_release, __ATOMIC_ACQUIRE)) usleep(1000);
+    }
     if (ge_armed && !strcmp(name, "SAFEVERBS_LOG")) {
         int ms;
         ge_armed = 0;
@@ -3342,6 +3351,105 @@ static void t_barrier_unconnected_channel(void) {
     tf_close(&e);
 }
 
+/* ---- hostile review 25a: the second round's change ---- */
+/* ---- a scope's on_wc that takes a batch the scope reaches next ---- */
+typedef struct r25_scope {
+    tf_env *e;
+    sfv_pending one, batch;
+    int calls;
+    sfv_result polled;
+    sfv_work_completion bwc;
+    uint64_t seen[8];
+} r25_scope;
+/* One read with a handle, then a batch of two reads with another: fn leaves both. */
+static sfv_result r25_one_then_batch(sfv_channel *ch, void *user) {
+    r25_scope *c = (r25_scope *)user;
+    sfv_scatter_element s0 = sfv_mr_scatter_element(c->e->mr, c->e->buf + 1024, 8);
+    sfv_scatter_element s[2];
+    sfv_remote_mr rr[2];
+    sfv_result r = sfv_channel_post_read(ch, &s0, 1, tf_at(c->e, 0), &c->one);
+    if (r) return r;
+    s[0] = sfv_mr_scatter_element(c->e->mr, c->e->buf + 1100, 16);
+    s[1] = sfv_mr_scatter_element(c->e->mr, c->e->buf + 1200, 32);
+    rr[0] = rr[1] = tf_at(c->e, 0);
+    return sfv_channel_post_read_batch(ch, s, 1, 2, rr, &c->batch);
+}
+static void r25_poll_batch_on_wc(const sfv_work_completion *wc, void *user) {
+    r25_scope *c = (r25_scope *)user;
+    if (c->calls < 8) c->seen[c->calls] = wc->wr_id;
+    if (c->calls++ == 0) c->polled = sfv_pending_poll(&c->batch, &c->bwc); /* done already: allowed in on_wc */
+}
+/* What was wrong: on_wc of the read before a batch polled the batch's handle (work already done:
+   "a poll ... still works"). The batch then began at the ring's tail, so sfv__pending_take_batch
+   moved the tail past it and marked only its last place free ("no one looks at its places
+   again"), but sfv__settle went on from the next place, found the batch's first read there with
+   its seq and state, and consumed it a second time: on_wc got a completion of work its handle
+   had taken (twice the work the scope consumed for fn, auto_polled 2), and the place was freed
+   behind the tail. */
+static void t_scope_skips_batch_taken_in_on_wc(void) {
+    tf_env e;
+    sfv_channel *a, *b;
+    sfv_scope_report rep;
+    sfv_work_completion wc;
+    sfv_gather_element g;
+    r25_scope c;
+    int i;
+    tf_open(&e, 4096);
+    tf_pair(&e, NULL, &a, &b);
+    memset(&c, 0, sizeof c);
+    c.e = &e;
+    CHECK_OK(sfv_channel_scope_wc(a, r25_one_then_batch, &c, r25_poll_batch_on_wc, &c, &rep));
+    CHECK_OK(c.polled);
+    CHECK_EQ(c.bwc.byte_len, 48);
+    if (c.calls != 1)
+        FAIL("on_wc called %d times (wr_ids %llu, %llu): the batch its handle took in on_wc was handed to on_wc again", c.calls,
+             (unsigned long long)c.seen[0], (unsigned long long)c.seen[1]);
+    CHECK_EQ(rep.auto_polled, 1);
+    CHECK_EQ(sfv_channel_outstanding(a), 0);
+    g = sfv_mr_gather_element(e.mr, e.buf, 8);
+    for (i = 0; i < 300; i++) CHECK_OK(sfv_channel_write(a, &g, 1, tf_at(&e, 512), &wc)); /* round the ring several times */
+    CHECK_EQ(sfv_channel_outstanding(a), 0);
+    CHECK_OK(sfv_destroy_channel(a));
+    CHECK_OK(sfv_destroy_channel(b));
+    tf_close(&e);
+}
+
+/* ---- SAFEVERBS_LOG: a child forked while another thread reads it ---- */
+static void *r25_list_run(void *arg) {
+    sfv_device_list *list = NULL;
+    (void)arg;
+    CHECK_OK(sfv_get_device_list(&list)); /* the first read of SAFEVERBS_LOG */
+    sfv_free_device_list(list);
+    return NULL;
+}
+/* What was wrong: the session-24 change made sfv__log_init wait, spinning, for the thread that
+   reads SAFEVERBS_LOG to finish. A process forked in that moment (another thread of the parent
+   in getenv) has that state in its child but not the thread: the child's first failure, here a
+   NULL argument, which is to return SFV_ERR_INVALID, spun for ever ("never a ... hang"). */
+static void t_log_read_forked_no_hang(void) {
+    pthread_t t;
+    pid_t pid;
+    int st;
+    CHECK(setenv("SAFEVERBS_LOG", "off", 1) == 0);
+    fk_reset();
+    r25_armed = 1;
+    CHECK(pthread_create(&t, NULL, r25_list_run, NULL) == 0);
+    while (!__atomic_load_n(&r25_inside, __ATOMIC_ACQUIRE)) usleep(1000);
+    pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        sfv_pd *pd;
+        alarm(3);
+        _exit(sfv_alloc_pd(NULL, &pd) == SFV_ERR_INVALID ? 0 : 1);
+    }
+    CHECK(waitpid(pid, &st, 0) == pid);
+    __atomic_store_n(&r25_release, 1, __ATOMIC_RELEASE);
+    CHECK(pthread_join(t, NULL) == 0);
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+        FAIL("a child forked while another thread read SAFEVERBS_LOG %s at its first failure", WIFSIGNALED(st) && WTERMSIG(st) == SIGALRM ? "hung" : "failed");
+    CHECK_EQ(fk_live_total(), 0);
+}
+
 static const harness_test TESTS[] = {
     TEST(t_launcher_rank_negative_size, 10),
     TEST(t_srq_last_ref_destroy_fails, 10),
@@ -3416,5 +3524,7 @@ static const harness_test TESTS[] = {
     TEST(t_probe_remote_edges, 20),
     TEST(t_barrier_unconnected_channel, 10),
     TEST(t_owned_destroy_refused, 10),
+    TEST(t_scope_skips_batch_taken_in_on_wc, 10),
+    TEST(t_log_read_forked_no_hang, 20),
 };
 int main(int argc, char **argv) { return harness_main(argc, argv, TESTS, COUNT_OF(TESTS)); }
