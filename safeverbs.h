@@ -876,7 +876,8 @@ SFV_NODISCARD SAFEVERBS_API sfv_result sfv_channel_handshake(sfv_channel *ch, co
    it again), or whose destroy failed part-way (its CQ gone): SFV_ERR_BROKEN before anything is
    touched, destroy it; a verb that fails leaves the channel broken with no QP (or, where the old
    QP's destroy was refused, with that QP, moved to the error state if the device let it), and
-   the call can be repeated. Handles of the old work stay valid until consumed. An event that breaks the channel while it
+   the call can be repeated. Handles of the old work stay valid until consumed; leases
+   (>>leases) on the old QP end (their rkeys dead; sfv_lease_revoke frees them). An event that breaks the channel while it
    is reset (read on another thread) breaks the new QP: the reset never undoes it.
    Thread safety: as the channel's. */
 SFV_NODISCARD SAFEVERBS_API sfv_result sfv_channel_reset(sfv_channel *ch);
@@ -1310,8 +1311,10 @@ SAFEVERBS_API size_t sfv_srq_outstanding(const sfv_srq *srq);
      waits for its completion, with the channel's deadline);
    - sfv_dereg_mr refuses an MR with live leases (SFV_ERR_INVALID, errno EBUSY, retryable):
      revoke them first. A lease holds a reference on the PD;
-   - a lease outlives its channel: sfv_destroy_channel ends the windows of its leases (their
-     rkeys are dead from then on) and leaves the leases, which sfv_lease_revoke frees;
+   - a lease outlives its channel's queue pair: sfv_destroy_channel, and sfv_channel_reset (its
+     new queue pair may face another peer), end the windows of its leases (their rkeys are dead
+     from then on, a reconnected peer's access included) and leave the leases, which
+     sfv_lease_revoke frees; grant again after the new handshake;
    - where the device has no type 2 memory windows (device_cap_flags without
      MEM_WINDOW_TYPE_2A/2B, or max_mw 0), sfv_lease_grant says SFV_ERR_UNSUPPORTED: then give a
      separate MR per peer and slice (sfv_reg_mr_shared) and deregister it to revoke, which
@@ -1349,7 +1352,8 @@ SAFEVERBS_API size_t sfv_multi_channel_len(const sfv_multi_channel *mc);
 /* Channel `peer`, owned by mc: sfv_destroy_channel refuses it (SFV_ERR_INVALID), mc's destroy
    destroys it. NULL when peer is out of range. */
 SAFEVERBS_API sfv_channel *sfv_multi_channel_peer(const sfv_multi_channel *mc, size_t peer);
-/* out[i] = channel i's endpoint; n must equal the length (else SFV_ERR_INVALID). */
+/* out[i] = channel i's endpoint; n must equal the length (else SFV_ERR_INVALID, out's n entries
+   zeroed; none where n * sizeof(sfv_endpoint) passes SIZE_MAX, as no array has that many). */
 SFV_NODISCARD SAFEVERBS_API sfv_result sfv_multi_channel_endpoints(const sfv_multi_channel *mc, sfv_endpoint *out, size_t n);
 /* Connects channel i with peers[i]; n must equal the length. Every endpoint is checked before any
    channel connects (SFV_ERR_INVALID, nothing done, can be repeated); a verb that refuses after
@@ -5330,7 +5334,7 @@ static sfv_result sfv__atomic_refused(const sfv_channel *ch, const sfv_scatter_e
 
 /* A refusal by the rules every post keeps, with the atomic's own words for a missing element. */
 SFV__SLOW sfv_result sfv__atomic_post_refused(sfv_channel *ch, const sfv_scatter_element *old, sfv_pending *pending) {
-    if (ch && !old) {
+    if (ch && !old && !ch->settling) { /* (from a scope's on_wc: refused as every post is there) */
         sfv__pending_clear(ch, pending, 1);
         return sfv__fail(SFV_ERR_INVALID, EINVAL, "post", "the old value's element is NULL (an atomic needs one 8-byte element)");
     }
@@ -5473,12 +5477,16 @@ static sfv_result sfv__post_requests(sfv_channel *ch, sfv__post_kind kind, bool 
         for (i = 0; i < count; i++) {
             const sfv__request q = sfv__request_at(kind, write, reqs, i);
             if (!q.sg && q.n) {
+                /* from a scope's on_wc, refused as every post is there, whatever its requests
+                   (tested here, off the common path) */
+                if (ch->settling) return sfv__post_refused(ch, kind, &sfv__no_sge, 0, count, pending);
                 sfv__pending_clear(ch, pending, 1);
                 return sfv__fail(SFV_ERR_INVALID, EINVAL, "post", "request %zu: %zu elements at NULL", i, q.n);
             }
             if (q.n > max_n) max_n = q.n;
         }
     if (!reqs && ch) {
+        if (ch->settling) return sfv__post_refused(ch, kind, &sfv__no_sge, 0, count, pending); /* (from on_wc: as above) */
         sfv__pending_clear(ch, pending, 1);
         return sfv__fail(SFV_ERR_INVALID, EINVAL, "post", "requests (NULL)");
     }
@@ -7426,10 +7434,11 @@ SAFEVERBS_API sfv_result sfv_multi_channel_endpoints(const sfv_multi_channel *mc
     size_t i;
     sfv_result r;
     SFV__CHECK_ARG(out || n == 0, "out");
-    if (out && n) memset(out, 0, n * sizeof *out); /* the caller's n entries: zero unless filled */
     r = sfv__mc_count(mc, n);
     for (i = 0; r == SFV_OK && i < n; i++) r = sfv_channel_endpoint(mc->peers[i].ch, &out[i]);
-    if (r && out && n) memset(out, 0, n * sizeof *out);
+    /* Refused: the caller's n entries zeroed, but only where n entries can exist: n * sizeof *out
+       of a garbage n (SIZE_MAX) wraps, and a memset of that crashed a call that refuses. */
+    if (r && out && n <= SIZE_MAX / sizeof *out) memset(out, 0, n * sizeof *out);
     return r;
 }
 

@@ -3450,6 +3450,135 @@ static void t_log_read_forked_no_hang(void) {
     CHECK_EQ(fk_live_total(), 0);
 }
 
+/* ---- hostile review 25c ---- */
+/* sfv_multi_channel_endpoints zeroed the caller's n entries with memset(out, 0, n * sizeof *out)
+   before and after it checked n against the channels' count: a garbage n (SIZE_MAX) made the
+   product wrap to ~2^64 bytes, and the memset crashed where the call should refuse with
+   SFV_ERR_INVALID ("address and size arithmetic that could wrap" is checked always). Now no
+   entry is touched where n entries cannot exist; a plain wrong n still has its n zeroed. */
+static void t_mc_endpoints_garbage_count(void) {
+    tf_env e;
+    sfv_multi_channel *mc;
+    struct { sfv_endpoint ep[3]; unsigned char guard[64]; } out;
+    unsigned char ones[64];
+    size_t i;
+    tf_open(&e, 4096);
+    CHECK_OK(sfv_create_multi_channel(e.pd, 2, NULL, &mc));
+    memset(ones, 0xA5, sizeof ones);
+    memset(&out, 0xA5, sizeof out);
+    CHECK_RESULT(sfv_multi_channel_endpoints(mc, out.ep, SIZE_MAX), SFV_ERR_INVALID); /* crashed */
+    CHECK_MSG("endpoints for 2 channels");
+    CHECK(memcmp(out.guard, ones, sizeof ones) == 0);
+    CHECK_RESULT(sfv_multi_channel_endpoints(NULL, out.ep, SIZE_MAX / 2), SFV_ERR_INVALID); /* wrapped too */
+    CHECK(memcmp(out.guard, ones, sizeof ones) == 0);
+    CHECK_RESULT(sfv_multi_channel_endpoints(mc, out.ep, 3), SFV_ERR_INVALID); /* the caller's 3: zeroed */
+    for (i = 0; i < 3; i++) CHECK_EQ(out.ep[i].qpn, 0);
+    CHECK(memcmp(out.guard, ones, sizeof ones) == 0);
+    CHECK_OK(sfv_multi_channel_endpoints(mc, out.ep, 2));
+    CHECK(out.ep[0].qpn != 0 && out.ep[1].qpn != 0);
+    CHECK_OK(sfv_destroy_multi_channel(mc));
+    tf_close(&e);
+}
+
+/* A fixed sentence of the docs: >>leases said a lease's rkey works until sfv_lease_revoke, and
+   that only sfv_destroy_channel ends its window; sfv_channel_reset ends it too (the window is
+   bound to the old queue pair, and the new one may face another peer), so the peer reconnected
+   after a reset is refused with a remote access error while the lease still lives. The docs now
+   say so (>>leases, sfv_channel_reset); this holds what they say: dead, still revocable, and a
+   new grant works. */
+static void t_lease_ends_at_reset(void) {
+    tf_env e;
+    sfv_channel *a, *b;
+    sfv_mr *m;
+    sfv_lease *l, *l2;
+    sfv_gather_element g;
+    sfv_work_completion wc;
+    fk_set_mw(true);
+    tf_open(&e, 8192);
+    tf_pair(&e, NULL, &a, &b);
+    CHECK_OK(sfv_reg_mr_access(e.pd, e.buf, 4096, SFV_ACCESS_LOCAL_WRITE | SFV_ACCESS_MW_BIND, &m));
+    CHECK_OK(sfv_lease_grant(a, m, 0, 64, SFV_ACCESS_REMOTE_WRITE, &l));
+    CHECK_OK(sfv_channel_reset(a));
+    CHECK_OK(sfv_channel_reset(b));
+    tf_connect(a, b);
+    CHECK_EQ(fk_mw_count(), 0); /* the window went with the old QP */
+    memcpy(e.buf + 5000, "leased", 6);
+    g = sfv_mr_gather_element(e.mr, e.buf + 5000, 6);
+    CHECK_RESULT(sfv_channel_write(b, &g, 1, sfv_lease_remote(l), &wc), SFV_ERR_WORK);
+    CHECK_EQ(wc.status, SFV_WC_REM_ACCESS_ERR);
+    CHECK(memcmp(e.buf, "leased", 6) != 0);
+    CHECK_RESULT(sfv_dereg_mr(m), SFV_ERR_INVALID); /* the dead lease still counts until revoked */
+    CHECK_OK(sfv_lease_revoke(l));
+    CHECK_OK(sfv_channel_reset(a));
+    CHECK_OK(sfv_channel_reset(b));
+    tf_connect(a, b);
+    CHECK_OK(sfv_lease_grant(a, m, 0, 64, SFV_ACCESS_REMOTE_WRITE, &l2)); /* granted again after the new handshake */
+    CHECK_OK(sfv_channel_write(b, &g, 1, sfv_lease_remote(l2), NULL));
+    CHECK(memcmp(e.buf, "leased", 6) == 0);
+    CHECK_OK(sfv_lease_revoke(l2));
+    CHECK_OK(sfv_destroy_channel(a));
+    CHECK_OK(sfv_destroy_channel(b));
+    CHECK_OK(sfv_dereg_mr(m));
+    tf_close(&e);
+}
+
+/* ---- hostile review 25e ---- */
+/* A scope's on_wc "may not post to the channel (any post, inject or blocking call): each is refused
+   with SFV_ERR_INVALID, the last error naming on_wc". A request batch (sfv_channel_post_sends,
+   _writes, _reads) checked its requests before anything else, so one from on_wc with a request of
+   NULL elements, or NULL requests, was refused for that instead, its message not naming on_wc
+   (nor saying that no post from there is taken, whatever its arguments). So was an atomic with a
+   NULL old-value element. Now the channel's rules come first, as in every other post. */
+typedef struct tr_onwc {
+    sfv_channel *ch;
+    sfv_remote_mr remote;
+    int calls;
+    sfv_result reqs_null, req_null_sges, atomic_null;
+    bool named[3];
+} tr_onwc;
+static sfv_result tr_onwc_fn(sfv_channel *ch, void *user) {
+    return sfv_channel_post_write(ch, NULL, 0, ((tr_onwc *)user)->remote, NULL);
+}
+static bool tr_names_on_wc(void) { return strstr(sfv_last_error()->message, "on_wc") != NULL; }
+static void tr_onwc_cb(const sfv_work_completion *wc, void *user) {
+    tr_onwc *t = (tr_onwc *)user;
+    sfv_send_request rq;
+    sfv_pending p;
+    (void)wc;
+    if (t->calls++) return;
+    memset(&p, 0, sizeof p);
+    t->reqs_null = sfv_channel_post_sends(t->ch, NULL, 1, &p);
+    t->named[0] = tr_names_on_wc();
+    memset(&rq, 0, sizeof rq);
+    rq.n = 1; /* elements at NULL */
+    t->req_null_sges = sfv_channel_post_sends(t->ch, &rq, 1, &p);
+    t->named[1] = tr_names_on_wc();
+    t->atomic_null = sfv_channel_post_fetch_add(t->ch, NULL, sfv_remote_mr_make(4096, 8, 1), 1, &p);
+    t->named[2] = tr_names_on_wc();
+}
+static void t_on_wc_request_batch_names_on_wc(void) {
+    tf_env e;
+    sfv_channel *a, *b;
+    tr_onwc t;
+    sfv_scope_report rep;
+    tf_open(&e, 4096);
+    tf_pair(&e, NULL, &a, &b);
+    memset(&t, 0, sizeof t);
+    t.ch = a;
+    t.remote = tf_at(&e, 0);
+    CHECK_OK(sfv_channel_scope_wc(a, tr_onwc_fn, &t, tr_onwc_cb, &t, &rep));
+    CHECK_EQ(t.calls, 1);
+    CHECK_RESULT(t.reqs_null, SFV_ERR_INVALID);
+    CHECK_RESULT(t.req_null_sges, SFV_ERR_INVALID);
+    CHECK_RESULT(t.atomic_null, SFV_ERR_INVALID);
+    CHECK(t.named[0]);
+    CHECK(t.named[1]);
+    CHECK(t.named[2]);
+    CHECK_OK(sfv_destroy_channel(a));
+    CHECK_OK(sfv_destroy_channel(b));
+    tf_close(&e);
+}
+
 static const harness_test TESTS[] = {
     TEST(t_launcher_rank_negative_size, 10),
     TEST(t_srq_last_ref_destroy_fails, 10),
@@ -3526,5 +3655,8 @@ static const harness_test TESTS[] = {
     TEST(t_owned_destroy_refused, 10),
     TEST(t_scope_skips_batch_taken_in_on_wc, 10),
     TEST(t_log_read_forked_no_hang, 20),
+    TEST(t_mc_endpoints_garbage_count, 10),
+    TEST(t_lease_ends_at_reset, 10),
+    TEST(t_on_wc_request_batch_names_on_wc, 20),
 };
 int main(int argc, char **argv) { return harness_main(argc, argv, TESTS, COUNT_OF(TESTS)); }
