@@ -889,7 +889,8 @@ SAFEVERBS_API const sfv_channel_desc *sfv_channel_get_desc(const sfv_channel *ch
    sleep is missed until the next one: (1) sfv_channel_arm, (2) poll every pending handle you
    wait for (sfv_pending_poll) and handle what is done, (3) only if none was done, sleep in
    poll/epoll on the fd, (4) when it is readable, sfv_channel_ack_events, and go to (1). The
-   channel's own waits do exactly this. */
+   channel's own waits do exactly this. sfv_channel_arm also takes every completion already in
+   the CQ (they raise no event), so the polls of (2) find them. */
 SAFEVERBS_API int sfv_channel_fd(const sfv_channel *ch);
 SFV_NODISCARD SAFEVERBS_API sfv_result sfv_channel_arm(sfv_channel *ch);
 SAFEVERBS_API sfv_result sfv_channel_ack_events(sfv_channel *ch);
@@ -4694,12 +4695,19 @@ static int sfv__arm(sfv_channel *ch) {
 }
 
 SAFEVERBS_API sfv_result sfv_channel_arm(sfv_channel *ch) {
-    int rc;
+    int rc, n;
     SFV__CHECK_ARG(ch && ch->cc, "channel (not in SFV_WAIT_EVENT mode)");
     SFV__CHECK_ARG(ch->cq, "channel (its destroy failed part-way: destroy it again)"); /* (its CQ gone, its completion channel not) */
-    if (ch->armed) return SFV_OK;
-    rc = sfv__arm(ch);
-    if (rc) return sfv__fail_verb("ibv_req_notify_cq", rc);
+    if (!ch->armed) {
+        rc = sfv__arm(ch);
+        if (rc) return sfv__fail_verb("ibv_req_notify_cq", rc);
+    }
+    /* Completions already in the CQ raise no event, and the poll of the loop's step (2) takes at
+       most SFV__POLL_N of them: one behind more than that (sends consumed later, say) would be
+       left there while the loop sleeps on a silent fd. All of them are taken now (each handle's
+       poll then finds its own), as the channel's own waits take all before they sleep. */
+    while ((n = sfv__drain(ch)) > 0) {}
+    if (n < 0) return sfv__fail_poll(n);
     return SFV_OK;
 }
 
@@ -4784,7 +4792,10 @@ SFV__SLOW int sfv__wait_sleep(sfv_channel *ch, uint64_t *deadline, uint32_t time
         return 0;
     }
     if (!ch->armed) { /* (sfv__arm: a failure recorded only once it is the wait's) */
-        const int rc = sfv__arm(ch); /* (its CQ is there: the wait polled it) */
+        int rc;
+        if (!*deadline && timeout_ms == 0) return 1; /* a look sleeps not: it needs no arm (a verb, a system call
+                                                        on rxe) and must not fail for one */
+        rc = sfv__arm(ch); /* (its CQ is there: the wait polled it) */
         if (SFV__UNLIKELY(rc)) { /* a device that failed refuses every verb: its DEVICE_FATAL, unread yet (the
                                     arm comes before the poll that would see it), is why, and ends the wait */
             sfv__events_read(ch->pd->ctx);
@@ -4792,6 +4803,7 @@ SFV__SLOW int sfv__wait_sleep(sfv_channel *ch, uint64_t *deadline, uint32_t time
                 sfv__async_abort(ch); /* (the work's own result tells it, not the arm's failure) */
                 return 0;
             }
+            if (*deadline && sfv__now_ns() >= *deadline) return 1; /* a wait with no time left needed no arm: timed out */
             return (int)sfv__fail_verb("ibv_req_notify_cq", rc);
         }
         return 0; /* poll once more: a completion may have come before the arm */

@@ -3579,6 +3579,107 @@ static void t_on_wc_request_batch_names_on_wc(void) {
     tf_close(&e);
 }
 
+/* ---- hostile review 25d: the event wait mode ---- */
+static sfv_channel_desc r25_desc(sfv_wait_mode mode, uint32_t timeout_ms) {
+    sfv_channel_desc d;
+    memset(&d, 0, sizeof d);
+    d.wait_mode = mode;
+    d.timeout_ms = timeout_ms;
+    return d;
+}
+
+/* Whether fd is readable within ms. */
+static int r25_readable(int fd, int ms) {
+    struct pollfd pfd;
+    pfd.fd = fd;
+    pfd.events = POLLIN;
+    pfd.revents = 0;
+    return poll(&pfd, 1, ms) > 0;
+}
+
+/* sfv_channel_fd: "In your own event loop, keep this order, or a completion that lands between a
+   poll and the sleep is missed until the next one: (1) sfv_channel_arm, (2) poll every pending
+   handle you wait for (sfv_pending_poll) ... (3) only if none was done, sleep in poll/epoll on
+   the fd". A poll takes at most 16 completions off the CQ; completions that came in before the
+   arm raise no event. With more than 16 of them ahead of the awaited one (sends the program
+   consumes later, say), the poll in (2) said SFV_NOT_DONE, and the sleep in (3) never woke:
+   the receive had completed, and the loop missed it until some other completion came. Fixed:
+   sfv_channel_arm takes every completion already in the CQ (as the channel's own waits do
+   before they sleep), so the polls of step (2) find them. */
+static void t_arm_then_poll_sees_completions_before_arm(void) {
+    tf_env e;
+    sfv_channel_desc d = r25_desc(SFV_WAIT_EVENT, 2000);
+    sfv_channel *a, *b;
+    sfv_pending tx[20], brx[20], rx, btx;
+    sfv_gather_element g;
+    sfv_scatter_element s;
+    sfv_work_completion wc;
+    sfv_result r;
+    int i;
+    tf_open(&e, 4096);
+    tf_pair(&e, &d, &a, &b);
+    g = sfv_mr_gather_element(e.mr, e.buf, 8);
+    for (i = 0; i < 20; i++) {
+        s = sfv_mr_scatter_element(e.mr, e.buf + 1024 + 8 * i, 8);
+        CHECK_OK(sfv_channel_post_receive(b, &s, 1, &brx[i]));
+    }
+    for (i = 0; i < 20; i++) CHECK_OK(sfv_channel_post_send(a, &g, 1, &tx[i])); /* 20 completions on a's CQ, not armed */
+    s = sfv_mr_scatter_element(e.mr, e.buf + 2048, 8);
+    CHECK_OK(sfv_channel_post_receive(a, &s, 1, &rx));
+    CHECK_OK(sfv_channel_post_send(b, &g, 1, &btx)); /* rx done: its completion behind the 20 */
+    /* the documented loop, waiting for rx only */
+    CHECK_OK(sfv_channel_arm(a));
+    r = sfv_pending_poll(&rx, &wc);
+    if (r == SFV_NOT_DONE && !r25_readable(sfv_channel_fd(a), 100))
+        FAIL("the receive completed before the arm, the poll in step (2) said NOT_DONE and the fd stays silent: the loop sleeps past it");
+    if (r == SFV_NOT_DONE) CHECK_OK(sfv_pending_wait(&rx, 1000, &wc));
+    else CHECK_OK(r);
+    CHECK_OK(sfv_channel_ack_events(a));
+    for (i = 0; i < 20; i++) CHECK_OK(sfv_pending_wait(&tx[i], 1000, NULL));
+    for (i = 0; i < 20; i++) CHECK_OK(sfv_pending_wait(&brx[i], 1000, NULL));
+    CHECK_OK(sfv_pending_wait(&btx, 1000, NULL));
+    CHECK_OK(sfv_destroy_channel(a));
+    CHECK_OK(sfv_destroy_channel(b));
+    tf_close(&e);
+}
+
+/* sfv_pending_wait: "0: one look, no sleep", and SFV_ERR_TIMEOUT when the work is not done. An
+   event-mode look armed the CQ first (ibv_req_notify_cq, a system call on rxe) though no sleep
+   follows a look: an arm that failed failed the look (SFV_ERR_DRIVER, ibv_req_notify_cq), where
+   a busy-mode look says SFV_ERR_TIMEOUT, and a loop of looks paid a verb on each. The same for
+   sfv_pending_wait_all's later handles once its one deadline has passed. Fixed: the event-mode
+   sleep reads its deadline before it arms, and a wait whose deadline is now (a look) or past
+   arms nothing. */
+static void t_event_look_arms_nothing(void) {
+    tf_env e;
+    sfv_channel_desc d = r25_desc(SFV_WAIT_EVENT, 2000);
+    sfv_channel *a, *b;
+    sfv_pending rx[2];
+    sfv_work_completion wc[2];
+    sfv_scatter_element s;
+    long i, n, arms = 0;
+    tf_open(&e, 4096);
+    tf_pair(&e, &d, &a, &b);
+    s = sfv_mr_scatter_element(e.mr, e.buf, 8);
+    CHECK_OK(sfv_channel_post_receive(a, &s, 1, &rx[0]));
+    s = sfv_mr_scatter_element(e.mr, e.buf + 64, 8);
+    CHECK_OK(sfv_channel_post_receive(a, &s, 1, &rx[1]));
+    fk_fail_name("ibv_req_notify_cq", 100); /* (the CQ was never armed) */
+    CHECK_RESULT(sfv_pending_wait(&rx[0], 0, &wc[0]), SFV_ERR_TIMEOUT);
+    CHECK_EQ(wc[0].result, SFV_ERR_TIMEOUT);
+    CHECK_RESULT(sfv_pending_wait_all(rx, 2, 0, wc), SFV_ERR_TIMEOUT);
+    fk_fail_name("ibv_req_notify_cq", 0);
+    fk_fail_nth(0); /* (counts the calls from here) */
+    CHECK_RESULT(sfv_pending_wait(&rx[0], 0, &wc[0]), SFV_ERR_TIMEOUT);
+    for (i = 1, n = fk_calls(); i <= n; i++)
+        if (fk_call_name(i) && strcmp(fk_call_name(i), "ibv_req_notify_cq") == 0) arms++;
+    if (arms) FAIL("a look (timeout 0) armed the CQ %ld time(s)", arms);
+    CHECK(!sfv_channel_broken(a, NULL));
+    CHECK_OK(sfv_destroy_channel(a));
+    CHECK_OK(sfv_destroy_channel(b));
+    tf_close(&e);
+}
+
 static const harness_test TESTS[] = {
     TEST(t_launcher_rank_negative_size, 10),
     TEST(t_srq_last_ref_destroy_fails, 10),
@@ -3658,5 +3759,7 @@ static const harness_test TESTS[] = {
     TEST(t_mc_endpoints_garbage_count, 10),
     TEST(t_lease_ends_at_reset, 10),
     TEST(t_on_wc_request_batch_names_on_wc, 20),
+    TEST(t_arm_then_poll_sees_completions_before_arm, 10),
+    TEST(t_event_look_arms_nothing, 10),
 };
 int main(int argc, char **argv) { return harness_main(argc, argv, TESTS, COUNT_OF(TESTS)); }
