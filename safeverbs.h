@@ -1354,7 +1354,7 @@ SAFEVERBS_API size_t sfv_multi_channel_len(const sfv_multi_channel *mc);
    destroys it. NULL when peer is out of range. */
 SAFEVERBS_API sfv_channel *sfv_multi_channel_peer(const sfv_multi_channel *mc, size_t peer);
 /* out[i] = channel i's endpoint; n must equal the length (else SFV_ERR_INVALID, out's n entries
-   zeroed; none where n * sizeof(sfv_endpoint) passes SIZE_MAX, as no array has that many). */
+   zeroed; none where n * sizeof(sfv_endpoint) passes PTRDIFF_MAX, as no array has that many). */
 SFV_NODISCARD SAFEVERBS_API sfv_result sfv_multi_channel_endpoints(const sfv_multi_channel *mc, sfv_endpoint *out, size_t n);
 /* Connects channel i with peers[i]; n must equal the length. Every endpoint is checked before any
    channel connects (SFV_ERR_INVALID, nothing done, can be repeated); a verb that refuses after
@@ -7448,9 +7448,10 @@ SAFEVERBS_API sfv_result sfv_multi_channel_endpoints(const sfv_multi_channel *mc
     SFV__CHECK_ARG(out || n == 0, "out");
     r = sfv__mc_count(mc, n);
     for (i = 0; r == SFV_OK && i < n; i++) r = sfv_channel_endpoint(mc->peers[i].ch, &out[i]);
-    /* Refused: the caller's n entries zeroed, but only where n entries can exist: n * sizeof *out
-       of a garbage n (SIZE_MAX) wraps, and a memset of that crashed a call that refuses. */
-    if (r && out && n <= SIZE_MAX / sizeof *out) memset(out, 0, n * sizeof *out);
+    /* Refused: the caller's n entries zeroed, but only where n entries can exist: no object is
+       larger than PTRDIFF_MAX bytes, and a memset for a garbage n (SIZE_MAX / sizeof *out, say)
+       crashed a call that refuses. */
+    if (r && out && n <= (size_t)PTRDIFF_MAX / sizeof *out) memset(out, 0, n * sizeof *out);
     return r;
 }
 

@@ -14,6 +14,7 @@
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
+#include <stdint.h>
 
 /* ---- review a ---- */
 /* test_review20a.c - review of multi-channels, nodes, SRQs and leases on the fake NIC: an SRQ's
@@ -3680,6 +3681,34 @@ static void t_event_look_arms_nothing(void) {
     tf_close(&e);
 }
 
+/* ---- hostile review 26a ---- */
+/* sfv_multi_channel_endpoints: a refused call zeroes "out's n entries; none where n *
+   sizeof(sfv_endpoint) passes SIZE_MAX, as no array has that many". No array has more than
+   PTRDIFF_MAX bytes either (the largest object C allows, and more than any address space
+   holds), yet a garbage n just under SIZE_MAX / sizeof (n = SIZE_MAX / sizeof(sfv_endpoint), a
+   length mismatch the call refuses) passed the test, and the memset of ~SIZE_MAX bytes over a
+   4-entry array crashed the call that refused it. Fixed: nothing is zeroed where n entries
+   would pass PTRDIFF_MAX bytes. */
+static void t_mc_endpoints_garbage_n_no_crash(void) {
+    tf_env e;
+    sfv_multi_channel *mc;
+    sfv_endpoint out[4];
+    const size_t garbage[] = {SIZE_MAX / sizeof(sfv_endpoint), (size_t)PTRDIFF_MAX / sizeof(sfv_endpoint) + 1, SIZE_MAX / 2};
+    size_t i;
+    tf_open(&e, 4096);
+    CHECK_OK(sfv_create_multi_channel(e.pd, 4, NULL, &mc));
+    for (i = 0; i < COUNT_OF(garbage); i++) {
+        CHECK_RESULT(sfv_multi_channel_endpoints(mc, out, garbage[i]), SFV_ERR_INVALID);
+        CHECK_RESULT(sfv_multi_channel_endpoints(NULL, out, garbage[i]), SFV_ERR_INVALID);
+    }
+    memset(out, 0xAB, sizeof out);
+    CHECK_RESULT(sfv_multi_channel_endpoints(mc, out, 3), SFV_ERR_INVALID); /* a real mismatch: its 3 entries zeroed */
+    for (i = 0; i < 3; i++) CHECK_EQ(out[i].qpn, 0);
+    CHECK_OK(sfv_multi_channel_endpoints(mc, out, 4));
+    CHECK_OK(sfv_destroy_multi_channel(mc));
+    tf_close(&e);
+}
+
 static const harness_test TESTS[] = {
     TEST(t_launcher_rank_negative_size, 10),
     TEST(t_srq_last_ref_destroy_fails, 10),
@@ -3761,5 +3790,6 @@ static const harness_test TESTS[] = {
     TEST(t_on_wc_request_batch_names_on_wc, 20),
     TEST(t_arm_then_poll_sees_completions_before_arm, 10),
     TEST(t_event_look_arms_nothing, 10),
+    TEST(t_mc_endpoints_garbage_n_no_crash, 10),
 };
 int main(int argc, char **argv) { return harness_main(argc, argv, TESTS, COUNT_OF(TESTS)); }
