@@ -1105,7 +1105,10 @@ typedef void (*sfv_scope_wc_fn)(const sfv_work_completion *wc, void *wc_user);
    for it. The fence needs the peer's channel to allow SFV_ACCESS_REMOTE_WRITE (the default
    access does); refused, it fails the scope (SFV_ERR_SCOPE_AUTOPOLL; first_error says the
    peer's refusal, REM_INV_REQ_ERR on rxe) after the work before it completed. A failure of unsignaled work shows on the next signaled completion,
-   or as the scope's auto-polled failure. Each needs room for itself and the fence
+   or as the scope's auto-polled failure. (This takes the NIC at IBA's word that work which fails
+   or is flushed always completes, signaled or not: unsignaled work with no completion of its own
+   below a later one, a flush included, succeeded. A provider that flushed unsignaled work
+   without a completion would have it reported as succeeded.) Each needs room for itself and the fence
    (SFV_ERR_RESOURCE otherwise). The fence is not counted in the report, nor handed to on_wc,
    unless it failed. */
 SFV_NODISCARD SAFEVERBS_API sfv_result sfv_channel_post_send_unsignaled(sfv_channel *ch, const sfv_gather_element *sges, size_t n);
@@ -4618,14 +4621,22 @@ static bool sfv__destroy_qp(sfv_channel *ch) {
     return true;
 }
 
-/* Injects (>>impl inject) left last on the send queue, unsignaled, may have completed with no
-   completion to say so. With the QP in ERR, one more work request is flushed at once, with a
-   completion, which ends them all (it is tracked as an inject: its place frees itself). */
+/* Unsignaled work left last on the send queue (injects, >>impl inject; a scope's unsignaled post,
+   sig_top below head) may have completed with no completion to say so. With the QP in ERR, one
+   more work request is flushed at once, with a completion, which ends them all, as succeeded
+   where the NIC gave them no flush of their own (sfv__catch_up); it is tracked as an inject: its
+   place frees itself. Without it, unsignaled work that was done kept the abort waiting for its
+   deadline, and the QP's destroy then called it flushed (sfv__ring_flush): delivered work
+   reported lost. (Not after a scope's fence the verb refused: the scope says that its work "may
+   have completed", and the verb would most likely refuse the mark too.) */
 static void sfv__abort_mark(sfv_channel *ch) {
     sfv__ring *q = &ch->sq;
     struct ibv_send_wr wr, *bad = NULL;
     const sfv__slot *s = &q->slots[(q->head - 1) & q->mask];
-    if (q->head == q->completed || q->head - q->tail >= q->cap || s->state != SFV__SLOT_INJECT) return;
+    if (q->head == q->completed || q->head - q->tail >= q->cap ||
+        (s->state != SFV__SLOT_INJECT &&
+         (s->state != SFV__SLOT_INFLIGHT || q->sig_top == q->head || ch->first_cause == SFV__CAUSE_FENCE_UNPOSTED)))
+        return;
     memset(&wr, 0, sizeof wr);
     wr.wr_id = q->head << 1 | SFV__WRID_INJECT;
     wr.opcode = IBV_WR_RDMA_WRITE;

@@ -61,6 +61,7 @@ static int fk_port_state = IBV_PORT_ACTIVE;
 static enum ibv_atomic_cap fk_atomic_cap = IBV_ATOMIC_HCA;
 static unsigned fk_max_inline = 65536; /* the largest max_inline_data a QP may ask for */
 static bool fk_no_flush;               /* ERR flushes nothing: a NIC that never flushes */
+static bool fk_flush_quiet;            /* ERR flushes unsignaled send work with no completion (against IBA) */
 static bool fk_mw_on;                  /* type 2 memory windows (max_mw, MEM_WINDOW_TYPE_2B) */
 static int fk_mw_dealloc_fail;         /* that many ibv_dealloc_mw calls fail with EIO */
 #define FK_FAIL_NAMES 4
@@ -102,6 +103,7 @@ void fk_reset(void) {
     fk_partial = 0;
     fk_max_inline = 65536;
     fk_no_flush = false;
+    fk_flush_quiet = false;
     fk_mw_on = false;
     fk_mw_dealloc_fail = 0;
     memset(fk_fail_name_n, 0, sizeof fk_fail_name_n);
@@ -127,6 +129,7 @@ void fk_set_port_state(int state) { fk_port_state = state; }
 void fk_set_atomic_cap(int cap) { fk_atomic_cap = (enum ibv_atomic_cap)cap; }
 void fk_set_max_inline(unsigned max) { fk_max_inline = max; }
 void fk_set_no_flush(bool on) { fk_no_flush = on; }
+void fk_set_flush_unsignaled_quiet(bool on) { fk_flush_quiet = on; }
 void fk_set_mw(bool on) { fk_mw_on = on; }
 void fk_set_mw_dealloc_fail(int n) { fk_mw_dealloc_fail = n; }
 static void fk_bug(const char *what);
@@ -816,7 +819,8 @@ static enum ibv_wc_opcode fk_send_wc_op(enum ibv_wr_opcode op) {
 static void fk_flush(fk_qp *q) {
     for (; q->sq_count; q->sq_count--, q->sq_head = (q->sq_head + 1) % q->cap.max_send_wr) {
         fk_swr *w = &q->sq[q->sq_head];
-        fk_complete(q->qp.send_cq, q, w->wr_id, IBV_WC_WR_FLUSH_ERR, fk_send_wc_op(w->opcode), 0, false, 0);
+        if (!fk_flush_quiet || (w->flags & IBV_SEND_SIGNALED) || q->sq_sig_all)
+            fk_complete(q->qp.send_cq, q, w->wr_id, IBV_WC_WR_FLUSH_ERR, fk_send_wc_op(w->opcode), 0, false, 0);
         fk_free_swr(w);
     }
     for (; q->rq_count; q->rq_count--, q->rq_head = (q->rq_head + 1) % q->cap.max_recv_wr)

@@ -28,6 +28,9 @@ void fk_set_atomic_cap(int cap);
 void fk_set_max_inline(unsigned max);
 /* on: moving a QP to ERR flushes none of its work (a NIC that never flushes), until fk_reset. */
 void fk_set_no_flush(bool on);
+/* on: moving a QP to ERR flushes its unsignaled send work with NO completion (a provider that
+   breaks IBA's rule that every work request ending in error completes), until fk_reset. */
+void fk_set_flush_unsignaled_quiet(bool on);
 /* on: the device has type 2 memory windows (max_mw, MEM_WINDOW_TYPE_2B); off (the default): none. */
 void fk_set_mw(bool on);
 /* The next n ibv_dealloc_mw calls fail with EIO. */

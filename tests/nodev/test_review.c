@@ -3709,6 +3709,59 @@ static void t_mc_endpoints_garbage_n_no_crash(void) {
     tf_close(&e);
 }
 
+/* ---- hostile review 26b: injects and unsignaled work under failure ---- */
+/* A scope's unsignaled write that the peer's memory HAD received was reported as flushed
+   (on_wc: SFV_ERR_TIMEOUT / WR_FLUSH_ERR; report failed 1; SFV_ERR_SCOPE_AUTOPOLL) when a
+   blocking receive in fn timed out, and the scope took the abort's whole drain time (5 s; 0.3 s
+   here) on top of the deadline: the abort moved the QP to ERR, but the write had completed
+   with no completion (unsignaled), and no later work request existed whose flush would complete
+   it, so the abort waited for it until its deadline, then destroyed the QP, whose sfv__ring_flush
+   called everything below head flushed. The abort's mark (a signaled zero-length write flushed
+   at once) was posted only after injects left last; now after any unsignaled work left last. */
+typedef struct u_ctx { tf_env *e; sfv_result rr; int n; sfv_work_completion wcs[4]; } u_ctx;
+static void u_on_wc(const sfv_work_completion *wc, void *user) {
+    u_ctx *c = (u_ctx *)user;
+    if (c->n < 4) c->wcs[c->n] = *wc;
+    c->n++;
+}
+static sfv_result u_write_then_receive(sfv_channel *ch, void *user) {
+    u_ctx *c = (u_ctx *)user;
+    sfv_gather_element g = sfv_mr_gather_element(c->e->mr, c->e->buf, 6);
+    sfv_scatter_element s = sfv_mr_scatter_element(c->e->mr, c->e->buf + 2048, 64);
+    sfv_result r = sfv_channel_post_write_unsignaled(ch, &g, 1, tf_at(c->e, 1024)); /* lands at once, silently */
+    if (r) return r;
+    c->rr = sfv_channel_receive(ch, &s, 1, NULL); /* nothing comes: its deadline flushes the channel */
+    return SFV_OK;
+}
+static void t_abort_keeps_unsignaled_delivered(void) {
+    tf_env e;
+    sfv_channel_desc d;
+    sfv_channel *a, *b;
+    sfv_scope_report rep;
+    u_ctx c;
+    uint64_t t0, ms;
+    memset(&d, 0, sizeof d);
+    d.timeout_ms = 50;
+    tf_open(&e, 4096);
+    tf_pair(&e, &d, &a, &b);
+    memcpy(e.buf, "hello", 6);
+    memset(&c, 0, sizeof c);
+    c.e = &e;
+    t0 = sfv__now_ns();
+    CHECK_OK(sfv_channel_scope_wc(a, u_write_then_receive, &c, u_on_wc, &c, &rep));
+    ms = (sfv__now_ns() - t0) / 1000000;
+    CHECK_EQ(c.rr, SFV_ERR_TIMEOUT);
+    CHECK(strcmp((char *)e.buf + 1024, "hello") == 0); /* delivered */
+    CHECK_EQ(c.n, 1);
+    CHECK(c.wcs[0].result == SFV_OK && c.wcs[0].status == SFV_WC_SUCCESS && c.wcs[0].opcode == SFV_WC_OP_WRITE);
+    CHECK(rep.auto_polled == 1 && rep.failed == 0);
+    if (ms >= 250) FAIL("the scope took %llu ms: the abort waited for work that had completed", (unsigned long long)ms);
+    CHECK_EQ(sfv_channel_outstanding(a), 0);
+    CHECK_OK(sfv_destroy_channel(a));
+    CHECK_OK(sfv_destroy_channel(b));
+    tf_close(&e);
+}
+
 static const harness_test TESTS[] = {
     TEST(t_launcher_rank_negative_size, 10),
     TEST(t_srq_last_ref_destroy_fails, 10),
@@ -3791,5 +3844,6 @@ static const harness_test TESTS[] = {
     TEST(t_arm_then_poll_sees_completions_before_arm, 10),
     TEST(t_event_look_arms_nothing, 10),
     TEST(t_mc_endpoints_garbage_n_no_crash, 10),
+    TEST(t_abort_keeps_unsignaled_delivered, 10),
 };
 int main(int argc, char **argv) { return harness_main(argc, argv, TESTS, COUNT_OF(TESTS)); }
