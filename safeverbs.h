@@ -958,8 +958,8 @@ SFV_NODISCARD SAFEVERBS_API sfv_result sfv_channel_post_read(sfv_channel *ch, co
    count (0, or over SFV_BATCH_MAX: SFV_ERR_INVALID) leaves its handles untouched (the array may
    be shorter than the count). A send-side batch the verb took only part of: SFV_ERR_BROKEN, and
    its QP goes to the error state at once (its unsignaled work can only end by a flush: a scope
-   around it returns then, not at its deadline); posted with a handle, the part taken is flushed
-   before the call returns and its places are free (a reset then leaves no place taken but those
+   around it returns then, not at its deadline); posted with a handle, the part taken ends (flushed,
+   or done where it had already run) before the call returns and its places are free (a reset then leaves no place taken but those
    of older work whose handles are not yet consumed). */
 #define SFV_BATCH_MAX 64
 SFV_NODISCARD SAFEVERBS_API sfv_result sfv_channel_post_send_batch(sfv_channel *ch, const sfv_gather_element *sges, size_t per_wr, size_t count, sfv_pending *pending);
@@ -4621,8 +4621,8 @@ static bool sfv__destroy_qp(sfv_channel *ch) {
     return true;
 }
 
-/* Unsignaled work left last on the send queue (injects, >>impl inject; a scope's unsignaled post,
-   sig_top below head) may have completed with no completion to say so. With the QP in ERR, one
+/* Unsignaled work left last on the send queue (injects, >>impl inject; a scope's unsignaled post or
+   a batch the verb took only in part, sig_top below head) may have completed with no completion to say so. With the QP in ERR, one
    more work request is flushed at once, with a completion, which ends them all, as succeeded
    where the NIC gave them no flush of their own (sfv__catch_up); it is tracked as an inject: its
    place frees itself. Without it, unsignaled work that was done kept the abort waiting for its
@@ -5057,8 +5057,8 @@ SFV__SLOW sfv_result sfv__post_failed(const sfv_channel *ch, sfv_pending *pendin
 SFV__SLOW sfv_result sfv__recv_batch_failed(const sfv_channel *ch, sfv_pending *pendings, size_t posted, size_t count, int rc, const char *verb) {
     sfv__pending_clear(ch, pendings ? pendings + posted : NULL, count - posted);
     if (!posted) return sfv__fail_verb(verb, rc);
-    return sfv__fail(sfv_result_from_errno(rc), rc, verb, "%s took %zu of %zu receives, then failed: %s; wait on (or destroy the channel for) the first %zu handles",
-                     verb, posted, count, strerror(rc), posted);
+    return sfv__fail(sfv_result_from_errno(rc), rc, verb, "%s took %zu of %zu receives, then failed: %s; wait on (or destroy the %s for) the first %zu handles",
+                     verb, posted, count, strerror(rc), ch->core_of ? "SRQ" : "channel", posted); /* (an SRQ's receives end with it, not with a channel of it) */
 }
 
 /* A send-queue batch the verb refused at work request `posted`: with some posted, their unsignaled
@@ -5332,8 +5332,8 @@ SFV__HOT_INLINE sfv_result sfv__post_batch(sfv_channel *ch, enum ibv_wr_opcode o
     posted = rc ? (bad ? (size_t)(bad - wrs) : 0) : count;
     SFV__INFLIGHT_POSTED(&ch->sq, wrs, NULL, posted);
     ch->sq.head = head + posted;
-    ch->sq.sig_top = ch->sq.head; /* (a part posted breaks the channel: no reap then) */
     if (SFV__UNLIKELY(rc)) return sfv__batch_failed(ch, pending, posted, rc);
+    ch->sq.sig_top = ch->sq.head; /* (only once the signaled last was taken: a part taken is unsignaled work left last, which the abort's mark ends) */
     last = &slots[(head + count - 1) & mask];
     sfv__cover(&ch->sq, pending, (uint32_t)count, last);
     return SFV_OK;
@@ -5533,8 +5533,8 @@ static sfv_result sfv__post_requests(sfv_channel *ch, sfv__post_kind kind, bool 
     posted = rc ? (bad ? (size_t)(bad - wrs) : 0) : count;
     SFV__INFLIGHT_POSTED(&ch->sq, wrs, NULL, posted);
     last = sfv__track_n(&ch->sq, kind == SFV__POST_READ ? SFV_WC_OP_READ : write ? SFV_WC_OP_WRITE : SFV_WC_OP_SEND, totals, posted);
-    ch->sq.sig_top = ch->sq.head; /* (a part posted breaks the channel: no reap then) */
     if (SFV__UNLIKELY(rc)) return sfv__batch_failed(ch, pending, posted, rc);
+    ch->sq.sig_top = ch->sq.head; /* (as in sfv__post_batch: not for a part taken) */
     sfv__cover(&ch->sq, pending, (uint32_t)count, last);
     return SFV_OK;
 }

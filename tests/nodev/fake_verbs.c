@@ -68,6 +68,7 @@ static int fk_mw_dealloc_fail;         /* that many ibv_dealloc_mw calls fail wi
 static const char *fk_fail_name_s[FK_FAIL_NAMES]; /* the next fk_fail_name_n[i] calls of verb i fail */
 static int fk_fail_name_n[FK_FAIL_NAMES];
 static int fk_partial; /* a failed post of a list first posts this many of its work requests */
+static bool fk_partial_runs; /* and that part runs before the call returns */
 static bool fk_dmabuf_on;              /* ibv_reg_dmabuf_mr registers (as rdma-core: mr->addr = offset) */
 static uint32_t fk_gids = FK_GIDS, fk_gid_v4 = 1; /* RoCE GID table length, the IPv4 GID's index */
 
@@ -101,6 +102,7 @@ void fk_reset(void) {
     fk_link_layer = IBV_LINK_LAYER_ETHERNET;
     fk_port_state = IBV_PORT_ACTIVE;
     fk_partial = 0;
+    fk_partial_runs = false;
     fk_max_inline = 65536;
     fk_no_flush = false;
     fk_flush_quiet = false;
@@ -122,6 +124,7 @@ void fk_set_gid_table(uint32_t len, uint32_t ipv4_index) {
     fk_gid_v4 = ipv4_index;
 }
 void fk_set_partial_post(int n) { fk_partial = n; }
+void fk_set_partial_post_runs(bool on) { fk_partial_runs = on; }
 /* How many work requests of a failing list of `len` to post first: fk_partial, if fewer. */
 static int fk_budget(int len) { return fk_partial < len ? fk_partial : 0; }
 void fk_set_link_layer(int link_layer) { fk_link_layer = link_layer; }
@@ -1116,7 +1119,8 @@ static int fk_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_se
         fk_swr *w;
         int k;
         if (budget-- == 0) {
-            *bad = wr; /* the part posted runs later: an ERR before that flushes it */
+            *bad = wr; /* the part posted runs later (an ERR before that flushes it), or now */
+            if (fk_partial_runs) fk_progress();
             return ENOMEM;
         }
         if ((qp->state != IBV_QPS_RTS && qp->state != IBV_QPS_ERR) || wr->num_sge < 0 ||

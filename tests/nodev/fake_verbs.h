@@ -61,6 +61,10 @@ void fk_fail_nth(long n);
    partial post: *bad_wr then points at the first one not posted; the part posted has not run
    when the call returns). Default 0. */
 void fk_set_partial_post(int n);
+/* on: the part of a failed list that was posted runs before the call returns (a provider that rang
+   the doorbell for it, as mlx5 does for the work requests before *bad_wr), until fk_reset. Unsignaled
+   work that ran then has no completion, and an ERR has nothing of it to flush. */
+void fk_set_partial_post_runs(bool on);
 /* The lkey of the next MR registered (then counting up from there): another device's MR may have
    the same lkey as one of this device's. */
 void fk_set_next_key(uint32_t key);

@@ -3762,6 +3762,204 @@ static void t_abort_keeps_unsignaled_delivered(void) {
     tf_close(&e);
 }
 
+/* ---- hostile review 27b: partial posts ---- */
+typedef struct b_ctx {
+    tf_env *e;
+    int kind;  /* 0: a write batch, 1: a request list of writes, 2: a send batch */
+    int n;
+    sfv_work_completion wcs[8];
+} b_ctx;
+static void b_on_wc(const sfv_work_completion *wc, void *user) {
+    b_ctx *c = (b_ctx *)user;
+    if (c->n < 8) c->wcs[c->n] = *wc;
+    c->n++;
+}
+/* Three 8-byte writes to the peer's e->buf + 1024 + 8 i, from e->buf + 8 i, with no handle. */
+static sfv_result b_partial_fn(sfv_channel *ch, void *user) {
+    b_ctx *c = (b_ctx *)user;
+    sfv_gather_element g[3];
+    sfv_remote_mr r[3];
+    sfv_write_request w[3];
+    int i;
+    for (i = 0; i < 3; i++) {
+        g[i] = sfv_mr_gather_element(c->e->mr, c->e->buf + 8 * i, 8);
+        r[i] = tf_at(c->e, 1024 + 8 * (size_t)i);
+        w[i].sges = &g[i];
+        w[i].n = 1;
+        w[i].remote = r[i];
+        w[i].has_imm = false;
+        w[i].imm = 0;
+    }
+    fk_set_partial_post(2);
+    fk_set_partial_post_runs(true); /* the two taken run (and land) before the verb returns */
+    fk_fail_name("ibv_post_send", 1);
+    return c->kind == 0 ? sfv_channel_post_write_batch(ch, g, 1, 3, r, NULL) : sfv_channel_post_writes(ch, w, 3, NULL);
+}
+
+/* A write batch (and a request list) the verb took only in part, inside a scope, where the part
+   taken had already run (a provider rings the doorbell for the work requests before *bad_wr):
+   its two writes had landed in the peer's memory, unsignaled, so with no completion. The post
+   set sig_top to head before sfv__batch_failed aborted the channel, so the abort saw no unsignaled
+   work left last and posted no mark: it waited out its whole drain (5 s; 0.3 s here) for flushes
+   that never come, destroyed the QP, and sfv__ring_flush called both delivered writes flushed
+   (on_wc: WR_FLUSH_ERR, report failed 2). Now sig_top moves only when the whole batch (its
+   signaled last) was taken: the abort posts its mark, whose flush ends the part taken at once, as
+   done where the NIC flushed none of it. */
+static void b_partial_ran(int kind) {
+    tf_env e;
+    sfv_channel_desc d;
+    sfv_channel *a, *b;
+    sfv_scope_report rep;
+    b_ctx c;
+    uint64_t t0, ms;
+    int i;
+    memset(&d, 0, sizeof d);
+    d.timeout_ms = 60000;
+    tf_open(&e, 4096);
+    tf_pair(&e, &d, &a, &b);
+    for (i = 0; i < 24; i++) e.buf[i] = (unsigned char)(0x40 + i);
+    memset(&c, 0, sizeof c);
+    c.e = &e;
+    c.kind = kind;
+    t0 = sfv__now_ns();
+    CHECK_RESULT(sfv_channel_scope_wc(a, b_partial_fn, &c, b_on_wc, &c, &rep), SFV_ERR_SCOPE_FN);
+    ms = (sfv__now_ns() - t0) / 1000000;
+    fk_reset();
+    CHECK_EQ(rep.fn_result, SFV_ERR_BROKEN);
+    CHECK(memcmp(e.buf + 1024, e.buf, 16) == 0); /* both taken landed */
+    CHECK_EQ(e.buf[1024 + 16], 0);                /* the third never went */
+    CHECK_EQ(c.n, 2);
+    for (i = 0; i < 2 && i < c.n; i++)
+        if (c.wcs[i].result != SFV_OK || c.wcs[i].status != SFV_WC_SUCCESS)
+            FAIL("write %d, which landed, reported %s (%s)", i, sfv_result_str(c.wcs[i].result), sfv_wc_status_str(c.wcs[i].status));
+    CHECK(rep.auto_polled == 2 && rep.failed == 0);
+    if (ms >= 250) FAIL("the scope took %llu ms: the abort waited out its drain for work that had completed", (unsigned long long)ms);
+    CHECK_EQ(sfv_channel_outstanding(a), 0);
+    CHECK_OK(sfv_channel_reset(a)); /* the QP was kept: a reset moves it back */
+    CHECK_OK(sfv_destroy_channel(a));
+    CHECK_OK(sfv_destroy_channel(b));
+    tf_close(&e);
+}
+static void t_partial_batch_ran_in_scope(void) { b_partial_ran(0); }
+static void t_partial_requests_ran_in_scope(void) { b_partial_ran(1); }
+
+/* The same with a pending handle: the call itself aborted the channel and waited out the drain
+   (5 s in a real build) before it returned SFV_ERR_BROKEN, and destroyed the QP, for work that
+   had completed. */
+static void t_partial_batch_ran_with_handle(void) {
+    tf_env e;
+    sfv_channel *a, *b;
+    sfv_gather_element g[3];
+    sfv_remote_mr r[3];
+    sfv_pending p;
+    uint64_t t0, ms;
+    int i;
+    tf_open(&e, 4096);
+    tf_pair(&e, NULL, &a, &b);
+    for (i = 0; i < 3; i++) {
+        g[i] = sfv_mr_gather_element(e.mr, e.buf + 8 * i, 8);
+        r[i] = tf_at(&e, 1024 + 8 * (size_t)i);
+    }
+    fk_set_partial_post(2);
+    fk_set_partial_post_runs(true);
+    fk_fail_name("ibv_post_send", 1);
+    t0 = sfv__now_ns();
+    CHECK_RESULT(sfv_channel_post_write_batch(a, g, 1, 3, r, &p), SFV_ERR_BROKEN);
+    ms = (sfv__now_ns() - t0) / 1000000;
+    fk_reset();
+    CHECK_MSG("took 2 work requests of the batch");
+    if (ms >= 250) FAIL("the post took %llu ms: the abort waited out its drain for work that had completed", (unsigned long long)ms);
+    CHECK_EQ(sfv_channel_outstanding(a), 0);
+    CHECK_RESULT(sfv_pending_wait(&p, 0, NULL), SFV_ERR_INVALID);
+    CHECK_OK(sfv_channel_reset(a));
+    CHECK_OK(sfv_channel_reset(b));
+    tf_connect(a, b);
+    CHECK_OK(sfv_channel_write(a, g, 1, r[0], NULL));
+    CHECK_OK(sfv_destroy_channel(a));
+    CHECK_OK(sfv_destroy_channel(b));
+    tf_close(&e);
+}
+
+/* A batch the verb refused whole (it took none) after a scope's unsignaled write that had landed:
+   the refusal set sig_top to head all the same (the batch's signaled last was never posted), so
+   the send queue looked as if its last work were signaled. A deadline in fn then aborted the
+   channel with no mark: the scope waited out the abort's drain (5 s; 0.3 s here) and reported
+   the delivered write flushed. Now a refused post leaves sig_top as it was. */
+typedef struct r_ctx { tf_env *e; sfv_result br, rr; int n; sfv_work_completion wcs[4]; } r_ctx;
+static void r_on_wc(const sfv_work_completion *wc, void *user) {
+    r_ctx *c = (r_ctx *)user;
+    if (c->n < 4) c->wcs[c->n] = *wc;
+    c->n++;
+}
+static sfv_result r_write_refused_batch_receive(sfv_channel *ch, void *user) {
+    r_ctx *c = (r_ctx *)user;
+    sfv_gather_element g = sfv_mr_gather_element(c->e->mr, c->e->buf, 6);
+    sfv_gather_element gb[2];
+    sfv_scatter_element s = sfv_mr_scatter_element(c->e->mr, c->e->buf + 2048, 64);
+    sfv_result r = sfv_channel_post_write_unsignaled(ch, &g, 1, tf_at(c->e, 1024)); /* lands at once, silently */
+    if (r) return r;
+    gb[0] = gb[1] = g;
+    fk_fail_name("ibv_post_send", 1); /* the verb takes none of the batch */
+    c->br = sfv_channel_post_send_batch(ch, gb, 1, 2, NULL);
+    fk_reset();
+    c->rr = sfv_channel_receive(ch, &s, 1, NULL); /* nothing comes: its deadline flushes the channel */
+    return SFV_OK;
+}
+static void t_refused_batch_keeps_unsignaled_last(void) {
+    tf_env e;
+    sfv_channel_desc d;
+    sfv_channel *a, *b;
+    sfv_scope_report rep;
+    r_ctx c;
+    uint64_t t0, ms;
+    memset(&d, 0, sizeof d);
+    d.timeout_ms = 50;
+    tf_open(&e, 4096);
+    tf_pair(&e, &d, &a, &b);
+    memcpy(e.buf, "hello", 6);
+    memset(&c, 0, sizeof c);
+    c.e = &e;
+    t0 = sfv__now_ns();
+    CHECK_OK(sfv_channel_scope_wc(a, r_write_refused_batch_receive, &c, r_on_wc, &c, &rep));
+    ms = (sfv__now_ns() - t0) / 1000000;
+    CHECK_EQ(c.br, SFV_ERR_RESOURCE);
+    CHECK_EQ(c.rr, SFV_ERR_TIMEOUT);
+    CHECK(strcmp((char *)e.buf + 1024, "hello") == 0); /* delivered */
+    CHECK_EQ(c.n, 1);
+    CHECK(c.wcs[0].result == SFV_OK && c.wcs[0].status == SFV_WC_SUCCESS && c.wcs[0].opcode == SFV_WC_OP_WRITE);
+    CHECK(rep.auto_polled == 1 && rep.failed == 0);
+    if (ms >= 250) FAIL("the scope took %llu ms: the abort waited for work that had completed", (unsigned long long)ms);
+    CHECK_EQ(sfv_channel_outstanding(a), 0);
+    CHECK_OK(sfv_destroy_channel(a));
+    CHECK_OK(sfv_destroy_channel(b));
+    tf_close(&e);
+}
+
+/* An SRQ's receive batch the verb took only in part said "wait on (or destroy the channel for)
+   the first 1 handles": an SRQ has no channel of its own, and destroying one of its channels
+   ends none of its receives (they are the SRQ's, and end only with it). */
+static void t_srq_partial_batch_names_srq(void) {
+    tf_env e;
+    sfv_srq *srq;
+    sfv_pending ps[3];
+    sfv_scatter_element s[3];
+    int i;
+    tf_open(&e, 4096);
+    CHECK_OK(sfv_create_srq(e.pd, NULL, &srq));
+    for (i = 0; i < 3; i++) s[i] = sfv_mr_scatter_element(e.mr, e.buf + 64 * i, 64);
+    fk_set_partial_post(1);
+    fk_fail_name("ibv_post_srq_recv", 1);
+    CHECK_RESULT(sfv_srq_post_receive_batch(srq, s, 1, 3, ps), SFV_ERR_RESOURCE);
+    fk_reset();
+    CHECK_MSG("took 1 of 3 receives");
+    if (strstr(sfv_last_error()->message, "channel"))
+        FAIL("an SRQ's partial receive batch names a channel: \"%s\"", sfv_last_error()->message);
+    CHECK_MSG("SRQ");
+    CHECK_EQ(sfv_srq_outstanding(srq), 1);
+    CHECK_OK(sfv_destroy_srq(srq));
+    tf_close(&e);
+}
+
 static const harness_test TESTS[] = {
     TEST(t_launcher_rank_negative_size, 10),
     TEST(t_srq_last_ref_destroy_fails, 10),
@@ -3845,5 +4043,10 @@ static const harness_test TESTS[] = {
     TEST(t_event_look_arms_nothing, 10),
     TEST(t_mc_endpoints_garbage_n_no_crash, 10),
     TEST(t_abort_keeps_unsignaled_delivered, 10),
+    TEST(t_partial_batch_ran_in_scope, 10),
+    TEST(t_partial_requests_ran_in_scope, 10),
+    TEST(t_partial_batch_ran_with_handle, 10),
+    TEST(t_refused_batch_keeps_unsignaled_last, 10),
+    TEST(t_srq_partial_batch_names_srq, 10),
 };
 int main(int argc, char **argv) { return harness_main(argc, argv, TESTS, COUNT_OF(TESTS)); }
