@@ -3718,7 +3718,7 @@ static void t_mc_endpoints_garbage_n_no_crash(void) {
    it, so the abort waited for it until its deadline, then destroyed the QP, whose sfv__ring_flush
    called everything below head flushed. The abort's mark (a signaled zero-length write flushed
    at once) was posted only after injects left last; now after any unsignaled work left last. */
-typedef struct u_ctx { tf_env *e; sfv_result rr; int n; sfv_work_completion wcs[4]; } u_ctx;
+typedef struct u_ctx { tf_env *e; bool refused_batch; sfv_result br, rr; int n; sfv_work_completion wcs[4]; } u_ctx;
 static void u_on_wc(const sfv_work_completion *wc, void *user) {
     u_ctx *c = (u_ctx *)user;
     if (c->n < 4) c->wcs[c->n] = *wc;
@@ -3726,14 +3726,20 @@ static void u_on_wc(const sfv_work_completion *wc, void *user) {
 }
 static sfv_result u_write_then_receive(sfv_channel *ch, void *user) {
     u_ctx *c = (u_ctx *)user;
-    sfv_gather_element g = sfv_mr_gather_element(c->e->mr, c->e->buf, 6);
+    sfv_gather_element g = sfv_mr_gather_element(c->e->mr, c->e->buf, 6), gb[2];
     sfv_scatter_element s = sfv_mr_scatter_element(c->e->mr, c->e->buf + 2048, 64);
     sfv_result r = sfv_channel_post_write_unsignaled(ch, &g, 1, tf_at(c->e, 1024)); /* lands at once, silently */
     if (r) return r;
+    if (c->refused_batch) { /* (review 27b) */
+        gb[0] = gb[1] = g;
+        fk_fail_name("ibv_post_send", 1); /* the verb takes none of the batch */
+        c->br = sfv_channel_post_send_batch(ch, gb, 1, 2, NULL);
+        fk_reset();
+    }
     c->rr = sfv_channel_receive(ch, &s, 1, NULL); /* nothing comes: its deadline flushes the channel */
     return SFV_OK;
 }
-static void t_abort_keeps_unsignaled_delivered(void) {
+static void u_scope_keeps_delivered(bool refused_batch) {
     tf_env e;
     sfv_channel_desc d;
     sfv_channel *a, *b;
@@ -3747,9 +3753,11 @@ static void t_abort_keeps_unsignaled_delivered(void) {
     memcpy(e.buf, "hello", 6);
     memset(&c, 0, sizeof c);
     c.e = &e;
+    c.refused_batch = refused_batch;
     t0 = sfv__now_ns();
     CHECK_OK(sfv_channel_scope_wc(a, u_write_then_receive, &c, u_on_wc, &c, &rep));
     ms = (sfv__now_ns() - t0) / 1000000;
+    if (refused_batch) CHECK_EQ(c.br, SFV_ERR_RESOURCE);
     CHECK_EQ(c.rr, SFV_ERR_TIMEOUT);
     CHECK(strcmp((char *)e.buf + 1024, "hello") == 0); /* delivered */
     CHECK_EQ(c.n, 1);
@@ -3761,6 +3769,7 @@ static void t_abort_keeps_unsignaled_delivered(void) {
     CHECK_OK(sfv_destroy_channel(b));
     tf_close(&e);
 }
+static void t_abort_keeps_unsignaled_delivered(void) { u_scope_keeps_delivered(false); }
 
 /* ---- hostile review 27b: partial posts ---- */
 typedef struct b_ctx {
@@ -3885,55 +3894,7 @@ static void t_partial_batch_ran_with_handle(void) {
    the send queue looked as if its last work were signaled. A deadline in fn then aborted the
    channel with no mark: the scope waited out the abort's drain (5 s; 0.3 s here) and reported
    the delivered write flushed. Now a refused post leaves sig_top as it was. */
-typedef struct r_ctx { tf_env *e; sfv_result br, rr; int n; sfv_work_completion wcs[4]; } r_ctx;
-static void r_on_wc(const sfv_work_completion *wc, void *user) {
-    r_ctx *c = (r_ctx *)user;
-    if (c->n < 4) c->wcs[c->n] = *wc;
-    c->n++;
-}
-static sfv_result r_write_refused_batch_receive(sfv_channel *ch, void *user) {
-    r_ctx *c = (r_ctx *)user;
-    sfv_gather_element g = sfv_mr_gather_element(c->e->mr, c->e->buf, 6);
-    sfv_gather_element gb[2];
-    sfv_scatter_element s = sfv_mr_scatter_element(c->e->mr, c->e->buf + 2048, 64);
-    sfv_result r = sfv_channel_post_write_unsignaled(ch, &g, 1, tf_at(c->e, 1024)); /* lands at once, silently */
-    if (r) return r;
-    gb[0] = gb[1] = g;
-    fk_fail_name("ibv_post_send", 1); /* the verb takes none of the batch */
-    c->br = sfv_channel_post_send_batch(ch, gb, 1, 2, NULL);
-    fk_reset();
-    c->rr = sfv_channel_receive(ch, &s, 1, NULL); /* nothing comes: its deadline flushes the channel */
-    return SFV_OK;
-}
-static void t_refused_batch_keeps_unsignaled_last(void) {
-    tf_env e;
-    sfv_channel_desc d;
-    sfv_channel *a, *b;
-    sfv_scope_report rep;
-    r_ctx c;
-    uint64_t t0, ms;
-    memset(&d, 0, sizeof d);
-    d.timeout_ms = 50;
-    tf_open(&e, 4096);
-    tf_pair(&e, &d, &a, &b);
-    memcpy(e.buf, "hello", 6);
-    memset(&c, 0, sizeof c);
-    c.e = &e;
-    t0 = sfv__now_ns();
-    CHECK_OK(sfv_channel_scope_wc(a, r_write_refused_batch_receive, &c, r_on_wc, &c, &rep));
-    ms = (sfv__now_ns() - t0) / 1000000;
-    CHECK_EQ(c.br, SFV_ERR_RESOURCE);
-    CHECK_EQ(c.rr, SFV_ERR_TIMEOUT);
-    CHECK(strcmp((char *)e.buf + 1024, "hello") == 0); /* delivered */
-    CHECK_EQ(c.n, 1);
-    CHECK(c.wcs[0].result == SFV_OK && c.wcs[0].status == SFV_WC_SUCCESS && c.wcs[0].opcode == SFV_WC_OP_WRITE);
-    CHECK(rep.auto_polled == 1 && rep.failed == 0);
-    if (ms >= 250) FAIL("the scope took %llu ms: the abort waited for work that had completed", (unsigned long long)ms);
-    CHECK_EQ(sfv_channel_outstanding(a), 0);
-    CHECK_OK(sfv_destroy_channel(a));
-    CHECK_OK(sfv_destroy_channel(b));
-    tf_close(&e);
-}
+static void t_refused_batch_keeps_unsignaled_last(void) { u_scope_keeps_delivered(true); }
 
 /* An SRQ's receive batch the verb took only in part said "wait on (or destroy the channel for)
    the first 1 handles": an SRQ has no channel of its own, and destroying one of its channels
