@@ -3581,14 +3581,6 @@ static void t_on_wc_request_batch_names_on_wc(void) {
 }
 
 /* ---- hostile review 25d: the event wait mode ---- */
-static sfv_channel_desc r25_desc(sfv_wait_mode mode, uint32_t timeout_ms) {
-    sfv_channel_desc d;
-    memset(&d, 0, sizeof d);
-    d.wait_mode = mode;
-    d.timeout_ms = timeout_ms;
-    return d;
-}
-
 /* Whether fd is readable within ms. */
 static int r25_readable(int fd, int ms) {
     struct pollfd pfd;
@@ -3609,7 +3601,7 @@ static int r25_readable(int fd, int ms) {
    before they sleep), so the polls of step (2) find them. */
 static void t_arm_then_poll_sees_completions_before_arm(void) {
     tf_env e;
-    sfv_channel_desc d = r25_desc(SFV_WAIT_EVENT, 2000);
+    sfv_channel_desc d = tr_desc(SFV_WAIT_EVENT, 2000);
     sfv_channel *a, *b;
     sfv_pending tx[20], brx[20], rx, btx;
     sfv_gather_element g;
@@ -3653,7 +3645,7 @@ static void t_arm_then_poll_sees_completions_before_arm(void) {
    arms nothing. */
 static void t_event_look_arms_nothing(void) {
     tf_env e;
-    sfv_channel_desc d = r25_desc(SFV_WAIT_EVENT, 2000);
+    sfv_channel_desc d = tr_desc(SFV_WAIT_EVENT, 2000);
     sfv_channel *a, *b;
     sfv_pending rx[2];
     sfv_work_completion wc[2];
