@@ -61,14 +61,14 @@ $(BUILD)/nodev/asan/test_%: tests/nodev/test_%.c $(NODEV_DEPS)
 	@mkdir -p $(@D)
 	$(CC) -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined $(WARN) -I. -Itests -o $@ $< tests/nodev/fake_verbs.c -lpthread $(nodev_ld)
 
-# tests/nodev/test_cm_fake.c: the RDMA-CM part (SAFEVERBS_RDMACM) on the fake librdmacm of
+# tests/nodev/test_cm_*.c: the RDMA-CM part (SAFEVERBS_RDMACM) on the fake librdmacm of
 # tests/nodev/fake_rdmacm.c as well (no librdmacm linked, only its header).
 NODEV_CM := tests/nodev/fake_verbs.c tests/nodev/fake_rdmacm.c
-$(BUILD)/nodev/test_cm_fake: tests/nodev/test_cm_fake.c $(NODEV_DEPS) tests/nodev/fake_rdmacm.c tests/nodev/fake_rdmacm.h
+$(BUILD)/nodev/test_cm_%: tests/nodev/test_cm_%.c $(NODEV_DEPS) tests/nodev/fake_rdmacm.c tests/nodev/fake_rdmacm.h
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(WARN) -I. -Itests -o $@ $< $(NODEV_CM) -lpthread
 
-$(BUILD)/nodev/asan/test_cm_fake: tests/nodev/test_cm_fake.c $(NODEV_DEPS) tests/nodev/fake_rdmacm.c tests/nodev/fake_rdmacm.h
+$(BUILD)/nodev/asan/test_cm_%: tests/nodev/test_cm_%.c $(NODEV_DEPS) tests/nodev/fake_rdmacm.c tests/nodev/fake_rdmacm.h
 	@mkdir -p $(@D)
 	$(CC) -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined $(WARN) -I. -Itests -o $@ $< $(NODEV_CM) -lpthread
 

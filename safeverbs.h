@@ -580,10 +580,12 @@ SFV_NODISCARD SAFEVERBS_API sfv_result sfv_reg_mr_access(sfv_pd *pd, void *addr,
    whose offset within a page must equal offset's (refused with SFV_ERR_INVALID before the verb).
    Its elements hold iovas, not host addresses: once a device context has had a DMA-BUF MR, no
    send or write on its channels goes inline (the CPU would copy from the iova), those made before
-   included, whatever their PD (another sfv_pd may wrap the same verbs PD); sfv_channel_inject
-   (plain memory) still does. An element of it posted on a channel of another sfv_context may go
-   inline: a misuse the NIC refuses, unless that context wraps the same verbs context
-   (sfv_context_wrap twice): register DMA-BUF MRs on the context whose channels post them. */
+   included, whatever their PD (another sfv_pd may wrap the same verbs PD) or sfv_context (every
+   one over that verbs context: sfv_context_wrap twice); sfv_channel_inject (plain memory) still
+   does. An element of it posted on a channel of another device is a misuse: the NIC refuses it,
+   but there one small enough goes inline, copied by the CPU from the iova at the post (a crash,
+   or whatever host memory lies there sent): register DMA-BUF MRs on the device whose channels
+   post them. */
 SFV_NODISCARD SAFEVERBS_API sfv_result sfv_reg_dmabuf_mr_local(sfv_pd *pd, int fd, uint64_t offset, size_t length, uint64_t iova, sfv_mr **out);
 SFV_NODISCARD SAFEVERBS_API sfv_result sfv_reg_dmabuf_mr_shared(sfv_pd *pd, int fd, uint64_t offset, size_t length, uint64_t iova, sfv_mr **out);
 SFV_NODISCARD SAFEVERBS_API sfv_result sfv_reg_dmabuf_mr_access(sfv_pd *pd, int fd, uint64_t offset, size_t length, uint64_t iova, unsigned access, sfv_mr **out);
@@ -875,8 +877,9 @@ SFV_NODISCARD SAFEVERBS_API sfv_result sfv_channel_handshake(sfv_channel *ch, co
    (a CQ_ERR or DEVICE_FATAL event: the reset keeps the CQ) or whose SRQ failed (no QP takes from
    it again), or whose destroy failed part-way (its CQ gone): SFV_ERR_BROKEN before anything is
    touched, destroy it; a verb that fails leaves the channel broken with no QP (or, where the old
-   QP's destroy was refused, with that QP, moved to the error state if the device let it), and
-   the call can be repeated. Handles of the old work stay valid until consumed; leases
+   QP's destroy was refused, with that QP, moved to the error state if the device let it; where
+   the new QP's move to INIT and then its destroy were refused, with the new one), and the call
+   can be repeated. Handles of the old work stay valid until consumed; leases
    (>>leases) on the old QP end (their rkeys dead; sfv_lease_revoke frees them). An event that breaks the channel while it
    is reset (read on another thread) breaks the new QP: the reset never undoes it.
    Thread safety: as the channel's. */
@@ -1152,7 +1155,9 @@ SFV_NODISCARD SAFEVERBS_API sfv_result sfv_channel_manual_scope(sfv_channel *ch,
    Injects need no in-flight tracking (SFV_TRACK_INFLIGHT: the NIC reads no memory of the caller's
    after the post); a debug build still checks that their bytes are no memory in flight as
    scatter (a broken contract: SFV_ASSERT, then SFV_ERR_INVALID). A place an inject holds counts in sfv_channel_outstanding until a later
-   completion (or flush) gives it back. Inside a scope, an inject left last on the send queue is
+   completion (or flush) gives it back, and one given back while older work waits for its pending
+   handle or scope counts on (and takes its room) until that work is consumed, as work consumed
+   before older work does (sfv_channel_outstanding). Inside a scope, an inject left last on the send queue is
    fenced as an unsignaled post is (not in a manual scope, which has no handle to consume the
    fence by: its injects are as outside one), and the scope does not wait for injects themselves,
    nor report them. Destroy and reset flush them like any work. The data path allocates nothing and makes
@@ -2052,6 +2057,8 @@ static void sfv__error_back(const sfv__error_mark *m) {
 static SFV__THREAD_LOCAL unsigned long sfv__fn_failures;
 /* The errno of the last scope's fence post that failed (sfv__scope_fence), 0: none failed. */
 static SFV__THREAD_LOCAL int sfv__fence_errno;
+/* The last scope left work its channel could not stop (not flushed, its QP's destroy refused). */
+static SFV__THREAD_LOCAL bool sfv__scope_stuck;
 
 /* Records a failure on this thread and returns r: `return sfv__fail(...)`. Never on a fast path.
    The message is formatted aside first: an argument may be the last error's own message. */
@@ -2135,7 +2142,7 @@ struct sfv_context {
                                      (cleared under ev_lock by a DEVICE_FATAL the device sent: one is enough) */
     ino_t node;                   /* that node (a device registered since may take its number, and so its path) */
     bool gone;                    /* and it is absent: taken as DEVICE_FATAL, once (sfv__device_probe); a channel or SRQ made since is broken as by it */
-    bool dmabuf;                  /* it has had a DMA-BUF MR: its channels send nothing inline (under ev_lock: sfv__pd_no_inline) */
+    bool dmabuf;                  /* it, or a twin, has had a DMA-BUF MR: its channels send nothing inline (under ev_lock: sfv__pd_no_inline) */
     sfv_context *all_next;        /* every live context (sfv__contexts, under sfv__contexts_lock) */
     bool twinned;                 /* another live context is over the same verbs context (>>impl events: sfv__events_read) */
 };
@@ -2172,6 +2179,7 @@ static bool sfv__contexts_add(sfv_context *ctx) {
                (sfv__events_lock), so none takes an event from now on without handing it to ctx */
             sfv__ev_enter(c);
             __atomic_store_n(&c->twinned, true, __ATOMIC_RELEASE);
+            if (c->dmabuf) ctx->dmabuf = true; /* its channels send nothing inline either (sfv__pd_no_inline) */
             sfv__ev_leave(c);
             __atomic_store_n(&ctx->twinned, true, __ATOMIC_RELEASE);
         }
@@ -3278,6 +3286,7 @@ struct sfv_channel {
     bool connected, broken, armed;
     bool aborted;                 /* we moved the QP to the error state (a deadline, a destroy) */
     bool abort_pending, abort_flushing; /* an SRQ's failure stopping its channels: this one's flushes still to drain, and whether its QP went to ERR */
+    bool qp_err;                  /* an abort moved this QP to the error state (aborted alone does not say so: the verb may have refused) */
     uint8_t first_status;         /* the channel's first failed completion (enum ibv_wc_status), 0: none */
     uint8_t first_op;             /* and what it was (sfv_wc_opcode) */
     uint8_t first_cause;          /* what the channel found out about it (sfv__cause) */
@@ -3674,8 +3683,10 @@ static uint32_t sfv__random_psn(const void *salt) {
 }
 
 /* The channel's RC queue pair on its CQ (and SRQ), taken to INIT so receives can be posted
-   before the handshake. On failure ch->qp is NULL and nothing is left. Used at creation and by
-   sfv_channel_reset. */
+   before the handshake. On failure ch->qp is NULL and nothing is left, unless the destroy of a
+   QP that did not reach INIT was refused: then ch->qp is that QP (no work on it), for the
+   channel's destroy or its next reset to destroy (forgotten, it would hold the CQ for good, whose
+   destroy then refuses for ever). Used at creation and by sfv_channel_reset. */
 static sfv_result sfv__srq_failed(void) {
     return sfv__fail(SFV_ERR_BROKEN, EIO, "channel", "the SRQ failed (its receives were flushed; the device may still hold them): no queue pair takes from it again; destroy it and make a new one");
 }
@@ -3741,7 +3752,7 @@ static sfv_result sfv__qp_make(sfv_channel *ch, sfv_pd *pd) {
         sfv__ev_enter(pd->ctx); /* off what an event is compared with before its memory may be another QP's */
         SFV__XSET(ch->qp, NULL);
         sfv__ev_leave(pd->ctx);
-        ibv_destroy_qp(qp);
+        if (ibv_destroy_qp(qp) != 0) SFV__XSET(ch->qp, qp); /* kept: see above */
     }
     return r;
 }
@@ -3784,6 +3795,7 @@ static sfv_result sfv__channel_new(sfv_pd *pd, const sfv_channel_desc *resolved,
     ch->pd = pd; /* before it is listed: whoever walks the context's channels finds it whole (its reference is taken below) */
     sfv__events_add_channel(pd->ctx, ch); /* before its QP: an event that breaks every channel (DEVICE_FATAL, PORT_ERR) read from now on breaks it */
     r = sfv__qp_make(ch, pd);
+    if (r && ch->qp) goto destroy_qp; /* its destroy was refused: tried once more, or the CQ below cannot go either */
     if (r) goto unlist;
     if (!sfv__live_add(ch)) {
         r = sfv__fail_verb("malloc", ENOMEM);
@@ -4679,6 +4691,7 @@ static bool sfv__abort_start(sfv_channel *ch) {
     memset(&qa, 0, sizeof qa);
     qa.qp_state = IBV_QPS_ERR;
     if (ibv_modify_qp(ch->qp, &qa, IBV_QP_STATE) != 0) return false;
+    ch->qp_err = true;
     sfv__abort_mark(ch);
     return true;
 }
@@ -4758,15 +4771,22 @@ SFV__SLOW void sfv__async_abort(sfv_channel *ch) {
                 c->abort_flushing = sfv__abort_start(c);
                 c->abort_pending = true;
             }
-        for (c = ch->core_of->channels; c; c = c->srq_next)
+        for (c = ch->core_of->channels; c; c = c->srq_next) {
             if (c->abort_pending) {
                 c->abort_pending = false;
                 sfv__abort_end(c, c->abort_flushing, deadline);
-                /* a QP the move to ERR missed takes the SRQ's receives though none of its own work
-                   is left (sfv__abort_end destroys only a QP with some): destroyed, or the
-                   receives stay the NIC's (in flight, >>impl inflight) */
-                if (c->qp && !c->abort_flushing && !sfv__destroy_qp(c)) stopped = false;
             }
+            /* a QP the move to ERR missed, now or in an abort before this one (a channel aborted
+               already, whose blocking call said SFV_ERR_DRIVER, say: its QP still in RTS), takes
+               the SRQ's receives though none of its own work is left (sfv__abort_end destroys
+               only a QP with some): destroyed, or the receives stay the NIC's (in flight,
+               >>impl inflight) */
+            if (c->qp && !c->qp_err && !sfv__destroy_qp(c)) stopped = false;
+        }
+        /* a receive that completed before its queue pair stopped (a message that came in as the
+           stop began) has its completion in the SRQ's CQ: read first, it keeps its own result,
+           not a flush's (a CQ that fails to poll has nothing to give) */
+        while (sfv__drain(ch) > 0) {}
         for (seq = ch->rq.tail; stopped && seq < ch->rq.head; seq++) {
             sfv__slot *s = &ch->rq.slots[seq & ch->rq.mask];
             if (s->state == SFV__SLOT_INFLIGHT && s->seq == seq) {
@@ -6174,7 +6194,12 @@ SAFEVERBS_API sfv_result sfv_channel_fetch_add(sfv_channel *ch, const sfv_scatte
 static sfv_result sfv__take_by(sfv_channel *ch, sfv__ring *q, uint64_t seq, uint64_t deadline, sfv_work_completion *wc) {
     sfv__slot *s = &q->slots[seq & q->mask];
     sfv_result w = SFV_OK;
-    if (!sfv__slot_done(q, s, seq) && (w = sfv__wait_slot(ch, q, s, seq, &deadline, -1, false)) != SFV_OK) sfv__abort(ch);
+    /* (an abort that could not end the channel's work, not flushed and its QP's destroy refused,
+       is not tried again for each work request after it: each try waits out its drain, up to 5 s,
+       so a scope of many would overrun its deadline by that many times) */
+    if (!sfv__slot_done(q, s, seq) && (w = sfv__wait_slot(ch, q, s, seq, &deadline, -1, false)) != SFV_OK &&
+        !(ch->aborted && sfv__abort_stuck(ch)))
+        sfv__abort(ch);
     if (!sfv__slot_done(q, s, seq)) { /* the abort could not end it: never a success, and said so */
         sfv__slot stuck = *s;
         sfv__finish_quiet(&stuck, true);
@@ -6249,13 +6274,21 @@ static void sfv__events_add_channel(sfv_context *ctx, sfv_channel *ch) {
 /* A DMA-BUF MR on pd: from now on no channel of its context sends inline (its elements may hold
    iovas, which the CPU's copy would read as host addresses; any PD of the context may wrap the
    same verbs PD, sfv_pd_wrap); injects, from plain memory, still do. A channel is listed before
-   its QP is made, whose inline limit is set under the same lock. */
+   its QP is made, whose inline limit is set under the same lock. Nor of a twin (another context
+   over the same verbs context): its PDs may wrap that verbs PD too; a twin made later takes the
+   mark in sfv__contexts_add. */
 static void sfv__pd_no_inline(sfv_pd *pd) {
+    sfv_context *c;
     sfv_channel *ch;
-    sfv__ev_enter(pd->ctx);
-    pd->ctx->dmabuf = true;
-    for (ch = pd->ctx->channels; ch; ch = ch->ctx_next) SFV__XSET(ch->inline_max, 0);
-    sfv__ev_leave(pd->ctx);
+    sfv__contexts_enter(); /* (before any ev_lock, as sfv__contexts_add takes them) */
+    for (c = sfv__contexts; c; c = c->all_next) {
+        if (c != pd->ctx && c->ctx != pd->ctx->ctx) continue;
+        sfv__ev_enter(c);
+        c->dmabuf = true;
+        for (ch = c->channels; ch; ch = ch->ctx_next) SFV__XSET(ch->inline_max, 0);
+        sfv__ev_leave(c);
+    }
+    sfv__contexts_leave();
 }
 static void sfv__events_remove_channel(sfv_context *ctx, sfv_channel *ch) {
     sfv_channel **at;
@@ -6873,7 +6906,7 @@ SAFEVERBS_API sfv_result sfv_channel_reset(sfv_channel *ch) {
     }
     ch->desc.send_psn = sfv__random_psn(ch->qp);
     if (!ch->desc.send_psn) ch->desc.send_psn = 1;
-    ch->aborted = false;
+    ch->aborted = ch->qp_err = false;
     sfv__open_recv(ch, ch->srq == NULL);
     return SFV_OK;
 }
@@ -6899,7 +6932,8 @@ static sfv_result sfv__lease_refused(const sfv_channel *ch, const sfv_mr *mr, si
     if (!sfv__device_has_mw2(ch->pd->ctx))
         return sfv__fail(SFV_ERR_UNSUPPORTED, EOPNOTSUPP, fn, "%s has no type 2 memory windows (device_cap_flags, max_mw): register a separate MR per peer and slice instead, and deregister it to revoke",
                          ch->pd->ctx->name);
-    if (mr->pd != ch->pd) return sfv__fail(SFV_ERR_INVALID, EINVAL, fn, "the MR and the channel belong to different PDs");
+    if (mr->pd->pd != ch->pd->pd) /* (a PD that wraps the same verbs PD is the same: the window binds there) */
+        return sfv__fail(SFV_ERR_INVALID, EINVAL, fn, "the MR and the channel belong to different PDs");
     if (!(mr->access & SFV_ACCESS_MW_BIND))
         return sfv__fail(SFV_ERR_INVALID, EINVAL, fn, "the MR was registered without SFV_ACCESS_MW_BIND (sfv_reg_mr_access)");
     if (!access || (access & ~remote))
@@ -7128,6 +7162,8 @@ static void sfv__scope_settle(sfv__peer *peers, size_t n, sfv_scope_report *rep,
     }
     for (i = 0; i < n; i++) sfv__settle_open(peers[i].ch);
     sfv__fence_errno = fence_errno; /* for the verdict: an on_wc that ran a scope of its own cleared it */
+    sfv__scope_stuck = false; /* (after on_wc, which may have run a scope of its own) */
+    for (i = 0; i < n; i++) sfv__scope_stuck |= peers[i].ch->aborted && sfv__abort_stuck(peers[i].ch);
     sfv__error_back(&kept);
 }
 
@@ -7265,7 +7301,10 @@ static sfv_result sfv__scope_verdict(sfv_result ran, const sfv_scope_report *rep
     if (rep->fn_result != SFV_OK) return sfv__fn_failed(SFV_ERR_SCOPE_FN, rep->fn_result);
     if (rep->failed) {
         const sfv_work_completion *f = &rep->first_error; /* SFV_ERR_WORK, or the wait's own failure */
-        if (sfv__fence_errno) /* the flushes are the scope's own doing: say why */
+        if (sfv__scope_stuck) /* never "flushed": some of its buffers are still the NIC's (sfv__stuck) */
+            sfv__fail(SFV_ERR_SCOPE_AUTOPOLL, EIO, "scope", "%zu auto-polled work request(s) failed; first: %s; the channel could not stop its work (it was not flushed, and destroying the queue pair was refused): the buffers of what did not complete are still the NIC's; destroy the channel",
+                      rep->failed, f->result == SFV_ERR_WORK ? sfv_wc_status_str(f->status) : sfv_result_str(f->result));
+        else if (sfv__fence_errno) /* the flushes are the scope's own doing: say why */
             sfv__fail(SFV_ERR_SCOPE_AUTOPOLL, sfv__fence_errno, "scope", "%zu auto-polled work request(s) failed; first: %s (the scope could not post its fence after unsignaled work: ibv_post_send failed: %s; it flushed the channel, which is broken)",
                       rep->failed, f->result == SFV_ERR_WORK ? sfv_wc_status_str(f->status) : sfv_result_str(f->result), strerror(sfv__fence_errno));
         else
@@ -8350,6 +8389,27 @@ static void sfv__backoff(uint64_t deadline, int *pause_ms, int cap_ms) {
     if (*pause_ms < cap_ms) *pause_ms = *pause_ms * 2 < cap_ms ? *pause_ms * 2 : cap_ms;
 }
 
+/* A connection to a port no one listens on can be one to itself: the kernel picks the local
+   port, and when that is the port asked for, TCP's simultaneous open connects the socket to
+   itself (Linux: to an even port of the ephemeral range, after some thousands of refused tries),
+   and our hello comes back as the "listener's". No rank is there yet, so it is tried again; and
+   it is reset, not closed in order, which would leave it in TIME_WAIT on the rank's port for a
+   minute, where the rank could not listen. */
+static bool sfv__connected_to_itself(int fd) {
+    struct sockaddr_storage me, peer;
+    socklen_t me_len = sizeof me, peer_len = sizeof peer;
+    struct linger reset;
+    memset(&me, 0, sizeof me);
+    memset(&peer, 0, sizeof peer);
+    if (getsockname(fd, (struct sockaddr *)&me, &me_len) != 0 || getpeername(fd, (struct sockaddr *)&peer, &peer_len) != 0 ||
+        me_len != peer_len || memcmp(&me, &peer, me_len) != 0)
+        return false;
+    reset.l_onoff = 1;
+    reset.l_linger = 0;
+    (void)setsockopt(fd, SOL_SOCKET, SO_LINGER, &reset, sizeof reset);
+    return true;
+}
+
 /* Connects to a rank's address, retrying while it does not listen yet. The name is resolved
    once (a slow resolver then costs one lookup, which is checked against the deadline), the
    connection attempts are retried after 1 ms, doubling to 50 ms, until the deadline. */
@@ -8378,6 +8438,7 @@ static sfv_result sfv__ex_connect(const sfv_net_node *peer, bool loopback_only, 
                 freeaddrinfo(ai);
                 return r;
             } else if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0) err = errno;
+            if (err == 0 && sfv__connected_to_itself(fd)) err = ECONNREFUSED; /* (not listening yet) */
             if (err == 0) {
                 freeaddrinfo(ai);
                 sfv__nodelay(fd);
@@ -8714,7 +8775,7 @@ static sfv_result sfv__exchange(const sfv_net_node *nodes, size_t n, size_t rank
     x.links = links;
     x.seen = (bool *)SFV_CALLOC(n, sizeof *x.seen);
     if (!x.seen) return sfv__fail_verb("calloc", ENOMEM);
-    if (size) memcpy(x.all + rank * size, mine, size);
+    if (size) memmove(x.all + rank * size, mine, size); /* (mine may be that very block of all: in place) */
     x.seen[rank] = true;
     if (rank > 0) r = sfv__ex_accept_lower(&x); /* the lower ranks come to us, in any order */
     for (i = rank + 1; r == SFV_OK && i < n; i++) r = sfv__ex_meet(&x, i); /* we go to the higher ones */
@@ -9303,6 +9364,7 @@ struct sfv_cm_conn {
     sfv_channel *ch;                 /* NULL once a channel of the caller's was destroyed */
     bool owns_ch;                    /* sfv_cm_connect / sfv_cm_accept made it: it goes with the connection */
     bool disconnected;               /* the CM said the connection is gone */
+    bool reset;                      /* the channel it owns was reset: its disconnect breaks it no more */
     uint32_t peer_qpn;               /* the peer's QP number, as its CM message said */
     sfv__watch watch;                /* the channel's waits read the CM's events through it */
     size_t len;
@@ -9491,7 +9553,8 @@ static void sfv__cm_take_private(const void *data, size_t n, uint8_t *rd, uint8_
 static void sfv__cm_conn_free(sfv_cm_conn *c) {
     if (c->ch) {
         if (sfv__channel_watched_by(c->ch, &c->watch)) sfv__channel_watch(c->ch, NULL);
-        if (c->owns_ch) (void)sfv_destroy_channel(c->ch);
+        /* (only a failed connect or accept frees a channel here: its failure stays the last error) */
+        if (c->owns_ch) SFV__KEEPING_ERROR((void)sfv_destroy_channel(c->ch));
     }
     if (c->id) rdma_destroy_id(c->id);
     if (c->ec) rdma_destroy_event_channel(c->ec);
@@ -9510,7 +9573,7 @@ static bool sfv__cm_poll(sfv_cm_conn *c, int *err) {
             c->disconnected = true;
             (void)rdma_disconnect(c->id); /* answer the peer's DREQ */
             /* only while the channel is this connection's (after a reset it may have a new peer) */
-            if (c->ch && sfv__channel_watched_by(c->ch, &c->watch)) sfv__channel_peer_gone(c->ch, true);
+            if (c->ch && !c->reset && sfv__channel_watched_by(c->ch, &c->watch)) sfv__channel_peer_gone(c->ch, true);
         }
         rdma_ack_cm_event(ev);
     }
@@ -9522,8 +9585,16 @@ static bool sfv__cm_poll(sfv_cm_conn *c, int *err) {
 static void sfv__cm_watch_check(sfv__watch *w) { (void)sfv__cm_poll(SFV__CM_OF(w), NULL); }
 static void sfv__cm_watch_detach(sfv__watch *w, bool destroyed) {
     sfv_cm_conn *c = SFV__CM_OF(w);
+    if (!destroyed && c->owns_ch) {
+        /* a channel it owns, only reset, still goes with it: it stays watched, so that a destroy
+           by the caller still tells c (which would else free it again), but the old connection
+           no longer wakes its waits nor breaks it */
+        c->reset = true;
+        w->fd = -1;
+        return;
+    }
     if (c->ch && sfv__channel_watched_by(c->ch, w)) sfv__channel_watch(c->ch, NULL);
-    if (destroyed || !c->owns_ch) c->ch = NULL; /* a channel it owns, only reset, still goes with it */
+    c->ch = NULL;
 }
 /* From now on the channel's waits read c's events too. */
 static void sfv__cm_watch(sfv_cm_conn *c) {
