@@ -858,7 +858,8 @@ SAFEVERBS_API sfv_result sfv_destroy_channel(sfv_channel *ch);
 /* What this side's peer needs (send it, sfv_endpoint_encode). A channel with no queue pair (a
    reset that could not make one, a destroy that failed part-way): SFV_ERR_BROKEN, *out zeroed. */
 SFV_NODISCARD SAFEVERBS_API sfv_result sfv_channel_endpoint(const sfv_channel *ch, sfv_endpoint *out);
-/* RESET -> INIT -> RTR -> RTS against the peer's endpoint; sets a GRH when the peer has a GID.
+/* RESET -> INIT -> RTR -> RTS against the peer's endpoint; sets a GRH when the peer has a GID
+   and this side one too (a GID index chosen or set: on RoCE always).
    A peer endpoint decode would refuse (its QPN, PSN, MTU, a GID no port has): SFV_ERR_INVALID,
    nothing done. Once only (again: SFV_ERR_INVALID); a channel broken before it connected (an
    event, a reset that could not make its QP): SFV_ERR_BROKEN, saying why (sfv_channel_reset
@@ -1670,7 +1671,8 @@ SFV_NODISCARD SAFEVERBS_API sfv_result sfv_cm_connect(sfv_pd *pd, const char *sr
                                         size_t len, int timeout_ms, sfv_cm_conn **out);
 /* The same on a channel of the caller's (a multi-channel's peer, say): it must be fresh (made or
    reset, not connected since, no connection on it: else SFV_ERR_INVALID, and accept rejects the
-   request; sfv_channel_reset ends a connection's hold on it), on the device and port
+   request; sfv_channel_reset ends a connection's hold on a channel of yours, not on one
+   sfv_cm_connect or sfv_cm_accept made, which goes with its connection), on the device and port
    that own the address (else SFV_ERR_INVALID naming them). The connection does not own it: the
    channel and the connection may be destroyed in either order (sfv_cm_close breaks the channel
    it still has, flushing its work; sfv_destroy_channel first leaves the connection nothing to
@@ -3286,6 +3288,8 @@ struct sfv_channel {
     bool connected, broken, armed;
     bool aborted;                 /* we moved the QP to the error state (a deadline, a destroy) */
     bool abort_pending, abort_flushing; /* an SRQ's failure stopping its channels: this one's flushes still to drain, and whether its QP went to ERR */
+    struct ibv_qp *qp_spare;      /* a new QP that never reached INIT whose destroy was refused (sfv__qp_make): no work on
+                                     it, never used; destroyed first by sfv__destroy_qp (the channel's destroy, a reset) */
     bool qp_err;                  /* an abort moved this QP to the error state (aborted alone does not say so: the verb may have refused) */
     uint8_t first_status;         /* the channel's first failed completion (enum ibv_wc_status), 0: none */
     uint8_t first_op;             /* and what it was (sfv_wc_opcode) */
@@ -3684,7 +3688,8 @@ static uint32_t sfv__random_psn(const void *salt) {
 
 /* The channel's RC queue pair on its CQ (and SRQ), taken to INIT so receives can be posted
    before the handshake. On failure ch->qp is NULL and nothing is left, unless the destroy of a
-   QP that did not reach INIT was refused: then ch->qp is that QP (no work on it), for the
+   QP that did not reach INIT was refused: then ch->qp_spare is that QP (no work on it, and the
+   channel has no QP to use: its endpoint and posts are refused as without one), for the
    channel's destroy or its next reset to destroy (forgotten, it would hold the CQ for good, whose
    destroy then refuses for ever). Used at creation and by sfv_channel_reset. */
 static sfv_result sfv__srq_failed(void) {
@@ -3752,7 +3757,7 @@ static sfv_result sfv__qp_make(sfv_channel *ch, sfv_pd *pd) {
         sfv__ev_enter(pd->ctx); /* off what an event is compared with before its memory may be another QP's */
         SFV__XSET(ch->qp, NULL);
         sfv__ev_leave(pd->ctx);
-        if (ibv_destroy_qp(qp) != 0) SFV__XSET(ch->qp, qp); /* kept: see above */
+        if (ibv_destroy_qp(qp) != 0) ch->qp_spare = qp; /* kept: see above */
     }
     return r;
 }
@@ -3795,7 +3800,7 @@ static sfv_result sfv__channel_new(sfv_pd *pd, const sfv_channel_desc *resolved,
     ch->pd = pd; /* before it is listed: whoever walks the context's channels finds it whole (its reference is taken below) */
     sfv__events_add_channel(pd->ctx, ch); /* before its QP: an event that breaks every channel (DEVICE_FATAL, PORT_ERR) read from now on breaks it */
     r = sfv__qp_make(ch, pd);
-    if (r && ch->qp) goto destroy_qp; /* its destroy was refused: tried once more, or the CQ below cannot go either */
+    if (r && ch->qp_spare && ibv_destroy_qp(ch->qp_spare) == 0) ch->qp_spare = NULL; /* its destroy was refused: tried once more, or the CQ below cannot go either */
     if (r) goto unlist;
     if (!sfv__live_add(ch)) {
         r = sfv__fail_verb("malloc", ENOMEM);
@@ -3976,7 +3981,7 @@ SAFEVERBS_API sfv_result sfv_channel_handshake(sfv_channel *ch, const sfv_endpoi
     if (r) { /* stuck in RTR: the handshake cannot be redone */
         const sfv_error why = sfv__last;
         sfv__break(ch);
-        return sfv__fail(SFV_ERR_BROKEN, why.errnum, why.verb, "the channel is broken (destroy it): %s", why.message);
+        return sfv__fail(SFV_ERR_BROKEN, why.errnum, why.verb, "the channel is broken (sfv_channel_reset recovers it, or destroy it): %s", why.message);
     }
     ch->connected = true;
     sfv__open_send(ch);
@@ -4610,6 +4615,14 @@ static void sfv__srq_forget_qp(sfv_srq *srq, uint32_t qpn);
 static bool sfv__destroy_qp(sfv_channel *ch) {
     struct ibv_qp *const qp = ch->qp;
     const uint32_t qpn = qp ? qp->qp_num : 0;
+    if (ch->qp_spare) { /* (sfv__qp_make's, never used: no work, no event of it is looked for) */
+        const int rc = ibv_destroy_qp(ch->qp_spare);
+        if (rc != 0) {
+            errno = rc;
+            return false;
+        }
+        ch->qp_spare = NULL;
+    }
     if (qp) { /* off what an event is compared with before its memory may be another QP's */
         int rc;
         sfv__ev_enter(ch->pd->ctx);
@@ -5591,7 +5604,7 @@ SFV__SLOW sfv_result sfv__unsignaled_refused(sfv_channel *ch, sfv__post_kind kin
     if (ch->settling) return sfv__settling_refused("post");
     if (ch->scope_depth == 0) return sfv__fail(SFV_ERR_INVALID, EINVAL, "post", "an unsignaled post is allowed only inside a scope (it has no completion of its own)");
     if (ch->scope_manual)
-        return sfv__fail(SFV_ERR_INVALID, EINVAL, "post", "an unsignaled post has no pending handle to consume it by, and a manual scope takes only work consumed so: post it inside sfv_channel_scope");
+        return sfv__fail(SFV_ERR_INVALID, EINVAL, "post", "an unsignaled post has no pending handle to consume it by, and a manual scope takes only work consumed so: post it inside sfv_channel_scope (a multi-channel's: sfv_multi_channel_scope)");
     /* the rules of every post before the room, as sfv__post_one keeps them: a broken channel says
        SFV_ERR_BROKEN and why (a failed inject named), whatever room its scope's work holds (the
        element limit is 0 where the queue takes no work) */
@@ -6191,7 +6204,7 @@ SAFEVERBS_API sfv_result sfv_channel_fetch_add(sfv_channel *ch, const sfv_scatte
    channel is destroyed, as after a blocking call's (sfv__abort_consume). (The wait's timeout -1,
    the channel's: its deadline is given, and a wait with one reads the device's events once more
    when it passes, >>events.) */
-static sfv_result sfv__take_by(sfv_channel *ch, sfv__ring *q, uint64_t seq, uint64_t deadline, sfv_work_completion *wc) {
+static sfv_result sfv__take_by(sfv_channel *ch, sfv__ring *q, uint64_t seq, uint64_t deadline, sfv_work_completion *wc, bool *stuck_out) {
     sfv__slot *s = &q->slots[seq & q->mask];
     sfv_result w = SFV_OK;
     /* (an abort that could not end the channel's work, not flushed and its QP's destroy refused,
@@ -6204,6 +6217,7 @@ static sfv_result sfv__take_by(sfv_channel *ch, sfv__ring *q, uint64_t seq, uint
         sfv__slot stuck = *s;
         sfv__finish_quiet(&stuck, true);
         sfv__wc_make(wc, &stuck);
+        if (stuck_out) *stuck_out = true;
         return sfv__stuck();
     }
     sfv__wc_make(wc, s);
@@ -6221,8 +6235,9 @@ static sfv_result sfv__take_by(sfv_channel *ch, sfv__ring *q, uint64_t seq, uint
 typedef struct sfv__sink { sfv_scope_wc_fn fn; void *user; } sfv__sink;
 
 /* (*expired: the channel's deadline passed, and what it flushed after that are timeouts too, as in
-   a many-peer call) */
-static void sfv__settle(sfv_channel *ch, sfv__ring *q, uint64_t from, uint64_t deadline, sfv_scope_report *rep, const sfv__sink *sink, bool *expired) {
+   a many-peer call; *stuck: work it took could not be ended, its buffers still the NIC's) */
+static void sfv__settle(sfv_channel *ch, sfv__ring *q, uint64_t from, uint64_t deadline, sfv_scope_report *rep, const sfv__sink *sink, bool *expired,
+                        bool *stuck) {
     uint64_t seq;
     for (seq = from > q->tail ? from : q->tail; seq < q->head; seq++) {
         const sfv__slot *s = &q->slots[seq & q->mask];
@@ -6234,7 +6249,7 @@ static void sfv__settle(sfv_channel *ch, sfv__ring *q, uint64_t from, uint64_t d
         if (seq < q->tail || s->state == SFV__SLOT_FREE || s->seq != seq) continue;
         if (s->state == SFV__SLOT_INJECT) continue; /* its place comes back with the work after it (the fence) */
         fence = s->op == SFV__OP_FENCE; /* the scope's own (sfv__scope_fence): the user's only if it failed */
-        w = sfv__take_by(ch, q, seq, deadline, &wc);
+        w = sfv__take_by(ch, q, seq, deadline, &wc, stuck);
         if (w == SFV_ERR_TIMEOUT) *expired = true;
         if (w == SFV_ERR_TIMEOUT && wc.status != SFV_WC_WR_FLUSH_ERR) w = SFV_OK; /* it completed as the flush began: its own result (sfv__blocking) */
         failed = wc.result != SFV_OK || w != SFV_OK;
@@ -7148,6 +7163,7 @@ static void sfv__scope_settle(sfv__peer *peers, size_t n, sfv_scope_report *rep,
     const uint64_t t0 = sfv__now_ns();
     size_t i;
     int fence_errno;
+    bool stuck = false;
     sfv__fence_errno = 0;
     for (i = 0; i < n; i++) /* the fences first, while the queues take work (a manual scope: the scope around it fences) */
         if (peers[i].ch->last_unsignaled && !manual) sfv__scope_fence(peers[i].ch);
@@ -7157,13 +7173,12 @@ static void sfv__scope_settle(sfv__peer *peers, size_t n, sfv_scope_report *rep,
         sfv_channel *ch = peers[i].ch;
         const uint64_t deadline = t0 + sfv__timeout_ns(ch->desc.timeout_ms);
         bool expired = false;
-        sfv__settle(ch, &ch->sq, peers[i].scope_from.sq, deadline, rep, sink, &expired);
-        sfv__settle(ch, &ch->rq, peers[i].scope_from.rq, deadline, rep, sink, &expired);
+        sfv__settle(ch, &ch->sq, peers[i].scope_from.sq, deadline, rep, sink, &expired, &stuck);
+        sfv__settle(ch, &ch->rq, peers[i].scope_from.rq, deadline, rep, sink, &expired, &stuck);
     }
     for (i = 0; i < n; i++) sfv__settle_open(peers[i].ch);
     sfv__fence_errno = fence_errno; /* for the verdict: an on_wc that ran a scope of its own cleared it */
-    sfv__scope_stuck = false; /* (after on_wc, which may have run a scope of its own) */
-    for (i = 0; i < n; i++) sfv__scope_stuck |= peers[i].ch->aborted && sfv__abort_stuck(peers[i].ch);
+    sfv__scope_stuck = stuck; /* (after on_wc, which may have run a scope of its own; only this scope's work counts) */
     sfv__error_back(&kept);
 }
 
@@ -7181,7 +7196,7 @@ static void sfv__many_open(sfv__peer *peers, size_t n, bool recv) {
    from t0). Once one expired, the channel was flushed, and the failures after it are timeouts. */
 static sfv_result sfv__many_take(sfv__peer *peer, bool recv, uint64_t t0, sfv_work_completion *wc) {
     sfv_channel *ch = peer->ch;
-    const sfv_result w = sfv__take_by(ch, recv ? &ch->rq : &ch->sq, peer->next++, t0 + sfv__timeout_ns(ch->desc.timeout_ms), wc);
+    const sfv_result w = sfv__take_by(ch, recv ? &ch->rq : &ch->sq, peer->next++, t0 + sfv__timeout_ns(ch->desc.timeout_ms), wc, NULL);
     if (w == SFV_ERR_TIMEOUT) peer->expired = true;
     sfv__wc_expired(wc, w, peer->expired);
     return w;
@@ -7219,7 +7234,7 @@ static sfv_result sfv__channel_ready_from(sfv_channel *ch, struct ibv_qp_attr *r
     if (r) {
         const sfv_error why = sfv__last;
         sfv__break(ch);
-        return sfv__fail(SFV_ERR_BROKEN, why.errnum, why.verb, "the channel is broken (destroy it): %s", why.message);
+        return sfv__fail(SFV_ERR_BROKEN, why.errnum, why.verb, "the channel is broken (sfv_channel_reset recovers it, or destroy it): %s", why.message);
     }
     if ((rtr_mask & IBV_QP_PATH_MTU) && sfv__mtu_bytes(rtr->path_mtu)) ch->desc.path_mtu = sfv__mtu_bytes(rtr->path_mtu);
     if (rts_mask & IBV_QP_SQ_PSN) ch->desc.send_psn = rts->sq_psn;
@@ -9778,6 +9793,9 @@ static sfv_result sfv__cm_channel_fits(sfv_channel *ch, struct rdma_cm_id *id, c
 /* A caller's channel must be fresh: made, not connected, not broken. */
 static sfv_result sfv__cm_channel_fresh(const sfv_channel *ch, const char *fn) {
     if (!ch) return sfv__fail(SFV_ERR_INVALID, EINVAL, fn, "%s: invalid channel", fn);
+    if (!sfv__channel_fresh(ch) && ch->watch && !ch->connected && !sfv__channel_broken(ch)) /* (reset, still watched: sfv__cm_watch_detach) */
+        return sfv__fail(SFV_ERR_INVALID, EINVAL, fn, "%s: the channel is a connection's (sfv_cm_connect's or sfv_cm_accept's, reset since): "
+                         "it goes with that connection (sfv_cm_close); connect a channel of your own", fn);
     if (!sfv__channel_fresh(ch))
         return sfv__fail(SFV_ERR_INVALID, EINVAL, fn, "%s: the channel is %s: only a channel that never connected can", fn,
                          sfv__channel_broken(ch) ? "broken" : "already connected");

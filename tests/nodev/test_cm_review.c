@@ -113,6 +113,12 @@ static void t_cm_owned_channel_reset_then_destroyed(void) {
         ch = sfv_cm_channel(c);
         CHECK_OK(sfv_channel_reset(ch));
         CHECK(sfv_cm_channel(c) == ch); /* still the connection's */
+        if (m == 0) { /* so connecting it anew by the CM is refused, saying whose it is (not "already connected") */
+            sfv_cm_conn *c2 = NULL;
+            CHECK_RESULT(sfv_cm_connect_channel(ch, NULL, FKCM_ADDR0, PORT, NULL, 0, 1000, &c2), SFV_ERR_INVALID);
+            CHECK_MSG("a connection's");
+            CHECK(c2 == NULL);
+        }
         /* connected anew to a local channel; the old peer hangs up while a receive waits */
         CHECK_OK(sfv_create_channel(e.pd, NULL, &b));
         CHECK_OK(sfv_channel_endpoint(ch, &ea));

@@ -35,6 +35,14 @@ static void t_reset_init_and_destroy_refused(void) {
         CHECK_MSG("INIT");
         fk_reset();
         CHECK(sfv_channel_broken(a, NULL));
+        { /* the QP kept for the destroy is none to use: no endpoint, no post, "no queue pair" said */
+            sfv_endpoint ep;
+            sfv_gather_element g = sfv_mr_gather_element(e.mr, e.buf, 8);
+            sfv_pending p;
+            CHECK_RESULT(sfv_channel_endpoint(a, &ep), SFV_ERR_BROKEN);
+            CHECK_RESULT(sfv_channel_post_send(a, &g, 1, &p), SFV_ERR_BROKEN);
+            CHECK_MSG("queue pair");
+        }
         if (round == 0) { /* repeated: works, and connects again */
             CHECK_OK(sfv_channel_reset(a));
             CHECK_OK(sfv_channel_reset(b));
