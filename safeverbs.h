@@ -141,7 +141,8 @@
    out-parameters to NULL/zero on failure. The detail of the last failure on the calling thread
    (errno, the verb that failed, a message) is in sfv_last_error(); it is per thread, like errno,
    so threads never see each other's errors. A failed completion carries its own detail in
-   sfv_work_completion (status, vendor code, class, hint). A broken contract (a plain element
+   sfv_work_completion (status, vendor code, class; sfv_wc_status_hint gives a hint for the
+   status, and the last error's message the channel's own). A broken contract (a plain element
    outside its MR in a debug build, a manual scope that left work unpolled, a stale pending
    handle) goes through SFV_ASSERT.
    Why a thread-local and not an out-parameter on every call: the objects it would live in
@@ -312,7 +313,7 @@ typedef struct sfv_error {
                             "calloc", "poll") or the safeverbs function that refused its
                             arguments ("sfv_reg_mr_access"); or one of these checks: "element",
                             "remote region", "post", "wait", "completion" (a failed work
-                            request), "pending", "scope", "multi-channel", "exchange",
+                            request), "pending", "scope", "inject", "multi-channel", "exchange",
                             "network config", "node", "node endpoint", "barrier", "numa",
                             "rdma_cm" (a connection manager's call refused its arguments),
                             "channel" (a channel already connected or broken),
@@ -616,7 +617,8 @@ SAFEVERBS_API struct ibv_context *sfv_context_raw(const sfv_context *ctx);
 SAFEVERBS_API struct ibv_pd *sfv_pd_raw(const sfv_pd *pd);
 SAFEVERBS_API struct ibv_mr *sfv_mr_raw(const sfv_mr *mr);
 SAFEVERBS_API struct ibv_cq *sfv_cq_raw(const sfv_cq *cq);
-/* A channel's RC queue pair and the one CQ both of its queues complete to. */
+/* A channel's RC queue pair and its CQ, which both of its queues complete to; on an SRQ (>>srq),
+   its sends only: its receives complete to the SRQ's CQ. */
 SAFEVERBS_API struct ibv_qp *sfv_channel_raw_qp(const sfv_channel *ch);
 SAFEVERBS_API struct ibv_cq *sfv_channel_raw_cq(const sfv_channel *ch);
 /* An SRQ's shared receive queue (query only: ibv_query_srq; posting to it or modifying it
@@ -964,7 +966,9 @@ SFV_NODISCARD SAFEVERBS_API sfv_result sfv_channel_post_read(sfv_channel *ch, co
    its QP goes to the error state at once (its unsignaled work can only end by a flush: a scope
    around it returns then, not at its deadline); posted with a handle, the part taken ends (flushed,
    or done where it had already run) before the call returns and its places are free (a reset then leaves no place taken but those
-   of older work whose handles are not yet consumed). */
+   of older work whose handles are not yet consumed); only if the channel could not stop it (not
+   flushed, and destroying its queue pair refused) is the result SFV_ERR_DRIVER instead, saying
+   its buffers are still the NIC's (destroy the channel). */
 #define SFV_BATCH_MAX 64
 SFV_NODISCARD SAFEVERBS_API sfv_result sfv_channel_post_send_batch(sfv_channel *ch, const sfv_gather_element *sges, size_t per_wr, size_t count, sfv_pending *pending);
 SFV_NODISCARD SAFEVERBS_API sfv_result sfv_channel_post_write_batch(sfv_channel *ch, const sfv_gather_element *sges, size_t per_wr, size_t count, const sfv_remote_mr *remotes, sfv_pending *pending);
@@ -2140,7 +2144,7 @@ struct sfv_context {
     sfv_event ev_queue[SFV__EVENT_QUEUE];
     size_t ev_first, ev_n;        /* the queue: oldest, count */
     int ev_efd, ev_epfd;          /* sfv_context_event_fd's eventfd and epoll set, -1 until made */
-    bool probe;                   /* the device's uverbs node (dev_path) was there at open: its absence says it was deleted
+    bool probe;                   /* the device's uverbs node (dev_path) was there at open (or a twin's: sfv__contexts_add): its absence says it was deleted
                                      (cleared under ev_lock by a DEVICE_FATAL the device sent: one is enough) */
     ino_t node;                   /* that node (a device registered since may take its number, and so its path) */
     bool gone;                    /* and it is absent: taken as DEVICE_FATAL, once (sfv__device_probe); a channel or SRQ made since is broken as by it */
@@ -2158,6 +2162,7 @@ static void sfv__pd_no_inline(sfv_pd *pd);
 
 static void sfv__ev_enter(sfv_context *ctx);
 static void sfv__ev_leave(sfv_context *ctx);
+static void sfv__device_probe(sfv_context *ctx);
 /* Every live context, for what two of them over one verbs context (sfv_context_wrap of one in use
    already) share: the device's events, which come once, to whichever reads first (>>impl events).
    Taken only where a context is made or freed, and by a reader of a twinned context's events. */
@@ -2182,6 +2187,11 @@ static bool sfv__contexts_add(sfv_context *ctx) {
             sfv__ev_enter(c);
             __atomic_store_n(&c->twinned, true, __ATOMIC_RELEASE);
             if (c->dmabuf) ctx->dmabuf = true; /* its channels send nothing inline either (sfv__pd_no_inline) */
+            if (c->probe || c->gone) { /* one device: watch the node c saw at its open (sfv__device_probe): ctx's own
+                                          stat found none, or another device's, where it was deleted before this wrap */
+                ctx->probe = true;
+                ctx->node = c->node;
+            }
             sfv__ev_leave(c);
             __atomic_store_n(&ctx->twinned, true, __ATOMIC_RELEASE);
         }
@@ -2325,6 +2335,17 @@ static sfv_result sfv__context_check(sfv_context *ctx) {
     struct stat st;
     int rc = ibv_query_device(ctx->ctx, &ctx->attr);
     if (rc) return sfv__fail_verb("ibv_query_device", rc);
+    /* ibv_device_attr's counts are ints: a negative one reads 0 (>>devices) here too, where every
+       check takes them as uint32_t (sfv_create_cq's min_entries, a channel's or an SRQ's desc):
+       -1 would let any size through, cast to int for the verb */
+#define SFV__CLAMP(n) ((n) = (n) > 0 ? (n) : 0)
+    SFV__CLAMP(ctx->attr.max_qp); SFV__CLAMP(ctx->attr.max_qp_wr); SFV__CLAMP(ctx->attr.max_sge);
+    SFV__CLAMP(ctx->attr.max_sge_rd); SFV__CLAMP(ctx->attr.max_cq); SFV__CLAMP(ctx->attr.max_cqe);
+    SFV__CLAMP(ctx->attr.max_mr); SFV__CLAMP(ctx->attr.max_pd); SFV__CLAMP(ctx->attr.max_mw);
+    SFV__CLAMP(ctx->attr.max_ah); SFV__CLAMP(ctx->attr.max_qp_rd_atom); SFV__CLAMP(ctx->attr.max_qp_init_rd_atom);
+    SFV__CLAMP(ctx->attr.max_res_rd_atom); SFV__CLAMP(ctx->attr.max_srq); SFV__CLAMP(ctx->attr.max_srq_wr);
+    SFV__CLAMP(ctx->attr.max_srq_sge);
+#undef SFV__CLAMP
     ctx->ev_efd = ctx->ev_epfd = -1;
     rc = ibv_query_port(ctx->ctx, 1, &pa);
     if (rc) return sfv__fail_verb("ibv_query_port", rc);
@@ -2393,6 +2414,7 @@ SAFEVERBS_API sfv_result sfv_context_wrap(struct ibv_context *raw, bool take_own
     }
     *out = ctx;
     SFV__LOG(SFV_LOG_INFO, "%s: wrapped (%s)", ctx->name, take_ownership ? "owned" : "not owned");
+    sfv__device_probe(ctx); /* a twin's device deleted already: noticed now, before any channel of it is made */
     return SFV_OK;
 }
 
@@ -2875,11 +2897,16 @@ static void sfv__wc_make(sfv_work_completion *wc, const sfv__slot *s) {
 }
 
 /* A completion of the public CQ, as the channel's completions are shown. */
+/* A completion's status in the one byte a slot keeps: a provider's status past 255 (none is
+   defined) is a failure all the same, never read as IBV_WC_SUCCESS (0) once truncated. */
+static uint8_t sfv__status_byte(enum ibv_wc_status status) {
+    return (unsigned)status > 0xFFu ? (uint8_t)IBV_WC_GENERAL_ERR : (uint8_t)status;
+}
 static void sfv__wc_fill(sfv_work_completion *o, const struct ibv_wc *w) {
     sfv__slot s;
     memset(&s, 0, sizeof s);
     s.op = (uint8_t)sfv__wc_opcode(w->opcode);
-    s.status = (uint8_t)w->status;
+    s.status = sfv__status_byte(w->status);
     s.has_imm = w->status == IBV_WC_SUCCESS && (w->wc_flags & IBV_WC_WITH_IMM) != 0;
     s.byte_len = (w->opcode & IBV_WC_RECV) ? w->byte_len : sfv__op_is_atomic(s.op) ? 8 : 0;
     s.imm_be = w->imm_data;
@@ -4428,11 +4455,15 @@ SFV__SLOW sfv_work_error_class sfv__failure_class(sfv_channel *ch, uint8_t op, e
     if (!ch->first_status && flush && op != SFV_WC_OP_RECV && ch->srq && !ch->aborted && !ch->first_cause)
         sfv__srq_read_failures(ch); /* a receive that failed on the SRQ's CQ may be why: it is the first failure then */
     if (!ch->first_status) {
-        ch->first_status = (uint8_t)status;
+        ch->first_status = sfv__status_byte(status);
         ch->first_op = op;
         if (ch->first_cause) { /* an event said it first (>>events) */
-        } else if ((status == IBV_WC_LOC_QP_OP_ERR || (flush && !ch->aborted)) && !sfv__port_active(ch))
-            ch->first_cause = SFV__CAUSE_PORT_DOWN;
+        } else if ((status == IBV_WC_LOC_QP_OP_ERR || (flush && !ch->aborted)) &&
+                   (sfv__async_cause(ch) == SFV__CAUSE_PORT_DOWN || !sfv__port_active(ch)))
+            ch->first_cause = SFV__CAUSE_PORT_DOWN; /* (a PORT_ERR read already says so, though the port be back by now) */
+        else if (flush && !ch->aborted && sfv__async_cause(ch))
+            ch->first_cause = sfv__async_cause(ch); /* the device flushed the QP itself after an event read already (a QP_FATAL
+                                                        moves it to the error state, and the NIC flushes its work): the event is why */
         else if (status == IBV_WC_LOC_QP_OP_ERR && op == SFV_WC_OP_RECV)
             ch->first_cause = SFV__CAUSE_RECV_TOO_SMALL;
         else if (flush && !ch->aborted && op != SFV_WC_OP_RECV)
@@ -4470,7 +4501,7 @@ SFV__SLOW void sfv__inject_failed(sfv_channel *ch, const sfv__ring *q, const sfv
     ch->inject_failed.no = ch->injects - later;
     ch->inject_failed.len = s->byte_len;
     ch->inject_failed.op = s->op;
-    ch->inject_failed.status = (uint8_t)status;
+    ch->inject_failed.status = sfv__status_byte(status);
     ch->inject_failed.cls = cls;
 }
 
@@ -4545,7 +4576,7 @@ SFV__SLOW void sfv__complete_slow(sfv_channel *ch, sfv__ring *q, const struct ib
     if (w->status == IBV_WC_SUCCESS) {
         sfv__complete_ok(s, w);
     } else {
-        s->status = (uint8_t)w->status;
+        s->status = sfv__status_byte(w->status);
         s->vendor_err = w->vendor_err; /* read only for an error */
         s->has_imm = (uint8_t)sfv__failure_class(ch, s->op, w->status);
         sfv__break(ch); /* an error completion leaves the QP in the error state */
@@ -5103,8 +5134,13 @@ SFV__SLOW sfv_result sfv__batch_failed(sfv_channel *ch, sfv_pending *pending, si
     sfv__break(ch);
     sfv__abort(ch); /* its unsignaled part ends only by a flush: now, not at a scope's deadline */
     /* the part posted has no handle (a scope consumes it where there is none): once flushed, its
-       places are free, or a reset would leave them taken for good */
-    if (pending && !(ch->qp && sfv__inflight(ch))) sfv__release_range(&ch->sq, first, first + posted - 1);
+       places are free, or a reset would leave them taken for good; an abort that could not end it
+       (not flushed, the QP's destroy refused) leaves it the NIC's, and says so, as sfv__stuck */
+    if (pending && ch->qp && sfv__inflight(ch))
+        return sfv__fail(SFV_ERR_DRIVER, rc, "ibv_post_send", "ibv_post_send took %zu work requests of the batch, then failed: %s; the channel "
+                         "could not stop them (they were not flushed, and destroying the queue pair was refused): their buffers are still "
+                         "the NIC's; destroy the channel", posted, strerror(rc));
+    if (pending) sfv__release_range(&ch->sq, first, first + posted - 1);
     return sfv__fail(SFV_ERR_BROKEN, rc, "ibv_post_send", "ibv_post_send took %zu work requests of the batch, then failed: %s; the channel is broken",
                      posted, strerror(rc));
 }
@@ -5165,8 +5201,8 @@ static sfv_result sfv__post_refused(sfv_channel *ch, sfv__post_kind kind, const 
     if (SFV__UNLIKELY(count == 0 || count > SFV_BATCH_MAX))
         return sfv__fail(SFV_ERR_INVALID, EINVAL, "post", "batch of %zu work requests (1 .. %d)", count, SFV_BATCH_MAX);
     if (SFV__UNLIKELY(n > max_sge))
-        return sfv__fail(SFV_ERR_INVALID, EINVAL, "post", "%zu elements, over the channel's %u%s", n, (unsigned)max_sge,
-                         kind == SFV__POST_READ ? " for an RDMA read (the device's max_sge_rd)" : "");
+        return sfv__fail(SFV_ERR_INVALID, EINVAL, "post", "%zu elements, over the %s's %u%s", n, ch->core_of ? "SRQ" : "channel", (unsigned)max_sge,
+                         kind == SFV__POST_READ ? " for an RDMA read (the device's max_sge_rd)" : ""); /* (an SRQ's: its desc.max_sge, no channel's) */
     if (SFV__UNLIKELY(!pending && ch->scope_depth == 0))
         return sfv__fail(SFV_ERR_INVALID, EINVAL, "post", ch->core_of ? "a NULL pending handle: an SRQ's receives each need one (no scope covers an SRQ)"
                                                                     : "a NULL pending handle is allowed only inside a scope");
@@ -6621,7 +6657,7 @@ static void sfv__srq_complete(sfv__ring *q, const struct ibv_wc *w) {
     } else {
         sfv_channel *c; /* the channel it came in on: a failed receive left its QP in the error state */
         for (c = q->ch->core_of->channels; c && !(c->qp && c->qp->qp_num == w->qp_num); c = c->srq_next) {}
-        s->status = (uint8_t)w->status;
+        s->status = sfv__status_byte(w->status);
         s->vendor_err = w->vendor_err;
         s->has_imm = (uint8_t)(c ? sfv__failure_class(c, SFV_WC_OP_RECV, w->status) : sfv_wc_status_class((sfv_wc_status)w->status));
         s->byte_len = w->qp_num;
@@ -6875,7 +6911,13 @@ static bool sfv__reset_barred(const sfv_channel *ch) {
     return (ch->srq && sfv_channel_broken(&ch->srq->core, NULL)) || SFV__XLOAD(ch->cq_dead);
 }
 static sfv_result sfv__reset_refused(const sfv_channel *ch) {
-    return ch->srq && sfv_channel_broken(&ch->srq->core, NULL) ? sfv__srq_failed() : sfv__refuse_broken(ch, "sfv_channel_reset");
+    const sfv_event_type by = (sfv_event_type)SFV__XLOAD(ch->async_event);
+    if (ch->srq && sfv_channel_broken(&ch->srq->core, NULL)) return sfv__srq_failed();
+    /* why the reset is refused, not only what broke the channel first: that may be an event a reset
+       recovers (a PORT_ERR, a QP_FATAL), read before the CQ_ERR or DEVICE_FATAL that bars it */
+    return sfv__fail(SFV_ERR_BROKEN, EIO, "sfv_channel_reset", "the channel's CQ or its device failed (the device reported %s): a reset, "
+                     "which keeps the CQ, cannot recover it; destroy the channel",
+                     by == SFV_EVENT_CQ_ERR || by == SFV_EVENT_DEVICE_FATAL ? sfv_event_type_str(by) : "CQ_ERR or DEVICE_FATAL");
 }
 SAFEVERBS_API sfv_result sfv_channel_reset(sfv_channel *ch) {
     sfv_result r;
@@ -8355,8 +8397,10 @@ static sfv_result sfv__resolve(const sfv_net_node *node, bool passive, bool loop
     if (late)
         return sfv__fail(SFV_ERR_TIMEOUT, ETIMEDOUT, "getaddrinfo", "rank %u: looking up %s took past the deadline",
                          (unsigned)node->rank, node->host);
-    if (rc == EAI_SYSTEM) return sfv__fail(sfv_result_from_errno(errno), errno, "getaddrinfo", "rank %u: %s: %s",
-                                           (unsigned)node->rank, node->host, strerror(errno));
+    if (rc == EAI_SYSTEM) { /* (a system error without an errno is a failure all the same, never SFV_OK) */
+        const int err = errno ? errno : EIO;
+        return sfv__fail(sfv_result_from_errno(err), err, "getaddrinfo", "rank %u: %s: %s", (unsigned)node->rank, node->host, strerror(err));
+    }
     if (rc)
         return sfv__fail(SFV_ERR_NOT_FOUND, ENOENT, "getaddrinfo", "rank %u: %s:%s: %s", (unsigned)node->rank, node->host, port, gai_strerror(rc));
     for (a = *out; loopback_only && a; a = a->ai_next)
@@ -9211,10 +9255,10 @@ SAFEVERBS_API sfv_result sfv_launcher_rank(size_t *rank, size_t *world_size) {
                                           {"PMI_RANK", "PMI_SIZE"},
                                           {"SLURM_PROCID", "SLURM_NTASKS"}};
     size_t i, r = 0, n = 0;
+    if (world_size) *world_size = 0; /* (first: "outputs 0 on failure" holds for a NULL rank too) */
     SFV__CHECK_ARG(rank, "rank");
     *rank = 0;
     SFV__CHECK_ARG(world_size, "world_size");
-    *world_size = 0;
     for (i = 0; i < sizeof vars / sizeof vars[0]; i++) {
         const int a = sfv__env_size(vars[i][0], &r), b = sfv__env_size(vars[i][1], &n);
         if (a == 0 && b == 0) continue;

@@ -71,6 +71,7 @@ static int fk_partial; /* a failed post of a list first posts this many of its w
 static bool fk_partial_runs; /* and that part runs before the call returns */
 static bool fk_dmabuf_on;              /* ibv_reg_dmabuf_mr registers (as rdma-core: mr->addr = offset) */
 static uint32_t fk_gids = FK_GIDS, fk_gid_v4 = 1; /* RoCE GID table length, the IPv4 GID's index */
+static int fk_max_cqe = 1 << 16;       /* ibv_device_attr.max_cqe the devices report (fk_set_max_cqe) */
 
 static bool fk_inject_detail(const char *name, const char *detail) {
     fk_ncalls++;
@@ -113,6 +114,7 @@ void fk_reset(void) {
     fk_dmabuf_on = false;
     fk_gids = FK_GIDS;
     fk_gid_v4 = 1;
+    fk_max_cqe = 1 << 16;
     fk_dev_path[0] = 0;
     fk_list_errno = 0;
 }
@@ -129,6 +131,7 @@ void fk_set_partial_post_runs(bool on) { fk_partial_runs = on; }
 static int fk_budget(int len) { return fk_partial < len ? fk_partial : 0; }
 void fk_set_link_layer(int link_layer) { fk_link_layer = link_layer; }
 void fk_set_port_state(int state) { fk_port_state = state; }
+void fk_set_max_cqe(int n) { fk_max_cqe = n; }
 void fk_set_atomic_cap(int cap) { fk_atomic_cap = (enum ibv_atomic_cap)cap; }
 void fk_set_max_inline(unsigned max) { fk_max_inline = max; }
 void fk_set_no_flush(bool on) { fk_no_flush = on; }
@@ -397,7 +400,7 @@ int ibv_query_device(struct ibv_context *context, struct ibv_device_attr *a) {
     a->max_sge = FK_MAX_SGE;
     a->max_sge_rd = FK_MAX_SGE;
     a->max_cq = 1 << 16;
-    a->max_cqe = 1 << 16;
+    a->max_cqe = fk_max_cqe;
     a->max_mr = 1 << 16;
     a->max_pd = 1 << 16;
     a->max_qp_rd_atom = 16;

@@ -54,6 +54,9 @@ void fk_set_device_list_errno(int errnum);
 void fk_set_gid_table(uint32_t len, uint32_t ipv4_index);
 /* enum ibv_port_state of every port. */
 void fk_set_port_state(int state);
+/* ibv_device_attr.max_cqe the devices report (default 65536; negative: a driver's int that says
+   "no limit" or was filled from a u32), read when a device opens; ibv_create_cq still takes 1 .. 65536. */
+void fk_set_max_cqe(int n);
 
 /* Fails call n (1-based, counted from the last fk_reset or fk_fail_nth); 0: none. */
 void fk_fail_nth(long n);
