@@ -8290,7 +8290,7 @@ static bool sfv__is_loopback(const struct sockaddr *sa) {
 typedef struct sfv__lookup {
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    int refs, done, rc;
+    int refs, done, rc, err; /* err: errno where rc is EAI_SYSTEM */
     struct addrinfo hints, *res;
     char port[8];
     char host[1]; /* grows: the name and its NUL */
@@ -8312,8 +8312,10 @@ static void *sfv__lookup_run(void *arg) {
     sfv__lookup *l = (sfv__lookup *)arg;
     struct addrinfo *res = NULL;
     const int rc = getaddrinfo(l->host, l->port, &l->hints, &res);
+    const int err = errno; /* (EAI_SYSTEM's: this thread's, given to the caller's) */
     pthread_mutex_lock(&l->mu);
     l->rc = rc;
+    l->err = err;
     l->res = res;
     l->done = 1;
     pthread_cond_signal(&l->cv);
@@ -8332,7 +8334,7 @@ static int sfv__getaddrinfo_by(const char *host, const char *port, const struct 
     pthread_t t;
     sfv__lookup *l;
     size_t len;
-    int rc;
+    int rc, lookup_errno = 0;
     *timed_out = false;
     numeric.ai_flags |= AI_NUMERICHOST;
     rc = getaddrinfo(host, port, &numeric, out);
@@ -8368,6 +8370,7 @@ static int sfv__getaddrinfo_by(const char *host, const char *port, const struct 
     }
     if (l->done) {
         rc = l->rc;
+        lookup_errno = l->err;
         *out = l->res;
         l->res = NULL;
     } else {
@@ -8376,6 +8379,7 @@ static int sfv__getaddrinfo_by(const char *host, const char *port, const struct 
     }
     pthread_mutex_unlock(&l->mu);
     sfv__lookup_unref(l);
+    if (rc == EAI_SYSTEM) errno = lookup_errno; /* (the lookup thread's, not this one's) */
     return rc;
 }
 

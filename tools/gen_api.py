@@ -239,7 +239,10 @@ def errors_of(f):
         if r == "SFV_NOT_DONE":
             continue
         why = [s for s in f["sentences"] if re.search(r"\b" + r + r"\b", s)]
-        rows.append((r, " ".join(why) if why else GENERAL.get(r, "") + "."))
+        text = " ".join(why) if why else GENERAL.get(r, "") + "."
+        if why and r == "SFV_ERR_DRIVER":  # the catch-all of verbs' errnos: its general meaning holds beside any special case
+            text = GENERAL.get(r, "") + ". " + text
+        rows.append((r, text))
     return rows
 
 
