@@ -3713,6 +3713,14 @@ static uint32_t sfv__random_psn(const void *salt) {
     return (uint32_t)(x ^ (x >> 31)) & 0xFFFFFFu;
 }
 
+/* Destroys the channel's spare QP, if any (sfv__qp_make's, never used: no work, no event of it
+   is looked for): 0, or the verb's errno, the spare kept. */
+static int sfv__spare_destroy(sfv_channel *ch) {
+    int rc = 0;
+    if (ch->qp_spare && (rc = ibv_destroy_qp(ch->qp_spare)) == 0) ch->qp_spare = NULL;
+    return rc;
+}
+
 /* The channel's RC queue pair on its CQ (and SRQ), taken to INIT so receives can be posted
    before the handshake. On failure ch->qp is NULL and nothing is left, unless the destroy of a
    QP that did not reach INIT was refused: then ch->qp_spare is that QP (no work on it, and the
@@ -3827,7 +3835,7 @@ static sfv_result sfv__channel_new(sfv_pd *pd, const sfv_channel_desc *resolved,
     ch->pd = pd; /* before it is listed: whoever walks the context's channels finds it whole (its reference is taken below) */
     sfv__events_add_channel(pd->ctx, ch); /* before its QP: an event that breaks every channel (DEVICE_FATAL, PORT_ERR) read from now on breaks it */
     r = sfv__qp_make(ch, pd);
-    if (r && ch->qp_spare && ibv_destroy_qp(ch->qp_spare) == 0) ch->qp_spare = NULL; /* its destroy was refused: tried once more, or the CQ below cannot go either */
+    if (r) (void)sfv__spare_destroy(ch); /* a spare's destroy was refused: tried once more, or the CQ below cannot go either */
     if (r) goto unlist;
     if (!sfv__live_add(ch)) {
         r = sfv__fail_verb("malloc", ENOMEM);
@@ -4646,13 +4654,10 @@ static void sfv__srq_forget_qp(sfv_srq *srq, uint32_t qpn);
 static bool sfv__destroy_qp(sfv_channel *ch) {
     struct ibv_qp *const qp = ch->qp;
     const uint32_t qpn = qp ? qp->qp_num : 0;
-    if (ch->qp_spare) { /* (sfv__qp_make's, never used: no work, no event of it is looked for) */
-        const int rc = ibv_destroy_qp(ch->qp_spare);
-        if (rc != 0) {
-            errno = rc;
-            return false;
-        }
-        ch->qp_spare = NULL;
+    const int spare_rc = sfv__spare_destroy(ch);
+    if (spare_rc != 0) {
+        errno = spare_rc;
+        return false;
     }
     if (qp) { /* off what an event is compared with before its memory may be another QP's */
         int rc;
