@@ -329,7 +329,9 @@ SFV_NODISCARD SAFEVERBS_API sfv_result sfv_result_from_errno(int errnum);
 
 /* >>log -------------------------------------------------------------------------------------- */
 /* A trace of what the library does, for debugging a handshake on a real fabric without a
-   debugger: errors (every failure a call records in sfv_last_error, refusals included), state
+   debugger: errors (every failure a call records in sfv_last_error, refusals included, and those
+   the library records and then takes back: a try it repeats, a cleanup's, a fallback's, which
+   sfv_last_error does not keep but the log shows at ERROR as they happen), state
    changes and handshakes (devices opened and closed, channels created, connected, broken, reset and
    destroyed, nodes connected) and, at debug, the exchange's steps, each naming its objects
    ("rxe0 qp 17"). Nothing is reported by default, and the data path pays nothing for it: a post
@@ -958,7 +960,8 @@ SFV_NODISCARD SAFEVERBS_API sfv_result sfv_channel_post_read(sfv_channel *ch, co
    completion, on the last work request (selective signalling: RC completes a send queue in
    order), and one pending handle covers the whole batch: it is done when all are, and reports
    the first failure. Write and read batches take one remote region per work request. A receive
-   batch fills `count` pending handles, one per receive (every receive completes on its own); if
+   batch fills `count` pending handles, one per receive (every receive completes on its own;
+   `pendings` may be NULL only inside a scope, as a single post's handle, the scope consuming them); if
    the verb takes only part of it, the call fails, its message says how many were taken, and
    those handles wait as after a success (the rest are zeroed). A receive batch refused for its
    count (0, or over SFV_BATCH_MAX: SFV_ERR_INVALID) leaves its handles untouched (the array may
@@ -5504,7 +5507,6 @@ SFV__HOT_INLINE sfv_result sfv__post_recv_batch(sfv_channel *ch, bool on_srq, st
     int rc;
     if (SFV__UNLIKELY(!ch || !sfv__postable(ch, SFV__POST_RECV, sges, per_wr, count, pendings)))
         return sfv__post_refused(ch, SFV__POST_RECV, sges, per_wr, count, pendings);
-    SFV__CHECK_ARG(pendings, "pending handles (NULL)");
     head = ch->rq.head; /* (in a register: the stores below may alias the channel) */
     for (i = 0; i < count; i++) { /* each linked to the next; the last's link set after */
         wrs[i].wr_id = (head + i) << 1 | 1;
@@ -5522,7 +5524,7 @@ SFV__HOT_INLINE sfv_result sfv__post_recv_batch(sfv_channel *ch, bool on_srq, st
         sfv__slot *const slots = q->slots, *const wrap = slots + q->mask + 1, *s = &slots[head & q->mask];
         for (i = 0; i < posted; i++, s = s + 1 == wrap ? slots : s + 1) {
             sfv__slot_posted(s, head + i, SFV__SLOT_INFLIGHT, SFV_WC_OP_RECV);
-            sfv__cover(q, &pendings[i], 1, s);
+            sfv__cover(q, pendings ? &pendings[i] : NULL, 1, s); /* (NULL inside a scope, as a single post's handle) */
         }
         q->head = head + posted;
     }
