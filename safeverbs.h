@@ -8234,16 +8234,20 @@ static sfv_result sfv__ex_data(sfv__ex *x, int fd, bool listening, size_t peer, 
     return SFV_OK;
 }
 
+/* Every socket of the exchange, listening or connecting, with SO_REUSEADDR: a connection closed
+   first on our side waits in TIME_WAIT on its local port for a minute, and that port, picked by
+   the kernel, can be a rank's not listening yet; Linux lets the rank bind it then only if both
+   sockets said SO_REUSEADDR. */
 static int sfv__socket_for(const struct addrinfo *a) {
+    const int one = 1;
 #ifdef SOCK_CLOEXEC
-    return socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, a->ai_protocol);
+    const int fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, a->ai_protocol);
 #else
-    int fd = socket(a->ai_family, a->ai_socktype, a->ai_protocol);
-    if (fd >= 0) {
-        (void)sfv__fd_flags(fd, true);
-    }
-    return fd;
+    const int fd = socket(a->ai_family, a->ai_socktype, a->ai_protocol);
+    if (fd >= 0) (void)sfv__fd_flags(fd, true);
 #endif
+    if (fd >= 0) (void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    return fd;
 }
 
 /* The exchange sends small frames back to back: no Nagle wait (a delayed ACK, 40 ms) between them. */
@@ -8427,13 +8431,12 @@ static sfv_result sfv__resolve(const sfv_net_node *node, bool passive, bool loop
 
 static sfv_result sfv__ex_listen(const sfv_net_node *me, bool loopback_only, uint64_t deadline, int *out) {
     struct addrinfo *ai, *a;
-    int fd = -1, err = EADDRNOTAVAIL, one = 1;
+    int fd = -1, err = EADDRNOTAVAIL;
     sfv_result r = sfv__resolve(me, true, loopback_only, deadline, &ai);
     if (r) return r;
     for (a = ai; a && fd < 0; a = a->ai_next) {
         fd = sfv__socket_for(a);
         if (fd < 0) { err = errno; continue; }
-        (void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
         if (bind(fd, a->ai_addr, a->ai_addrlen) != 0 || listen(fd, SFV__MAX_PEERS < 128 ? SFV__MAX_PEERS : 128) != 0) {
             err = errno;
             close(fd);

@@ -65,7 +65,54 @@ static void t_recv_batch_null_in_scope(void) {
     tf_close(&e);
 }
 
+/* ---- the exchange's outgoing sockets and a later rank's port ---- */
+/* Promise (>>exchange: a rank that starts late still joins, until the deadline): a connection the
+   exchange made and closed first left its local port, which the kernel picked and which can be a
+   rank's not listening yet, in TIME_WAIT for a minute, and Linux lets a listener bind that port
+   then only if the closed socket had SO_REUSEADDR too: the late rank could not listen ("Address
+   already in use"). Now every exchange socket has it: the port binds at once. */
+static void t_exchange_port_after_time_wait(void) {
+    struct sockaddr_in at;
+    socklen_t len = sizeof at;
+    sfv_net_node peer;
+    int l, s, fd = -1, n, one = 1, reuse = 0;
+    uint16_t local;
+    l = socket(AF_INET, SOCK_STREAM, 0);
+    CHECK(l >= 0);
+    memset(&at, 0, sizeof at);
+    at.sin_family = AF_INET;
+    at.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    CHECK(setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) == 0);
+    CHECK(bind(l, (struct sockaddr *)&at, sizeof at) == 0 && listen(l, 1) == 0);
+    CHECK(getsockname(l, (struct sockaddr *)&at, &len) == 0);
+    memset(&peer, 0, sizeof peer);
+    peer.host = "127.0.0.1";
+    peer.port = ntohs(at.sin_port);
+    peer.rank = 1;
+    CHECK_OK(sfv__ex_connect(&peer, true, sfv__now_ns() + 2000000000ull, &fd));
+    len = sizeof reuse;
+    CHECK(getsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &reuse, &len) == 0);
+    CHECK(reuse != 0);
+    s = accept(l, NULL, NULL);
+    CHECK(s >= 0);
+    len = sizeof at;
+    CHECK(getsockname(fd, (struct sockaddr *)&at, &len) == 0);
+    local = ntohs(at.sin_port);
+    close(fd); /* ours first: TIME_WAIT on its port */
+    usleep(20000);
+    close(s);
+    close(l);
+    usleep(50000);
+    n = socket(AF_INET, SOCK_STREAM, 0); /* a rank that listens on that port now, as the exchange does */
+    CHECK(n >= 0);
+    CHECK(setsockopt(n, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) == 0);
+    at.sin_port = htons(local);
+    if (bind(n, (struct sockaddr *)&at, sizeof at) != 0) FAIL("port %u of a closed exchange connection: bind: %s", (unsigned)local, strerror(errno));
+    close(n);
+}
+
 static const harness_test TESTS[] = {
     TEST(t_recv_batch_null_in_scope, 30),
+    TEST(t_exchange_port_after_time_wait, 30),
 };
 int main(int argc, char **argv) { return harness_main(argc, argv, TESTS, COUNT_OF(TESTS)); }
