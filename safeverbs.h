@@ -1665,7 +1665,9 @@ SFV_NODISCARD SAFEVERBS_API sfv_result sfv_cm_get_request(sfv_cm_listener *l, in
    where it matters; *len may be 0 (nothing after the header, or a peer whose CM pads nothing). */
 SAFEVERBS_API const uint8_t *sfv_cm_request_private(const sfv_cm_request *req, size_t *len);
 /* Answers the request (freed, whatever the result, a NULL out included: then rejected): a channel
-   on pd made from desc, connected; waits for the connection to be established, up to timeout_ms. */
+   on pd made from desc, connected; waits for the connection to be established, up to timeout_ms.
+   The channel is on the port the request came to: desc.port 0 (or a NULL desc) takes it, another
+   port is SFV_ERR_INVALID naming both (as sfv_cm_connect, on the port its route goes from). */
 SFV_NODISCARD SAFEVERBS_API sfv_result sfv_cm_accept(sfv_cm_request *req, sfv_pd *pd, const sfv_channel_desc *desc, const void *priv, size_t len,
                                        int timeout_ms, sfv_cm_conn **out);
 /* Rejects the request, with up to SFV_CM_REJECT_PRIVATE_MAX bytes of reason, and frees it,
@@ -1673,7 +1675,8 @@ SFV_NODISCARD SAFEVERBS_API sfv_result sfv_cm_accept(sfv_cm_request *req, sfv_pd
    request is still rejected, without one, and freed (do not use req again). */
 SFV_NODISCARD SAFEVERBS_API sfv_result sfv_cm_reject(sfv_cm_request *req, const void *reason, size_t len);
 /* Resolves addr (numeric) and its route, then connects to the listener at port. src: the local
-   address to connect from (numeric; NULL: the one routing picks), whose device the PD must be on. */
+   address to connect from (numeric; NULL: the one routing picks), whose device the PD must be on;
+   the channel is on the port the route goes from (desc.port 0 takes it, another is SFV_ERR_INVALID). */
 SFV_NODISCARD SAFEVERBS_API sfv_result sfv_cm_connect(sfv_pd *pd, const char *src, const char *addr, uint16_t port, const sfv_channel_desc *desc, const void *priv,
                                         size_t len, int timeout_ms, sfv_cm_conn **out);
 /* The same on a channel of the caller's (a multi-channel's peer, say): it must be fresh (made or
@@ -9699,10 +9702,23 @@ static sfv_result sfv__cm_ready(sfv_cm_conn *c, uint8_t peer_rd) {
     return sfv__channel_ready_from(c->ch, &rtr, rtr_mask, &rts, rts_mask);
 }
 
-static sfv_result sfv__cm_make_channel(sfv_cm_conn *c, sfv_pd *pd, const sfv_channel_desc *desc) {
+/* A channel's port against the one the CM chose for the connection (where: whose address). */
+static sfv_result sfv__cm_port_fits(unsigned port, const struct rdma_cm_id *id, const char *fn, const char *where) {
+    if (port != id->port_num)
+        return sfv__fail(SFV_ERR_INVALID, EINVAL, fn, "%s: the channel is on port %u, but %s is on port %u: make the channel with desc.port %u", fn,
+                         port, where, (unsigned)id->port_num, (unsigned)id->port_num);
+    return SFV_OK;
+}
+/* The connection's own channel, on the port the CM chose: desc.port 0 takes it, another is refused
+   (the QP would come up with the CM's path on a port it is not on). */
+static sfv_result sfv__cm_make_channel(sfv_cm_conn *c, sfv_pd *pd, const sfv_channel_desc *desc, const char *fn, const char *where) {
     sfv_channel_desc d;
     if (desc) d = *desc; else memset(&d, 0, sizeof d);
-    if (!d.port) d.port = c->id->port_num;
+    if (d.port) {
+        const sfv_result r = sfv__cm_port_fits(d.port, c->id, fn, where);
+        if (r) return r;
+    }
+    d.port = c->id->port_num;
     return sfv_create_channel(pd, &d, &c->ch);
 }
 
@@ -9843,10 +9859,7 @@ SAFEVERBS_API sfv_result sfv_cm_reject(sfv_cm_request *req, const void *reason, 
 static sfv_result sfv__cm_channel_fits(sfv_channel *ch, struct rdma_cm_id *id, const char *fn, const char *where) {
     sfv_result r = sfv__cm_same_device(sfv_channel_pd(ch), id, fn, where);
     if (r) return r;
-    if (sfv_channel_get_desc(ch)->port != id->port_num)
-        return sfv__fail(SFV_ERR_INVALID, EINVAL, fn, "%s: the channel is on port %u, but %s is on port %u: make the channel with desc.port %u", fn,
-                         (unsigned)sfv_channel_get_desc(ch)->port, where, (unsigned)id->port_num, (unsigned)id->port_num);
-    return SFV_OK;
+    return sfv__cm_port_fits(sfv_channel_get_desc(ch)->port, id, fn, where);
 }
 /* A caller's channel must be fresh: made, not connected, not broken. */
 static sfv_result sfv__cm_channel_fresh(const sfv_channel *ch, const char *fn) {
@@ -9882,7 +9895,7 @@ static sfv_result sfv__cm_accept(sfv_cm_request *req, sfv_pd *pd, sfv_channel *c
         r = sfv__cm_channel_fits(ch, c->id, fn, "the request's address");
     } else {
         r = sfv__cm_same_device(pd, c->id, fn, "the request's address");
-        if (!r && (r = sfv__cm_make_channel(c, pd, desc)) == SFV_OK) c->owns_ch = true;
+        if (!r && (r = sfv__cm_make_channel(c, pd, desc, fn, "the request's address")) == SFV_OK) c->owns_ch = true;
     }
     if (!r) r = sfv__cm_private(fn, priv, len, SFV_CM_ACCEPT_PRIVATE_MAX, (uint8_t)sfv_channel_get_desc(c->ch)->max_rd_atomic, buf);
     if (!r && (c->ec = sfv__cm_channel()) == NULL) r = sfv__last.result;
@@ -10007,7 +10020,7 @@ static sfv_result sfv__cm_connect(sfv_pd *pd, sfv_channel *ch, const char *src, 
     if (r) goto fail;
     rdma_ack_cm_event(ev);
     if (ch) c->ch = ch;
-    else if ((r = sfv__cm_make_channel(c, pd, desc)) == SFV_OK) c->owns_ch = true;
+    else if ((r = sfv__cm_make_channel(c, pd, desc, fn, where)) == SFV_OK) c->owns_ch = true;
     if (!r) r = sfv__cm_private(fn, priv, len, SFV_CM_CONNECT_PRIVATE_MAX, (uint8_t)sfv_channel_get_desc(c->ch)->max_rd_atomic, buf);
     if (r) goto fail;
     sfv__cm_param(&param, c->ch, buf, SFV__CM_HDR + len);

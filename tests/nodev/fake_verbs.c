@@ -72,6 +72,7 @@ static bool fk_partial_runs; /* and that part runs before the call returns */
 static bool fk_dmabuf_on;              /* ibv_reg_dmabuf_mr registers (as rdma-core: mr->addr = offset) */
 static uint32_t fk_gids = FK_GIDS, fk_gid_v4 = 1; /* RoCE GID table length, the IPv4 GID's index */
 static int fk_max_cqe = 1 << 16;       /* ibv_device_attr.max_cqe the devices report (fk_set_max_cqe) */
+static int fk_ports = 1;               /* ports each device has (fk_set_ports); a QP comes up only on port 1 */
 
 static bool fk_inject_detail(const char *name, const char *detail) {
     fk_ncalls++;
@@ -115,6 +116,7 @@ void fk_reset(void) {
     fk_gids = FK_GIDS;
     fk_gid_v4 = 1;
     fk_max_cqe = 1 << 16;
+    fk_ports = 1;
     fk_dev_path[0] = 0;
     fk_list_errno = 0;
 }
@@ -132,6 +134,7 @@ static int fk_budget(int len) { return fk_partial < len ? fk_partial : 0; }
 void fk_set_link_layer(int link_layer) { fk_link_layer = link_layer; }
 void fk_set_port_state(int state) { fk_port_state = state; }
 void fk_set_max_cqe(int n) { fk_max_cqe = n; }
+void fk_set_ports(int n) { fk_ports = n; }
 void fk_set_atomic_cap(int cap) { fk_atomic_cap = (enum ibv_atomic_cap)cap; }
 void fk_set_max_inline(unsigned max) { fk_max_inline = max; }
 void fk_set_no_flush(bool on) { fk_no_flush = on; }
@@ -417,13 +420,13 @@ int ibv_query_device(struct ibv_context *context, struct ibv_device_attr *a) {
     a->node_guid = ibv_get_device_guid(context->device);
     a->vendor_id = 0x02c9;
     a->vendor_part_id = 4119;
-    a->phys_port_cnt = 1;
+    a->phys_port_cnt = (uint8_t)fk_ports;
     return 0;
 }
 
 static int fk_port_ok(struct ibv_context *context, uint32_t port) {
     (void)context;
-    return port == 1;
+    return port >= 1 && port <= (uint32_t)fk_ports;
 }
 
 int (ibv_query_port)(struct ibv_context *context, uint8_t port_num, struct _compat_ibv_port_attr *port_attr) {

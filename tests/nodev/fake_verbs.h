@@ -57,6 +57,9 @@ void fk_set_port_state(int state);
 /* ibv_device_attr.max_cqe the devices report (default 65536; negative: a driver's int that says
    "no limit" or was filled from a u32), read when a device opens; ibv_create_cq still takes 1 .. 65536. */
 void fk_set_max_cqe(int n);
+/* Ports each device reports (phys_port_cnt, and ibv_query_port answers for them); a QP still
+   comes up only on port 1 (the CM's fake puts every id there). */
+void fk_set_ports(int n);
 
 /* Fails call n (1-based, counted from the last fk_reset or fk_fail_nth); 0: none. */
 void fk_fail_nth(long n);
