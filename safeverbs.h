@@ -1614,8 +1614,9 @@ SFV_NODISCARD SAFEVERBS_API sfv_result sfv_node_barrier_unchecked(sfv_node *node
    the whole channel API works on it; never destroy it yourself) made on the caller's PD, which
    must be on the device that owns the address (else SFV_ERR_INVALID saying which devices).
    The CM negotiates the path, PSNs and read depths; this side's read depth also travels in the
-   private data (a 4-byte "SC" header a peer without it, such as rdma-core's rping, may omit),
-   after which come up to SFV_CM_CONNECT_PRIVATE_MAX / SFV_CM_ACCEPT_PRIVATE_MAX bytes of the
+   private data (a 4-byte header, 'S', 'C', 1 and the depth, which a peer without it, such as
+   rdma-core's rping, may omit: such a peer's bytes that happen to begin 'S', 'C', 1 are read as
+   the header, their fourth byte as its read depth, and not handed on), after which come up to SFV_CM_CONNECT_PRIVATE_MAX / SFV_CM_ACCEPT_PRIVATE_MAX bytes of the
    caller's own (more: SFV_ERR_INVALID). A reject carries up to SFV_CM_REJECT_PRIVATE_MAX bytes.
    Every step has a deadline (timeout_ms; 0 or < 0: the desc's timeout_ms, 10 s without a desc;
    sfv_cm_get_request and sfv_cm_close say their own); nothing blocks past it.
