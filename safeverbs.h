@@ -1622,7 +1622,8 @@ SFV_NODISCARD SAFEVERBS_API sfv_result sfv_node_barrier_unchecked(sfv_node *node
    sfv_cm_get_request and sfv_cm_close say their own); nothing blocks past it.
    Errors, each with a last-error message that says it:
      SFV_ERR_NOT_FOUND    no RDMA device has this address (listen), or the address is not valid
-     SFV_ERR_UNREACHABLE  no route to the address, or no answer from the peer's CM
+     SFV_ERR_UNREACHABLE  no route to the address, or no answer from the peer's CM (sfv_cm_accept:
+                          also a connecting peer that gave up on our answer, rejecting it)
      SFV_ERR_REFUSED      nothing listens on that address and port
      SFV_ERR_REJECTED     the listener rejected us: sfv_cm_reject_reason() gives its bytes
      SFV_ERR_TIMEOUT      a step did not finish before its deadline
