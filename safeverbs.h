@@ -486,7 +486,9 @@ SFV_NODISCARD SAFEVERBS_API sfv_result sfv_choose_gid(sfv_context *ctx, uint8_t 
 /* >>pd and cq -------------------------------------------------------------------------------- */
 /* A protection domain on the device; it holds a reference on the context. */
 SFV_NODISCARD SAFEVERBS_API sfv_result sfv_alloc_pd(sfv_context *ctx, sfv_pd **out);
-/* Drops a reference; MRs and channels keep it. NULL: SFV_OK. */
+/* Drops a reference; MRs and channels keep it. NULL: SFV_OK. First it destroys again the channels
+   a failed sfv_cm_connect or sfv_cm_accept could neither destroy (a verb refused) nor hand back: the
+   PD keeps them, and what they hold (the PD, its device) goes once their destroy is taken. */
 SAFEVERBS_API sfv_result sfv_dealloc_pd(sfv_pd *pd);
 SAFEVERBS_API sfv_context *sfv_pd_context(const sfv_pd *pd);
 
@@ -2160,7 +2162,8 @@ struct sfv_context {
     sfv_context *all_next;        /* every live context (sfv__contexts, under sfv__contexts_lock) */
     bool twinned;                 /* another live context is over the same verbs context (>>impl events: sfv__events_read) */
 };
-struct sfv_pd { int refs; bool owned; struct ibv_pd *pd; sfv_context *ctx; sfv_pd *owned_next; /* sfv__pds_owned */ };
+struct sfv_pd { int refs; bool owned; struct ibv_pd *pd; sfv_context *ctx; sfv_pd *owned_next; /* sfv__pds_owned */
+                sfv_channel *orphans; /* sfv__pd_orphan */ };
 struct sfv_cq { struct ibv_cq *cq; sfv_context *ctx; uint32_t capacity; };
 struct sfv_mr { struct ibv_mr *mr; sfv_pd *pd; uint64_t addr; size_t length; unsigned access; int leases; /* >>impl leases */
                 sfv_mr *iv_next; /* >>impl inflight: the process's DMA-BUF MRs (SFV_TRACK_INFLIGHT only) */ };
@@ -2763,7 +2766,7 @@ static sfv_result sfv__pd_unref(sfv_pd *pd) {
     }
     return SFV_OK;
 }
-SAFEVERBS_API sfv_result sfv_dealloc_pd(sfv_pd *pd) { return sfv__pd_unref(pd); }
+/* (sfv_dealloc_pd: >>impl channel internals, beside sfv_destroy_channel, whose refusals it retries) */
 SAFEVERBS_API sfv_context *sfv_pd_context(const sfv_pd *pd) { return pd ? pd->ctx : NULL; }
 
 /* X(name, class, hint) for every ibv_wc_status, in order. */
@@ -3313,6 +3316,7 @@ static bool sfv__slot_done(const sfv__ring *q, const sfv__slot *s, uint64_t seq)
 
 struct sfv_channel {
     sfv_pd *pd;
+    sfv_channel *orphan_next;     /* on pd->orphans (sfv__pd_orphan) */
     struct ibv_qp *qp;
     struct ibv_cq *cq;
     struct ibv_comp_channel *cc;
@@ -7464,6 +7468,30 @@ SAFEVERBS_API sfv_result sfv_destroy_channel(sfv_channel *ch) {
     return SFV_OK;
 }
 
+/* A channel nobody holds whose destroy a verb refused (a failed sfv_cm_connect's or sfv_cm_accept's,
+   which cannot hand it to the caller): kept on its PD, which it holds, for sfv_dealloc_pd to destroy
+   again, so that neither it nor its PD and device are lost. A list any thread may push to (a PD is
+   shared), taken whole by the one that retries. */
+static void sfv__pd_orphan(sfv_channel *ch) {
+    sfv_pd *const pd = ch->pd;
+    sfv_channel *head = __atomic_load_n(&pd->orphans, __ATOMIC_RELAXED);
+    do ch->orphan_next = head;
+    while (!__atomic_compare_exchange_n(&pd->orphans, &head, ch, true, __ATOMIC_RELEASE, __ATOMIC_RELAXED));
+}
+SAFEVERBS_API sfv_result sfv_dealloc_pd(sfv_pd *pd) {
+    if (pd) {
+        sfv_channel *ch = __atomic_exchange_n(&pd->orphans, NULL, __ATOMIC_ACQUIRE);
+        while (ch) { /* (the caller's reference keeps pd while they go) */
+            sfv_channel *const next = ch->orphan_next;
+            sfv_result r;
+            SFV__KEEPING_ERROR(r = sfv_destroy_channel(ch)); /* not the caller's: a refusal again keeps it, unreported */
+            if (r) sfv__pd_orphan(ch);
+            ch = next;
+        }
+    }
+    return sfv__pd_unref(pd);
+}
+
 /* >>impl multi-channel ----------------------------------------------------------------------- */
 #define SFV__MAX_PEERS 4096
 
@@ -9631,8 +9659,13 @@ static void sfv__cm_take_private(const void *data, size_t n, uint8_t *rd, uint8_
 static void sfv__cm_conn_free(sfv_cm_conn *c) {
     if (c->ch) {
         if (sfv__channel_watched_by(c->ch, &c->watch)) sfv__channel_watch(c->ch, NULL);
-        /* (only a failed connect or accept frees a channel here: its failure stays the last error) */
-        if (c->owns_ch) SFV__KEEPING_ERROR((void)sfv_destroy_channel(c->ch));
+        /* (only a failed connect or accept frees a channel here: its failure stays the last error; a
+           destroy refused leaves the channel to its PD, whose sfv_dealloc_pd tries again) */
+        if (c->owns_ch) {
+            sfv_result r;
+            SFV__KEEPING_ERROR(r = sfv_destroy_channel(c->ch));
+            if (r) sfv__pd_orphan(c->ch);
+        }
     }
     if (c->id) rdma_destroy_id(c->id);
     if (c->ec) rdma_destroy_event_channel(c->ec);

@@ -54,7 +54,54 @@ static void t_cm_own_channel_on_the_cms_port(void) {
     fk_set_ports(1);
 }
 
+/* Promise ("nothing is lost or leaked", >>rdmacm's cleanup of a failed step): a connect or an
+   accept that fails after it made its channel destroys that channel; when a verb refused that
+   destroy (ibv_destroy_qp), the channel was lost: nobody held it, and it held its PD and device
+   for good. Now the PD keeps it, and sfv_dealloc_pd destroys it again: the fakes hold nothing
+   after the PD and the device are closed. */
+static void t_cm_refused_destroy_left_to_the_pd(void) {
+    sfv_context *ctx;
+    sfv_pd *pd;
+    sfv_cm_listener *l = NULL;
+    sfv_cm_request *q;
+    sfv_cm_conn *c = (sfv_cm_conn *)1;
+    fkcm_event ev;
+    fk_reset();
+    fkcm_reset();
+    CHECK_OK(sfv_open_device("fake0", &ctx));
+    CHECK_OK(sfv_alloc_pd(ctx, &pd));
+    /* accept: the peer gives up after the answer, and the channel's destroy is refused */
+    CHECK_OK(sfv_cm_listen(FKCM_ADDR0, PORT, 0, &l));
+    memset(&ev, 0, sizeof ev);
+    ev.type = RDMA_CM_EVENT_CONNECT_REQUEST;
+    ev.qpn = 0x99;
+    fkcm_push(sfv_cm_listener_fd(l), &ev);
+    CHECK_OK(sfv_cm_get_request(l, 1000, &q));
+    memset(&ev, 0, sizeof ev);
+    ev.type = RDMA_CM_EVENT_REJECTED;
+    fkcm_on(FKCM_ACCEPT, &ev, 1);
+    fk_fail_name("ibv_destroy_qp", 1);
+    CHECK_RESULT(sfv_cm_accept(q, pd, NULL, NULL, 0, 1000, &c), SFV_ERR_UNREACHABLE);
+    CHECK(c == NULL);
+    CHECK_OK(sfv_cm_destroy_listener(l));
+    /* connect: rejected, the destroy refused twice (the first dealloc's try is refused too) */
+    memset(&ev, 0, sizeof ev);
+    ev.type = RDMA_CM_EVENT_REJECTED;
+    fkcm_on(FKCM_CONNECT, &ev, 1);
+    fk_fail_name("ibv_destroy_qp", 1);
+    CHECK_RESULT(sfv_cm_connect(pd, NULL, FKCM_ADDR0, PORT, NULL, NULL, 0, 1000, &c), SFV_ERR_REJECTED);
+    CHECK(c == NULL);
+    fk_fail_name("ibv_destroy_qp", 0);
+    CHECK(fk_live_total() > 0);
+    CHECK_OK(sfv_close_device(ctx)); /* (the PD holds it) */
+    CHECK_OK(sfv_dealloc_pd(pd)); /* destroys both channels, then the PD, then the device */
+    CHECK_EQ(fkcm_live_ids(), 0);
+    CHECK_EQ(fkcm_live_channels(), 0);
+    CHECK_EQ(fk_live_total(), 0);
+}
+
 static const harness_test TESTS[] = {
     TEST(t_cm_own_channel_on_the_cms_port, 30),
+    TEST(t_cm_refused_destroy_left_to_the_pd, 30),
 };
 int main(int argc, char **argv) { return harness_main(argc, argv, TESTS, COUNT_OF(TESTS)); }

@@ -51,8 +51,8 @@ static void tr_last_is(sfv_result r, const char *sub) {
 /* "Every failure is an sfv_result with a matching sfv_last_error()": a connect or an accept that
    fails after it made its channel destroys that channel; when a verb refuses that destroy
    (ibv_destroy_qp), the call still returns its own failure, and the last error said the
-   destroy's (SFV_ERR_DRIVER, ibv_destroy_qp) instead. (The channel is lost then: nobody holds it,
-   so the test leaves the fake's objects as they are.) */
+   destroy's (SFV_ERR_DRIVER, ibv_destroy_qp) instead. (The channel is left to its PD then, whose
+   sfv_dealloc_pd destroys it: test_cm_rev30's t_cm_refused_destroy_left_to_the_pd.) */
 static void t_cm_failed_step_keeps_its_error(void) {
     tr_env e;
     sfv_cm_listener *l = NULL;
@@ -82,7 +82,7 @@ static void t_cm_failed_step_keeps_its_error(void) {
     fk_fail_name("ibv_destroy_qp", 0);
     CHECK_EQ(fkcm_live_ids(), 0);
     CHECK_EQ(fkcm_live_channels(), 0);
-    CHECK_OK(sfv_dereg_mr(e.mr)); /* (the PD and the device stay, held by the lost channels) */
+    CHECK_OK(sfv_dereg_mr(e.mr)); /* (the PD destroys the channels it was left) */
     CHECK_OK(sfv_dealloc_pd(e.pd));
     CHECK_OK(sfv_close_device(e.ctx));
 }
