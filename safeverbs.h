@@ -181,7 +181,8 @@
    For what safeverbs does not do, sfv_context_raw, sfv_pd_raw, sfv_mr_raw, sfv_cq_raw,
    sfv_channel_raw_qp and sfv_channel_raw_cq give the libibverbs objects behind the handles
    (include <infiniband/verbs.h> to use them; the declarations here do not need it). They stay
-   safeverbs' objects, valid while their handle is. With them you may:
+   safeverbs' objects, valid while their handle is (a channel's QP only until the channel
+   replaces or destroys it: >>raw verbs). With them you may:
    - query: ibv_query_device(_ex), ibv_query_port, ibv_query_gid, ibv_query_qp, the fields of
      the structs (an MR's keys, a QP's qp_num);
    - create objects of your own on a raw context or PD: your own QPs (on the CQ of an sfv_cq),
@@ -622,7 +623,10 @@ SAFEVERBS_API struct ibv_pd *sfv_pd_raw(const sfv_pd *pd);
 SAFEVERBS_API struct ibv_mr *sfv_mr_raw(const sfv_mr *mr);
 SAFEVERBS_API struct ibv_cq *sfv_cq_raw(const sfv_cq *cq);
 /* A channel's RC queue pair and its CQ, which both of its queues complete to; on an SRQ (>>srq),
-   its sends only: its receives complete to the SRQ's CQ. */
+   its sends only: its receives complete to the SRQ's CQ. The QP is valid only while the channel
+   keeps it: sfv_channel_reset destroys it and makes another, and a channel that destroyed it
+   and lives on (work a deadline's flush did not end, a reset or destroy that failed part-way)
+   has none (NULL). Ask for it again after those; never keep it. */
 SAFEVERBS_API struct ibv_qp *sfv_channel_raw_qp(const sfv_channel *ch);
 SAFEVERBS_API struct ibv_cq *sfv_channel_raw_cq(const sfv_channel *ch);
 /* An SRQ's shared receive queue (query only: ibv_query_srq; posting to it or modifying it
@@ -643,7 +647,7 @@ SFV_NODISCARD SAFEVERBS_API sfv_result sfv_context_wrap(struct ibv_context *raw,
    the very one (sfv_context_raw(ctx); another context, even of the same device: SFV_ERR_INVALID).
    The PD holds a reference on ctx as sfv_alloc_pd's does. With take_ownership, safeverbs calls
    ibv_dealloc_pd when its last reference goes; without it, never: dealloc it yourself after
-   sfv_dealloc_pd and after every MR, channel, multi-channel and node made on it is destroyed,
+   sfv_dealloc_pd and after every MR, SRQ, channel, multi-channel and node made on it is destroyed,
    and before you close its context. On failure *out is NULL and `raw` is still yours. NULL
    ctx, raw or out: SFV_ERR_INVALID; so is take_ownership of a verbs PD another live sfv_pd owns
    already (sfv_alloc_pd's sfv_pd_raw, or another such wrap: it would be deallocated twice). */
@@ -854,9 +858,10 @@ SFV_NODISCARD SAFEVERBS_API sfv_result sfv_create_channel(sfv_pd *pd, const sfv_
 /* Flushes work in flight (the QP goes to the error state and the flushed work is drained), then
    frees; the NIC touches none of the channel's buffers afterwards. If a verb refuses to destroy,
    the channel stays valid and the call can be retried: nothing is freed if the queue pair's
-   destroy refused; if a later one did (its CQ's, its completion channel's, or its SRQ's where the
-   channel held the SRQ's last reference), the queue pair is gone already, so the channel is
-   broken (its work flushed), and a retry frees the rest. NULL: SFV_OK. A
+   destroy refused (but its leases have ended: their windows go first, >>leases); if a later one
+   did (its CQ's, its completion channel's, or its SRQ's where the channel held the SRQ's last
+   reference), the queue pair is gone already, so the channel is broken (its work flushed), and a
+   retry frees the rest. NULL: SFV_OK. A
    channel destroyed already is a broken contract, caught in debug builds (SFV_ASSERT, then
    SFV_ERR_INVALID) unless a newer channel took its address; release builds would read freed
    memory. */
@@ -1393,8 +1398,9 @@ typedef struct sfv_peer_read { size_t peer; const sfv_scatter_element *sges; siz
    Every request is checked by every rule its channel's post would apply before any is posted
    (a peer out of range, a NULL request or element array, too many elements, a remote region
    too small or wrapping, a broken or unconnected channel, a queue without room for all of its
-   requests): a refusal posts nothing, and every wc carries its result. Only a verb that fails
-   after that (ibv_post_*) stops the call part-way; it returns that error after the requests
+   requests): a refusal posts nothing, and every wc carries its result (but for a count no array
+   holds, its requests or wcs past PTRDIFF_MAX bytes: SFV_ERR_INVALID, no wc written). Only a
+   verb that fails after that (ibv_post_*) stops the call part-way; it returns that error after the requests
    already posted have completed, and the wcs of the requests not posted carry it. A wait that
    fails (a CQ error) returns that error the same way, after flushing its channel. No
    allocation: as the channel's own calls. */
@@ -1505,7 +1511,8 @@ typedef struct sfv_node_desc {
 } sfv_node_desc;
 typedef struct sfv_node sfv_node;
 SFV_NODISCARD SAFEVERBS_API sfv_result sfv_create_node(sfv_pd *pd, const sfv_node_desc *desc, sfv_node **out);
-/* As sfv_destroy_multi_channel, then frees the barrier's memory. NULL: SFV_OK. */
+/* As sfv_destroy_multi_channel, then frees the barrier's memory. NULL: SFV_OK. Refused
+   (SFV_ERR_INVALID) from the allgather of sfv_node_connect_with on this node. */
 SAFEVERBS_API sfv_result sfv_destroy_node(sfv_node *node);
 SAFEVERBS_API size_t sfv_node_rank(const sfv_node *node);
 SAFEVERBS_API size_t sfv_node_world_size(const sfv_node *node);
@@ -1517,7 +1524,8 @@ SAFEVERBS_API sfv_multi_channel *sfv_node_multi_channel(const sfv_node *node);
    Give it to sfv_exchange_all as `mine` and hand what comes back to sfv_node_handshake. */
 #define SFV_NODE_ENDPOINT_SIZE(world_size) \
     (16 + (size_t)(world_size) * (SFV_ENDPOINT_ENCODED_SIZE + SFV_REMOTE_MR_ENCODED_SIZE))
-/* size must be SFV_NODE_ENDPOINT_SIZE(world size). */
+/* size must be SFV_NODE_ENDPOINT_SIZE(world size), else SFV_ERR_INVALID, out's size bytes zeroed
+   (none where size passes PTRDIFF_MAX, as no buffer is that large). */
 SFV_NODISCARD SAFEVERBS_API sfv_result sfv_node_endpoint(const sfv_node *node, uint8_t *out, size_t size);
 /* all: world_size blobs of SFV_NODE_ENDPOINT_SIZE bytes in rank order. Takes from each the part
    meant for this rank and connects that rank's channel. Every entry is checked before any channel
@@ -1568,7 +1576,8 @@ typedef sfv_result (*sfv_allgather_fn)(void *user, const void *mine, void *all, 
    over exactly the node's world, in rank order, and write exactly world_size blobs into `all`: a
    blob that says another rank or world size is refused by the handshake (SFV_ERR_INVALID).
    sfv_exchange_allgather's context (user) that names another world size or rank than the
-   node's is refused before anything runs (SFV_ERR_INVALID). It allocates as sfv_node_connect does. */
+   node's is refused before anything runs (SFV_ERR_INVALID). It allocates as sfv_node_connect does.
+   fn may not destroy the node: sfv_destroy_node refuses it meanwhile (SFV_ERR_INVALID). */
 SFV_NODISCARD SAFEVERBS_API sfv_result sfv_node_connect_with(sfv_node *node, sfv_allgather_fn fn, void *user);
 /* The TCP exchange as an sfv_allgather_fn: user points to an sfv_exchange_allgather_ctx, and
    each call is sfv_exchange_all_keyed(nodes, n, rank, mine, size, all, desc, timeout_ms). */
@@ -1589,9 +1598,9 @@ SFV_NODISCARD SAFEVERBS_API sfv_result sfv_launcher_rank(size_t *rank, size_t *w
    whatever n).
    peers must be sorted, without duplicates, in range and include this rank (else
    SFV_ERR_INVALID, the barrier stays usable): a sub-group barrier. Every member must call it
-   with the same peers. Each member's channel needs room for one write (else SFV_ERR_RESOURCE),
-   must not be broken (else SFV_ERR_BROKEN, naming why) and must be connected (one reset since
-   the handshake: SFV_ERR_INVALID), all checked before anything is sent. SFV_ERR_TIMEOUT when
+   with the same peers. Each other member's channel (this rank's own is never written to)
+   needs room for one write (else SFV_ERR_RESOURCE), must not be broken (else SFV_ERR_BROKEN,
+   naming why) and must be connected (one reset since the handshake: SFV_ERR_INVALID), all checked before anything is sent. SFV_ERR_TIMEOUT when
    the other ranks do not all come within timeout_ms (< 0: the channels' timeout_ms); each of
    this rank's writes is bounded by its channel's timeout_ms. A timeout or a failed write leaves the barrier half done on some ranks,
    so it poisons it: every later call returns SFV_ERR_BROKEN. Each rank's NIC writes its barrier
@@ -1914,7 +1923,7 @@ static void sfv__inflight_forget(struct sfv__ring *q);
 static bool sfv__inflight_mr_busy(const sfv_mr *mr);
 static sfv_result sfv__inflight_refused(const struct sfv__ring *q, sfv_pending *pending, size_t count);
 static sfv_result sfv__inflight_dereg_refused(void);
-static void sfv__inflight_dmabuf(sfv_mr *mr, bool registered);
+static bool sfv__inflight_dmabuf(sfv_mr *mr, bool registered);
 /* Room per slot, after a ring's slots, for the elements of its work (calloc'd with them). */
 #define SFV__INFLIGHT_BYTES(ch, q) sfv__inflight_bytes(&(ch)->desc, (q) == &(ch)->rq)
 #define SFV__INFLIGHT_RING_INIT(ch, q, slots) sfv__inflight_ring_init(q, &(ch)->desc, (q) == &(ch)->rq, slots)
@@ -1933,7 +1942,10 @@ static void sfv__inflight_dmabuf(sfv_mr *mr, bool registered);
 #define SFV__INFLIGHT_DEREG(mr) \
     if (SFV__UNLIKELY(sfv__inflight_mr_busy(mr))) return sfv__inflight_dereg_refused()
 /* A DMA-BUF MR registered / deregistered: its elements hold iovas, no host addresses. */
-#define SFV__INFLIGHT_DMABUF(mr, registered) sfv__inflight_dmabuf(mr, registered)
+#define SFV__INFLIGHT_DMABUF(mr, registered) ((void)sfv__inflight_dmabuf(mr, registered))
+/* Before its deregistration: off that list (every post reads the listed MRs' keys, which the verb
+   frees); true if it was listed (a DMA-BUF MR: listed again if the verb refuses). */
+#define SFV__INFLIGHT_DMABUF_OFF(mr) sfv__inflight_dmabuf(mr, false)
 #else
 #define SFV__INFLIGHT_BYTES(ch, q) 0
 #define SFV__INFLIGHT_RING_INIT(ch, q, slots) ((void)0)
@@ -1943,6 +1955,7 @@ static void sfv__inflight_dmabuf(sfv_mr *mr, bool registered);
 #define SFV__INFLIGHT_FORGET(ch) ((void)0)
 #define SFV__INFLIGHT_DEREG(mr) ((void)0)
 #define SFV__INFLIGHT_DMABUF(mr, registered) ((void)0)
+#define SFV__INFLIGHT_DMABUF_OFF(mr) ((void)(mr), false)
 #endif
 
 /* >>impl log ------------------------------------------------------------------------------- */
@@ -3072,12 +3085,16 @@ SAFEVERBS_API sfv_result sfv_reg_dmabuf_mr_shared(sfv_pd *pd, int fd, uint64_t o
 
 SAFEVERBS_API sfv_result sfv_dereg_mr(sfv_mr *mr) {
     int rc;
+    bool dmabuf;
     if (!mr) return SFV_OK;
     SFV__INFLIGHT_DEREG(mr);
     if (SFV__UNLIKELY(__atomic_load_n(&mr->leases, __ATOMIC_RELAXED) > 0)) return sfv__leases_live(mr); /* >>impl leases */
+    dmabuf = SFV__INFLIGHT_DMABUF_OFF(mr); /* before the verb frees mr->mr: a post on another thread reads it there */
     rc = ibv_dereg_mr(mr->mr);
-    if (rc) return sfv__fail_verb("ibv_dereg_mr", rc); /* still registered (its rkey still works): try again */
-    SFV__INFLIGHT_DMABUF(mr, false);
+    if (rc) {
+        if (dmabuf) SFV__INFLIGHT_DMABUF(mr, true); /* still registered: its elements are still iovas */
+        return sfv__fail_verb("ibv_dereg_mr", rc); /* still registered (its rkey still works): try again */
+    }
     SFV__KEEPING_ERROR((void)sfv__pd_unref(mr->pd));
     SFV_FREE(mr);
     return SFV_OK;
@@ -4397,9 +4414,11 @@ SFV__SLOW sfv_result sfv__inflight_refused(const sfv__ring *q, sfv_pending *pend
     sfv__pending_clear(q->ch, pending, count);
     return sfv__fail(SFV_ERR_INVALID, EBUSY, "post", "an element overlaps memory in flight (a data race on the buffer)");
 }
-/* Adds a DMA-BUF MR to the list sfv__iv_node reads, or takes one out (any MR: not there, nothing). */
-static void sfv__inflight_dmabuf(sfv_mr *mr, bool registered) {
+/* Adds a DMA-BUF MR to the list sfv__iv_node reads, or takes one out (any MR: not there, nothing);
+   true if it is listed now (added), or was (taken out). */
+static bool sfv__inflight_dmabuf(sfv_mr *mr, bool registered) {
     sfv_mr **pp;
+    bool listed = registered;
     sfv__iv_enter();
     if (registered) {
         mr->iv_next = sfv__iv_dmabufs;
@@ -4408,10 +4427,12 @@ static void sfv__inflight_dmabuf(sfv_mr *mr, bool registered) {
         for (pp = &sfv__iv_dmabufs; *pp; pp = &(*pp)->iv_next)
             if (*pp == mr) {
                 *pp = mr->iv_next;
+                listed = true;
                 break;
             }
     }
     sfv__iv_leave();
+    return listed;
 }
 SFV__SLOW sfv_result sfv__inflight_dereg_refused(void) {
     SFV_ASSERT(!"sfv_dereg_mr while work in flight uses the MR (see the message above)");
@@ -5288,12 +5309,13 @@ SFV__HOT_INLINE sfv_wc_opcode sfv__op_of(enum ibv_wr_opcode opcode) {
     return SFV_WC_OP_WRITE;
 }
 
-/* Why `total` bytes may not go to the start of remote: they do not fit, or the region wraps. */
+/* Why `total` bytes may not go to the start of remote: the region wraps, or they do not fit. The
+   wrap first, as every call that narrows a region and an atomic test it (>>remote regions: a
+   region that wraps is SFV_ERR_INVALID, whatever is posted to it). */
 SFV__SLOW sfv_result sfv__remote_refused(const sfv_remote_mr *remote, uint64_t total) {
-    if (total > remote->length)
-        return sfv__fail(SFV_ERR_SLICE_NOT_WITHIN_BOUNDS, ERANGE, "post", "%llu bytes do not fit the remote region's %llu",
-                         (unsigned long long)total, (unsigned long long)remote->length);
-    return sfv__remote_wrapping(*remote, "post");
+    if (sfv__remote_wraps(*remote)) return sfv__remote_wrapping(*remote, "post");
+    return sfv__fail(SFV_ERR_SLICE_NOT_WITHIN_BOUNDS, ERANGE, "post", "%llu bytes do not fit the remote region's %llu",
+                     (unsigned long long)total, (unsigned long long)remote->length);
 }
 
 /* Fills one send-queue work request. The byte total is summed only where it is needed: to keep
@@ -7641,6 +7663,18 @@ static size_t sfv__many_peer(const sfv__many *m, size_t i) {
     return ((const size_t *)m->reqs)[i];
 }
 
+/* The size of one request of m's kind. */
+static size_t sfv__many_req_size(sfv__many_kind kind) {
+    switch (kind) {
+    case SFV__MANY_SEND: return sizeof(sfv_peer_send);
+    case SFV__MANY_WRITE: return sizeof(sfv_peer_write);
+    case SFV__MANY_RECEIVE: return sizeof(sfv_peer_receive);
+    case SFV__MANY_READ: return sizeof(sfv_peer_read);
+    case SFV__MANY_MULTICAST: break;
+    }
+    return sizeof(size_t);
+}
+
 /* Request i's elements and remote region (NULL: none). */
 static void sfv__many_req(const sfv__many *m, size_t i, const void **sges, size_t *n, const sfv_remote_mr **remote) {
     *remote = NULL;
@@ -7729,6 +7763,11 @@ static sfv_result sfv__many_run(sfv_multi_channel *mc, const sfv__many *m, sfv_w
     sfv_error wait_err;
     sfv_work_completion first;
     uint64_t t0;
+    /* A count no array holds (more than PTRDIFF_MAX bytes of requests or of wcs): refused before
+       a request is read or a wc written, as no array of the caller's has that many: a garbage
+       count with NULL requests (or NULL mc) wrote wcs[0 .. count) until it crashed. */
+    if (m->count > (size_t)PTRDIFF_MAX / sfv__many_req_size(m->kind) || (wcs && m->count > (size_t)PTRDIFF_MAX / sizeof *wcs))
+        return sfv__fail(SFV_ERR_INVALID, EINVAL, "multi-channel", "%zu requests: more than any array holds (nothing read, no wc written)", m->count);
     if (!mc || (!m->reqs && m->count))
         return sfv__wcs_unposted(wcs, 0, m->count, sfv__fail(SFV_ERR_INVALID, EINVAL, "multi-channel", "%s (NULL)", mc ? "requests" : "multi-channel"));
     for (i = 0; i < m->count; i++)
@@ -8961,6 +9000,7 @@ struct sfv_node {
     size_t rank, world;
     sfv_barrier_kind kind;
     bool connected, poisoned;
+    bool in_allgather;       /* sfv_node_connect_with is in the caller's allgather: no destroy (it reads the node after) */
     const char *poisoned_by; /* poisoned: what broke it, said by every refusal after (sfv__node_broken) */
     uint64_t *in;            /* in[r]: the epoch rank r last announced; its NIC writes it (little-endian) */
     uint64_t *out;           /* out[r]: the epoch last announced to r (little-endian), the write's source */
@@ -9059,6 +9099,8 @@ free_node:
 SAFEVERBS_API sfv_result sfv_destroy_node(sfv_node *node) {
     sfv_result r;
     if (!node) return SFV_OK;
+    if (node->in_allgather) /* freed here, sfv_node_connect_with would go on with freed memory when fn returns */
+        return sfv__fail(SFV_ERR_INVALID, EINVAL, "sfv_destroy_node", "sfv_node_connect_with's allgather is running: destroy the node after sfv_node_connect_with returns");
     if (node->mc) { /* first: after it, no NIC touches in[] or out[] */
         sfv__mc_own(node->mc, false);
         if ((r = sfv_destroy_multi_channel(node->mc)) != SFV_OK) {
@@ -9130,7 +9172,11 @@ SAFEVERBS_API sfv_result sfv_node_endpoint(const sfv_node *node, uint8_t *out, s
     sfv_result r;
     SFV__CHECK_ARG(out || size == 0, "out");
     r = node ? sfv__node_endpoint(node, out, size) : sfv__fail(SFV_ERR_INVALID, EINVAL, __func__, "%s: invalid node", __func__);
-    if (r && out) memset(out, 0, size);
+    /* Refused: the caller's size bytes zeroed, but only where a buffer of that size can exist (no
+       object is larger than PTRDIFF_MAX bytes): a garbage size (SIZE_MAX, or
+       SFV_NODE_ENDPOINT_SIZE(-1), which wraps to SIZE_MAX - 39) crashed the call that refuses it,
+       as it did sfv_multi_channel_endpoints. */
+    if (r && out && size <= (size_t)PTRDIFF_MAX) memset(out, 0, size);
     return r;
 }
 
@@ -9264,12 +9310,16 @@ SAFEVERBS_API sfv_result sfv_node_connect_with(sfv_node *node, sfv_allgather_fn 
     if (r == SFV_OK) r = sfv_node_endpoint(node, mine, each);
     if (r == SFV_OK) {
         failures = sfv__failures;
+        node->in_allgather = true;
         r = fn(user, mine, all, each);
+        node->in_allgather = false;
         r = r == SFV_OK ? sfv_node_handshake(node, all, node->world * each) : sfv__allgather_failed(r, failures, "the endpoints");
     }
     if (r == SFV_OK) {
         failures = sfv__failures;
+        node->in_allgather = true;
         r = fn(user, NULL, NULL, 0);
+        node->in_allgather = false;
         if (r != SFV_OK) r = sfv__node_unsynced(node, sfv__allgather_failed(r, failures, "the sync after the handshake"));
     }
     SFV_FREE(mine);
