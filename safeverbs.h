@@ -580,7 +580,10 @@ SFV_NODISCARD SAFEVERBS_API sfv_result sfv_reg_mr_local(sfv_pd *pd, void *addr, 
    rkey: (1) keep the memory allocated, (2) have a way to revoke it (deregister, then tell the
    peers), (3) not read or write it locally while a peer may be writing it. */
 SFV_NODISCARD SAFEVERBS_API sfv_result sfv_reg_mr_shared(sfv_pd *pd, void *addr, size_t length, sfv_mr **out);
-/* Explicit SFV_ACCESS_* flags. With any remote flag, the duties of sfv_reg_mr_shared are yours. */
+/* Explicit SFV_ACCESS_* flags. With any remote flag, the duties of sfv_reg_mr_shared are yours.
+   SFV_ACCESS_ZERO_BASED is refused (SFV_ERR_INVALID): an MR's elements and remote regions
+   address it by its addresses (or, DMA-BUF, its iova), where a provider that honoured the flag
+   would take offsets from 0. */
 SFV_NODISCARD SAFEVERBS_API sfv_result sfv_reg_mr_access(sfv_pd *pd, void *addr, size_t length, unsigned access, sfv_mr **out);
 /* DMA-BUF: the MR starts at `offset` in the buffer behind `fd`; the NIC addresses it at `iova`,
    whose offset within a page must equal offset's (refused with SFV_ERR_INVALID before the verb).
@@ -1031,7 +1034,8 @@ SFV_NODISCARD SAFEVERBS_API sfv_result sfv_pending_wait(sfv_pending *pending, in
    report through SFV_ASSERT, or waited for from a scope's on_wc on that scope's channel): the handles before it are consumed, it and those after it are as
    they were; its wcs entry holds that result, those after it zeros with result SFV_NOT_DONE.
    sfv_pending_done tells which are consumed. count 0: SFV_OK. pendings NULL with count > 0:
-   SFV_ERR_INVALID, every wcs entry SFV_NOT_DONE. */
+   SFV_ERR_INVALID, every wcs entry SFV_NOT_DONE (none written where count wcs would pass
+   PTRDIFF_MAX bytes: no array holds them). */
 SFV_NODISCARD SAFEVERBS_API sfv_result sfv_pending_wait_all(sfv_pending *pendings, size_t count, int timeout_ms, sfv_work_completion *wcs);
 SAFEVERBS_API bool sfv_pending_done(const sfv_pending *pending);
 
@@ -3025,7 +3029,9 @@ static sfv_result sfv__fail_reg(size_t length, int errnum) {
 #define SFV__CHECK_MR_ACCESS(access)                                                                               \
     SFV__CHECK_ARG(((access) & ~(unsigned)SFV__ACCESS_ALL) == 0, "access flags");                                  \
     SFV__CHECK_ARG(!((access) & (SFV_ACCESS_REMOTE_WRITE | SFV_ACCESS_REMOTE_ATOMIC)) || ((access) & SFV_ACCESS_LOCAL_WRITE), \
-                   "access flags (REMOTE_WRITE/REMOTE_ATOMIC need LOCAL_WRITE)")
+                   "access flags (REMOTE_WRITE/REMOTE_ATOMIC need LOCAL_WRITE)");                                   \
+    SFV__CHECK_ARG(!((access) & SFV_ACCESS_ZERO_BASED), "access flags (ZERO_BASED: an MR's elements and remote regions address it by "   \
+                   "its addresses, not by offsets from 0)")
 
 SAFEVERBS_API sfv_result sfv_reg_mr_access(sfv_pd *pd, void *addr, size_t length, unsigned access, sfv_mr **out) {
     struct ibv_mr *m;
@@ -6155,8 +6161,8 @@ SFV__API_HOT sfv_result sfv_pending_wait_all(sfv_pending *pendings, size_t count
     uint64_t deadline = 0; /* one for all, read from the clock only when a handle has to wait */
     sfv_result r = SFV_OK;
     size_t i;
-    if (SFV__UNLIKELY(!pendings && count)) {
-        sfv__wcs_not_reached(wcs, 0, count);
+    if (SFV__UNLIKELY(!pendings && count)) { /* (no wc written for a count no array holds: a garbage count crashed here) */
+        if (count <= (size_t)PTRDIFF_MAX / sizeof *wcs) sfv__wcs_not_reached(wcs, 0, count);
         return sfv__fail(SFV_ERR_INVALID, EINVAL, "sfv_pending_wait_all", "pending handles (NULL) with count %zu", count);
     }
     i = wcs ? sfv__wait_run(pendings, count, timeout_ms, &deadline, wcs, &r) : sfv__wait_run(pendings, count, timeout_ms, &deadline, NULL, &r);

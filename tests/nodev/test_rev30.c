@@ -111,8 +111,39 @@ static void t_exchange_port_after_time_wait(void) {
     close(n);
 }
 
+/* ---- garbage counts and flags ---- */
+/* Promise (sfv_pending_wait_all: pendings NULL with count > 0 is SFV_ERR_INVALID, "never a
+   crash"): a garbage count with NULL handles wrote count wcs (SFV_NOT_DONE) past the caller's
+   array until it crashed, as the many-peer calls did (test_rev30c). Now no wc is written for a
+   count no array holds; a plausible count still has its wcs filled. */
+static void t_wait_all_garbage_count(void) {
+    sfv_work_completion wcs[2];
+    memset(wcs, 0x5a, sizeof wcs);
+    CHECK_RESULT(sfv_pending_wait_all(NULL, SIZE_MAX, 0, wcs), SFV_ERR_INVALID);
+    CHECK_RESULT(sfv_pending_wait_all(NULL, (size_t)PTRDIFF_MAX, 0, wcs), SFV_ERR_INVALID);
+    CHECK_EQ(wcs[0].byte_len, 0x5a5a5a5au); /* untouched */
+    CHECK_RESULT(sfv_pending_wait_all(NULL, 2, 0, wcs), SFV_ERR_INVALID);
+    CHECK_RESULT(wcs[0].result, SFV_NOT_DONE);
+    CHECK_RESULT(wcs[1].result, SFV_NOT_DONE);
+}
+/* Promise (>>elements, >>remote regions: an MR's elements and remote regions address it by its
+   addresses): SFV_ACCESS_ZERO_BASED was passed on to the verb, and a provider that honours it
+   addresses the MR by offsets from 0, where every element and remote region of it points at
+   host addresses. Now refused, saying why. */
+static void t_reg_mr_zero_based_refused(void) {
+    tf_env e;
+    sfv_mr *mr = (sfv_mr *)1;
+    tf_open(&e, 4096);
+    CHECK_RESULT(sfv_reg_mr_access(e.pd, e.buf, 4096, SFV_ACCESS_LOCAL_WRITE | SFV_ACCESS_ZERO_BASED, &mr), SFV_ERR_INVALID);
+    CHECK(mr == NULL);
+    CHECK_MSG("ZERO_BASED");
+    tf_close(&e);
+}
+
 static const harness_test TESTS[] = {
     TEST(t_recv_batch_null_in_scope, 30),
     TEST(t_exchange_port_after_time_wait, 30),
+    TEST(t_wait_all_garbage_count, 10),
+    TEST(t_reg_mr_zero_based_refused, 10),
 };
 int main(int argc, char **argv) { return harness_main(argc, argv, TESTS, COUNT_OF(TESTS)); }
