@@ -1071,8 +1071,8 @@ SAFEVERBS_API bool sfv_pending_done(const sfv_pending *pending);
      (max_rd_atomic) like an RDMA read: reads and atomics in flight on a channel share that
      limit, and the NIC holds back the ones over it (no error, they just wait).
    This side's refusals (device, element, region, and those of every post: channel state,
-   queue room, a NULL handle outside a scope) happen before posting, leave *pending zeroed and
-   the channel usable, and set sfv_last_error() (verb "post"). The blocking forms wait as sfv_channel_read does
+   queue room, a NULL handle outside a scope) happen before posting, leave *pending zeroed (unless
+   it still holds work of that channel, which it keeps: >>pending) and the channel usable, and set sfv_last_error() (verb "post"). The blocking forms wait as sfv_channel_read does
    (deadline desc.timeout_ms). `pending` may be NULL inside a scope. Thread safety: as the
    channel's. */
 /* Blocking: SFV_OK once the peer's NIC did it (a compare that did not match is SFV_OK too: the
