@@ -488,8 +488,9 @@ SFV_NODISCARD SAFEVERBS_API sfv_result sfv_choose_gid(sfv_context *ctx, uint8_t 
 /* A protection domain on the device; it holds a reference on the context. */
 SFV_NODISCARD SAFEVERBS_API sfv_result sfv_alloc_pd(sfv_context *ctx, sfv_pd **out);
 /* Drops a reference; MRs and channels keep it. NULL: SFV_OK. First it destroys again the channels
-   a failed sfv_cm_connect or sfv_cm_accept could neither destroy (a verb refused) nor hand back: the
-   PD keeps them, and what they hold (the PD, its device) goes once their destroy is taken. */
+   a call that failed part-way (a create of a channel, multi-channel, node or SRQ channel,
+   sfv_cm_connect, sfv_cm_accept) could neither take apart (a verb refused) nor hand back: the PD
+   keeps them, and what they hold (the PD, its device) goes once their destroy is taken. */
 SAFEVERBS_API sfv_result sfv_dealloc_pd(sfv_pd *pd);
 SAFEVERBS_API sfv_context *sfv_pd_context(const sfv_pd *pd);
 
@@ -3340,6 +3341,7 @@ static bool sfv__slot_done(const sfv__ring *q, const sfv__slot *s, uint64_t seq)
 struct sfv_channel {
     sfv_pd *pd;
     sfv_channel *orphan_next;     /* on pd->orphans (sfv__pd_orphan) */
+    bool unmade;                  /* sfv__channel_new could not take it apart: an orphan, not a channel */
     struct ibv_qp *qp;
     struct ibv_cq *cq;
     struct ibv_comp_channel *cc;
@@ -3832,6 +3834,7 @@ static sfv_result sfv__qp_make(sfv_channel *ch, sfv_pd *pd) {
     return r;
 }
 
+static void sfv__pd_orphan(sfv_channel *ch);
 /* A channel from a desc sfv__desc_resolve filled in, and what it learnt of the port. */
 static sfv_result sfv__channel_new(sfv_pd *pd, const sfv_channel_desc *resolved, const sfv__port_facts *facts, sfv_channel **out) {
     sfv_channel *ch;
@@ -3883,10 +3886,12 @@ static sfv_result sfv__channel_new(sfv_pd *pd, const sfv_channel_desc *resolved,
     return SFV_OK;
 destroy_qp:
     sfv__events_remove_channel(pd->ctx, ch); /* (off the list before its QP's memory may be another's) */
-    ibv_destroy_qp(ch->qp);
+    if (ibv_destroy_qp(ch->qp) != 0) goto unmade;
+    ch->qp = NULL;
     goto destroy_cq;
 unlist:
     sfv__events_remove_channel(pd->ctx, ch);
+    if (ch->qp_spare) goto unmade; /* its QP's destroy refused twice: the CQ cannot go either */
 destroy_cq:
     ibv_destroy_cq(ch->cq);
 destroy_cc:
@@ -3897,6 +3902,11 @@ free_sq:
     SFV_FREE(ch->sq.slots);
 free_ch:
     SFV_FREE(ch);
+    return r;
+unmade: /* a QP no verb would destroy holds the CQ: all of it left to the PD (sfv__channel_unmade_free) */
+    ch->unmade = true;
+    sfv__ref(&pd->refs);
+    sfv__pd_orphan(ch);
     return r;
 }
 
@@ -7496,9 +7506,9 @@ SAFEVERBS_API sfv_result sfv_destroy_channel(sfv_channel *ch) {
     return SFV_OK;
 }
 
-/* A channel nobody holds whose destroy a verb refused (a failed sfv_cm_connect's or sfv_cm_accept's,
-   which cannot hand it to the caller): kept on its PD, which it holds, for sfv_dealloc_pd to destroy
-   again, so that neither it nor its PD and device are lost. A list any thread may push to (a PD is
+/* A channel nobody holds whose destroy a verb refused (a failed create's, sfv_cm_connect's or
+   sfv_cm_accept's, which cannot hand it to the caller): kept on its PD, which it holds, for
+   sfv_dealloc_pd to destroy again, so that neither it nor its PD and device are lost. A list any thread may push to (a PD is
    shared), taken whole by the one that retries. */
 static void sfv__pd_orphan(sfv_channel *ch) {
     sfv_pd *const pd = ch->pd;
@@ -7506,13 +7516,30 @@ static void sfv__pd_orphan(sfv_channel *ch) {
     do ch->orphan_next = head;
     while (!__atomic_compare_exchange_n(&pd->orphans, &head, ch, true, __ATOMIC_RELEASE, __ATOMIC_RELAXED));
 }
+/* What sfv__channel_new left of a channel it could not take apart (sfv__pd_orphan): its QP, its
+   CQ and completion channel, its memory, then its hold on the PD; a verb that refuses again
+   keeps the rest for the next try. */
+static sfv_result sfv__channel_unmade_free(sfv_channel *ch) {
+    sfv_pd *const pd = ch->pd;
+    struct ibv_qp *const qp = ch->qp ? ch->qp : ch->qp_spare;
+    int rc;
+    if (qp && (rc = ibv_destroy_qp(qp)) != 0) return sfv__fail_verb("ibv_destroy_qp", rc);
+    ch->qp = ch->qp_spare = NULL;
+    if (ch->cq && (rc = ibv_destroy_cq(ch->cq)) != 0) return sfv__fail_verb("ibv_destroy_cq", rc);
+    ch->cq = NULL;
+    if (ch->cc && (rc = ibv_destroy_comp_channel(ch->cc)) != 0) return sfv__fail_verb("ibv_destroy_comp_channel", rc);
+    SFV_FREE(ch->rq.slots);
+    SFV_FREE(ch->sq.slots);
+    SFV_FREE(ch);
+    return sfv__pd_unref(pd);
+}
 SAFEVERBS_API sfv_result sfv_dealloc_pd(sfv_pd *pd) {
     if (pd) {
         sfv_channel *ch = __atomic_exchange_n(&pd->orphans, NULL, __ATOMIC_ACQUIRE);
         while (ch) { /* (the caller's reference keeps pd while they go) */
             sfv_channel *const next = ch->orphan_next;
             sfv_result r;
-            SFV__KEEPING_ERROR(r = sfv_destroy_channel(ch)); /* not the caller's: a refusal again keeps it, unreported */
+            SFV__KEEPING_ERROR(r = ch->unmade ? sfv__channel_unmade_free(ch) : sfv_destroy_channel(ch)); /* not the caller's: a refusal again keeps it, unreported */
             if (r) sfv__pd_orphan(ch);
             ch = next;
         }
@@ -7552,6 +7579,21 @@ static void sfv__mc_free(sfv_multi_channel *mc) {
     SFV_FREE(mc->peers);
     SFV_FREE(mc);
 }
+/* A multi-channel nobody will hold (a create's cleanup) destroyed and freed: a channel whose
+   destroy a verb refuses is left to its PD (sfv__pd_orphan), not lost with mc. */
+static void sfv__mc_discard(sfv_multi_channel *mc) {
+    while (mc->n > 0) {
+        sfv_result r;
+        SFV__KEEPING_ERROR(r = sfv__mc_destroy_channels(mc));
+        if (r) {
+            sfv_channel *const ch = mc->peers[mc->n - 1].ch;
+            sfv__channel_own(ch, false);
+            sfv__pd_orphan(ch);
+            mc->n--;
+        }
+    }
+    sfv__mc_free(mc);
+}
 
 SAFEVERBS_API sfv_result sfv_create_multi_channel(sfv_pd *pd, size_t n, const sfv_channel_desc *desc, sfv_multi_channel **out) {
     sfv_multi_channel *mc;
@@ -7580,7 +7622,8 @@ SAFEVERBS_API sfv_result sfv_create_multi_channel(sfv_pd *pd, size_t n, const sf
     *out = mc;
     return SFV_OK;
 destroy_channels:
-    SFV__KEEPING_ERROR((void)sfv__mc_destroy_channels(mc)); /* fresh channels: no work, nothing refuses */
+    sfv__mc_discard(mc); /* (fresh channels: no work) */
+    return r;
 free_mc:
     sfv__mc_free(mc);
     return r;
@@ -9093,10 +9136,13 @@ SAFEVERBS_API sfv_result sfv_create_node(sfv_pd *pd, const sfv_node_desc *desc, 
     sfv__mc_own(node->mc, true); /* sfv_destroy_multi_channel refuses it from here on: the node holds it */
     *out = node;
     return SFV_OK;
-dereg_in:
-    sfv_dereg_mr(node->in_mr);
+dereg_in: {
+    sfv_result d;
+    SFV__KEEPING_ERROR(d = sfv_dereg_mr(node->in_mr));
+    if (d) node->in = NULL; /* still registered, peers' writes allowed: left allocated, never given back to malloc */
+}
 destroy_mc:
-    SFV__KEEPING_ERROR((void)sfv_destroy_multi_channel(node->mc)); /* fresh channels: nothing refuses */
+    sfv__mc_discard(node->mc); /* (not the node's yet: sfv__mc_own comes last) */
 free_node:
     sfv__node_free(node);
     return r;

@@ -140,10 +140,58 @@ static void t_reg_mr_zero_based_refused(void) {
     tf_close(&e);
 }
 
+/* ---- a create's cleanup whose destroy is refused ---- */
+/* Promise ("nothing is lost or leaked"): sfv_create_multi_channel and sfv_create_node that fail
+   part-way destroy the channels they made; where a verb refused one of those destroys
+   (ibv_destroy_qp), the rest of the multi-channel's channels were never destroyed and all were
+   lost with the freed multi-channel, holding the PD and device for good; and a channel's own
+   create, failing after its QP was made, lost that QP with its CQ the same way. Now each refused
+   one is left to its PD, whose sfv_dealloc_pd destroys it again: after the PD and the device are
+   closed, the fake holds nothing, at every point of failure of each create. */
+static void t_create_cleanup_refused_destroy(void) {
+    long at;
+    int kind;
+    static const char *const names[] = {"sfv_create_multi_channel", "sfv_create_node", "sfv_create_channel"};
+    for (kind = 0; kind < 3; kind++) {
+        bool made = false;
+        for (at = 1; !made && at < 400; at++) {
+            sfv_context *ctx;
+            sfv_pd *pd;
+            sfv_multi_channel *mc = NULL;
+            sfv_node *node = NULL;
+            sfv_channel *ch = NULL;
+            sfv_node_desc nd;
+            sfv_result r;
+            fk_reset();
+            CHECK_OK(sfv_open_device(NULL, &ctx));
+            CHECK_OK(sfv_alloc_pd(ctx, &pd));
+            memset(&nd, 0, sizeof nd);
+            nd.world_size = 3;
+            fk_fail_name("ibv_destroy_qp", 1);
+            fk_fail_nth(at);
+            r = kind == 0 ? sfv_create_multi_channel(pd, 3, NULL, &mc) : kind == 1 ? sfv_create_node(pd, &nd, &node) : sfv_create_channel(pd, NULL, &ch);
+            fk_fail_nth(0);
+            fk_fail_name("ibv_destroy_qp", 0);
+            if (r == SFV_OK) {
+                made = true;
+                if (kind == 0) CHECK_OK(sfv_destroy_multi_channel(mc));
+                else if (kind == 1) CHECK_OK(sfv_destroy_node(node));
+                else CHECK_OK(sfv_destroy_channel(ch));
+            }
+            CHECK_OK(sfv_close_device(ctx));
+            r = sfv_dealloc_pd(pd);
+            if (r) FAIL("%s failing at call %ld: sfv_dealloc_pd: %s", names[kind], at, sfv_last_error()->message);
+            if (fk_live_total() != 0) FAIL("%s failing at call %ld: %ld fake objects left", names[kind], at, fk_live_total());
+        }
+        CHECK(made);
+    }
+}
+
 static const harness_test TESTS[] = {
     TEST(t_recv_batch_null_in_scope, 30),
     TEST(t_exchange_port_after_time_wait, 30),
     TEST(t_wait_all_garbage_count, 10),
     TEST(t_reg_mr_zero_based_refused, 10),
+    TEST(t_create_cleanup_refused_destroy, 60),
 };
 int main(int argc, char **argv) { return harness_main(argc, argv, TESTS, COUNT_OF(TESTS)); }
