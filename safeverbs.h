@@ -1559,7 +1559,7 @@ SFV_NODISCARD SAFEVERBS_API sfv_result sfv_node_handshake(sfv_node *node, const 
    bytes for the exchange while it runs (0.9 MB at 128 ranks, about 940 MB at 4096). Errors:
    those of the exchange and the handshake; a failed sync after the handshake (a rank gone, a
    frame that fails its tag: SFV_ERR_PERMISSION) leaves the ranks unsynced, so it also breaks
-   the node (every later call: SFV_ERR_BROKEN; destroy it);
+   the node (every later connect, handshake and barrier on it: SFV_ERR_BROKEN; destroy it);
    a node already connected is refused
    at once (SFV_ERR_INVALID), a broken one with SFV_ERR_BROKEN, before any exchange. The
    exchange and the sync prove the job key as sfv_exchange_all_keyed says: sfv_node_connect takes it from
@@ -1608,7 +1608,8 @@ SFV_NODISCARD SAFEVERBS_API sfv_result sfv_launcher_rank(size_t *rank, size_t *w
    naming why) and must be connected (one reset since the handshake: SFV_ERR_INVALID), all checked before anything is sent. SFV_ERR_TIMEOUT when
    the other ranks do not all come within timeout_ms (< 0: the channels' timeout_ms); each of
    this rank's writes is bounded by its channel's timeout_ms. A timeout or a failed write leaves the barrier half done on some ranks,
-   so it poisons it: every later call returns SFV_ERR_BROKEN. Each rank's NIC writes its barrier
+   so it poisons it: every later barrier, connect and handshake returns SFV_ERR_BROKEN (its
+   multi-channel's calls and sfv_node_endpoint still run). Each rank's NIC writes its barrier
    count into this rank's memory; a rank can be one barrier ahead, never two (it cannot leave the
    next one before this rank enters it), so a count two or more ahead (a peer that is not a rank
    of this node, say) is SFV_ERR_BROKEN, and poisons it too. A count one ahead, or members that
@@ -1733,7 +1734,8 @@ SFV_NODISCARD SAFEVERBS_API sfv_result sfv_cm_connect_channel(sfv_channel *ch, c
    SFV_ERR_TIMEOUT naming the rank that did not listen or connect in time; SFV_ERR_PERMISSION
    for an answer that does not prove the key. Before any channel was brought up the node is as
    it was (the call can be repeated); after, the result is still what failed, the last error
-   says the node is broken, and every later call on it says SFV_ERR_BROKEN: destroy it. The
+   says the node is broken, and every later connect, handshake and barrier on it says
+   SFV_ERR_BROKEN: destroy it. The
    connections live with the node; a peer's disconnect ends waits on its channel at once, as
    above. */
 SFV_NODISCARD SAFEVERBS_API sfv_result sfv_node_connect_cm(sfv_node *node, const sfv_net_node *nodes, const sfv_exchange_desc *desc, int timeout_ms);
