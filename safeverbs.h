@@ -489,8 +489,9 @@ SFV_NODISCARD SAFEVERBS_API sfv_result sfv_choose_gid(sfv_context *ctx, uint8_t 
 SFV_NODISCARD SAFEVERBS_API sfv_result sfv_alloc_pd(sfv_context *ctx, sfv_pd **out);
 /* Drops a reference; MRs and channels keep it. NULL: SFV_OK. First it destroys again the channels
    a call that failed part-way (a create of a channel, multi-channel, node or SRQ channel,
-   sfv_cm_connect, sfv_cm_accept) could neither take apart (a verb refused) nor hand back: the PD
-   keeps them, and what they hold (the PD, its device) goes once their destroy is taken. */
+   sfv_cm_connect, sfv_cm_accept) could neither take apart (a verb refused) nor hand back, and
+   deregisters again the barrier MR a failed sfv_create_node could not: the PD keeps them, and
+   what they hold (the PD, its device) goes once their destroy is taken. */
 SAFEVERBS_API sfv_result sfv_dealloc_pd(sfv_pd *pd);
 SAFEVERBS_API sfv_context *sfv_pd_context(const sfv_pd *pd);
 
@@ -1058,7 +1059,8 @@ SAFEVERBS_API bool sfv_pending_done(const sfv_pending *pending);
      both hosts are little-endian: tests/test_channel.c t_atomic_byte_order. On the wire the
      operands and the old value travel big-endian; each NIC converts to its own host's order.)
    - What the peer must allow: its MR registered with SFV_ACCESS_REMOTE_ATOMIC
-     (sfv_reg_mr_access), and its channel created with SFV_ACCESS_REMOTE_ATOMIC in desc.access
+     (sfv_reg_mr_access) or a lease of it with REMOTE_ATOMIC (>>leases), and its channel created
+     with SFV_ACCESS_REMOTE_ATOMIC in desc.access
      (the default access leaves it out). A refusal is a failed completion (SFV_ERR_WORK) of
      class SFV_WORK_ERROR_REMOTE: REM_ACCESS_ERR for the MR, and for the QP whatever the NIC
      says (REM_INV_REQ_ERR on rxe); the hint names REMOTE_ATOMIC. As after a refused RDMA read
@@ -1102,7 +1104,8 @@ typedef struct sfv_scope_report {
     size_t failed;                 /* auto-polled work that failed */
     sfv_work_completion first_error;
 } sfv_scope_report;
-/* SFV_OK; SFV_ERR_SCOPE_FN (fn failed: report->fn_result); SFV_ERR_SCOPE_AUTOPOLL (fn succeeded,
+/* SFV_OK; SFV_ERR_SCOPE_FN (fn failed: report->fn_result; the last error also says where the work
+   fn left could not be stopped, its buffers still the NIC's); SFV_ERR_SCOPE_AUTOPOLL (fn succeeded,
    `failed` auto-polled work requests did not: report->first_error; a deadline that expired shows
    as first_error.result == SFV_ERR_TIMEOUT, after the channel flushed the work). report may be NULL. */
 SFV_NODISCARD SAFEVERBS_API sfv_result sfv_channel_scope(sfv_channel *ch, sfv_scope_fn fn, void *user, sfv_scope_report *report);
@@ -1140,7 +1143,9 @@ SFV_NODISCARD SAFEVERBS_API sfv_result sfv_channel_post_read_unsignaled(sfv_chan
 SFV_NODISCARD SAFEVERBS_API sfv_result sfv_channel_scope_wc(sfv_channel *ch, sfv_scope_fn fn, void *user, sfv_scope_wc_fn on_wc, void *wc_user,
                                               sfv_scope_report *report);
 /* Returns fn's result as it is. If fn succeeded but left work unconsumed by a pending handle,
-   that is a broken contract (SFV_ASSERT); if fn failed, remaining work is drained quietly.
+   that is a broken contract (SFV_ASSERT); if fn failed, remaining work is drained quietly, within
+   desc.timeout_ms: work that drain could not stop (not flushed, the queue pair's destroy refused)
+   makes the result SFV_ERR_DRIVER, saying its buffers are still the NIC's (destroy the channel).
    Injects need no handle: the scope neither fences nor waits for them (an inject's failure shows
    on the channel's next call, as outside a scope). */
 SFV_NODISCARD SAFEVERBS_API sfv_result sfv_channel_manual_scope(sfv_channel *ch, sfv_scope_fn fn, void *user);
@@ -1334,7 +1339,9 @@ SAFEVERBS_API size_t sfv_srq_outstanding(const sfv_srq *srq);
      PD, with LOCAL_WRITE for a lease of write or atomic access (IBTA C10-74); it needs no
      remote access of its own (an MR without any is reached only through its leases, so a
      revoke ends all remote access); access is one or more of REMOTE_WRITE, REMOTE_READ,
-     REMOTE_ATOMIC; the slice [offset, offset + length) must lie inside it: else
+     REMOTE_ATOMIC, each also in the channel's desc.access (its queue pair refuses the peer any
+     other, window or not: the default access leaves REMOTE_ATOMIC out, >>atomics); the slice
+     [offset, offset + length) must lie inside it: else
      SFV_ERR_INVALID or SFV_ERR_SLICE_NOT_WITHIN_BOUNDS, before any verb;
    - the channel must be connected (the bind is a work request on its send queue; granting
      waits for its completion, with the channel's deadline);
@@ -2183,10 +2190,12 @@ struct sfv_context {
     bool twinned;                 /* another live context is over the same verbs context (>>impl events: sfv__events_read) */
 };
 struct sfv_pd { int refs; bool owned; struct ibv_pd *pd; sfv_context *ctx; sfv_pd *owned_next; /* sfv__pds_owned */
-                sfv_channel *orphans; /* sfv__pd_orphan */ };
+                sfv_channel *orphans; /* sfv__pd_orphan */
+                sfv_mr *orphan_mrs; /* sfv__pd_orphan_mr */ };
 struct sfv_cq { struct ibv_cq *cq; sfv_context *ctx; uint32_t capacity; };
 struct sfv_mr { struct ibv_mr *mr; sfv_pd *pd; uint64_t addr; size_t length; unsigned access; int leases; /* >>impl leases */
-                sfv_mr *iv_next; /* >>impl inflight: the process's DMA-BUF MRs (SFV_TRACK_INFLIGHT only) */ };
+                sfv_mr *iv_next; /* >>impl inflight: the process's DMA-BUF MRs (SFV_TRACK_INFLIGHT only) */
+                sfv_mr *orphan_next; void *orphan_mem; /* on pd->orphan_mrs, and the memory freed once it is deregistered */ };
 static sfv_result sfv__leases_live(const sfv_mr *mr);
 static void sfv__leases_drop(sfv_channel *ch);
 static void sfv__pd_no_inline(sfv_pd *pd);
@@ -3894,10 +3903,12 @@ destroy_qp:
 unlist:
     sfv__events_remove_channel(pd->ctx, ch);
     if (ch->qp_spare) goto unmade; /* its QP's destroy refused twice: the CQ cannot go either */
-destroy_cq:
-    ibv_destroy_cq(ch->cq);
+destroy_cq: /* a refusal here or below leaves the rest to the PD as well: dropped, the CQ and completion
+               channel would hold the device for good (its close refused as busy) */
+    if (ibv_destroy_cq(ch->cq) != 0) goto unmade;
+    ch->cq = NULL;
 destroy_cc:
-    if (ch->cc) ibv_destroy_comp_channel(ch->cc);
+    if (ch->cc && ibv_destroy_comp_channel(ch->cc) != 0) goto unmade;
 free_rq:
     SFV_FREE(ch->rq.slots);
 free_sq:
@@ -3905,9 +3916,15 @@ free_sq:
 free_ch:
     SFV_FREE(ch);
     return r;
-unmade: /* a QP no verb would destroy holds the CQ: all of it left to the PD (sfv__channel_unmade_free) */
+unmade: /* a QP no verb would destroy holds the CQ (or a CQ or completion channel refused): all of it left to the
+           PD (sfv__channel_unmade_free) */
+    ch->pd = pd; /* (not set yet where the CQ's create failed) */
     ch->unmade = true;
     sfv__ref(&pd->refs);
+    if (ch->desc.srq && (ch->qp || ch->qp_spare)) { /* a QP on the SRQ (it refuses to go while the QP is there): held as a channel holds it */
+        sfv__ref(&ch->desc.srq->refs);
+        ch->srq = ch->desc.srq;
+    }
     sfv__pd_orphan(ch);
     return r;
 }
@@ -5208,7 +5225,7 @@ SFV__SLOW sfv_result sfv__inject_failure(const sfv_channel *ch);
 SFV__SLOW sfv_result sfv__refuse_broken(const sfv_channel *ch, const char *fn) {
     const uint8_t cause = sfv__async_cause(ch);
     if (cause)
-        return sfv__fail(SFV_ERR_BROKEN, EIO, fn, "the channel is broken: the device reported %s%s",
+        return sfv__fail(SFV_ERR_BROKEN, EIO, fn, "the %s is broken: the device reported %s%s", ch->core_of ? "SRQ" : "channel", /* (an SRQ's post: its inner channel is no channel of the caller's) */
                          sfv_event_type_str((sfv_event_type)SFV__XLOAD(ch->async_event)), cause == SFV__CAUSE_PORT_DOWN ? " (its port went down)" : "");
     if (SFV__XLOAD(ch->broken) && ch->inject_failed.no) return sfv__inject_failure(ch);
     if (!ch->qp && !ch->core_of && !ch->first_status) /* no work request failed: say what is missing (an SRQ has no QP of its own) */
@@ -6011,13 +6028,24 @@ SFV__SLOW sfv_result sfv__pending_poll_cq(sfv_pending *pending, sfv__ring *q, sf
     return sfv__poll_once(pending, q, s, wc);
 }
 
+/* A wait from a scope's on_wc on the channel the scope consumes: work already done is taken, as
+   outside one, and only work still in flight refused (the handle as it was). Done: its completion
+   is in the CQ, maybe behind more than one poll's worth of others (the scope polls only as far
+   as the work it consumes), so the CQ is read to its end first, as a wait's polls would. */
+SFV__SLOW sfv_result sfv__settling_wait(sfv_pending *pending, sfv__ring *q, sfv__slot *s, sfv_work_completion *wc) {
+    int n;
+    while ((n = sfv__drain(q->ch)) > 0) {}
+    if (n < 0) return sfv__wc_none(wc, sfv__fail_poll(n));
+    if (s->state == SFV__SLOT_DONE && s->seq == pending->seq_) return sfv__pending_take(pending, q, s, wc);
+    return sfv__wc_none(wc, sfv__settling_refused("wait"));
+}
 /* The wait loop of a handle the first poll did not finish. deadline: NULL for timeout_ms from the
    first clock read, or a deadline shared by several waits (0 until that first read). */
 SFV__SLOW sfv_result sfv__pending_block_wait(sfv_pending *pending, sfv__ring *q, sfv__slot *s, int timeout_ms, uint64_t *deadline,
                                              sfv_work_completion *wc) {
     uint64_t own = 0;
     sfv_result r;
-    if (SFV__UNLIKELY(q->ch->settling)) return sfv__wc_none(wc, sfv__settling_refused("wait")); /* (the handle as it was) */
+    if (SFV__UNLIKELY(q->ch->settling)) return sfv__settling_wait(pending, q, s, wc);
     r = sfv__wait_slot(q->ch, q, s, pending->seq_, deadline ? deadline : &own, timeout_ms, true);
     if (SFV__UNLIKELY(r)) return sfv__wc_none(wc, r);
     return sfv__pending_take(pending, q, s, wc);
@@ -6968,7 +6996,9 @@ static bool sfv__reset_barred(const sfv_channel *ch) {
 }
 static sfv_result sfv__reset_refused(const sfv_channel *ch) {
     const sfv_event_type by = (sfv_event_type)SFV__XLOAD(ch->async_event);
-    if (ch->srq && sfv_channel_broken(&ch->srq->core, NULL)) return sfv__srq_failed();
+    /* its own CQ or device first: a DEVICE_FATAL breaks the SRQ too, and "make a new SRQ" would be
+       no remedy on a device that failed */
+    if (ch->srq && sfv_channel_broken(&ch->srq->core, NULL) && !SFV__XLOAD(ch->cq_dead)) return sfv__srq_failed();
     /* why the reset is refused, not only what broke the channel first: that may be an event a reset
        recovers (a PORT_ERR, a QP_FATAL), read before the CQ_ERR or DEVICE_FATAL that bars it */
     return sfv__fail(SFV_ERR_BROKEN, EIO, "sfv_channel_reset", "the channel's CQ or its device failed (the device reported %s): a reset, "
@@ -7053,6 +7083,12 @@ static sfv_result sfv__lease_refused(const sfv_channel *ch, const sfv_mr *mr, si
         return sfv__fail(SFV_ERR_INVALID, EINVAL, fn, "access 0x%x: give one or more of REMOTE_WRITE, REMOTE_READ, REMOTE_ATOMIC", access);
     if ((access & (SFV_ACCESS_REMOTE_WRITE | SFV_ACCESS_REMOTE_ATOMIC)) && !(mr->access & SFV_ACCESS_LOCAL_WRITE))
         return sfv__fail(SFV_ERR_INVALID, EINVAL, fn, "remote write or atomic through a lease needs an MR with SFV_ACCESS_LOCAL_WRITE");
+    /* the responder checks its queue pair's remote access enables on every request, whatever the
+       key (rxe answers REM_INV_REQ_ERR, the fake REM_ACCESS_ERR): a window with more would be
+       granted and never work */
+    if (access & ~ch->desc.access)
+        return sfv__fail(SFV_ERR_INVALID, EINVAL, fn, "access 0x%x: the channel's desc.access (0x%x) does not allow 0x%x, so its queue pair refuses the peer's access there; create the channel with it",
+                         access, ch->desc.access, access & ~ch->desc.access);
     if (!length) return sfv__fail(SFV_ERR_INVALID, EINVAL, fn, "a lease of 0 bytes");
     if (offset > mr->length || length > mr->length - offset)
         return sfv__fail(SFV_ERR_SLICE_NOT_WITHIN_BOUNDS, ERANGE, fn, "[%zu, %zu + %zu) is not inside the MR's %zu bytes", offset, offset, length,
@@ -7128,8 +7164,9 @@ SAFEVERBS_API sfv_result sfv_lease_grant(sfv_channel *ch, sfv_mr *mr, size_t off
     wr.bind_mw.bind_info.mw_access_flags = access;
     head = ch->sq.head;
     r = sfv__lease_bind(ch, &wr);
-    if (r) { /* a bind refused before its post leaves nothing under its window; else never under a bind still in flight (left to the device) */
-        if ((ch->sq.head == head || !sfv__abort_stuck(ch)) && ibv_dealloc_mw(l->mw) != 0)
+    if (r) { /* a bind refused before its post leaves nothing under its window; else never under a bind still in flight (left to the device):
+                the bind's own place tells, not the channel's other work (receives whose flushes come after a bind that failed) */
+        if ((ch->sq.head == head || ch->sq.completed > head) && ibv_dealloc_mw(l->mw) != 0)
             sfv__lease_link(ch, l, NULL); /* a window that refused to go: the channel's destroy or reset frees it */
         else
             SFV_FREE(l);
@@ -7403,6 +7440,11 @@ static sfv_result sfv__scope_run(sfv_channel *ch, sfv_scope_fn fn, void *user, s
 static sfv_result sfv__fn_failed(sfv_result as, sfv_result fn_result) {
     const sfv_error inner = sfv__last;
     const bool detail = sfv__fn_failures != 0 && inner.result == fn_result;
+    if (sfv__scope_stuck) /* the drain of what fn left could not stop it: said, never fn's failure alone, after which the
+                             caller would take back buffers still the NIC's (a manual scope, which has no report: SFV_ERR_DRIVER) */
+        return sfv__fail(as == fn_result ? SFV_ERR_DRIVER : as, EIO, "scope", "the scope's function returned %s%s%s; the channel could not stop the "
+                         "work it left (it was not flushed, and destroying the queue pair was refused): its buffers are still the NIC's; "
+                         "destroy the channel", sfv_result_str(fn_result), detail ? ": " : "", detail ? inner.message : "");
     if (detail && as == fn_result) return as; /* it already says it */
     return sfv__fail(as, detail ? inner.errnum : 0, detail ? inner.verb : "scope", "the scope's function returned %s%s%s",
                      sfv_result_str(fn_result), detail ? ": " : "", detail ? inner.message : "");
@@ -7438,7 +7480,7 @@ static sfv_result sfv__manual_verdict(sfv_result ran, const sfv_scope_report *re
     if (ran) return ran;
     SFV_ASSERT((rep->fn_result != SFV_OK || rep->auto_polled == 0) &&
                "manual scope: fn succeeded but left work unpolled");
-    if (rep->fn_result != SFV_OK && rep->fn_result != SFV_NOT_DONE) return sfv__fn_failed(rep->fn_result, rep->fn_result);
+    if (sfv__scope_stuck || (rep->fn_result != SFV_OK && rep->fn_result != SFV_NOT_DONE)) return sfv__fn_failed(rep->fn_result, rep->fn_result);
     return rep->fn_result;
 }
 
@@ -7520,13 +7562,17 @@ static void sfv__pd_orphan(sfv_channel *ch) {
 }
 /* What sfv__channel_new left of a channel it could not take apart (sfv__pd_orphan): its QP, its
    CQ and completion channel, its memory, then its hold on the PD; a verb that refuses again
-   keeps the rest for the next try. */
+   keeps the rest for the next try. ch->srq: the SRQ its QP was on, which it holds until the QP
+   is gone (never attached: no receives of it to drain or forget). */
 static sfv_result sfv__channel_unmade_free(sfv_channel *ch) {
     sfv_pd *const pd = ch->pd;
     struct ibv_qp *const qp = ch->qp ? ch->qp : ch->qp_spare;
+    sfv_result r;
     int rc;
     if (qp && (rc = ibv_destroy_qp(qp)) != 0) return sfv__fail_verb("ibv_destroy_qp", rc);
     ch->qp = ch->qp_spare = NULL;
+    if (ch->srq && (r = sfv__srq_unref(ch->srq)) != SFV_OK) return r; /* (its last reference: kept for a retry) */
+    ch->srq = NULL;
     if (ch->cq && (rc = ibv_destroy_cq(ch->cq)) != 0) return sfv__fail_verb("ibv_destroy_cq", rc);
     ch->cq = NULL;
     if (ch->cc && (rc = ibv_destroy_comp_channel(ch->cc)) != 0) return sfv__fail_verb("ibv_destroy_comp_channel", rc);
@@ -7535,15 +7581,36 @@ static sfv_result sfv__channel_unmade_free(sfv_channel *ch) {
     SFV_FREE(ch);
     return sfv__pd_unref(pd);
 }
+/* The same for an MR nobody holds whose deregistration was refused (a failed sfv_create_node's
+   barrier MR), with the memory it covers: freed only once it is deregistered (peers may write
+   it until then). */
+static void sfv__pd_orphan_mr(sfv_mr *mr, void *mem) {
+    sfv_pd *const pd = mr->pd;
+    sfv_mr *head = __atomic_load_n(&pd->orphan_mrs, __ATOMIC_RELAXED);
+    mr->orphan_mem = mem;
+    do mr->orphan_next = head;
+    while (!__atomic_compare_exchange_n(&pd->orphan_mrs, &head, mr, true, __ATOMIC_RELEASE, __ATOMIC_RELAXED));
+}
 SAFEVERBS_API sfv_result sfv_dealloc_pd(sfv_pd *pd) {
     if (pd) {
         sfv_channel *ch = __atomic_exchange_n(&pd->orphans, NULL, __ATOMIC_ACQUIRE);
+        sfv_mr *mr;
         while (ch) { /* (the caller's reference keeps pd while they go) */
             sfv_channel *const next = ch->orphan_next;
             sfv_result r;
             SFV__KEEPING_ERROR(r = ch->unmade ? sfv__channel_unmade_free(ch) : sfv_destroy_channel(ch)); /* not the caller's: a refusal again keeps it, unreported */
             if (r) sfv__pd_orphan(ch);
             ch = next;
+        }
+        mr = __atomic_exchange_n(&pd->orphan_mrs, NULL, __ATOMIC_ACQUIRE); /* after the channels: no work of theirs uses it */
+        while (mr) {
+            sfv_mr *const next = mr->orphan_next;
+            void *const mem = mr->orphan_mem;
+            sfv_result r;
+            SFV__KEEPING_ERROR(r = sfv_dereg_mr(mr)); /* (as above) */
+            if (r) sfv__pd_orphan_mr(mr, mem);
+            else SFV_FREE(mem);
+            mr = next;
         }
     }
     return sfv__pd_unref(pd);
@@ -8608,13 +8675,19 @@ static bool sfv__connected_to_itself(int fd) {
 
 /* Connects to a rank's address, retrying while it does not listen yet. The name is resolved
    once (a slow resolver then costs one lookup, which is checked against the deadline), the
-   connection attempts are retried after 1 ms, doubling to 50 ms, until the deadline. */
+   connection attempts are retried after 1 ms, doubling to 50 ms, until the deadline. Every
+   address of the name is tried, as the listening side tries each until one binds: one that
+   fails for good (a family this kernel lacks, EAFNOSUPPORT: "localhost" is ::1 first where IPv6
+   is off) fails the call only when no other is worth another try. */
 static sfv_result sfv__ex_connect(const sfv_net_node *peer, bool loopback_only, uint64_t deadline, int *out) {
     struct addrinfo *ai, *a;
     int last = 0, pause_ms = 1;
     sfv_result r = sfv__resolve(peer, false, loopback_only, deadline, &ai);
     if (r) return r;
     for (;;) {
+        int hard = EADDRNOTAVAIL;  /* an address's failure for good, the last one's (none: as the listening side's) */
+        bool hard_socket = false;  /* that failure was socket()'s */
+        bool waiting = false;      /* an address that does not listen yet: worth another round */
         if (sfv__now_ns() >= deadline) {
             freeaddrinfo(ai);
             return sfv__fail(SFV_ERR_TIMEOUT, ETIMEDOUT, "exchange", "rank %u did not complete the exchange in time (connect: %s)",
@@ -8624,9 +8697,9 @@ static sfv_result sfv__ex_connect(const sfv_net_node *peer, bool loopback_only, 
             int fd = sfv__socket_for(a), err = 0;
             socklen_t len = sizeof err;
             if (fd < 0) {
-                err = errno;
-                freeaddrinfo(ai);
-                return sfv__fail_verb("socket", err);
+                hard = errno;
+                hard_socket = true;
+                continue;
             }
             if (connect(fd, a->ai_addr, a->ai_addrlen) != 0 && errno != EINPROGRESS) err = errno;
             else if ((r = sfv__fd_wait(fd, POLLOUT, deadline, peer->rank)) != SFV_OK) {
@@ -8643,11 +8716,18 @@ static sfv_result sfv__ex_connect(const sfv_net_node *peer, bool loopback_only, 
             }
             close(fd);
             if (!sfv__not_up_yet(err)) {
-                freeaddrinfo(ai);
-                return sfv__fail(sfv_result_from_errno(err), err, "connect", "rank %u at %s:%u: %s", (unsigned)peer->rank,
-                                 peer->host, (unsigned)peer->port, strerror(err));
+                hard = err;
+                hard_socket = false;
+                continue;
             }
             last = err;
+            waiting = true;
+        }
+        if (!waiting) { /* every address failed for good */
+            freeaddrinfo(ai);
+            if (hard_socket) return sfv__fail_verb("socket", hard);
+            return sfv__fail(sfv_result_from_errno(hard), hard, "connect", "rank %u at %s:%u: %s", (unsigned)peer->rank,
+                             peer->host, (unsigned)peer->port, strerror(hard));
         }
         sfv__backoff(deadline, &pause_ms, 50); /* not listening yet */
     }
@@ -8987,7 +9067,7 @@ static sfv_result sfv__exchange_all(const sfv_net_node *nodes, size_t n, size_t 
     sfv__log_init();
     SFV__LOG(SFV_LOG_DEBUG, "exchange: rank %zu of %zu, %zu bytes each%s", rank, n, size, size ? "" : " (a barrier)");
     r = sfv__exchange(nodes, n, rank, mine, size, all, desc, timeout_ms, links, key);
-    if (r && all && size && n <= SFV__MAX_PEERS && size <= SFV__EX_MAX_SIZE) memset(all, 0, n * size); /* no half-exchange left */
+    if (r && all && size && n <= SFV__MAX_PEERS && size <= SFV__EX_MAX_SIZE && n <= SIZE_MAX / size) memset(all, 0, n * size); /* no half-exchange left */
     if (r == SFV_OK) SFV__LOG(SFV_LOG_DEBUG, "exchange: rank %zu of %zu: done", rank, n);
     return r;
 }
@@ -9141,7 +9221,11 @@ SAFEVERBS_API sfv_result sfv_create_node(sfv_pd *pd, const sfv_node_desc *desc, 
 dereg_in: {
     sfv_result d;
     SFV__KEEPING_ERROR(d = sfv_dereg_mr(node->in_mr));
-    if (d) node->in = NULL; /* still registered, peers' writes allowed: left allocated, never given back to malloc */
+    if (d) { /* still registered, peers' writes allowed: left to the PD with its memory, as a refused channel is
+                (dropped, the MR would hold the PD and device for good) */
+        sfv__pd_orphan_mr(node->in_mr, node->in);
+        node->in = NULL;
+    }
 }
 destroy_mc:
     sfv__mc_discard(node->mc); /* (not the node's yet: sfv__mc_own comes last) */

@@ -64,6 +64,7 @@ static bool fk_no_flush;               /* ERR flushes nothing: a NIC that never 
 static bool fk_flush_quiet;            /* ERR flushes unsignaled send work with no completion (against IBA) */
 static bool fk_mw_on;                  /* type 2 memory windows (max_mw, MEM_WINDOW_TYPE_2B) */
 static int fk_mw_dealloc_fail;         /* that many ibv_dealloc_mw calls fail with EIO */
+static int fk_bind_fail;               /* that many binds complete with MW_BIND_ERR */
 #define FK_FAIL_NAMES 4
 static const char *fk_fail_name_s[FK_FAIL_NAMES]; /* the next fk_fail_name_n[i] calls of verb i fail */
 static int fk_fail_name_n[FK_FAIL_NAMES];
@@ -110,6 +111,7 @@ void fk_reset(void) {
     fk_flush_quiet = false;
     fk_mw_on = false;
     fk_mw_dealloc_fail = 0;
+    fk_bind_fail = 0;
     memset(fk_fail_name_n, 0, sizeof fk_fail_name_n);
     fk_atomic_cap = IBV_ATOMIC_HCA;
     fk_dmabuf_on = false;
@@ -141,6 +143,7 @@ void fk_set_no_flush(bool on) { fk_no_flush = on; }
 void fk_set_flush_unsignaled_quiet(bool on) { fk_flush_quiet = on; }
 void fk_set_mw(bool on) { fk_mw_on = on; }
 void fk_set_mw_dealloc_fail(int n) { fk_mw_dealloc_fail = n; }
+void fk_set_bind_fail(int n) { fk_bind_fail = n; }
 static void fk_bug(const char *what);
 void fk_fail_name(const char *verb, int n) {
     int i, free_at = -1;
@@ -1022,7 +1025,7 @@ static bool fk_exec(fk_qp *q) {
     if (w->opcode == IBV_WR_BIND_MW) { /* local: binds the window to this QP */
         fk_mw *m = (fk_mw *)w->bmw;
         const fk_mr *mr = (const fk_mr *)w->binfo.mr;
-        if (!mr || !(mr->access & IBV_ACCESS_MW_BIND) || m->mw.pd != q->qp.pd) {
+        if (!mr || !(mr->access & IBV_ACCESS_MW_BIND) || m->mw.pd != q->qp.pd || (fk_bind_fail > 0 && fk_bind_fail--)) {
             fk_send_done(q, IBV_WC_MW_BIND_ERR, 0);
             return true;
         }

@@ -35,6 +35,8 @@ void fk_set_flush_unsignaled_quiet(bool on);
 void fk_set_mw(bool on);
 /* The next n ibv_dealloc_mw calls fail with EIO. */
 void fk_set_mw_dealloc_fail(int n);
+/* The next n memory window binds complete with MW_BIND_ERR (the QP then goes to ERR). */
+void fk_set_bind_fail(int n);
 /* Memory windows allocated and not deallocated. */
 long fk_mw_count(void);
 /* The next n calls of `verb` (its name, as fk_call_name gives it) fail, until fk_reset; up to
