@@ -538,7 +538,8 @@ typedef struct sfv_work_completion {
     bool has_imm;
     const sfv_channel *channel;      /* a receive of an SRQ (>>srq): the channel it came in on (NULL
                                         if that channel is destroyed or reset by now, a reset
-                                        giving it a new queue pair, and when a consumed handle
+                                        giving it a new queue pair, or its queue pair was
+                                        destroyed to stop its work, and when a consumed handle
                                         is read again); NULL for all else */
 } sfv_work_completion;
 
@@ -879,7 +880,7 @@ SFV_NODISCARD SAFEVERBS_API sfv_result sfv_channel_endpoint(const sfv_channel *c
    A peer endpoint decode would refuse (its QPN, PSN, MTU, a GID no port has): SFV_ERR_INVALID,
    nothing done. Once only (again: SFV_ERR_INVALID); a channel broken before it connected (an
    event, a reset that could not make its QP): SFV_ERR_BROKEN, saying why (sfv_channel_reset
-   recovers it). */
+   recovers it, unless its CQ, its device or its SRQ failed: >>events). */
 SFV_NODISCARD SAFEVERBS_API sfv_result sfv_channel_handshake(sfv_channel *ch, const sfv_endpoint *peer);
 /* Recovers a broken channel (or moves a working one to a new peer) without destroying it: the
    work in flight is flushed first (the QP to the error state, drained; every pending handle of
@@ -1160,7 +1161,8 @@ SFV_NODISCARD SAFEVERBS_API sfv_result sfv_channel_manual_scope(sfv_channel *ch,
    inject polls the channel's CQ (one ibv_poll_cq) when it posts a signaled one, and when the send
    queue has no room: then it polls until room comes back, within desc.timeout_ms (else
    SFV_ERR_TIMEOUT; room taken by work waiting for its own pending handle or scope, which polling
-   cannot free: SFV_ERR_RESOURCE at once). Completions it polls for other work wait in their
+   cannot free: SFV_ERR_RESOURCE at once; injects whose places only such work's completion would
+   give back, RC completing in order: at the deadline, SFV_ERR_TIMEOUT). Completions it polls for other work wait in their
    places for their handles, as any poll's do. Injects keep one place of the send queue free
    (a scope's fence, a signaled post): a channel needs max_send_wr >= 2 for them.
    The weaker promise: SFV_OK means POSTED, not delivered. A send inject needs a receive posted
@@ -3776,7 +3778,7 @@ static int sfv__spare_destroy(sfv_channel *ch) {
    channel's destroy or its next reset to destroy (forgotten, it would hold the CQ for good, whose
    destroy then refuses for ever). Used at creation and by sfv_channel_reset. */
 static sfv_result sfv__srq_failed(void) {
-    return sfv__fail(SFV_ERR_BROKEN, EIO, "channel", "the SRQ failed (its receives were flushed; the device may still hold them): no queue pair takes from it again; destroy it and make a new one");
+    return sfv__fail(SFV_ERR_BROKEN, EIO, "channel", "the SRQ failed (its receives are flushed, or will be at its next wait; the device may still hold them): no queue pair takes from it again; destroy it and make a new one");
 }
 static sfv_result sfv__qp_make(sfv_channel *ch, sfv_pd *pd) {
     struct ibv_qp_init_attr qi;
@@ -5588,10 +5590,13 @@ SFV__HOT_INLINE sfv_result sfv__post_recv_batch(sfv_channel *ch, bool on_srq, st
     { /* each its place and its handle, the ring's fields in registers (sfv__track per receive reloads them) */
         sfv__ring *const q = &ch->rq;
         sfv__slot *const slots = q->slots, *const wrap = slots + q->mask + 1, *s = &slots[head & q->mask];
-        for (i = 0; i < posted; i++, s = s + 1 == wrap ? slots : s + 1) {
-            sfv__slot_posted(s, head + i, SFV__SLOT_INFLIGHT, SFV_WC_OP_RECV);
-            sfv__cover(q, pendings ? &pendings[i] : NULL, 1, s); /* (NULL inside a scope, as a single post's handle) */
-        }
+        if (pendings)
+            for (i = 0; i < posted; i++, s = s + 1 == wrap ? slots : s + 1) {
+                sfv__slot_posted(s, head + i, SFV__SLOT_INFLIGHT, SFV_WC_OP_RECV);
+                sfv__cover(q, &pendings[i], 1, s);
+            }
+        else /* (inside a scope, as a single post's NULL handle) */
+            for (i = 0; i < posted; i++, s = s + 1 == wrap ? slots : s + 1) sfv__slot_posted(s, head + i, SFV__SLOT_INFLIGHT, SFV_WC_OP_RECV);
         q->head = head + posted;
     }
     if (SFV__UNLIKELY(rc)) return sfv__recv_batch_failed(ch, pendings, posted, count, rc, on_srq ? "ibv_post_srq_recv" : "ibv_post_recv");
@@ -6964,11 +6969,18 @@ static sfv_result sfv__srq_unref(sfv_srq *srq) {
 }
 SAFEVERBS_API sfv_result sfv_destroy_srq(sfv_srq *srq) { return sfv__srq_unref(srq); }
 
+/* A post to a NULL SRQ: its handles zeroed as any refused post's, the message naming the SRQ. */
+SFV__SLOW sfv_result sfv__srq_null(sfv_pending *pending, size_t count) {
+    sfv__pending_clear(NULL, pending, count);
+    return sfv__fail(SFV_ERR_INVALID, EINVAL, "post", "invalid SRQ (NULL)");
+}
 SFV__API_HOT sfv_result sfv_srq_post_receive(sfv_srq *srq, const sfv_scatter_element *sges, size_t n, sfv_pending *pending) {
-    return sfv__post_recv(srq ? &srq->core : NULL, true, srq ? srq->srq : NULL, sges, n, pending);
+    if (SFV__UNLIKELY(!srq)) return sfv__srq_null(pending, 1);
+    return sfv__post_recv(&srq->core, true, srq->srq, sges, n, pending);
 }
 SFV__API_HOT sfv_result sfv_srq_post_receive_batch(sfv_srq *srq, const sfv_scatter_element *sges, size_t per_wr, size_t count, sfv_pending *pendings) {
-    return sfv__post_recv_batch(srq ? &srq->core : NULL, true, srq ? srq->srq : NULL, sges, per_wr, count, pendings);
+    if (SFV__UNLIKELY(!srq)) return sfv__srq_null(pendings, count);
+    return sfv__post_recv_batch(&srq->core, true, srq->srq, sges, per_wr, count, pendings);
 }
 
 SAFEVERBS_API sfv_result sfv_srq_set_limit(sfv_srq *srq, uint32_t limit) {

@@ -187,11 +187,29 @@ static void t_create_cleanup_refused_destroy(void) {
     }
 }
 
+/* Promise (every failure's last error says it): a post to a NULL SRQ said "invalid channel",
+   naming nothing the caller passed (review 31b). Now it names the SRQ, and the handle is zeroed
+   as any refused post's. */
+static void t_srq_post_null_names_srq(void) {
+    sfv_pending p;
+    sfv_scatter_element sc;
+    memset(&p, 0x5a, sizeof p);
+    memset(&sc, 0, sizeof sc);
+    CHECK_RESULT(sfv_srq_post_receive(NULL, &sc, 1, &p), SFV_ERR_INVALID);
+    CHECK_MSG("SRQ");
+    CHECK_EQ(p.state_, 0);
+    memset(&p, 0x5a, sizeof p);
+    CHECK_RESULT(sfv_srq_post_receive_batch(NULL, &sc, 1, 1, &p), SFV_ERR_INVALID);
+    CHECK_MSG("SRQ");
+    CHECK_EQ(p.state_, 0);
+}
+
 static const harness_test TESTS[] = {
     TEST(t_recv_batch_null_in_scope, 30),
     TEST(t_exchange_port_after_time_wait, 30),
     TEST(t_wait_all_garbage_count, 10),
     TEST(t_reg_mr_zero_based_refused, 10),
     TEST(t_create_cleanup_refused_destroy, 60),
+    TEST(t_srq_post_null_names_srq, 10),
 };
 int main(int argc, char **argv) { return harness_main(argc, argv, TESTS, COUNT_OF(TESTS)); }
