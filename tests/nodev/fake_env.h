@@ -59,6 +59,21 @@ static inline void tf_pair(tf_env *e, const sfv_channel_desc *d, sfv_channel **a
     tf_connect(*a, *b);
 }
 
+/* A port on 127.0.0.1 free a moment ago (the kernel's pick; closed again). */
+static inline uint16_t tf_free_port(void) {
+    struct sockaddr_in a;
+    socklen_t len = sizeof a;
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    CHECK(fd >= 0);
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    CHECK(bind(fd, (struct sockaddr *)&a, sizeof a) == 0);
+    CHECK(getsockname(fd, (struct sockaddr *)&a, &len) == 0);
+    close(fd);
+    return ntohs(a.sin_port);
+}
+
 /* The last error's message holds `sub`. */
 #define CHECK_MSG(sub)                                                                             \
     do {                                                                                           \

@@ -14,20 +14,6 @@
 #include <time.h>
 #include <unistd.h>
 
-/* A port on 127.0.0.1 free a moment ago (the kernel's pick; closed again). */
-static uint16_t r_free_port(void) {
-    struct sockaddr_in a;
-    socklen_t len = sizeof a;
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    CHECK(fd >= 0);
-    memset(&a, 0, sizeof a);
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    CHECK(bind(fd, (struct sockaddr *)&a, sizeof a) == 0);
-    CHECK(getsockname(fd, (struct sockaddr *)&a, &len) == 0);
-    close(fd);
-    return ntohs(a.sin_port);
-}
 
 /* ---- a connection to a port no one listens on, made to itself ---- */
 /* connect(2), interposed: while r_self_left > 0, a connection to 127.0.0.1:r_self_port is made
@@ -66,7 +52,7 @@ static void t_exchange_self_connect_retried(void) {
     pid_t pid;
     int st;
     unsetenv("SAFEVERBS_JOB_KEY");
-    nodes[1].port = r_free_port();
+    nodes[1].port = tf_free_port();
     pid = fork();
     CHECK(pid >= 0);
     if (pid == 0) { /* rank 1, late */

@@ -15,20 +15,6 @@
 #include <time.h>
 #include <unistd.h>
 
-/* A port on 127.0.0.1 free a moment ago (the kernel's pick; closed again). */
-static uint16_t q_free_port(void) {
-    struct sockaddr_in a;
-    socklen_t len = sizeof a;
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    CHECK(fd >= 0);
-    memset(&a, 0, sizeof a);
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    CHECK(bind(fd, (struct sockaddr *)&a, sizeof a) == 0);
-    CHECK(getsockname(fd, (struct sockaddr *)&a, &len) == 0);
-    close(fd);
-    return ntohs(a.sin_port);
-}
 
 /* The resolver, interposed for names under .test: "v6first.test" is ::1 then 127.0.0.1, as
    "localhost" is on most systems; numeric lookups (AI_NUMERICHOST) of it fail as the real
@@ -89,8 +75,8 @@ static void t_exchange_connects_past_an_unusable_address(void) {
     char mine[16] = "rank 0", all[32];
     pid_t pid;
     unsetenv("SAFEVERBS_JOB_KEY");
-    nodes[0].port = q_free_port();
-    nodes[1].port = q_free_port();
+    nodes[0].port = tf_free_port();
+    nodes[1].port = tf_free_port();
     q_no_inet6 = 1;
     pid = fork();
     CHECK(pid >= 0);
