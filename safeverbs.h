@@ -488,7 +488,7 @@ SFV_NODISCARD SAFEVERBS_API sfv_result sfv_choose_gid(sfv_context *ctx, uint8_t 
 /* A protection domain on the device; it holds a reference on the context. */
 SFV_NODISCARD SAFEVERBS_API sfv_result sfv_alloc_pd(sfv_context *ctx, sfv_pd **out);
 /* Drops a reference; MRs and channels keep it. NULL: SFV_OK. First it destroys again the channels
-   a call that failed part-way (a create of a channel, multi-channel, node or SRQ channel,
+   a call that failed part-way (a create of a channel, multi-channel, node, SRQ or SRQ channel,
    sfv_cm_connect, sfv_cm_accept) could neither take apart (a verb refused) nor hand back, and
    deregisters again the barrier MR a failed sfv_create_node could not: the PD keeps them, and
    what they hold (the PD, its device) goes once their destroy is taken. */
@@ -6908,16 +6908,24 @@ SAFEVERBS_API sfv_result sfv_create_srq(sfv_pd *pd, const sfv_srq_desc *desc, sf
     sfv__ev_leave(pd->ctx);
     *out = srq;
     return SFV_OK;
-destroy_srq:
-    ibv_destroy_srq(srq->srq);
+destroy_srq: /* a refusal here or below leaves the rest to the PD, as a channel's create does: dropped, the SRQ and
+                CQ would hold the device for good */
+    if (ibv_destroy_srq(srq->srq) != 0) goto unmade;
+    srq->srq = NULL;
 destroy_cq:
-    ibv_destroy_cq(core->cq);
+    if (ibv_destroy_cq(core->cq) != 0) goto unmade;
 free_rq:
     SFV_FREE(core->rq.slots);
 free_sq:
     SFV_FREE(core->sq.slots);
 free_srq:
     SFV_FREE(srq);
+    return r;
+unmade: /* its inner channel on the PD's orphans (sfv__channel_unmade_free: the SRQ, then its CQ) */
+    core->pd = pd;
+    core->unmade = true;
+    sfv__ref(&pd->refs);
+    sfv__pd_orphan(core);
     return r;
 }
 
@@ -7575,12 +7583,17 @@ static void sfv__pd_orphan(sfv_channel *ch) {
 /* What sfv__channel_new left of a channel it could not take apart (sfv__pd_orphan): its QP, its
    CQ and completion channel, its memory, then its hold on the PD; a verb that refuses again
    keeps the rest for the next try. ch->srq: the SRQ its QP was on, which it holds until the QP
-   is gone (never attached: no receives of it to drain or forget). */
+   is gone (never attached: no receives of it to drain or forget). ch->core_of: the inner channel
+   of an SRQ sfv_create_srq could not take apart (never listed, no receives): that SRQ, its CQ,
+   and its memory. */
 static sfv_result sfv__channel_unmade_free(sfv_channel *ch) {
     sfv_pd *const pd = ch->pd;
     struct ibv_qp *const qp = ch->qp ? ch->qp : ch->qp_spare;
+    sfv_srq *const of = ch->core_of; /* an SRQ's inner channel (a failed sfv_create_srq's): its SRQ first, which is on the CQ */
     sfv_result r;
     int rc;
+    if (of && of->srq && (rc = ibv_destroy_srq(of->srq)) != 0) return sfv__fail_verb("ibv_destroy_srq", rc);
+    if (of) of->srq = NULL;
     if (qp && (rc = ibv_destroy_qp(qp)) != 0) return sfv__fail_verb("ibv_destroy_qp", rc);
     ch->qp = ch->qp_spare = NULL;
     if (ch->srq && (r = sfv__srq_unref(ch->srq)) != SFV_OK) return r; /* (its last reference: kept for a retry) */
@@ -7590,7 +7603,8 @@ static sfv_result sfv__channel_unmade_free(sfv_channel *ch) {
     if (ch->cc && (rc = ibv_destroy_comp_channel(ch->cc)) != 0) return sfv__fail_verb("ibv_destroy_comp_channel", rc);
     SFV_FREE(ch->rq.slots);
     SFV_FREE(ch->sq.slots);
-    SFV_FREE(ch);
+    if (of) SFV_FREE(of); /* (ch is inside it) */
+    else SFV_FREE(ch);
     return sfv__pd_unref(pd);
 }
 /* The same for an MR nobody holds whose deregistration was refused (a failed sfv_create_node's
