@@ -8704,7 +8704,9 @@ static bool sfv__connected_to_itself(int fd) {
    connection attempts are retried after 1 ms, doubling to 50 ms, until the deadline. Every
    address of the name is tried, as the listening side tries each until one binds: one that
    fails for good (a family this kernel lacks, EAFNOSUPPORT: "localhost" is ::1 first where IPv6
-   is off) fails the call only when no other is worth another try. */
+   is off) fails the call only when no other is worth another try, and one that does not answer
+   (a filtered address) is left after a second for the next, not waited on to the deadline. */
+#define SFV__EX_ATTEMPT_NS 1000000000ull /* one address's connect, where the name has others */
 static sfv_result sfv__ex_connect(const sfv_net_node *peer, bool loopback_only, uint64_t deadline, int *out) {
     struct addrinfo *ai, *a;
     int last = 0, pause_ms = 1;
@@ -8727,12 +8729,23 @@ static sfv_result sfv__ex_connect(const sfv_net_node *peer, bool loopback_only, 
                 hard_socket = true;
                 continue;
             }
-            if (connect(fd, a->ai_addr, a->ai_addrlen) != 0 && errno != EINPROGRESS) err = errno;
-            else if ((r = sfv__fd_wait(fd, POLLOUT, deadline, peer->rank)) != SFV_OK) {
-                close(fd);
-                freeaddrinfo(ai);
-                return r;
-            } else if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0) err = errno;
+            if (connect(fd, a->ai_addr, a->ai_addrlen) != 0 && errno != EINPROGRESS) {
+                err = errno;
+            } else { /* with other addresses to try, one that does not answer (filtered) gets a second, not the whole deadline */
+                const uint64_t slice = ai->ai_next ? sfv__now_ns() + SFV__EX_ATTEMPT_NS : deadline;
+                const sfv__error_mark before = sfv__error_mark_now();
+                if ((r = sfv__fd_wait(fd, POLLOUT, slice < deadline ? slice : deadline, peer->rank)) != SFV_OK) {
+                    if (r != SFV_ERR_TIMEOUT || slice >= deadline) {
+                        close(fd);
+                        freeaddrinfo(ai);
+                        return r;
+                    }
+                    sfv__error_back(&before);
+                    err = ETIMEDOUT; /* (no answer yet: tried again next round) */
+                } else if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0) {
+                    err = errno;
+                }
+            }
             if (err == 0 && sfv__connected_to_itself(fd)) err = ECONNREFUSED; /* (not listening yet) */
             if (err == 0) {
                 freeaddrinfo(ai);
