@@ -911,7 +911,8 @@ SAFEVERBS_API const sfv_channel_desc *sfv_channel_get_desc(const sfv_channel *ch
    wait for (sfv_pending_poll) and handle what is done, (3) only if none was done, sleep in
    poll/epoll on the fd, (4) when it is readable, sfv_channel_ack_events, and go to (1). The
    channel's own waits do exactly this. sfv_channel_arm also takes every completion already in
-   the CQ (they raise no event), so the polls of (2) find them. */
+   the CQ (they raise no event), so the polls of (2) find them, and, as a wait does, flushes
+   the work of a channel an event broke (>>events), so they find that done too. */
 SAFEVERBS_API int sfv_channel_fd(const sfv_channel *ch);
 SFV_NODISCARD SAFEVERBS_API sfv_result sfv_channel_arm(sfv_channel *ch);
 SAFEVERBS_API sfv_result sfv_channel_ack_events(sfv_channel *ch);
@@ -1215,10 +1216,10 @@ SFV_NODISCARD SAFEVERBS_API sfv_result sfv_channel_inject_write_imm(sfv_channel 
    - sfv_context_events (below) reads them too, and sfv_pending_wait(p, 0, wc) looks at the
      channel's state: in your own event loop, watch sfv_context_event_fd beside sfv_channel_fd.
    A channel broken by an event stops taking posts (SFV_ERR_BROKEN, the message names the event),
-   and the first wait that notices it moves its QP to the error state and flushes everything in
-   flight: every pending handle of the channel then completes with SFV_ERR_WORK (WR_FLUSH_ERR,
-   class LOCAL_RESOURCE for a port that went down, FATAL for a QP, CQ or device error) and a
-   hint naming the event; the buffers are free. On rxe (Linux 6.1 and 6.12) a link taken down
+   and the first wait (or sfv_channel_arm) that notices it moves its QP to the error state and
+   flushes everything in flight: every pending handle of the channel then completes with
+   SFV_ERR_WORK (WR_FLUSH_ERR, class LOCAL_RESOURCE for a port that went down, FATAL for a QP,
+   CQ or device error) and a hint naming the event; the buffers are free. On rxe (Linux 6.1 and 6.12) a link taken down
    (`ip link set DEV down`) gives PORT_ERR and its return PORT_ACTIVE; rxe never reports QP_FATAL
    (measured, tests/test_events.c).
    A DEVICE DELETED while open (`rdma link delete`, a driver unloaded): a NIC that can let go of a
@@ -4837,13 +4838,25 @@ static int sfv__arm(sfv_channel *ch) {
     return rc;
 }
 
+SFV__SLOW void sfv__async_abort(sfv_channel *ch);
 SAFEVERBS_API sfv_result sfv_channel_arm(sfv_channel *ch) {
     int rc, n;
     SFV__CHECK_ARG(ch && ch->cc, "channel (not in SFV_WAIT_EVENT mode)");
     SFV__CHECK_ARG(ch->cq, "channel (its destroy failed part-way: destroy it again)"); /* (its CQ gone, its completion channel not) */
+    /* An event's break first, as the channel's own waits look at it before they arm (sfv__wait_sleep):
+       the loop's step (2) polls, which never look at the channel's state, then find its work
+       flushed, where nothing else would complete it and the loop would sleep on a silent fd
+       for good. A device that fails every verb after its event (DEVICE_FATAL) fails the arm:
+       its event, unread yet, is read then and acted on the same way (the work's own result
+       tells it, not the arm's failure). */
+    if (SFV__UNLIKELY(sfv__async_cause(ch)) && !ch->aborted) sfv__async_abort(ch);
     if (!ch->armed) {
         rc = sfv__arm(ch);
-        if (rc) return sfv__fail_verb("ibv_req_notify_cq", rc);
+        if (rc) {
+            sfv__events_read(ch->pd->ctx);
+            if (!sfv__async_cause(ch)) return sfv__fail_verb("ibv_req_notify_cq", rc);
+            if (!ch->aborted) sfv__async_abort(ch);
+        }
     }
     /* Completions already in the CQ raise no event, and the poll of the loop's step (2) takes at
        most SFV__POLL_N of them: one behind more than that (sends consumed later, say) would be
