@@ -905,7 +905,9 @@ SFV_NODISCARD SAFEVERBS_API sfv_result sfv_channel_reset(sfv_channel *ch);
 SAFEVERBS_API sfv_pd *sfv_channel_pd(const sfv_channel *ch);
 SAFEVERBS_API const sfv_channel_desc *sfv_channel_get_desc(const sfv_channel *ch);
 /* The completion channel's fd (SFV_WAIT_EVENT), else -1. Readable after sfv_channel_arm once
-   a completion arrives; then call sfv_channel_ack_events and poll your pending work.
+   a completion arrives; then call sfv_channel_ack_events and poll your pending work. (A channel
+   on an SRQ: its receives complete to the SRQ's CQ, which has no fd: they never make this one
+   readable; poll the SRQ's handles.)
    In your own event loop, keep this order, or a completion that lands between a poll and the
    sleep is missed until the next one: (1) sfv_channel_arm, (2) poll every pending handle you
    wait for (sfv_pending_poll) and handle what is done, (3) only if none was done, sleep in
