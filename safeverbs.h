@@ -1419,7 +1419,9 @@ typedef struct sfv_peer_read { size_t peer; const sfv_scatter_element *sges; siz
    holds, its requests or wcs past PTRDIFF_MAX bytes: SFV_ERR_INVALID, no wc written). Only a
    verb that fails after that (ibv_post_*) stops the call part-way; it returns that error after the requests
    already posted have completed, and the wcs of the requests not posted carry it. A wait that
-   fails (a CQ error) returns that error the same way, after flushing its channel. No
+   fails (a CQ error) returns that error the same way, after flushing its channel. Work a
+   channel could not stop (not flushed, its queue pair's destroy refused) makes it SFV_ERR_DRIVER,
+   before any other failure: its buffers are still the NIC's (destroy the multi-channel). No
    allocation: as the channel's own calls. */
 SFV_NODISCARD SAFEVERBS_API sfv_result sfv_multi_channel_scatter_send(sfv_multi_channel *mc, const sfv_peer_send *reqs, size_t count, sfv_work_completion *wcs);
 SFV_NODISCARD SAFEVERBS_API sfv_result sfv_multi_channel_scatter_write(sfv_multi_channel *mc, const sfv_peer_write *reqs, size_t count, sfv_work_completion *wcs);
@@ -6256,8 +6258,9 @@ static void sfv__settle_open(sfv_channel *ch) {
 /* Whether an abort left work in the NIC's hands: moving the QP to ERR and destroying it were
    both refused (nothing else stops it). */
 static bool sfv__abort_stuck(const sfv_channel *ch) { return ch->qp && sfv__inflight(ch); }
-SFV__SLOW sfv_result sfv__stuck(void) {
-    return sfv__fail(SFV_ERR_DRIVER, EIO, "wait", "the work did not complete, and the channel could not stop it (it was not flushed, and destroying the queue pair was refused): its buffers are still the NIC's; destroy the channel");
+SFV__SLOW sfv_result sfv__stuck(const sfv_channel *ch) {
+    return sfv__fail(SFV_ERR_DRIVER, EIO, "wait", "the work did not complete, and the channel could not stop it (it was not flushed, and destroying the queue pair was refused): its buffers are still the NIC's; destroy the %s",
+                     ch->owned ? "multi-channel (or node) it belongs to" : "channel"); /* (sfv_destroy_channel refuses a multi-channel's) */
 }
 /* After a wait that failed with r (a deadline, a failed poll): the channel aborted, so the work
    is flushed and consumed, the wait's error kept; r, or sfv__stuck's where nothing stopped it
@@ -6265,7 +6268,7 @@ SFV__SLOW sfv_result sfv__stuck(void) {
 static sfv_result sfv__abort_consume(sfv_channel *ch, sfv_pending *pending, sfv_work_completion *wc, sfv_result r) {
     bool stuck;
     SFV__KEEPING_ERROR(sfv__abort(ch); stuck = sfv__abort_stuck(ch); if (!stuck) sfv__ignore(sfv_pending_wait(pending, -1, wc)));
-    return stuck ? sfv__wc_none(wc, sfv__stuck()) : r;
+    return stuck ? sfv__wc_none(wc, sfv__stuck(ch)) : r;
 }
 /* Whether a consumed handle's work was flushed (its status byte, as sfv__pending_take_as reads it). */
 static bool sfv__pending_flushed(const sfv_pending *pending) {
@@ -6358,7 +6361,7 @@ static sfv_result sfv__take_by(sfv_channel *ch, sfv__ring *q, uint64_t seq, uint
         sfv__finish_quiet(&stuck, true);
         sfv__wc_make(wc, &stuck);
         if (stuck_out) *stuck_out = true;
-        return sfv__stuck();
+        return sfv__stuck(ch);
     }
     sfv__wc_make(wc, s);
     sfv__release(q, s);
@@ -7960,7 +7963,8 @@ static sfv_result sfv__many_run(sfv_multi_channel *mc, const sfv__many *m, sfv_w
         if (wcs) wcs[i] = wc;
     }
     sfv__wcs_unposted(wcs, posted, m->count, post_r);
-    if (post_r) {
+    if (post_r && wait_r != SFV_ERR_DRIVER) { /* (work its channel could not stop is said first: the post's own
+                                                failure would have the caller take back buffers still the NIC's) */
         sfv__error_back(&post_err);
         return post_r;
     }
