@@ -3853,6 +3853,14 @@ static sfv_result sfv__qp_make(sfv_channel *ch, sfv_pd *pd) {
 }
 
 static void sfv__pd_orphan(sfv_channel *ch);
+/* A channel (or an SRQ's inner one) a failed create could not take apart, every field it holds
+   set: marked unmade, holding pd, left to it (sfv__channel_unmade_free, from sfv_dealloc_pd). */
+static void sfv__pd_orphan_unmade(sfv_pd *pd, sfv_channel *ch) {
+    ch->pd = pd; /* (not set yet where the create failed early) */
+    ch->unmade = true;
+    sfv__ref(&pd->refs);
+    sfv__pd_orphan(ch);
+}
 /* A channel from a desc sfv__desc_resolve filled in, and what it learnt of the port. */
 static sfv_result sfv__channel_new(sfv_pd *pd, const sfv_channel_desc *resolved, const sfv__port_facts *facts, sfv_channel **out) {
     sfv_channel *ch;
@@ -3925,14 +3933,11 @@ free_ch:
     return r;
 unmade: /* a QP no verb would destroy holds the CQ (or a CQ or completion channel refused): all of it left to the
            PD (sfv__channel_unmade_free) */
-    ch->pd = pd; /* (not set yet where the CQ's create failed) */
-    ch->unmade = true;
-    sfv__ref(&pd->refs);
     if (ch->desc.srq && (ch->qp || ch->qp_spare)) { /* a QP on the SRQ (it refuses to go while the QP is there): held as a channel holds it */
         sfv__ref(&ch->desc.srq->refs);
         ch->srq = ch->desc.srq;
     }
-    sfv__pd_orphan(ch);
+    sfv__pd_orphan_unmade(pd, ch);
     return r;
 }
 
@@ -6940,10 +6945,7 @@ free_srq:
     SFV_FREE(srq);
     return r;
 unmade: /* its inner channel on the PD's orphans (sfv__channel_unmade_free: the SRQ, then its CQ) */
-    core->pd = pd;
-    core->unmade = true;
-    sfv__ref(&pd->refs);
-    sfv__pd_orphan(core);
+    sfv__pd_orphan_unmade(pd, core);
     return r;
 }
 
