@@ -2109,6 +2109,10 @@ static SFV__THREAD_LOCAL unsigned long sfv__fn_failures;
 static SFV__THREAD_LOCAL int sfv__fence_errno;
 /* The last scope left work its channel could not stop (not flushed, its QP's destroy refused). */
 static SFV__THREAD_LOCAL bool sfv__scope_stuck;
+/* ... and that work's channel belongs to a multi-channel (or node), which is what to destroy. */
+static SFV__THREAD_LOCAL bool sfv__scope_stuck_owned;
+/* What to destroy to end work a channel could not stop (sfv_destroy_channel refuses a multi-channel's). */
+static const char *sfv__stuck_destroy(bool owned) { return owned ? "multi-channel (or node) it belongs to" : "channel"; }
 
 /* Records a failure on this thread and returns r: `return sfv__fail(...)`. Never on a fast path.
    The message is formatted aside first: an argument may be the last error's own message. */
@@ -6265,7 +6269,7 @@ static void sfv__settle_open(sfv_channel *ch) {
 static bool sfv__abort_stuck(const sfv_channel *ch) { return ch->qp && sfv__inflight(ch); }
 SFV__SLOW sfv_result sfv__stuck(const sfv_channel *ch) {
     return sfv__fail(SFV_ERR_DRIVER, EIO, "wait", "the work did not complete, and the channel could not stop it (it was not flushed, and destroying the queue pair was refused): its buffers are still the NIC's; destroy the %s",
-                     ch->owned ? "multi-channel (or node) it belongs to" : "channel"); /* (sfv_destroy_channel refuses a multi-channel's) */
+                     sfv__stuck_destroy(ch->owned));
 }
 /* After a wait that failed with r (a deadline, a failed poll): the channel aborted, so the work
    is flushed and consumed, the wait's error kept; r, or sfv__stuck's where nothing stopped it
@@ -7338,7 +7342,7 @@ static void sfv__scope_settle(sfv__peer *peers, size_t n, sfv_scope_report *rep,
     const uint64_t t0 = sfv__now_ns();
     size_t i;
     int fence_errno;
-    bool stuck = false;
+    bool stuck = false, owned = false;
     sfv__fence_errno = 0;
     for (i = 0; i < n; i++) /* the fences first, while the queues take work (a manual scope: the scope around it fences) */
         if (peers[i].ch->last_unsignaled && !manual) sfv__scope_fence(peers[i].ch);
@@ -7350,9 +7354,11 @@ static void sfv__scope_settle(sfv__peer *peers, size_t n, sfv_scope_report *rep,
         bool expired = false;
         sfv__settle(ch, &ch->sq, peers[i].scope_from.sq, deadline, rep, sink, &expired, &stuck);
         sfv__settle(ch, &ch->rq, peers[i].scope_from.rq, deadline, rep, sink, &expired, &stuck);
+        if (stuck && !owned) owned = ch->owned; /* (the first stuck one's: a many-peer scope's are all owned) */
     }
     for (i = 0; i < n; i++) sfv__settle_open(peers[i].ch);
     sfv__fence_errno = fence_errno; /* for the verdict: an on_wc that ran a scope of its own cleared it */
+    sfv__scope_stuck_owned = stuck && owned;
     sfv__scope_stuck = stuck; /* (after on_wc, which may have run a scope of its own; only this scope's work counts) */
     sfv__error_back(&kept);
 }
@@ -7484,7 +7490,8 @@ static sfv_result sfv__fn_failed(sfv_result as, sfv_result fn_result) {
                              caller would take back buffers still the NIC's (a manual scope, which has no report: SFV_ERR_DRIVER) */
         return sfv__fail(as == fn_result ? SFV_ERR_DRIVER : as, EIO, "scope", "the scope's function returned %s%s%s; the channel could not stop the "
                          "work it left (it was not flushed, and destroying the queue pair was refused): its buffers are still the NIC's; "
-                         "destroy the channel", sfv_result_str(fn_result), detail ? ": " : "", detail ? inner.message : "");
+                         "destroy the %s", sfv_result_str(fn_result), detail ? ": " : "", detail ? inner.message : "",
+                         sfv__stuck_destroy(sfv__scope_stuck_owned));
     if (detail && as == fn_result) return as; /* it already says it */
     return sfv__fail(as, detail ? inner.errnum : 0, detail ? inner.verb : "scope", "the scope's function returned %s%s%s",
                      sfv_result_str(fn_result), detail ? ": " : "", detail ? inner.message : "");
@@ -7497,8 +7504,9 @@ static sfv_result sfv__scope_verdict(sfv_result ran, const sfv_scope_report *rep
     if (rep->failed) {
         const sfv_work_completion *f = &rep->first_error; /* SFV_ERR_WORK, or the wait's own failure */
         if (sfv__scope_stuck) /* never "flushed": some of its buffers are still the NIC's (sfv__stuck) */
-            sfv__fail(SFV_ERR_SCOPE_AUTOPOLL, EIO, "scope", "%zu auto-polled work request(s) failed; first: %s; the channel could not stop its work (it was not flushed, and destroying the queue pair was refused): the buffers of what did not complete are still the NIC's; destroy the channel",
-                      rep->failed, f->result == SFV_ERR_WORK ? sfv_wc_status_str(f->status) : sfv_result_str(f->result));
+            sfv__fail(SFV_ERR_SCOPE_AUTOPOLL, EIO, "scope", "%zu auto-polled work request(s) failed; first: %s; the channel could not stop its work (it was not flushed, and destroying the queue pair was refused): the buffers of what did not complete are still the NIC's; destroy the %s",
+                      rep->failed, f->result == SFV_ERR_WORK ? sfv_wc_status_str(f->status) : sfv_result_str(f->result),
+                      sfv__stuck_destroy(sfv__scope_stuck_owned));
         else if (sfv__fence_errno) /* the flushes are the scope's own doing: say why */
             sfv__fail(SFV_ERR_SCOPE_AUTOPOLL, sfv__fence_errno, "scope", "%zu auto-polled work request(s) failed; first: %s (the scope could not post its fence after unsignaled work: ibv_post_send failed: %s; it flushed the channel, which is broken)",
                       rep->failed, f->result == SFV_ERR_WORK ? sfv_wc_status_str(f->status) : sfv_result_str(f->result), strerror(sfv__fence_errno));
@@ -7592,14 +7600,16 @@ SAFEVERBS_API sfv_result sfv_destroy_channel(sfv_channel *ch) {
 
 /* A channel nobody holds whose destroy a verb refused (a failed create's, sfv_cm_connect's or
    sfv_cm_accept's, which cannot hand it to the caller): kept on its PD, which it holds, for
-   sfv_dealloc_pd to destroy again, so that neither it nor its PD and device are lost. A list any thread may push to (a PD is
-   shared), taken whole by the one that retries. */
-static void sfv__pd_orphan(sfv_channel *ch) {
-    sfv_pd *const pd = ch->pd;
-    sfv_channel *head = __atomic_load_n(&pd->orphans, __ATOMIC_RELAXED);
-    do ch->orphan_next = head;
-    while (!__atomic_compare_exchange_n(&pd->orphans, &head, ch, true, __ATOMIC_RELEASE, __ATOMIC_RELAXED));
-}
+   sfv_dealloc_pd to destroy again, so that neither it nor its PD and device are lost. */
+/* Pushes item (a T *) onto the list at *headp through its field `link`: a list any thread may
+   push to (a PD is shared), taken whole (__atomic_exchange_n) by the one that retries. */
+#define SFV__ORPHAN_PUSH(T, headp, item, link) \
+    do { \
+        T *sfv__head = __atomic_load_n((headp), __ATOMIC_RELAXED); \
+        do (item)->link = sfv__head; \
+        while (!__atomic_compare_exchange_n((headp), &sfv__head, (item), true, __ATOMIC_RELEASE, __ATOMIC_RELAXED)); \
+    } while (0)
+static void sfv__pd_orphan(sfv_channel *ch) { SFV__ORPHAN_PUSH(sfv_channel, &ch->pd->orphans, ch, orphan_next); }
 /* What sfv__channel_new left of a channel it could not take apart (sfv__pd_orphan): its QP, its
    CQ and completion channel, its memory, then its hold on the PD; a verb that refuses again
    keeps the rest for the next try. ch->srq: the SRQ its QP was on, which it holds until the QP
@@ -7631,11 +7641,8 @@ static sfv_result sfv__channel_unmade_free(sfv_channel *ch) {
    barrier MR), with the memory it covers: freed only once it is deregistered (peers may write
    it until then). */
 static void sfv__pd_orphan_mr(sfv_mr *mr, void *mem) {
-    sfv_pd *const pd = mr->pd;
-    sfv_mr *head = __atomic_load_n(&pd->orphan_mrs, __ATOMIC_RELAXED);
     mr->orphan_mem = mem;
-    do mr->orphan_next = head;
-    while (!__atomic_compare_exchange_n(&pd->orphan_mrs, &head, mr, true, __ATOMIC_RELEASE, __ATOMIC_RELAXED));
+    SFV__ORPHAN_PUSH(sfv_mr, &mr->pd->orphan_mrs, mr, orphan_next);
 }
 SAFEVERBS_API sfv_result sfv_dealloc_pd(sfv_pd *pd) {
     if (pd) {

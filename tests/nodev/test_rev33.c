@@ -1,0 +1,63 @@
+/* test_rev33.c - session 26's own fixes. Each test failed on the header before its fix. */
+#include "fake_env.h"
+
+#include <stdint.h>
+
+/* Two multi-channels of 2 connected to each other (m1's peer i to m2's peer i), deadline 50 ms. */
+static void t33_mc_pair(tf_env *e, sfv_multi_channel **m1, sfv_multi_channel **m2) {
+    sfv_channel_desc d;
+    sfv_endpoint e1[2], e2[2];
+    memset(&d, 0, sizeof d);
+    d.timeout_ms = 50;
+    CHECK_OK(sfv_create_multi_channel(e->pd, 2, &d, m1));
+    CHECK_OK(sfv_create_multi_channel(e->pd, 2, &d, m2));
+    CHECK_OK(sfv_multi_channel_endpoints(*m1, e1, 2));
+    CHECK_OK(sfv_multi_channel_endpoints(*m2, e2, 2));
+    CHECK_OK(sfv_multi_channel_handshake(*m1, e2, 2));
+    CHECK_OK(sfv_multi_channel_handshake(*m2, e1, 2));
+}
+
+typedef struct {
+    sfv_gather_element g;
+} t33_fn_arg;
+/* fn: a send to peer 0 (whose peer posts no receive: it never completes), then a failure. */
+static sfv_result t33_send_then_fail(sfv_multi_channel *mc, void *user) {
+    t33_fn_arg *a = user;
+    sfv_result r = sfv_channel_post_send(sfv_multi_channel_peer(mc, 0), &a->g, 1, NULL);
+    CHECK_OK(r);
+    return SFV_ERR_INVALID;
+}
+
+/* Promise (>>multi-channel: sfv_destroy_channel refuses a multi-channel's channels; the stuck
+   message names what to destroy, as sfv__stuck does since review 32b). A multi-channel scope whose
+   fn failed after posting work its channel then could not stop (the NIC flushes nothing, the QP's
+   destroy is refused) said "destroy the channel": a call that is refused. Both verdicts, the
+   scope's (SFV_ERR_SCOPE_FN) and the manual scope's (SFV_ERR_DRIVER), now name the multi-channel. */
+static void t_mc_scope_fn_failed_stuck_names_mc(void) {
+    int manual;
+    for (manual = 0; manual < 2; manual++) {
+        tf_env e;
+        sfv_multi_channel *m1, *m2;
+        t33_fn_arg a;
+        sfv_result r;
+        tf_open(&e, 4096);
+        t33_mc_pair(&e, &m1, &m2);
+        a.g = sfv_mr_gather_element(e.mr, e.buf, 8);
+        fk_set_no_flush(true);
+        fk_fail_name("ibv_destroy_qp", 1000);
+        r = manual ? sfv_multi_channel_manual_scope(m1, t33_send_then_fail, &a)
+                   : sfv_multi_channel_scope(m1, t33_send_then_fail, &a, NULL);
+        CHECK_RESULT(r, manual ? SFV_ERR_DRIVER : SFV_ERR_SCOPE_FN);
+        CHECK_MSG("still the NIC's");
+        CHECK_MSG("destroy the multi-channel");
+        fk_reset();
+        CHECK_OK(sfv_destroy_multi_channel(m1)); /* the verbs work again: the destroy stops it */
+        CHECK_OK(sfv_destroy_multi_channel(m2));
+        tf_close(&e);
+    }
+}
+
+static const harness_test TESTS[] = {
+    TEST(t_mc_scope_fn_failed_stuck_names_mc, 20),
+};
+int main(int argc, char **argv) { return harness_main(argc, argv, TESTS, COUNT_OF(TESTS)); }
