@@ -16,7 +16,10 @@
 
    Options: -d device (first), -i port (1), -g GID index (the channel's choice), -s size (4096),
    -m MTU (1024), -r receives posted (500), -n iterations (1000), -p TCP port (18515),
-   -e sleep on completion events. Exits 0 only if all -n messages went both ways. */
+   -l service level (0), -e sleep on completion events, -c check each message received: the
+   first byte of each page is 0, as ibv_rc_pingpong -c checks (its sender writes those bytes so,
+   and so does this one, whose buffer starts zeroed). Exits 0 only if all -n messages went both
+   ways (and, with -c, every page checked). */
 #define _GNU_SOURCE
 #define SAFEVERBS_IMPLEMENTATION
 #include "safeverbs.h"
@@ -123,7 +126,19 @@ struct run {
     sfv_pending *rx;       /* one per receive slot */
     size_t size;
     unsigned depth, received;
+    bool check;            /* -c */
 };
+
+/* -c: the first byte of every page of a message is 0 (ibv_rc_pingpong -c's pattern). */
+static bool message_valid(const uint8_t *msg, size_t size) {
+    const size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    for (size_t at = 0; at < size; at += page)
+        if (msg[at] != 0) {
+            fprintf(stderr, "rc_pingpong: invalid data in page %zu of the message received\n", at / page);
+            return false;
+        }
+    return true;
+}
 
 static bool post_slot(struct run *r, unsigned k) {
     sfv_scatter_element in = sfv_mr_scatter_element(r->mr, r->buf + (size_t)k * r->size, r->size);
@@ -140,6 +155,7 @@ static bool receive_one(struct run *r) {
         fprintf(stderr, "rc_pingpong: got %u bytes, expected %zu (is -s the same on both sides?)\n", (unsigned)wc.byte_len, r->size);
         return false;
     }
+    if (r->check && !message_valid(r->buf + (size_t)k * r->size, r->size)) return false;
     return post_slot(r, k);
 }
 
@@ -151,23 +167,23 @@ static bool send_one(struct run *r) {
 
 static void usage(void) {
     fprintf(stderr, "usage: rc_pingpong [-d dev] [-i port] [-g gid index] [-s size] [-m mtu] [-r rx depth] [-n iters]\n"
-                    "                   [-p tcp port] [-e] [server-host]\n");
+                    "                   [-p tcp port] [-l sl] [-e] [-c] [server-host]\n");
     exit(2);
 }
 
 int main(int argc, char **argv) {
     const char *device = NULL, *servername = NULL;
-    int port = 18515, iters = 1000, gid_index = -1, c;
+    int port = 18515, iters = 1000, gid_index = -1, sl = 0, c;
     unsigned ib_port = 1;
     sfv_context *ctx = NULL;
     sfv_pd *pd = NULL;
     sfv_channel_desc desc = {0};
-    struct run r = {NULL, NULL, NULL, NULL, 4096, 500, 0};
+    struct run r = {NULL, NULL, NULL, NULL, 4096, 500, 0, false};
     struct timespec t0, t1;
     uint32_t psn;
     bool good = false;
     desc.path_mtu = 1024;
-    while ((c = getopt(argc, argv, "d:i:g:s:m:r:n:p:e")) != -1) {
+    while ((c = getopt(argc, argv, "d:i:g:s:m:r:n:p:l:ec")) != -1) {
         switch (c) {
         case 'd': device = optarg; break;
         case 'i': ib_port = (unsigned)atoi(optarg); break;
@@ -177,17 +193,20 @@ int main(int argc, char **argv) {
         case 'r': r.depth = (unsigned)atoi(optarg); break;
         case 'n': iters = atoi(optarg); break;
         case 'p': port = atoi(optarg); break;
+        case 'l': sl = atoi(optarg); break;
         case 'e': desc.wait_mode = SFV_WAIT_EVENT; break;
+        case 'c': r.check = true; break;
         default: usage();
         }
     }
     if (optind < argc) servername = argv[optind++];
     if (optind < argc || ib_port < 1 || ib_port > 255 || gid_index > 255 || r.size == 0 || r.size > (1u << 30) ||
-        r.depth < 1 || r.depth > 65536 || iters < 1)
+        r.depth < 1 || r.depth > 65536 || iters < 1 || sl < 0 || sl > 15)
         usage();
     if (getrandom(&psn, sizeof psn, 0) != sizeof psn) psn = (uint32_t)time(NULL) ^ (uint32_t)getpid() * 2654435761u;
 
     desc.port = (uint8_t)ib_port;
+    desc.service_level = (uint8_t)sl;
     desc.gid_index_set = gid_index >= 0;
     desc.gid_index = (uint8_t)(gid_index >= 0 ? gid_index : 0);
     desc.send_psn = psn & 0xffffff;

@@ -20,10 +20,11 @@ solo() { # NAME COMMAND...
     result "$1" $? "$out/solo"
 }
 
-pair() { # NAME PORT "SERVER COMMAND" "CLIENT COMMAND": the client connects to 127.0.0.1:PORT
-    local name=$1 port=$2 server client spid src crc=1
-    read -ra server <<<"$3"
-    read -ra client <<<"$4"
+pair_run() { # PORT "SERVER COMMAND" "CLIENT COMMAND": the client connects to 127.0.0.1:PORT; sets crc, src
+    local port=$1 server client spid
+    read -ra server <<<"$2"
+    read -ra client <<<"$3"
+    crc=1
     timeout 60 "${server[@]}" -p "$port" >"$out/server" 2>&1 &
     spid=$!
     : >"$out/client"
@@ -36,8 +37,21 @@ pair() { # NAME PORT "SERVER COMMAND" "CLIENT COMMAND": the client connects to 1
     ((crc == 0)) || kill "$spid" 2>/dev/null
     wait "$spid"
     src=$?
-    ((crc == 0 && src == 0))
+}
+
+pair() { # NAME PORT "SERVER COMMAND" "CLIENT COMMAND" [REJECT]: both must exit 0, and neither print
+    # a line matching the regex REJECT
+    local name=$1 reject=${5:-} crc src
+    pair_run "$2" "$3" "$4"
+    ((crc == 0 && src == 0)) && { [[ -z $reject ]] || ! grep -Eq "$reject" "$out/client" "$out/server"; }
     result "$name" $? "$out/client" "$out/server"
+}
+
+pair_refused() { # NAME PORT "SERVER COMMAND" "CLIENT COMMAND" EXPECT: the server must fail, saying EXPECT
+    local name=$1 crc src
+    pair_run "$2" "$3" "$4"
+    ((src != 0)) && grep -q "$5" "$out/server"
+    result "$name" $? "$out/server" "$out/client"
 }
 
 # devices: both rxe devices, each with its IPv4 GID, and a remote descriptor.
@@ -59,6 +73,16 @@ for size in 100 4096; do
         "build/rc_pingpong -d rxe0 -g 1 -s $size" "ibv_rc_pingpong -d rxe1 -g 1 -s $size"
 done
 pair "rc_pingpong vs itself" 18620 "build/rc_pingpong -d rxe0 -g 1" "build/rc_pingpong -d rxe1 -g 1"
+# ibv_rc_pingpong's own options for a check of every page received (-c: it only prints a page that
+# fails, hence the REJECT) and a service level (-l), on both sides, in both roles
+pair "rc_pingpong client vs ibv_rc_pingpong server, -c -l 1 -s 12288" 18621 \
+    "ibv_rc_pingpong -d rxe0 -g 1 -c -l 1 -s 12288 -n 200" "build/rc_pingpong -d rxe1 -g 1 -c -l 1 -s 12288 -n 200" "invalid data"
+pair "rc_pingpong server vs ibv_rc_pingpong client, -c -l 1 -s 12288" 18622 \
+    "build/rc_pingpong -d rxe0 -g 1 -c -l 1 -s 12288 -n 200" "ibv_rc_pingpong -d rxe1 -g 1 -c -l 1 -s 12288 -n 200" "invalid data"
+# and the check checks: ibv_rc_pingpong without -c fills its pages with 0x7b, so its first message
+# fails ours
+pair_refused "rc_pingpong -c refuses ibv_rc_pingpong's unchecked pages" 18623 \
+    "build/rc_pingpong -d rxe0 -g 1 -c -s 8192 -n 20" "ibv_rc_pingpong -d rxe1 -g 1 -s 8192 -n 20" "invalid data in page 0"
 
 pair "write_read rxe0 <-> rxe1" 18630 "build/write_read -d rxe0" "build/write_read -d rxe1"
 solo "write_read --loopback" build/write_read -d rxe0 --loopback
