@@ -1697,6 +1697,11 @@ SFV_NODISCARD SAFEVERBS_API sfv_result sfv_cm_get_request(sfv_cm_listener *l, in
    peer sent (a safeverbs peer's request: SFV_CM_CONNECT_PRIVATE_MAX): frame a length of your own
    where it matters; *len may be 0 (nothing after the header, or a peer whose CM pads nothing). */
 SAFEVERBS_API const uint8_t *sfv_cm_request_private(const sfv_cm_request *req, size_t *len);
+/* Opens the RDMA device the request came to, for the PD to answer it with (sfv_cm_accept wants
+   the PD on that device): what a listener on every address (addr NULL, or 0.0.0.0 / ::), whose
+   requests come to any device, needs. The request stays unanswered. NULL req or out:
+   SFV_ERR_INVALID. */
+SFV_NODISCARD SAFEVERBS_API sfv_result sfv_cm_request_open_device(const sfv_cm_request *req, sfv_context **out);
 /* Answers the request (freed, whatever the result, a NULL out included: then rejected): a channel
    on pd made from desc, connected; waits for the connection to be established, up to timeout_ms.
    The channel is on the port the request came to: desc.port 0 (or a NULL desc) takes it, another
@@ -10130,6 +10135,16 @@ static void sfv__cm_request_free(sfv_cm_request *req) {
 SAFEVERBS_API const uint8_t *sfv_cm_request_private(const sfv_cm_request *req, size_t *len) {
     if (len) *len = req ? req->len : 0;
     return req ? req->priv : NULL;
+}
+
+SAFEVERBS_API sfv_result sfv_cm_request_open_device(const sfv_cm_request *req, sfv_context **out) {
+    char name[IBV_SYSFS_NAME_MAX];
+    SFV__CHECK_ARG(out, "out");
+    *out = NULL;
+    SFV__CHECK_ARG(req, "request");
+    if (!req->id->verbs) return sfv__fail(SFV_ERR_NOT_FOUND, ENODEV, "sfv_cm_request_open_device", "the request came to no RDMA device"); /* (the CM always gives one) */
+    snprintf(name, sizeof name, "%s", ibv_get_device_name(req->id->verbs->device));
+    return sfv_open_device(name, out);
 }
 
 SAFEVERBS_API sfv_result sfv_cm_reject(sfv_cm_request *req, const void *reason, size_t len) {

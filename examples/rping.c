@@ -9,21 +9,25 @@
    - the client sends the address of its second buffer; the server RDMA-writes what it read
      there (strlen + 1 bytes) and sends another 16 bytes: done;
    - the client, with -V, checks that the second buffer now equals the start buffer.
-   After -C pings the client disconnects; the server serves one client and exits.
+   After -C pings the client disconnects; the server serves one client and exits (-P: one client
+   after another, until it is killed).
 
        build/rping -s -a 192.0.2.1 -C 10 -V &      rping -c -a 192.0.2.1 -I 192.0.2.2 -C 10 -V
        rping -s -a 192.0.2.1 -C 10 -V &            build/rping -c -a 192.0.2.1 -I 192.0.2.2 -C 10 -V
 
-   Options (rping's): -s server, -c client, -a address (server: to listen on; client: to connect
-   to), -I source address (client), -p port (7174), -S size (64; 23 .. 65535), -C count (0: for
-   ever), -v print each ping's data, -V validate, -d (accepted, ignored). Exits 0 when every ping
-   went through (and validated). Build: needs -lrdmacm (make build/rping). */
+   Options (rping's): -s server, -c client, -a address (server: to listen on, 0.0.0.0 or :: for
+   every address; client: to connect to), -I source address (client), -p port (7174), -S size
+   (64; 23 .. 65535), -C count (0: for ever), -v print each ping's data, -V validate, -P
+   persistent server, -d and -q (accepted, ignored). The server opens the device each request
+   came to (sfv_cm_request_open_device), so a listener on every address serves any device. Exits
+   0 when every ping went through (and validated). Build: needs -lrdmacm (make build/rping). */
 #define _GNU_SOURCE
 #define SAFEVERBS_RDMACM
 #define SAFEVERBS_IMPLEMENTATION
 #include "safeverbs.h"
 
 #include <endian.h>
+#include <limits.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -110,6 +114,32 @@ static int serve(state *st, uint32_t size) {
     return 0;
 }
 
+/* One client: a PD on the device its request came to, the connection, the pings, all freed. A
+   step that fails before the answer rejects the request. */
+static int serve_request(sfv_cm_request *req, const sfv_channel_desc *desc, uint32_t size, int verbose) {
+    sfv_context *ctx = NULL;
+    state st;
+    int rc;
+    memset(&st, 0, sizeof st);
+    st.verbose = verbose;
+    if (sfv_cm_request_open_device(req, &ctx) != SFV_OK || sfv_alloc_pd(ctx, &st.pd) != SFV_OK ||
+        sfv_reg_mr_local(st.pd, st.ctlbuf, sizeof st.ctlbuf, &st.ctl) != SFV_OK) {
+        fprintf(stderr, "rping: %s\n", sfv_last_error()->message);
+        (void)!sfv_cm_reject(req, NULL, 0);
+        (void)!sfv_dealloc_pd(st.pd);
+        (void)!sfv_close_device(ctx);
+        return 1;
+    }
+    TRY(sfv_cm_accept(req, st.pd, desc, NULL, 0, 30000, &st.conn));
+    st.ch = sfv_cm_channel(st.conn);
+    rc = serve(&st, size);
+    TRY(sfv_cm_close(st.conn, 2000));
+    TRY(sfv_dereg_mr(st.ctl));
+    TRY(sfv_dealloc_pd(st.pd));
+    TRY(sfv_close_device(ctx));
+    return rc;
+}
+
 static int ping(state *st, uint32_t size, long count, int validate) {
     char *start = (char *)calloc(1, size), *got = (char *)calloc(1, size);
     sfv_mr *smr, *gmr;
@@ -153,13 +183,14 @@ static int ping(state *st, uint32_t size, long count, int validate) {
 
 int main(int argc, char **argv) {
     const char *addr = NULL, *src = NULL;
-    int server = -1, validate = 0, opt, rc;
+    int server = -1, validate = 0, persistent = 0, opt, rc = 0;
     long port = 7174, size = 64, count = 0;
     sfv_context *ctx;
     sfv_channel_desc desc;
     state st;
     memset(&st, 0, sizeof st);
-    while ((opt = getopt(argc, argv, "scdvVa:I:p:S:C:")) != -1) {
+    setvbuf(stdout, NULL, _IOLBF, 0); /* (a persistent server ends killed: what it printed is out by then) */
+    while ((opt = getopt(argc, argv, "scdvVPqa:I:p:S:C:")) != -1) {
         switch (opt) {
         case 's': server = 1; break;
         case 'c': server = 0; break;
@@ -170,36 +201,39 @@ int main(int argc, char **argv) {
         case 'C': count = strtol(optarg, NULL, 0); break;
         case 'v': st.verbose = 1; break;
         case 'V': validate = 1; break;
-        case 'd': break;
+        case 'P': persistent = 1; break;
+        case 'd': case 'q': break;
         default: goto usage;
         }
     }
     if (server < 0 || !addr || port <= 0 || port > 65535 || size < MIN_SIZE || size > MAX_SIZE || count < 0) goto usage;
     memset(&desc, 0, sizeof desc);
     desc.timeout_ms = 30000;
-    TRY(sfv_cm_open_device(server ? addr : src ? src : addr, &ctx));
-    TRY(sfv_alloc_pd(ctx, &st.pd));
-    TRY(sfv_reg_mr_local(st.pd, st.ctlbuf, sizeof st.ctlbuf, &st.ctl));
     if (server) {
         sfv_cm_listener *l;
-        sfv_cm_request *req;
-        TRY(sfv_cm_listen(addr, (uint16_t)port, 1, &l));
-        TRY(sfv_cm_get_request(l, 60000, &req));
-        TRY(sfv_cm_accept(req, st.pd, &desc, NULL, 0, 30000, &st.conn));
+        TRY(sfv_cm_listen(addr, (uint16_t)port, persistent ? 16 : 1, &l));
+        do {
+            sfv_cm_request *req;
+            sfv_result r = sfv_cm_get_request(l, persistent ? INT_MAX : 60000, &req);
+            if (r == SFV_ERR_TIMEOUT && persistent) continue;
+            TRY(r);
+            rc |= serve_request(req, &desc, (uint32_t)size, st.verbose);
+        } while (persistent);
         TRY(sfv_cm_destroy_listener(l));
-        st.ch = sfv_cm_channel(st.conn);
-        rc = serve(&st, (uint32_t)size);
-    } else {
-        TRY(sfv_cm_connect(st.pd, src, addr, (uint16_t)port, &desc, NULL, 0, 30000, &st.conn));
-        st.ch = sfv_cm_channel(st.conn);
-        rc = ping(&st, (uint32_t)size, count, validate);
+        return rc;
     }
+    TRY(sfv_cm_open_device(src ? src : addr, &ctx));
+    TRY(sfv_alloc_pd(ctx, &st.pd));
+    TRY(sfv_reg_mr_local(st.pd, st.ctlbuf, sizeof st.ctlbuf, &st.ctl));
+    TRY(sfv_cm_connect(st.pd, src, addr, (uint16_t)port, &desc, NULL, 0, 30000, &st.conn));
+    st.ch = sfv_cm_channel(st.conn);
+    rc = ping(&st, (uint32_t)size, count, validate);
     TRY(sfv_cm_close(st.conn, 2000));
     TRY(sfv_dereg_mr(st.ctl));
     TRY(sfv_dealloc_pd(st.pd));
     TRY(sfv_close_device(ctx));
     return rc;
 usage:
-    fprintf(stderr, "usage: rping -s|-c -a address [-I source] [-p port] [-S size %d..%d] [-C count] [-v] [-V]\n", MIN_SIZE, MAX_SIZE);
+    fprintf(stderr, "usage: rping -s|-c -a address [-I source] [-p port] [-S size %d..%d] [-C count] [-v] [-V] [-P]\n", MIN_SIZE, MAX_SIZE);
     return 2;
 }
