@@ -848,10 +848,12 @@ typedef struct sfv_endpoint {
 } sfv_endpoint;
 #define SFV_ENDPOINT_ENCODED_SIZE 32
 /* "SE", version 2, flags, qpn, lid, mtu, read depth, psn (3 bytes), gid; big-endian. Version 1
-   (no read depth: that byte is 0) still decodes. Encoding into NULL does nothing; a NULL ep
-   encodes 32 zero bytes (which decode refuses). Decode takes at least SFV_ENDPOINT_ENCODED_SIZE
-   bytes and reads the first that many; anything else is SFV_ERR_INVALID with *out zeroed, and
-   so is a GID no port has under the GID flag (all zero, multicast, the IPv4 0.0.0.0). */
+   (no read depth: that byte is 0) still decodes. An endpoint the handshake refuses for its QPN,
+   PSN or MTU never encodes as one decode takes (a PSN over 24 bits goes out whole, in version 1's
+   layout). Encoding into NULL does nothing; a NULL ep encodes 32 zero bytes (which decode
+   refuses). Decode takes at least SFV_ENDPOINT_ENCODED_SIZE bytes and reads the first that many;
+   anything else is SFV_ERR_INVALID with *out zeroed, and so is a GID no port has under the GID
+   flag (all zero, multicast, the IPv4 0.0.0.0). */
 SAFEVERBS_API void sfv_endpoint_encode(const sfv_endpoint *ep, uint8_t out[SFV_ENDPOINT_ENCODED_SIZE]);
 SFV_NODISCARD SAFEVERBS_API sfv_result sfv_endpoint_decode(const uint8_t *in, size_t size, sfv_endpoint *out);
 
@@ -3710,7 +3712,12 @@ static sfv_result sfv__desc_resolve(sfv_pd *pd, const sfv_channel_desc *in, sfv_
     rd_max = (uint32_t)(a->max_qp_rd_atom < a->max_qp_init_rd_atom ? a->max_qp_rd_atom : a->max_qp_init_rd_atom);
     if (rd_max > 255) rd_max = 255;
     if (!o->max_rd_atomic) o->max_rd_atomic = rd_max ? rd_max : 1;
-    if (o->max_rd_atomic > (rd_max ? rd_max : 1)) return sfv__bad_field("max_rd_atomic", o->max_rd_atomic, "1 .. the device's max_qp_rd_atom");
+    if (o->max_rd_atomic > (rd_max ? rd_max : 1)) { /* (the lesser of two limits: named with its number, or max_qp_rd_atom alone misled) */
+        char allowed[96];
+        snprintf(allowed, sizeof allowed, "1 .. %u: the device's max_qp_rd_atom and max_qp_init_rd_atom, the lesser, at most 255",
+                 (unsigned)(rd_max ? rd_max : 1));
+        return sfv__bad_field("max_rd_atomic", o->max_rd_atomic, allowed);
+    }
     if (!o->timeout_ms) o->timeout_ms = 10000;
     if ((r = sfv__timeout_field(o->timeout_ms)) != SFV_OK) return r;
     if (o->srq && o->srq->core.pd->ctx != pd->ctx)
@@ -3768,10 +3775,15 @@ static sfv_result sfv__modify(struct ibv_qp *qp, struct ibv_qp_attr *attr, int m
     return sfv__fail(sfv_result_from_errno(rc), rc, "ibv_modify_qp", "ibv_modify_qp to %s failed: %s", step, strerror(rc));
 }
 
-/* A PSN no earlier connection is likely to have used: the clock, the process and the channel's
-   address, mixed (splitmix64's finalizer). Not for secrets; only to tell connections apart. */
+/* A PSN no earlier connection is likely to have used: the clock, the process, the channel's
+   address and a count of the draws, mixed (splitmix64's finalizer). The count: the clock is the
+   coarse one (a tick of 1 to 4 ms), and a QP made at the address of the one just freed (as the
+   allocator hands it out again) drew the same PSN in the same tick (a reset's new PSN was the
+   old one). Not for secrets; only to tell connections apart. */
+static uint64_t sfv__psn_draws;
 static uint32_t sfv__random_psn(const void *salt) {
     uint64_t x = sfv__now_ns() ^ ((uint64_t)getpid() << 32) ^ (uint64_t)(uintptr_t)salt;
+    x += __atomic_add_fetch(&sfv__psn_draws, 1, __ATOMIC_RELAXED) * 0x9e3779b97f4a7c15ull; /* (splitmix64's step) */
     x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
     x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
     return (uint32_t)(x ^ (x >> 31)) & 0xFFFFFFu;
@@ -3982,14 +3994,18 @@ SAFEVERBS_API sfv_result sfv_channel_endpoint(const sfv_channel *ch, sfv_endpoin
 }
 
 SAFEVERBS_API void sfv_endpoint_encode(const sfv_endpoint *ep, uint8_t out[SFV_ENDPOINT_ENCODED_SIZE]) {
+    bool wide_psn;
     if (!out) return;
     memset(out, 0, SFV_ENDPOINT_ENCODED_SIZE);
     if (!ep) return;
-    out[0] = 'S'; out[1] = 'E'; out[2] = ep->rd_atomic ? 2 : 1; out[3] = ep->has_gid ? 1 : 0;
+    /* A PSN over 24 bits (no handshake takes it) goes out whole, in version 1's layout, whose PSN
+       has 4 bytes: decode refuses it. Its low 24 bits alone made another, valid endpoint. */
+    wide_psn = ep->psn > 0xFFFFFFu;
+    out[0] = 'S'; out[1] = 'E'; out[2] = ep->rd_atomic && !wide_psn ? 2 : 1; out[3] = ep->has_gid ? 1 : 0;
     sfv__put_be(out + 4, ep->qpn, 4);
     sfv__put_be(out + 8, ep->lid, 2);
     sfv__put_be(out + 10, ep->mtu <= 0xFFFFu ? ep->mtu : 0, 2); /* never a valid MTU by truncation */
-    out[12] = ep->rd_atomic;
+    out[12] = wide_psn ? (uint8_t)(ep->psn >> 24) : ep->rd_atomic;
     sfv__put_be(out + 13, ep->psn & 0xFFFFFFu, 3);
     if (ep->has_gid) memcpy(out + 16, ep->gid.raw, 16); /* no GID: zero bytes, as decode wants */
 }
@@ -7056,7 +7072,7 @@ static sfv_result sfv__reset_refused(const sfv_channel *ch) {
 }
 SAFEVERBS_API sfv_result sfv_channel_reset(sfv_channel *ch) {
     sfv_result r;
-    uint32_t port_errs, old_qpn;
+    uint32_t port_errs, old_qpn, old_psn;
     SFV__CHECK_ARG(ch, "channel");
     if (sfv__scoped(ch))
         return sfv__fail(SFV_ERR_INVALID, EINVAL, "sfv_channel_reset", "the channel is inside an open scope (or many-peer call, or a scope's on_wc): reset it after the scope returns");
@@ -7065,6 +7081,7 @@ SAFEVERBS_API sfv_result sfv_channel_reset(sfv_channel *ch) {
     if (sfv__reset_barred(ch)) return sfv__reset_refused(ch);
     port_errs = SFV__XLOAD(ch->port_errs); /* a PORT_ERR read from here on is the new QP's port going down too */
     old_qpn = ch->qp ? ch->qp->qp_num : 0;
+    old_psn = ch->desc.send_psn;
     sfv__leases_drop(ch); /* windows bound to the old QP hold it (>>impl leases); its leases end, dead, until revoked */
     sfv__mark_broken(ch); /* quietly: the flush below is the reset's, not a failure's ("broken ... destroy it" in the log) */
     SFV__LOG(SFV_LOG_INFO, "%s qp %u: reset: its work flushed, for a new queue pair (to be connected again)", ch->pd->ctx->name, (unsigned)old_qpn);
@@ -7096,8 +7113,8 @@ SAFEVERBS_API sfv_result sfv_channel_reset(sfv_channel *ch) {
         sfv__mark_broken(ch);
         return r;
     }
-    ch->desc.send_psn = sfv__random_psn(ch->qp);
-    if (!ch->desc.send_psn) ch->desc.send_psn = 1;
+    do ch->desc.send_psn = sfv__random_psn(ch->qp);
+    while (!ch->desc.send_psn || ch->desc.send_psn == old_psn); /* a NEW first PSN (0 means "random" in a desc) */
     ch->aborted = ch->qp_err = false;
     sfv__open_recv(ch, ch->srq == NULL);
     return SFV_OK;

@@ -60,6 +60,7 @@ static int fk_link_layer = IBV_LINK_LAYER_ETHERNET;
 static int fk_port_state = IBV_PORT_ACTIVE;
 static enum ibv_atomic_cap fk_atomic_cap = IBV_ATOMIC_HCA;
 static unsigned fk_max_inline = 65536; /* the largest max_inline_data a QP may ask for */
+static int fk_rd_atom = 16, fk_init_rd_atom = 16; /* max_qp_rd_atom, max_qp_init_rd_atom */
 static bool fk_no_flush;               /* ERR flushes nothing: a NIC that never flushes */
 static bool fk_flush_quiet;            /* ERR flushes unsignaled send work with no completion (against IBA) */
 static bool fk_mw_on;                  /* type 2 memory windows (max_mw, MEM_WINDOW_TYPE_2B) */
@@ -107,6 +108,7 @@ void fk_reset(void) {
     fk_partial = 0;
     fk_partial_runs = false;
     fk_max_inline = 65536;
+    fk_rd_atom = fk_init_rd_atom = 16;
     fk_no_flush = false;
     fk_flush_quiet = false;
     fk_mw_on = false;
@@ -139,6 +141,10 @@ void fk_set_max_cqe(int n) { fk_max_cqe = n; }
 void fk_set_ports(int n) { fk_ports = n; }
 void fk_set_atomic_cap(int cap) { fk_atomic_cap = (enum ibv_atomic_cap)cap; }
 void fk_set_max_inline(unsigned max) { fk_max_inline = max; }
+void fk_set_rd_atom(int qp_rd_atom, int qp_init_rd_atom) {
+    fk_rd_atom = qp_rd_atom;
+    fk_init_rd_atom = qp_init_rd_atom;
+}
 void fk_set_no_flush(bool on) { fk_no_flush = on; }
 void fk_set_flush_unsignaled_quiet(bool on) { fk_flush_quiet = on; }
 void fk_set_mw(bool on) { fk_mw_on = on; }
@@ -409,8 +415,8 @@ int ibv_query_device(struct ibv_context *context, struct ibv_device_attr *a) {
     a->max_cqe = fk_max_cqe;
     a->max_mr = 1 << 16;
     a->max_pd = 1 << 16;
-    a->max_qp_rd_atom = 16;
-    a->max_qp_init_rd_atom = 16;
+    a->max_qp_rd_atom = fk_rd_atom;
+    a->max_qp_init_rd_atom = fk_init_rd_atom;
     a->max_res_rd_atom = 1 << 20;
     a->max_srq = 1 << 10;
     a->max_srq_wr = 4096;

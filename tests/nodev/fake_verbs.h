@@ -26,6 +26,9 @@ void fk_set_link_layer(int link_layer);
 void fk_set_atomic_cap(int cap);
 /* The largest max_inline_data a QP may ask for (default 65536); more: ibv_create_qp fails with EINVAL. */
 void fk_set_max_inline(unsigned max);
+/* max_qp_rd_atom (a QP's responder depth) and max_qp_init_rd_atom (its initiator depth) the devices
+   report (default 16 and 16), read when a device opens. */
+void fk_set_rd_atom(int qp_rd_atom, int qp_init_rd_atom);
 /* on: moving a QP to ERR flushes none of its work (a NIC that never flushes), until fk_reset. */
 void fk_set_no_flush(bool on);
 /* on: moving a QP to ERR flushes its unsignaled send work with NO completion (a provider that
