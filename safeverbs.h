@@ -1311,7 +1311,8 @@ SAFEVERBS_API bool sfv_channel_broken(const sfv_channel *ch, sfv_event_type *by_
      receives any more, and their pending handles die with it (as a channel's do).
    Thread safety: as a channel, for the SRQ and all of its channels together. */
 typedef struct sfv_srq_desc {     /* zero-filled: the defaults */
-    uint32_t max_wr;              /* receives posted and not consumed, at most; 0: 256 (1 .. max_srq_wr) */
+    uint32_t max_wr;              /* receives posted and not consumed, at most; 0: 256 (1 .. max_srq_wr, and
+                                     at most max_cqe: they complete to a CQ of max_wr entries) */
     uint32_t max_sge;             /* elements per receive; 0: 4 (1 .. max_srq_sge) */
     uint32_t limit;               /* the low-water limit; 0: none (below max_wr) */
     uint32_t timeout_ms;          /* waits on its receives (sfv_pending_wait with < 0); 0: 10000 */
@@ -3070,7 +3071,7 @@ SAFEVERBS_API sfv_result sfv_reg_mr_access(sfv_pd *pd, void *addr, size_t length
     SFV__CHECK_ARG(pd, "pd");
     SFV__CHECK_ARG(addr, "addr (NULL)");
     SFV__CHECK_ARG(length > 0, "length (0)");
-    SFV__CHECK_ARG((uintptr_t)addr + length - 1 >= (uintptr_t)addr, "length (addr + length wraps)");
+    SFV__CHECK_ARG(length - 1 <= UINTPTR_MAX - (uintptr_t)addr, "length (addr + length wraps)"); /* (no sum that wraps, even tested) */
     SFV__CHECK_MR_ACCESS(access);
     errno = 0;
     m = ibv_reg_mr(pd->pd, addr, length, (int)access);
@@ -3093,8 +3094,8 @@ SAFEVERBS_API sfv_result sfv_reg_dmabuf_mr_access(sfv_pd *pd, int fd, uint64_t o
     SFV__CHECK_ARG(pd, "pd");
     SFV__CHECK_ARG(fd >= 0, "fd (negative)");
     SFV__CHECK_ARG(length > 0, "length (0)");
-    SFV__CHECK_ARG(offset + length - 1 >= offset, "length (offset + length wraps)");
-    SFV__CHECK_ARG(iova + length - 1 >= iova, "length (iova + length wraps)");
+    SFV__CHECK_ARG(length - 1 <= UINT64_MAX - offset, "length (offset + length wraps)"); /* (no sum that wraps, even tested) */
+    SFV__CHECK_ARG(length - 1 <= UINT64_MAX - iova, "length (iova + length wraps)");
     SFV__CHECK_MR_ACCESS(access);
     if ((iova & (page - 1)) != (offset & (page - 1)))
         return sfv__fail(SFV_ERR_INVALID, EINVAL, __func__,
@@ -6897,6 +6898,11 @@ SAFEVERBS_API sfv_result sfv_create_srq(sfv_pd *pd, const sfv_srq_desc *desc, sf
     if (!d.max_sge) d.max_sge = 4;
     if (!d.timeout_ms) d.timeout_ms = 10000;
     if (d.max_wr > (uint32_t)a->max_srq_wr) return sfv__fail(SFV_ERR_INVALID, EINVAL, fn, "sfv_srq_desc.max_wr = %u is out of range (1 .. %d, the device's max_srq_wr)", (unsigned)d.max_wr, a->max_srq_wr);
+    /* its receives complete to a CQ of max_wr entries, which a device makes only up to its max_cqe
+       (rxe on Linux 6.x: max_srq_wr 2^20, max_cqe 32767): said here, not as EINVAL from the CQ's verb */
+    if (d.max_wr > (uint32_t)a->max_cqe)
+        return sfv__fail(SFV_ERR_INVALID, EINVAL, fn, "sfv_srq_desc.max_wr = %u is out of range (1 .. %d, the device's max_cqe: its receives complete to a CQ of max_wr entries)",
+                         (unsigned)d.max_wr, a->max_cqe);
     if (d.max_sge > (uint32_t)a->max_srq_sge) return sfv__fail(SFV_ERR_INVALID, EINVAL, fn, "sfv_srq_desc.max_sge = %u is out of range (1 .. %d, the device's max_srq_sge)", (unsigned)d.max_sge, a->max_srq_sge);
     if (d.limit >= d.max_wr) return sfv__fail(SFV_ERR_INVALID, EINVAL, fn, "sfv_srq_desc.limit = %u is out of range (0 .. max_wr - 1)", (unsigned)d.limit);
     if (d.timeout_ms > 86400000u) return sfv__fail(SFV_ERR_INVALID, EINVAL, fn, "sfv_srq_desc.timeout_ms = %u is out of range (1 .. 86400000)", (unsigned)d.timeout_ms);

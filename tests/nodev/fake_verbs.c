@@ -695,7 +695,7 @@ struct ibv_cq *ibv_create_cq(struct ibv_context *context, int cqe, void *cq_cont
         errno = ENOMEM;
         return NULL;
     }
-    if (cqe < 1 || cqe > (1 << 16)) {
+    if (cqe < 1 || cqe > (1 << 16) || (fk_max_cqe > 0 && cqe > fk_max_cqe)) { /* (over the max_cqe it reports: refused, as rxe does) */
         errno = EINVAL;
         return NULL;
     }

@@ -60,7 +60,8 @@ void fk_set_gid_table(uint32_t len, uint32_t ipv4_index);
 /* enum ibv_port_state of every port. */
 void fk_set_port_state(int state);
 /* ibv_device_attr.max_cqe the devices report (default 65536; negative: a driver's int that says
-   "no limit" or was filled from a u32), read when a device opens; ibv_create_cq still takes 1 .. 65536. */
+   "no limit" or was filled from a u32), read when a device opens; ibv_create_cq takes 1 .. 65536, and
+   no more than a positive max_cqe (a device refuses a CQ over the limit it reports, as rxe does). */
 void fk_set_max_cqe(int n);
 /* Ports each device reports (phys_port_cnt, and ibv_query_port answers for them); a QP still
    comes up only on port 1 (the CM's fake puts every id there). */
