@@ -530,7 +530,8 @@ typedef struct sfv_work_completion {
     sfv_work_error_class error_class;
     uint32_t vendor_err;
     sfv_wc_opcode opcode;
-    uint32_t byte_len;               /* bytes written locally: receive, read, atomic (8); 0 otherwise.
+    uint32_t byte_len;               /* bytes written locally: receive, read, atomic (8); 0 otherwise
+                                        (sfv_poll_cq's, of your own QPs: receives and atomics only).
                                         The receive of a write with immediate (RECV_IMM) says how
                                         many bytes that write placed in the region; it uses none
                                         of the receive's own elements (measured on rxe). */
@@ -1881,6 +1882,14 @@ SAFEVERBS_API sfv_result sfv_cm_close(sfv_cm_conn *c, int timeout_ms);
 #define SFV__UNLIKELY(x) (x)
 #define SFV__PRINTF(a, b)
 #define SFV__NONNULL(p) ((void)0)
+#endif
+/* A function whose unsigned arithmetic wraps on purpose (a hash, a generator): no size or offset
+   sum anywhere else may wrap, even where it is then tested, which clang's
+   -fsanitize=unsigned-integer-overflow enforces (the fuzzers' build, and check-nodev's). */
+#if defined(__clang__)
+#define SFV__WRAPS __attribute__((no_sanitize("unsigned-integer-overflow")))
+#else
+#define SFV__WRAPS
 #endif
 #ifndef SFV__API_HOT
 #define SFV__API_HOT SAFEVERBS_API /* the data path's public functions (see above) */
@@ -3782,7 +3791,7 @@ static sfv_result sfv__modify(struct ibv_qp *qp, struct ibv_qp_attr *attr, int m
    allocator hands it out again) drew the same PSN in the same tick (a reset's new PSN was the
    old one). Not for secrets; only to tell connections apart. */
 static uint64_t sfv__psn_draws;
-static uint32_t sfv__random_psn(const void *salt) {
+SFV__WRAPS static uint32_t sfv__random_psn(const void *salt) {
     uint64_t x = sfv__now_ns() ^ ((uint64_t)getpid() << 32) ^ (uint64_t)(uintptr_t)salt;
     x += __atomic_add_fetch(&sfv__psn_draws, 1, __ATOMIC_RELAXED) * 0x9e3779b97f4a7c15ull; /* (splitmix64's step) */
     x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
@@ -4193,6 +4202,8 @@ static bool sfv__iv_lock;
 static sfv__iv *sfv__iv_root[2];  /* [0]: gather, [1]: scatter */
 static sfv_mr *sfv__iv_dmabufs;   /* the DMA-BUF MRs registered (under sfv__iv_lock) */
 static uint32_t sfv__iv_seed = 0x9e3779b9u;
+/* The next treap priority (a linear congruential generator's step). */
+SFV__WRAPS static uint32_t sfv__iv_prio(void) { return sfv__iv_seed = sfv__iv_seed * 1664525u + 1013904223u; }
 
 static void sfv__iv_enter(void) { while (__atomic_test_and_set(&sfv__iv_lock, __ATOMIC_ACQUIRE)) sched_yield(); }
 static void sfv__iv_leave(void) { __atomic_clear(&sfv__iv_lock, __ATOMIC_RELEASE); }
@@ -4356,8 +4367,7 @@ static bool sfv__iv_add_wr(sfv__ring *q, uint64_t wr_id, uint8_t op, bool scatte
         sfv__iv *n = &nodes[used];
         const sfv__iv *f;
         if (!sfv__iv_node(n, q, wr_id, op, scatter, &sg[k])) continue;
-        sfv__iv_seed = sfv__iv_seed * 1664525u + 1013904223u;
-        n->prio = sfv__iv_seed;
+        n->prio = sfv__iv_prio();
         f = sfv__iv_find(sfv__iv_root[1], n->lo, n->hi, n, NULL);
         if (!f && scatter) f = sfv__iv_find(sfv__iv_root[0], n->lo, n->hi, n, NULL);
         if (f) {
@@ -5209,7 +5219,7 @@ SFV__HOT_INLINE bool sfv__postable(const sfv_channel *ch, sfv__post_kind kind, c
     const bool recv = kind == SFV__POST_RECV;
     const sfv__ring *q = recv ? &ch->rq : &ch->sq;
     return n < (recv ? SFV__XLOAD(ch->lim_recv) : kind == SFV__POST_READ ? SFV__XLOAD(ch->lim_read) : SFV__XLOAD(ch->lim_send)) &&
-           (sges != NULL || n == 0) && count - 1 < SFV_BATCH_MAX && (pending != NULL || ch->scope_depth > 0) &&
+           (sges != NULL || n == 0) && count >= 1 && count <= SFV_BATCH_MAX && (pending != NULL || ch->scope_depth > 0) &&
            q->head - q->tail + count <= q->cap;
 }
 
@@ -5422,7 +5432,7 @@ SFV__HOT_INLINE sfv_result sfv__fill_send(struct ibv_send_wr *w, uint64_t seq, e
             keyless |= sg[k].lkey == 0;
         }
         if (remote && SFV__UNLIKELY(total > remote->length || sfv__remote_wraps(*remote))) return sfv__remote_refused(remote, total);
-        if (total - 1 < inline_max && !keyless) flags |= IBV_SEND_INLINE; /* 1 .. inline_max bytes */
+        if (total >= 1 && total <= inline_max && !keyless) flags |= IBV_SEND_INLINE;
     }
     w->wr_id = seq << 1;
     w->next = next;
@@ -6023,7 +6033,7 @@ SFV__SLOW void sfv__pending_take_batch(sfv_pending *pending, sfv__ring *q, const
        polls it: the batch's last is done): the tail moved onto the batch, into places freed
        here, which no later release passes (it is not the tail's): past them now, or they stay
        taken for good. */
-    if (q->tail - first - 1 < last - first) sfv__tail_free(q);
+    if (q->tail > first && q->tail <= last) sfv__tail_free(q);
 }
 
 /* Consumes the handle's work (a whole batch, unless `one`: a handle of one work request) and gives
