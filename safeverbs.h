@@ -3038,12 +3038,11 @@ SAFEVERBS_API sfv_result sfv_poll_cq(sfv_cq *cq, sfv_work_completion *out, size_
 }
 
 /* >>impl memory regions ---------------------------------------------------------------------- */
-static sfv_result sfv__mr_finish(sfv_pd *pd, struct ibv_mr *m, unsigned access, sfv_mr **out) {
-    sfv_mr *mr = (sfv_mr *)SFV_CALLOC(1, sizeof *mr);
-    if (!mr) {
-        ibv_dereg_mr(m);
-        return sfv__fail_verb("calloc", ENOMEM);
-    }
+/* An MR's memory, taken before the verb: an allocation that failed after it would leave a registration to
+   undo, and a deregistration refused then would lose it (holding the PD, whose dealloc then refuses for
+   good, and the caller's memory, which a peer may still write). */
+static sfv_mr *sfv__mr_alloc(void) { return (sfv_mr *)SFV_CALLOC(1, sizeof(sfv_mr)); }
+static void sfv__mr_finish(sfv_pd *pd, sfv_mr *mr, struct ibv_mr *m, unsigned access, sfv_mr **out) {
     sfv__ref(&pd->refs);
     mr->mr = m;
     mr->pd = pd;
@@ -3051,7 +3050,6 @@ static sfv_result sfv__mr_finish(sfv_pd *pd, struct ibv_mr *m, unsigned access, 
     mr->length = m->length;
     mr->access = access;
     *out = mr;
-    return SFV_OK;
 }
 
 /* A registration pins its pages; ENOMEM mostly means the locked-memory limit, so say it. */
@@ -3075,6 +3073,7 @@ static sfv_result sfv__fail_reg(size_t length, int errnum) {
 
 SAFEVERBS_API sfv_result sfv_reg_mr_access(sfv_pd *pd, void *addr, size_t length, unsigned access, sfv_mr **out) {
     struct ibv_mr *m;
+    sfv_mr *mr;
     SFV__CHECK_ARG(out, "out");
     *out = NULL;
     SFV__CHECK_ARG(pd, "pd");
@@ -3082,10 +3081,17 @@ SAFEVERBS_API sfv_result sfv_reg_mr_access(sfv_pd *pd, void *addr, size_t length
     SFV__CHECK_ARG(length > 0, "length (0)");
     SFV__CHECK_ARG(length - 1 <= UINTPTR_MAX - (uintptr_t)addr, "length (addr + length wraps)"); /* (no sum that wraps, even tested) */
     SFV__CHECK_MR_ACCESS(access);
+    mr = sfv__mr_alloc();
+    if (!mr) return sfv__fail_verb("calloc", ENOMEM);
     errno = 0;
     m = ibv_reg_mr(pd->pd, addr, length, (int)access);
-    if (!m) return sfv__fail_reg(length, errno);
-    return sfv__mr_finish(pd, m, access, out);
+    if (!m) {
+        const int errnum = errno;
+        SFV_FREE(mr);
+        return sfv__fail_reg(length, errnum);
+    }
+    sfv__mr_finish(pd, mr, m, access, out);
+    return SFV_OK;
 }
 SAFEVERBS_API sfv_result sfv_reg_mr_local(sfv_pd *pd, void *addr, size_t length, sfv_mr **out) {
     return sfv_reg_mr_access(pd, addr, length, SFV_ACCESS_LOCAL_WRITE, out);
@@ -3096,7 +3102,7 @@ SAFEVERBS_API sfv_result sfv_reg_mr_shared(sfv_pd *pd, void *addr, size_t length
 
 SAFEVERBS_API sfv_result sfv_reg_dmabuf_mr_access(sfv_pd *pd, int fd, uint64_t offset, size_t length, uint64_t iova, unsigned access, sfv_mr **out) {
     struct ibv_mr *m;
-    sfv_result r;
+    sfv_mr *mr;
     uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
     SFV__CHECK_ARG(out, "out");
     *out = NULL;
@@ -3110,16 +3116,20 @@ SAFEVERBS_API sfv_result sfv_reg_dmabuf_mr_access(sfv_pd *pd, int fd, uint64_t o
         return sfv__fail(SFV_ERR_INVALID, EINVAL, __func__,
                          "iova 0x%llx and offset 0x%llx differ in their offset within a page",
                          (unsigned long long)iova, (unsigned long long)offset);
+    mr = sfv__mr_alloc();
+    if (!mr) return sfv__fail_verb("calloc", ENOMEM);
     errno = 0;
     m = ibv_reg_dmabuf_mr(pd->pd, offset, length, iova, fd, (int)access);
-    if (!m) return sfv__fail_verb("ibv_reg_dmabuf_mr", errno);
-    r = sfv__mr_finish(pd, m, access, out);
-    if (r == SFV_OK) {
-        (*out)->addr = iova; /* where the NIC addresses it (rdma-core sets m->addr to the offset) */
-        sfv__pd_no_inline(pd); /* its elements are no host memory: never copied by the CPU */
-        SFV__INFLIGHT_DMABUF(*out, true); /* nor tracked as host memory */
+    if (!m) {
+        const int errnum = errno;
+        SFV_FREE(mr);
+        return sfv__fail_verb("ibv_reg_dmabuf_mr", errnum);
     }
-    return r;
+    sfv__mr_finish(pd, mr, m, access, out);
+    (*out)->addr = iova; /* where the NIC addresses it (rdma-core sets m->addr to the offset) */
+    sfv__pd_no_inline(pd); /* its elements are no host memory: never copied by the CPU */
+    SFV__INFLIGHT_DMABUF(*out, true); /* nor tracked as host memory */
+    return SFV_OK;
 }
 SAFEVERBS_API sfv_result sfv_reg_dmabuf_mr_local(sfv_pd *pd, int fd, uint64_t offset, size_t length, uint64_t iova, sfv_mr **out) {
     return sfv_reg_dmabuf_mr_access(pd, fd, offset, length, iova, SFV_ACCESS_LOCAL_WRITE, out);
@@ -7412,10 +7422,11 @@ static void sfv__many_open(sfv__peer *peers, size_t n, bool recv) {
     }
 }
 /* Waits for and consumes this channel's next request of a many-peer call (its deadline counted
-   from t0). Once one expired, the channel was flushed, and the failures after it are timeouts. */
-static sfv_result sfv__many_take(sfv__peer *peer, bool recv, uint64_t t0, sfv_work_completion *wc) {
+   from t0). Once one expired, the channel was flushed, and the failures after it are timeouts.
+   *stuck: as sfv__take_by's. */
+static sfv_result sfv__many_take(sfv__peer *peer, bool recv, uint64_t t0, sfv_work_completion *wc, bool *stuck) {
     sfv_channel *ch = peer->ch;
-    const sfv_result w = sfv__take_by(ch, recv ? &ch->rq : &ch->sq, peer->next++, t0 + sfv__timeout_ns(ch->desc.timeout_ms), wc, NULL);
+    const sfv_result w = sfv__take_by(ch, recv ? &ch->rq : &ch->sq, peer->next++, t0 + sfv__timeout_ns(ch->desc.timeout_ms), wc, stuck);
     if (w == SFV_ERR_TIMEOUT) peer->expired = true;
     sfv__wc_expired(wc, w, peer->expired);
     return w;
@@ -7969,7 +7980,9 @@ static sfv_result sfv__many_run(sfv_multi_channel *mc, const sfv__many *m, sfv_w
     size_t i, posted, failed = 0, first_at = 0;
     sfv_result post_r = SFV_OK, wait_r = SFV_OK;
     sfv__error_mark post_err; /* (with the count: a success takes back the timeouts of waits whose work completed) */
-    sfv_error wait_err;
+    sfv_error wait_err, stuck_err;
+    bool stuck = false; /* some work could not be ended (sfv__stuck): said before any other failure, a failed wait's
+                           (also SFV_ERR_DRIVER) included, whose "flushed" would have the caller take back buffers still the NIC's */
     sfv_work_completion first;
     uint64_t t0;
     /* A count no array holds (more than PTRDIFF_MAX bytes of requests or of wcs): refused before
@@ -7995,7 +8008,12 @@ static sfv_result sfv__many_run(sfv_multi_channel *mc, const sfv__many *m, sfv_w
     t0 = sfv__now_ns();
     for (i = 0; i < posted; i++) { /* a queue's work is in request order from where the call began */
         sfv_work_completion wc;
-        const sfv_result w = sfv__many_take(&mc->peers[sfv__many_peer(m, i)], recv, t0, &wc);
+        bool took_stuck = false;
+        const sfv_result w = sfv__many_take(&mc->peers[sfv__many_peer(m, i)], recv, t0, &wc, &took_stuck);
+        if (took_stuck && !stuck) {
+            stuck = true;
+            stuck_err = sfv__last;
+        }
         if (w != SFV_OK && w != SFV_ERR_TIMEOUT) { /* the wait failed (the CQ): the channel was aborted */
             wc.result = w;
             if (!wait_r) {
@@ -8010,8 +8028,11 @@ static sfv_result sfv__many_run(sfv_multi_channel *mc, const sfv__many *m, sfv_w
         if (wcs) wcs[i] = wc;
     }
     sfv__wcs_unposted(wcs, posted, m->count, post_r);
-    if (post_r && wait_r != SFV_ERR_DRIVER) { /* (work its channel could not stop is said first: the post's own
-                                                failure would have the caller take back buffers still the NIC's) */
+    if (stuck) { /* (said first: the post's own failure would have the caller take back buffers still the NIC's) */
+        sfv__last = stuck_err;
+        return SFV_ERR_DRIVER;
+    }
+    if (post_r) {
         sfv__error_back(&post_err);
         return post_r;
     }
