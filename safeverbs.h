@@ -928,12 +928,14 @@ SAFEVERBS_API size_t sfv_channel_outstanding(const sfv_channel *ch);
 
 /* Blocking: post, then wait (deadline: desc.timeout_ms; the flush after an expiry may add up to
    5 s on a NIC slow to flush, after which the QP is destroyed). On SFV_ERR_TIMEOUT (or a wait that fails:
-   a CQ error) the channel has flushed the work (and is broken), so the buffers are free again;
-   only if the channel could not stop it (it was not flushed, and destroying the queue pair was
-   refused) is the result SFV_ERR_DRIVER instead, saying the buffers are still the NIC's (destroy
-   the channel). Work that completed after all, as the flush after an expiry began (a message
-   that came in just then), keeps its own result (SFV_OK with its data, or SFV_ERR_WORK with its
-   own status), though the channel is broken all the same.
+   a CQ error, SFV_ERR_DRIVER from the verb ibv_poll_cq) the channel has flushed the work (and is
+   broken), so the buffers are free again; only if the channel could not stop it (it was not
+   flushed, and destroying the queue pair was refused) is the result SFV_ERR_DRIVER instead, its
+   sfv_last_error saying the buffers are still the NIC's (destroy the channel): the two
+   SFV_ERR_DRIVERs differ in sfv_last_error()->verb ("ibv_poll_cq" against "wait"). Work that
+   completed after all, as the flush after an expiry began (a message that came in just then),
+   keeps its own result (SFV_OK with its data, or SFV_ERR_WORK with its own status), though the
+   channel is broken all the same.
    A scope's and a many-peer call's deadline end the same way. wc may be NULL. */
 SFV_NODISCARD SAFEVERBS_API sfv_result sfv_channel_send(sfv_channel *ch, const sfv_gather_element *sges, size_t n, sfv_work_completion *wc);
 SFV_NODISCARD SAFEVERBS_API sfv_result sfv_channel_send_imm(sfv_channel *ch, const sfv_gather_element *sges, size_t n, uint32_t imm, sfv_work_completion *wc);
