@@ -1080,7 +1080,7 @@ static void t_reset_owned_channel(void) {
 }
 
 /* ---- seeded random sequences --------------------------------------------------------------- */
-static unsigned tc_rand(unsigned *s) {
+SFV__WRAPS static unsigned tc_rand(unsigned *s) { /* (a generator: wraps on purpose) */
     *s = *s * 1103515245u + 12345u;
     return (*s >> 8) & 0xFFFFFF;
 }
@@ -1105,7 +1105,7 @@ static fkcm_event tc_rand_event(unsigned *s, uint8_t *priv, int want) {
     for (k = 0; k < e.priv_len; k++) priv[k] = (uint8_t)tc_rand(s);
     if (e.priv_len >= 4 && tc_rand(s) % 2) { priv[0] = 'S'; priv[1] = 'C'; priv[2] = 1; }
     e.priv = tc_rand(s) % 16 ? priv : NULL;
-    e.qpn = tc_rand(s) % 8 ? 0x77 : tc_rand(s) * 0x101u;
+    e.qpn = tc_rand(s) % 8 ? 0x77 : (uint32_t)((uint64_t)tc_rand(s) * 0x101u); /* (any 32 bits, no wrap) */
     e.initiator_depth = (uint8_t)tc_rand(s);
     e.responder_resources = (uint8_t)tc_rand(s);
     e.other_id = tc_rand(s) % 16 == 0;

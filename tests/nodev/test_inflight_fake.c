@@ -405,12 +405,12 @@ static void t_dmabuf_top_of_iova_tracked(void) {
     sfv_pending p, q;
     sfv_result r;
     int before;
-    const uint64_t iova = 0ull - 4096; /* [2^64 - 4096, 2^64) */
+    const uint64_t iova = UINT64_MAX - 4095; /* [2^64 - 4096, 2^64) */
     fk_set_dmabuf(true);
     tf_open(&e, 4096);
     tf_pair(&e, NULL, &a, &b);
     CHECK_OK(sfv_reg_dmabuf_mr_local(e.pd, 3, 0, 4096, iova, &dm));
-    CHECK_OK(sfv_mr_scatter_element_checked(dm, (void *)(uintptr_t)(iova + 4096 - 64), 64, &s)); /* its last 64 bytes */
+    CHECK_OK(sfv_mr_scatter_element_checked(dm, (void *)(uintptr_t)(iova + (4096 - 64)), 64, &s)); /* its last 64 bytes */
     CHECK_OK(sfv_channel_post_receive(a, &s, 1, &p));
     before = asserts;
     CHECK_RESULT(sfv_channel_post_receive(b, &s, 1, &q), SFV_ERR_INVALID); /* the NIC may write them twice */

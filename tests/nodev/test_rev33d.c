@@ -555,7 +555,7 @@ static void t_cover33_edges(void) {
 
 /* Coverage: random differential */
 static unsigned long r_seed = 12345;
-static unsigned r_rand(unsigned n) { r_seed = r_seed * 6364136223846793005ull + 1442695040888963407ull; return (unsigned)((r_seed >> 33) % n); }
+SFV__WRAPS static unsigned r_rand(unsigned n) { r_seed = r_seed * 6364136223846793005ull + 1442695040888963407ull; return (unsigned)((r_seed >> 33) % n); }
 #define R_SRC 0
 #define R_DST 32768
 #define R_RD 49152
