@@ -21,6 +21,8 @@ NODEV    += $(BUILD)/nodev/test_fake_static
 # The threaded one (another thread reads the events that break a channel) with ThreadSanitizer;
 # test_race also runs that thread from inside a verb (linker-wrapped), at the exact moment a race needs.
 NODEV    += $(BUILD)/nodev/tsan/test_race
+# ... and the shared objects (PD, MRs, CQs, contexts, events) used by many threads at once.
+NODEV    += $(BUILD)/nodev/tsan/test_rev33c
 # The widest of them once more with clang's unsigned-integer-overflow sanitizer, fatal: no size or
 # offset sum in the header may wrap, even where it is then tested (a hash that wraps on purpose is
 # marked SFV__WRAPS). No nodev test made the header wrap when this tier was added; these ten cover the most.

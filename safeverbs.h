@@ -2191,6 +2191,21 @@ static bool sfv__fd_flags(int fd, bool cloexec) {
     return fl >= 0 && fcntl(fd, F_SETFL, fl | O_NONBLOCK) == 0;
 }
 
+/* >>impl locks ------------------------------------------------------------------------------- */
+/* The spin locks any thread may take for a shared context (its events' ev_lock, the list of
+   contexts) are ticket locks: a waiter takes its turn. With a test-and-set lock, a thread that
+   lets go and takes it again at once (a loop of sfv_context_events) kept it from one that was not
+   running at that moment (one CPU, or more threads than CPUs): a busy wait of 50 ms, which reads
+   the events under the same locks, ended after seconds. */
+typedef struct sfv__spin { unsigned next, serving; } sfv__spin;
+static void sfv__spin_enter(sfv__spin *l) {
+    const unsigned me = __atomic_fetch_add(&l->next, 1, __ATOMIC_RELAXED);
+    while (__atomic_load_n(&l->serving, __ATOMIC_ACQUIRE) != me) sched_yield();
+}
+static void sfv__spin_leave(sfv__spin *l) {
+    __atomic_store_n(&l->serving, __atomic_load_n(&l->serving, __ATOMIC_RELAXED) + 1, __ATOMIC_RELEASE);
+}
+
 /* >>impl refcounts --------------------------------------------------------------------------- */
 static void sfv__ref(int *rc) { __atomic_fetch_add(rc, 1, __ATOMIC_RELAXED); }
 /* True when this was the last reference. */
@@ -2205,7 +2220,7 @@ struct sfv_context {
     struct ibv_device_attr attr;
     char name[IBV_SYSFS_NAME_MAX];
     /* >>impl events: under ev_lock (any thread may read the device's events) */
-    bool ev_lock;
+    sfv__spin ev_lock;
     sfv_channel *channels;        /* every live channel of the context (ch->ctx_next) */
     sfv_srq *srqs;                /* every live SRQ of the context (srq->ctx_next) */
     sfv_event ev_queue[SFV__EVENT_QUEUE];
@@ -2237,9 +2252,9 @@ static void sfv__device_probe(sfv_context *ctx);
    already) share: the device's events, which come once, to whichever reads first (>>impl events).
    Taken only where a context is made or freed, and by a reader of a twinned context's events. */
 static sfv_context *sfv__contexts;
-static bool sfv__contexts_lock;
-static void sfv__contexts_enter(void) { while (__atomic_test_and_set(&sfv__contexts_lock, __ATOMIC_ACQUIRE)) sched_yield(); }
-static void sfv__contexts_leave(void) { __atomic_clear(&sfv__contexts_lock, __ATOMIC_RELEASE); }
+static sfv__spin sfv__contexts_lock;
+static void sfv__contexts_enter(void) { sfv__spin_enter(&sfv__contexts_lock); }
+static void sfv__contexts_leave(void) { sfv__spin_leave(&sfv__contexts_lock); }
 /* False, adding nothing, where ctx would close a verbs context another live one closes already
    (both owned: the second ibv_close_device would be on freed memory). */
 static bool sfv__contexts_add(sfv_context *ctx) {
@@ -6465,8 +6480,8 @@ static void sfv__settle(sfv_channel *ch, sfv__ring *q, uint64_t from, uint64_t d
    an event marks what it breaks (a flag and the channel's post tests: aligned words, written by
    this thread, read by the channel's owner); the owner's next wait flushes the channel. A
    channel on the list is alive: destroy takes it off under the lock before it frees it. */
-static void sfv__ev_enter(sfv_context *ctx) { while (__atomic_test_and_set(&ctx->ev_lock, __ATOMIC_ACQUIRE)) sched_yield(); }
-static void sfv__ev_leave(sfv_context *ctx) { __atomic_clear(&ctx->ev_lock, __ATOMIC_RELEASE); }
+static void sfv__ev_enter(sfv_context *ctx) { sfv__spin_enter(&ctx->ev_lock); }
+static void sfv__ev_leave(sfv_context *ctx) { sfv__spin_leave(&ctx->ev_lock); }
 
 static uint32_t sfv__event_break_dead(sfv_channel *ch, sfv_event_type type);
 /* A channel or SRQ made after the device was found deleted (under ev_lock): broken as by its

@@ -26,7 +26,8 @@
      scattered into one 8-byte element; the device says IBV_ATOMIC_HCA (fk_set_atomic_cap);
    - a CQ that would overflow aborts (the library sizes its CQs for everything it posts).
    The data path (post, poll, arm) takes one lock, so ranks on threads can share the fake (the
-   node barrier); the control verbs are for one thread. */
+   node barrier); the control verbs are for one thread (all of them take the lock after
+   fk_set_threaded). */
 #define _GNU_SOURCE
 #include "fake_verbs.h"
 
@@ -53,8 +54,48 @@ static const char *fk_failed_name;
 static const char *fk_trace[FK_MAX_TRACE], *fk_trace_detail[FK_MAX_TRACE];
 static void *fk_trace_pc[FK_MAX_TRACE];
 static void *fk_pc; /* where the library called the verb or allocator being counted */
+/* fk_set_threaded: every counted entry point runs under fk_lock (recursive: the data path's
+   entries take it too), held to the end of its scope by the cleanup attribute. */
+static bool fk_threaded;
+static pthread_mutex_t fk_lock = PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP;
+#if defined(__SANITIZE_THREAD__)
+/* Under TSan the lock orders nothing of the library's (a real provider has no one lock that
+   every verb takes: through this one, any two calls of the library on two threads would be
+   ordered, hiding its races), and the fake's own accesses, which the lock orders, are not
+   looked at. */
+void AnnotateIgnoreSyncBegin(const char *file, int line);
+void AnnotateIgnoreSyncEnd(const char *file, int line);
+void AnnotateIgnoreReadsBegin(const char *file, int line);
+void AnnotateIgnoreReadsEnd(const char *file, int line);
+void AnnotateIgnoreWritesBegin(const char *file, int line);
+void AnnotateIgnoreWritesEnd(const char *file, int line);
+static void fk_lock_take(void) {
+    AnnotateIgnoreSyncBegin(__FILE__, __LINE__);
+    pthread_mutex_lock(&fk_lock);
+    AnnotateIgnoreSyncEnd(__FILE__, __LINE__);
+    AnnotateIgnoreReadsBegin(__FILE__, __LINE__);
+    AnnotateIgnoreWritesBegin(__FILE__, __LINE__);
+}
+static void fk_lock_give(void) {
+    AnnotateIgnoreWritesEnd(__FILE__, __LINE__);
+    AnnotateIgnoreReadsEnd(__FILE__, __LINE__);
+    AnnotateIgnoreSyncBegin(__FILE__, __LINE__);
+    pthread_mutex_unlock(&fk_lock);
+    AnnotateIgnoreSyncEnd(__FILE__, __LINE__);
+}
+#else
+static void fk_lock_take(void) { pthread_mutex_lock(&fk_lock); }
+static void fk_lock_give(void) { pthread_mutex_unlock(&fk_lock); }
+#endif
+static int fk_guard_enter(void) {
+    if (!fk_threaded) return 0;
+    fk_lock_take();
+    return 1;
+}
+static void fk_guard_leave(const int *held) { if (*held) fk_lock_give(); }
+void fk_set_threaded(bool on) { fk_threaded = on; }
 /* At the top of every counted entry point: remembers the library's call site. */
-#define FK_SITE() (fk_pc = __builtin_return_address(0))
+#define FK_SITE() __attribute__((cleanup(fk_guard_leave))) const int fk_held = fk_guard_enter(); (void)fk_held; (fk_pc = __builtin_return_address(0))
 static long fk_live_n[FK_KINDS];
 static int fk_link_layer = IBV_LINK_LAYER_ETHERNET;
 static int fk_port_state = IBV_PORT_ACTIVE;
@@ -286,40 +327,39 @@ static int fk_req_notify_cq(struct ibv_cq *cq, int solicited_only);
 static int fk_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad);
 static int fk_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad);
 
-/* The ops table's entries: the unlocked bodies below under one lock. */
-static pthread_mutex_t fk_lock = PTHREAD_MUTEX_INITIALIZER;
+/* The ops table's entries: the unlocked bodies below under one lock (fk_lock, above). */
 static int fk_locked_poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc) {
     int r;
-    pthread_mutex_lock(&fk_lock);
+    if (!fk_threaded) pthread_mutex_lock(&fk_lock); /* (threaded: FK_SITE's lock) */
     FK_SITE();
     r = fk_poll_cq(cq, n, wc);
-    pthread_mutex_unlock(&fk_lock);
+    if (!fk_threaded) pthread_mutex_unlock(&fk_lock);
     return r;
 }
 static int fk_locked_req_notify_cq(struct ibv_cq *cq, int solicited_only) {
     int r;
-    pthread_mutex_lock(&fk_lock);
+    if (!fk_threaded) pthread_mutex_lock(&fk_lock); /* (threaded: FK_SITE's lock) */
     FK_SITE();
     r = fk_req_notify_cq(cq, solicited_only);
-    pthread_mutex_unlock(&fk_lock);
+    if (!fk_threaded) pthread_mutex_unlock(&fk_lock);
     return r;
 }
 static int fk_locked_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad) {
     int r;
-    pthread_mutex_lock(&fk_lock);
+    if (!fk_threaded) pthread_mutex_lock(&fk_lock); /* (threaded: FK_SITE's lock) */
     FK_SITE();
     r = fk_post_send(qp, wr, bad);
-    pthread_mutex_unlock(&fk_lock);
+    if (!fk_threaded) pthread_mutex_unlock(&fk_lock);
     return r;
 }
 static struct ibv_mw *fk_alloc_mw(struct ibv_pd *pd, enum ibv_mw_type type);
 static int fk_dealloc_mw(struct ibv_mw *mw);
 static int fk_locked_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad) {
     int r;
-    pthread_mutex_lock(&fk_lock);
+    if (!fk_threaded) pthread_mutex_lock(&fk_lock); /* (threaded: FK_SITE's lock) */
     FK_SITE();
     r = fk_post_recv(qp, wr, bad);
-    pthread_mutex_unlock(&fk_lock);
+    if (!fk_threaded) pthread_mutex_unlock(&fk_lock);
     return r;
 }
 
@@ -349,6 +389,7 @@ struct ibv_device **ibv_get_device_list(int *num) {
     return l;
 }
 void ibv_free_device_list(struct ibv_device **list) {
+    FK_SITE(); /* (not counted: under the lock of fk_set_threaded only) */
     if (list) fk_delete(list, FK_DEVICE_LIST);
 }
 const char *ibv_get_device_name(struct ibv_device *device) { return device->name; }
@@ -1296,7 +1337,12 @@ static int fk_post_srq_recv(struct ibv_srq *srq, struct ibv_recv_wr *wr, struct 
     return 0;
 }
 static int fk_locked_post_srq_recv(struct ibv_srq *srq, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad) {
-    int r; pthread_mutex_lock(&fk_lock); r = fk_post_srq_recv(srq, wr, bad); pthread_mutex_unlock(&fk_lock); return r;
+    int r;
+    if (!fk_threaded) pthread_mutex_lock(&fk_lock); /* (threaded: FK_SITE's lock) */
+    FK_SITE();
+    r = fk_post_srq_recv(srq, wr, bad);
+    if (!fk_threaded) pthread_mutex_unlock(&fk_lock);
+    return r;
 }
 struct ibv_srq *ibv_create_srq(struct ibv_pd *pd, struct ibv_srq_init_attr *attr) {
     fk_srq *q;

@@ -7,7 +7,7 @@
    allocation made through fk_malloc/fk_calloc/fk_free counts as one call; fk_fail_nth(n) makes
    the n-th call from then on fail (a verb returns its error, an allocation NULL). Live objects
    (device lists, contexts, PDs, MRs, CQs, QPs, completion channels) are counted, so a test can
-   check that a teardown left nothing behind. Test-only, single-threaded. */
+   check that a teardown left nothing behind. Test-only, single-threaded (but see fk_set_threaded). */
 #ifndef FAKE_VERBS_H
 #define FAKE_VERBS_H
 
@@ -66,6 +66,11 @@ void fk_set_max_cqe(int n);
 /* Ports each device reports (phys_port_cnt, and ibv_query_port answers for them); a QP still
    comes up only on port 1 (the CM's fake puts every id there). */
 void fk_set_ports(int n);
+
+/* on: every counted verb and allocation runs under one lock (the data path's), so threads may
+   share the control verbs too (a test of the library's thread safety); off by default, until
+   turned off (fk_reset keeps it). */
+void fk_set_threaded(bool on);
 
 /* Fails call n (1-based, counted from the last fk_reset or fk_fail_nth); 0: none. */
 void fk_fail_nth(long n);
