@@ -10,7 +10,7 @@
    Declarations     >>results >>log >>handles >>devices >>pd and cq >>memory regions >>raw verbs
                     >>remote regions >>elements >>channel (>>pending >>batches >>atomics >>scopes >>inject)
                     >>events >>srq >>leases >>multi-channel >>exchange >>node >>rdmacm (SAFEVERBS_RDMACM)
-   Implementation   >>inflight hooks >>impl log >>impl results >>impl refcounts >>impl devices >>impl pd and cq
+   Implementation   >>inflight hooks >>impl log >>impl results >>impl locks >>impl refcounts >>impl devices >>impl pd and cq
                     >>impl memory regions >>impl elements >>impl remote regions >>impl channel
                     >>impl inflight >>impl completions >>impl posting >>impl inject
                     >>impl pending work >>impl scopes >>impl events >>impl srq >>impl leases
