@@ -893,8 +893,10 @@ SFV_NODISCARD SAFEVERBS_API sfv_result sfv_channel_handshake(sfv_channel *ch, co
    peer again before sfv_channel_handshake with the peer's new endpoint (the peer resets too, or
    is a new channel: a peer that restarted). A late packet of the old connection names the old
    QP number, which the new QP does not answer to, and the new PSNs start elsewhere: nothing of
-   the old connection is taken for the new one. The desc is kept (a send_psn set in it is not
-   reused). Refused inside a scope (SFV_ERR_INVALID), and for a channel whose CQ or device failed
+   the old connection is taken for the new one. The port's address is read again (the LID an
+   InfiniBand subnet manager assigned anew, the GID at desc.gid_index that a RoCE address change
+   rewrote; kept as it was where that read fails), so the new endpoint says where the channel is
+   now. The desc is kept (a send_psn set in it is not reused). Refused inside a scope (SFV_ERR_INVALID), and for a channel whose CQ or device failed
    (a CQ_ERR or DEVICE_FATAL event: the reset keeps the CQ) or whose SRQ failed (no QP takes from
    it again), or whose destroy failed part-way (its CQ gone): SFV_ERR_BROKEN before anything is
    touched, destroy it; a verb that fails leaves the channel broken with no QP (or, where the old
@@ -7113,6 +7115,20 @@ static sfv_result sfv__reset_refused(const sfv_channel *ch) {
                      "which keeps the CQ, cannot recover it; destroy the channel",
                      by == SFV_EVENT_CQ_ERR || by == SFV_EVENT_DEVICE_FATAL ? sfv_event_type_str(by) : "CQ_ERR or DEVICE_FATAL");
 }
+/* The port's address as it is now, for the endpoint of a reset channel: a LID a subnet manager
+   gave anew, a GID its IP address rewrote. A query that fails keeps the old, unreported (the
+   handshake with the new endpoint says whether the port is usable). */
+static void sfv__address_refresh(sfv_channel *ch) {
+    const sfv__error_mark kept = sfv__error_mark_now();
+    sfv_port_attr pa;
+    sfv_gid_entry ge;
+    static const uint8_t zero[16];
+    if (sfv_query_port(ch->pd->ctx, ch->desc.port, &pa) == SFV_OK) ch->lid = pa.lid;
+    if (ch->desc.gid_index_set && sfv_query_gid(ch->pd->ctx, ch->desc.port, ch->desc.gid_index, &ge) == SFV_OK &&
+        memcmp(ge.gid.raw, zero, sizeof zero) != 0)
+        ch->gid = ge.gid;
+    sfv__error_back(&kept);
+}
 SAFEVERBS_API sfv_result sfv_channel_reset(sfv_channel *ch) {
     sfv_result r;
     uint32_t port_errs, old_qpn, old_psn;
@@ -7158,6 +7174,7 @@ SAFEVERBS_API sfv_result sfv_channel_reset(sfv_channel *ch) {
     }
     do ch->desc.send_psn = sfv__random_psn(ch->qp);
     while (!ch->desc.send_psn || ch->desc.send_psn == old_psn); /* a NEW first PSN (0 means "random" in a desc) */
+    sfv__address_refresh(ch);
     ch->aborted = ch->qp_err = false;
     sfv__open_recv(ch, ch->srq == NULL);
     return SFV_OK;

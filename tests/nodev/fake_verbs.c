@@ -114,6 +114,7 @@ static int fk_partial; /* a failed post of a list first posts this many of its w
 static bool fk_partial_runs; /* and that part runs before the call returns */
 static bool fk_dmabuf_on;              /* ibv_reg_dmabuf_mr registers (as rdma-core: mr->addr = offset) */
 static uint32_t fk_gids = FK_GIDS, fk_gid_v4 = 1; /* RoCE GID table length, the IPv4 GID's index */
+static unsigned fk_addr_gen; /* added to every LID and to each GID's byte 14: the port's address changed */
 static int fk_max_cqe = 1 << 16;       /* ibv_device_attr.max_cqe the devices report (fk_set_max_cqe) */
 static int fk_ports = 1;               /* ports each device has (fk_set_ports); a QP comes up only on port 1 */
 
@@ -160,6 +161,7 @@ void fk_reset(void) {
     fk_dmabuf_on = false;
     fk_gids = FK_GIDS;
     fk_gid_v4 = 1;
+    fk_addr_gen = 0;
     fk_max_cqe = 1 << 16;
     fk_ports = 1;
     fk_dev_path[0] = 0;
@@ -168,6 +170,7 @@ void fk_reset(void) {
 void fk_set_device_list_errno(int errnum) { fk_list_errno = errnum; }
 void fk_set_dev_path(const char *path) { snprintf(fk_dev_path, sizeof fk_dev_path, "%s", path ? path : ""); }
 void fk_set_dmabuf(bool on) { fk_dmabuf_on = on; }
+void fk_set_addr_gen(unsigned gen) { fk_addr_gen = gen; }
 void fk_set_gid_table(uint32_t len, uint32_t ipv4_index) {
     fk_gids = len;
     fk_gid_v4 = ipv4_index;
@@ -492,7 +495,7 @@ int (ibv_query_port)(struct ibv_context *context, uint8_t port_num, struct _comp
     pa->gid_tbl_len = (int)fk_gids;
     pa->max_msg_sz = 1u << 31;
     pa->pkey_tbl_len = 1;
-    pa->lid = fk_link_layer == IBV_LINK_LAYER_INFINIBAND ? (uint16_t)(1 + c->index) : 0;
+    pa->lid = fk_link_layer == IBV_LINK_LAYER_INFINIBAND ? (uint16_t)(1 + c->index + fk_addr_gen) : 0;
     pa->link_layer = (uint8_t)fk_link_layer;
     pa->phys_state = 5;
     return 0;
@@ -504,6 +507,7 @@ static bool fk_gid(const fk_ctx *c, uint32_t index, struct ibv_gid_entry *e) {
     memset(e, 0, sizeof *e);
     e->gid_index = index;
     e->port_num = 1;
+    e->gid.raw[14] = (uint8_t)fk_addr_gen;
     if (fk_link_layer == IBV_LINK_LAYER_INFINIBAND) {
         if (index != 0) return false;
         e->gid.raw[0] = 0xfe;

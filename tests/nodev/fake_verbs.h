@@ -57,6 +57,8 @@ void fk_set_device_list_errno(int errnum);
 /* RoCE GID table: `len` entries (default 4), the IPv4 RoCE v2 GID at `ipv4_index` (default 1),
    fe80:: at 0, the rest empty. */
 void fk_set_gid_table(uint32_t len, uint32_t ipv4_index);
+/* The port's address changes: every LID and each GID's byte 14 gain gen (0: as made). */
+void fk_set_addr_gen(unsigned gen);
 /* enum ibv_port_state of every port. */
 void fk_set_port_state(int state);
 /* ibv_device_attr.max_cqe the devices report (default 65536; negative: a driver's int that says

@@ -57,7 +57,53 @@ static void t_mc_scope_fn_failed_stuck_names_mc(void) {
     }
 }
 
+/* Promise (>>channel, sfv_channel_reset: "the port's address is read again ... so the new
+   endpoint says where the channel is now"). The LID and GID came from the channel's creation
+   only: after the port's address changed (an InfiniBand LID the subnet manager assigned anew; a
+   RoCE GID its IP address rewrote), a reset channel advertised the old address, which no peer
+   reaches. A query that fails keeps the old address, and neither fails the reset nor leaves an
+   error behind. */
+static void t_reset_reads_the_address_again(void) {
+    int ib;
+    for (ib = 0; ib < 2; ib++) {
+        tf_env e;
+        sfv_channel *ch;
+        sfv_endpoint before, after, kept;
+        char msg[256];
+        fk_reset();
+        if (ib) fk_set_link_layer(IBV_LINK_LAYER_INFINIBAND);
+        tf_open(&e, 4096);
+        CHECK_OK(sfv_create_channel(e.pd, NULL, &ch));
+        CHECK_OK(sfv_channel_endpoint(ch, &before));
+        fk_set_addr_gen(7); /* the port's address changes */
+        CHECK_OK(sfv_channel_reset(ch));
+        CHECK_OK(sfv_channel_endpoint(ch, &after));
+        if (ib) CHECK_EQ(after.lid, before.lid + 7);
+        CHECK(after.has_gid == before.has_gid);
+        if (after.has_gid) {
+            CHECK_EQ(after.gid.raw[14], 7);
+            CHECK(memcmp(after.gid.raw, before.gid.raw, 14) == 0);
+        }
+        /* the queries fail: the address is kept, the reset succeeds, no error is left */
+        fk_set_addr_gen(9);
+        fk_fail_name("ibv_query_port", 1);
+        if (after.has_gid) fk_fail_name("ibv_query_gid_ex", 1);
+        CHECK_RESULT(sfv_channel_endpoint(NULL, &kept), SFV_ERR_INVALID); /* the last error before */
+        snprintf(msg, sizeof msg, "%s", sfv_last_error()->message);
+        CHECK_OK(sfv_channel_reset(ch));
+        CHECK_RESULT(sfv_last_error()->result, SFV_ERR_INVALID);
+        CHECK(strcmp(sfv_last_error()->message, msg) == 0); /* (not the failed queries') */
+        CHECK_OK(sfv_channel_endpoint(ch, &kept));
+        CHECK_EQ(kept.lid, after.lid);
+        CHECK(memcmp(kept.gid.raw, after.gid.raw, 16) == 0);
+        fk_reset();
+        CHECK_OK(sfv_destroy_channel(ch));
+        tf_close(&e);
+    }
+}
+
 static const harness_test TESTS[] = {
+    TEST(t_reset_reads_the_address_again, 20),
     TEST(t_mc_scope_fn_failed_stuck_names_mc, 20),
 };
 int main(int argc, char **argv) { return harness_main(argc, argv, TESTS, COUNT_OF(TESTS)); }
