@@ -25,8 +25,9 @@ NODEV    += $(BUILD)/nodev/tsan/test_race
 NODEV    += $(BUILD)/nodev/tsan/test_rev33c
 # The widest of them once more with clang's unsigned-integer-overflow sanitizer, fatal: no size or
 # offset sum in the header may wrap, even where it is then tested (a hash that wraps on purpose is
-# marked SFV__WRAPS). No nodev test made the header wrap when this tier was added; these ten cover the most.
-UIO_TESTS := review fake promises sweep inflight_fake rev30 rev31d rev33b rev33d cm_fake
+# marked SFV__WRAPS). No nodev test made the header wrap when this tier was added; these ten cover the most
+# (and rev34a, whose wraps only this tier sees: a ticket lock's turn, a request batch of 0).
+UIO_TESTS := review fake promises sweep inflight_fake rev30 rev31d rev33b rev33d cm_fake rev34a
 NODEV    += $(patsubst %,$(BUILD)/nodev/uio/test_%,$(UIO_TESTS))
 UIO_FLAGS := -O1 -g -fsanitize=unsigned-integer-overflow -fno-sanitize-recover=all
 RACE_WRAP := -Wl,--wrap=ibv_modify_qp -Wl,--wrap=ibv_destroy_qp

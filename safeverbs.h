@@ -933,7 +933,8 @@ SAFEVERBS_API size_t sfv_channel_outstanding(const sfv_channel *ch);
    a CQ error, SFV_ERR_DRIVER from the verb ibv_poll_cq) the channel has flushed the work (and is
    broken), so the buffers are free again; only if the channel could not stop it (it was not
    flushed, and destroying the queue pair was refused) is the result SFV_ERR_DRIVER instead, its
-   sfv_last_error saying the buffers are still the NIC's (destroy the channel): the two
+   sfv_last_error saying the buffers are still the NIC's (destroy the channel, or the
+   multi-channel it belongs to): the two
    SFV_ERR_DRIVERs differ in sfv_last_error()->verb ("ibv_poll_cq" against "wait"). Work that
    completed after all, as the flush after an expiry began (a message that came in just then),
    keeps its own result (SFV_OK with its data, or SFV_ERR_WORK with its own status), though the
@@ -994,7 +995,7 @@ SFV_NODISCARD SAFEVERBS_API sfv_result sfv_channel_post_read(sfv_channel *ch, co
    or done where it had already run) before the call returns and its places are free (a reset then leaves no place taken but those
    of older work whose handles are not yet consumed); only if the channel could not stop it (not
    flushed, and destroying its queue pair refused) is the result SFV_ERR_DRIVER instead, saying
-   its buffers are still the NIC's (destroy the channel). */
+   its buffers are still the NIC's (destroy the channel, or its multi-channel). */
 #define SFV_BATCH_MAX 64
 SFV_NODISCARD SAFEVERBS_API sfv_result sfv_channel_post_send_batch(sfv_channel *ch, const sfv_gather_element *sges, size_t per_wr, size_t count, sfv_pending *pending);
 SFV_NODISCARD SAFEVERBS_API sfv_result sfv_channel_post_write_batch(sfv_channel *ch, const sfv_gather_element *sges, size_t per_wr, size_t count, const sfv_remote_mr *remotes, sfv_pending *pending);
@@ -1156,7 +1157,8 @@ SFV_NODISCARD SAFEVERBS_API sfv_result sfv_channel_scope_wc(sfv_channel *ch, sfv
 /* Returns fn's result as it is. If fn succeeded but left work unconsumed by a pending handle,
    that is a broken contract (SFV_ASSERT); if fn failed, remaining work is drained quietly, within
    desc.timeout_ms: work that drain could not stop (not flushed, the queue pair's destroy refused)
-   makes the result SFV_ERR_DRIVER, saying its buffers are still the NIC's (destroy the channel).
+   makes the result SFV_ERR_DRIVER, saying its buffers are still the NIC's (destroy the channel,
+   or its multi-channel).
    Injects need no handle: the scope neither fences nor waits for them (an inject's failure shows
    on the channel's next call, as outside a scope). */
 SFV_NODISCARD SAFEVERBS_API sfv_result sfv_channel_manual_scope(sfv_channel *ch, sfv_scope_fn fn, void *user);
@@ -2204,7 +2206,8 @@ static void sfv__spin_enter(sfv__spin *l) {
     const unsigned me = __atomic_fetch_add(&l->next, 1, __ATOMIC_RELAXED);
     while (__atomic_load_n(&l->serving, __ATOMIC_ACQUIRE) != me) sched_yield();
 }
-static void sfv__spin_leave(sfv__spin *l) {
+/* (SFV__WRAPS: the counters go round after 2^32 turns, on purpose; the turn after UINT_MAX is 0) */
+SFV__WRAPS static void sfv__spin_leave(sfv__spin *l) {
     __atomic_store_n(&l->serving, __atomic_load_n(&l->serving, __ATOMIC_RELAXED) + 1, __ATOMIC_RELEASE);
 }
 
@@ -5283,8 +5286,8 @@ SFV__SLOW sfv_result sfv__post_failed(const sfv_channel *ch, sfv_pending *pendin
 SFV__SLOW sfv_result sfv__recv_batch_failed(const sfv_channel *ch, sfv_pending *pendings, size_t posted, size_t count, int rc, const char *verb) {
     sfv__pending_clear(ch, pendings ? pendings + posted : NULL, count - posted);
     if (!posted) return sfv__fail_verb(verb, rc);
-    return sfv__fail(sfv_result_from_errno(rc), rc, verb, "%s took %zu of %zu receives, then failed: %s; wait on (or destroy the %s for) the first %zu handles",
-                     verb, posted, count, strerror(rc), ch->core_of ? "SRQ" : "channel", posted); /* (an SRQ's receives end with it, not with a channel of it) */
+    return sfv__fail(sfv_result_from_errno(rc), rc, verb, "%s took %zu of %zu receives, then failed: %s; wait on the first %zu handles (or destroy the %s)",
+                     verb, posted, count, strerror(rc), posted, ch->core_of ? "SRQ" : sfv__stuck_destroy(ch->owned)); /* (an SRQ's receives end with it, not with a channel of it) */
 }
 
 /* A send-queue batch the verb refused at work request `posted`: with some posted, their unsignaled
@@ -5301,7 +5304,7 @@ SFV__SLOW sfv_result sfv__batch_failed(sfv_channel *ch, sfv_pending *pending, si
     if (pending && ch->qp && sfv__inflight(ch))
         return sfv__fail(SFV_ERR_DRIVER, rc, "ibv_post_send", "ibv_post_send took %zu work requests of the batch, then failed: %s; the channel "
                          "could not stop them (they were not flushed, and destroying the queue pair was refused): their buffers are still "
-                         "the NIC's; destroy the channel", posted, strerror(rc));
+                         "the NIC's; destroy the %s", posted, strerror(rc), sfv__stuck_destroy(ch->owned)); /* (as sfv__stuck) */
     if (pending) sfv__release_range(&ch->sq, first, first + posted - 1);
     return sfv__fail(SFV_ERR_BROKEN, rc, "ibv_post_send", "ibv_post_send took %zu work requests of the batch, then failed: %s; the channel is broken",
                      posted, strerror(rc));
@@ -5730,7 +5733,7 @@ static sfv_result sfv__post_requests(sfv_channel *ch, sfv__post_kind kind, bool 
     size_t i, posted, max_n = 0;
     sfv__slot *last;
     int rc;
-    if (ch && reqs && count - 1 < SFV_BATCH_MAX)
+    if (ch && reqs && count >= 1 && count <= SFV_BATCH_MAX) /* (bounds, as sfv__postable's: count - 1 wrapped at 0) */
         for (i = 0; i < count; i++) {
             const sfv__request q = sfv__request_at(kind, write, reqs, i);
             if (!q.sg && q.n) {
@@ -7112,8 +7115,9 @@ static sfv_result sfv__reset_refused(const sfv_channel *ch) {
     /* why the reset is refused, not only what broke the channel first: that may be an event a reset
        recovers (a PORT_ERR, a QP_FATAL), read before the CQ_ERR or DEVICE_FATAL that bars it */
     return sfv__fail(SFV_ERR_BROKEN, EIO, "sfv_channel_reset", "the channel's CQ or its device failed (the device reported %s): a reset, "
-                     "which keeps the CQ, cannot recover it; destroy the channel",
-                     by == SFV_EVENT_CQ_ERR || by == SFV_EVENT_DEVICE_FATAL ? sfv_event_type_str(by) : "CQ_ERR or DEVICE_FATAL");
+                     "which keeps the CQ, cannot recover it; destroy the %s",
+                     by == SFV_EVENT_CQ_ERR || by == SFV_EVENT_DEVICE_FATAL ? sfv_event_type_str(by) : "CQ_ERR or DEVICE_FATAL",
+                     sfv__stuck_destroy(ch->owned));
 }
 /* The port's address as it is now, for the endpoint of a reset channel: a LID a subnet manager
    gave anew, a GID its IP address rewrote. A query that fails keeps the old, unreported (the
