@@ -165,6 +165,9 @@ static bool send_one(struct run *r) {
     return ok(sfv_channel_send(r->ch, &out, 1, &wc), "send", &wc);
 }
 
+/* -m: what ibv_rc_pingpong takes (its pp_mtu_to_enum). */
+static bool mtu_valid(uint32_t mtu) { return mtu == 256 || mtu == 512 || mtu == 1024 || mtu == 2048 || mtu == 4096; }
+
 static void usage(void) {
     fprintf(stderr, "usage: rc_pingpong [-d dev] [-i port] [-g gid index] [-s size] [-m mtu] [-r rx depth] [-n iters]\n"
                     "                   [-p tcp port] [-l sl] [-e] [-c] [server-host]\n");
@@ -200,8 +203,13 @@ int main(int argc, char **argv) {
         }
     }
     if (optind < argc) servername = argv[optind++];
+    /* As ibv_rc_pingpong, a TCP port over 65535 and an MTU that is none are refused here: the
+       port cast to 16 bits named another (65536: one the kernel picks, whose accept waited for
+       good), and -m 0 made a channel with the port's MTU that then refused the peer's address,
+       sent with -m's 0. */
     if (optind < argc || ib_port < 1 || ib_port > 255 || gid_index > 255 || r.size == 0 || r.size > (1u << 30) ||
-        r.depth < 1 || r.depth > 65536 || iters < 1 || sl < 0 || sl > 15)
+        r.depth < 1 || r.depth > 65536 || iters < 1 || sl < 0 || sl > 15 || port < 1 || port > 65535 ||
+        !mtu_valid(desc.path_mtu))
         usage();
     if (getrandom(&psn, sizeof psn, 0) != sizeof psn) psn = (uint32_t)time(NULL) ^ (uint32_t)getpid() * 2654435761u;
 

@@ -16,9 +16,9 @@
        rping -s -a 192.0.2.1 -C 10 -V &            build/rping -c -a 192.0.2.1 -I 192.0.2.2 -C 10 -V
 
    Options (rping's): -s server, -c client, -a address (server: to listen on, 0.0.0.0 or :: for
-   every address; client: to connect to), -I source address (client), -p port (7174), -S size
-   (64; 23 .. 65535), -C count (0: for ever), -v print each ping's data, -V validate, -P
-   persistent server, -d and -q (accepted, ignored). The server opens the device each request
+   every address, 0.0.0.0 without -a as rping; client: to connect to), -I source address
+   (client; without it, the address routing picks for -a, as rping), -p port (7174), -S size (64; 23 .. 65535), -C count (0: for ever), -v print each
+   ping's data, -V validate, -P persistent server, -d and -q (accepted, ignored). The server opens the device each request
    came to (sfv_cm_request_open_device), so a listener on every address serves any device. Exits
    0 when every ping went through (and validated). Build: needs -lrdmacm (make build/rping). */
 #define _GNU_SOURCE
@@ -26,12 +26,14 @@
 #define SAFEVERBS_IMPLEMENTATION
 #include "safeverbs.h"
 
+#include <arpa/inet.h>
 #include <endian.h>
+#include <netdb.h>
 #include <limits.h>
-#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #define TRY(call)                                                                      \
@@ -65,32 +67,30 @@ static sfv_remote_mr get_info(const uint8_t *in) {
     return sfv_remote_mr_make(be64toh(a), be32toh(s), be32toh(k));
 }
 
-/* Waits for a posted receive; a disconnect seen on the CM fd ends it (its work is flushed). */
-static sfv_result wait_recv(state *st, sfv_pending *rx) {
-    for (;;) {
-        struct pollfd p;
-        sfv_result r = sfv_pending_poll(rx, NULL);
-        if (r != SFV_NOT_DONE) return r;
-        p.fd = sfv_cm_fd(st->conn);
-        p.events = POLLIN;
-        if (poll(&p, 1, 1) == 1) (void)(void)!sfv_cm_events(st->conn);
-    }
+/* Waits for a posted receive, up to the channel's deadline (desc.timeout_ms): a peer that
+   stays connected and silent is an error, not a wait for ever. A disconnect ends it at once
+   (the wait watches the CM fd): its work is flushed, SFV_ERR_WORK. */
+static sfv_result wait_recv(sfv_pending *rx) {
+    return sfv_pending_wait(rx, -1, NULL);
 }
 
-static int serve(state *st, uint32_t size) {
-    uint8_t *buf = (uint8_t *)calloc(1, size);
-    sfv_mr *mr;
+/* The server's pings, into buf (its MR mr), until the client leaves: 0, else 1. */
+static int serve_pings(state *st, sfv_mr *mr, uint8_t *buf, uint32_t size) {
     sfv_scatter_element in = sfv_mr_scatter_element(st->ctl, st->ctlbuf, INFO);
     sfv_gather_element go = sfv_mr_gather_element(st->ctl, st->ctlbuf + INFO, INFO);
-    if (!buf) return 1;
-    TRY(sfv_reg_mr_local(st->pd, buf, size, &mr));
     for (;;) {
         sfv_pending rx;
         sfv_remote_mr remote;
         sfv_scatter_element into;
         sfv_gather_element from;
+        sfv_result r;
         TRY(sfv_channel_post_receive(st->ch, &in, 1, &rx));
-        if (wait_recv(st, &rx) != SFV_OK) break; /* the client is gone: done */
+        r = wait_recv(&rx);
+        if (r == SFV_ERR_WORK) break; /* flushed: the client is gone, done */
+        if (r != SFV_OK) {
+            fprintf(stderr, "rping: waiting for the client's buffer: %s\n", sfv_last_error()->message);
+            return 1;
+        }
         remote = get_info(st->ctlbuf);
         if (sfv_remote_mr_length(remote) > size) {
             fprintf(stderr, "rping: the client's buffer (%llu bytes) is larger than -S %u\n",
@@ -103,15 +103,35 @@ static int serve(state *st, uint32_t size) {
         if (st->verbose) printf("server ping data: %s\n", (char *)buf);
         TRY(sfv_channel_post_receive(st->ch, &in, 1, &rx));
         TRY(sfv_channel_send(st->ch, &go, 1, NULL));
-        TRY(wait_recv(st, &rx));
+        TRY(wait_recv(&rx));
         remote = get_info(st->ctlbuf);
         from = sfv_mr_gather_element(mr, buf, strlen((char *)buf) + 1);
         TRY(sfv_channel_write(st->ch, &from, 1, remote, NULL));
         TRY(sfv_channel_send(st->ch, &go, 1, NULL));
     }
-    TRY(sfv_dereg_mr(mr));
-    free(buf);
     return 0;
+}
+
+/* The buffer and its MR around serve_pings, freed however it ends (a -P server goes on). */
+static int serve(state *st, uint32_t size) {
+    uint8_t *buf = (uint8_t *)calloc(1, size);
+    sfv_mr *mr;
+    int rc;
+    if (!buf) return 1;
+    if (sfv_reg_mr_local(st->pd, buf, size, &mr) != SFV_OK) {
+        fprintf(stderr, "rping: %s\n", sfv_last_error()->message);
+        free(buf);
+        return 1;
+    }
+    rc = serve_pings(st, mr, buf, size);
+    /* (every work request on buf is over: each call above consumed its own, and a failed one
+       flushed the channel's) */
+    if (sfv_dereg_mr(mr) != SFV_OK) {
+        fprintf(stderr, "rping: %s\n", sfv_last_error()->message);
+        return 1; /* (buf stays: the NIC may still own it) */
+    }
+    free(buf);
+    return rc;
 }
 
 /* One client: a PD on the device its request came to, the connection, the pings, all freed. A
@@ -130,14 +150,45 @@ static int serve_request(sfv_cm_request *req, const sfv_channel_desc *desc, uint
         (void)!sfv_close_device(ctx);
         return 1;
     }
-    TRY(sfv_cm_accept(req, st.pd, desc, NULL, 0, 30000, &st.conn));
-    st.ch = sfv_cm_channel(st.conn);
-    rc = serve(&st, size);
-    TRY(sfv_cm_close(st.conn, 2000));
-    TRY(sfv_dereg_mr(st.ctl));
-    TRY(sfv_dealloc_pd(st.pd));
-    TRY(sfv_close_device(ctx));
+    rc = 1; /* (every step below runs however the one before ended: a -P server goes on) */
+    if (sfv_cm_accept(req, st.pd, desc, NULL, 0, 30000, &st.conn) != SFV_OK) {
+        fprintf(stderr, "rping: sfv_cm_accept: %s\n", sfv_last_error()->message);
+    } else {
+        st.ch = sfv_cm_channel(st.conn);
+        rc = serve(&st, size);
+        if (sfv_cm_close(st.conn, 2000) != SFV_OK) {
+            fprintf(stderr, "rping: sfv_cm_close: %s\n", sfv_last_error()->message);
+            rc = 1;
+        }
+    }
+    if (sfv_dereg_mr(st.ctl) != SFV_OK || sfv_dealloc_pd(st.pd) != SFV_OK || sfv_close_device(ctx) != SFV_OK) {
+        fprintf(stderr, "rping: %s\n", sfv_last_error()->message);
+        rc = 1;
+    }
     return rc;
+}
+
+/* The local address routing picks for addr (numeric), as rping's client lets it pick (no -I):
+   the device that owns it is the one the connection leaves from. NULL: no route. */
+static const char *route_source(const char *addr, uint16_t port, char *out, size_t len) {
+    struct addrinfo hints, *ai = NULL;
+    struct sockaddr_storage me;
+    socklen_t n = sizeof me;
+    char service[8];
+    const char *found = NULL;
+    int fd;
+    memset(&hints, 0, sizeof hints);
+    hints.ai_flags = AI_NUMERICHOST;
+    hints.ai_socktype = SOCK_DGRAM;
+    snprintf(service, sizeof service, "%u", (unsigned)port);
+    if (getaddrinfo(addr, service, &hints, &ai) != 0) return NULL;
+    fd = socket(ai->ai_family, SOCK_DGRAM, 0);
+    if (fd >= 0 && connect(fd, ai->ai_addr, ai->ai_addrlen) == 0 && getsockname(fd, (struct sockaddr *)&me, &n) == 0)
+        found = inet_ntop(me.ss_family, me.ss_family == AF_INET ? (void *)&((struct sockaddr_in *)&me)->sin_addr
+                                                                : (void *)&((struct sockaddr_in6 *)&me)->sin6_addr, out, (socklen_t)len);
+    if (fd >= 0) close(fd);
+    freeaddrinfo(ai);
+    return found;
 }
 
 static int ping(state *st, uint32_t size, long count, int validate) {
@@ -163,11 +214,11 @@ static int ping(state *st, uint32_t size, long count, int validate) {
         put_info(st->ctlbuf + INFO, start, sfv_mr_rkey(smr), size);
         TRY(sfv_channel_post_receive(st->ch, &in, 1, &rx));
         TRY(sfv_channel_send(st->ch, &info, 1, NULL));
-        TRY(wait_recv(st, &rx));               /* the server read it */
+        TRY(wait_recv(&rx));               /* the server read it */
         put_info(st->ctlbuf + INFO, got, sfv_mr_rkey(gmr), size);
         TRY(sfv_channel_post_receive(st->ch, &in, 1, &rx));
         TRY(sfv_channel_send(st->ch, &info, 1, NULL));
-        TRY(wait_recv(st, &rx));               /* the server wrote it back */
+        TRY(wait_recv(&rx));               /* the server wrote it back */
         if (validate && memcmp(start, got, size) != 0) {
             fprintf(stderr, "rping: data mismatch at ping %ld\n", n);
             return 1;
@@ -184,6 +235,7 @@ static int ping(state *st, uint32_t size, long count, int validate) {
 int main(int argc, char **argv) {
     const char *addr = NULL, *src = NULL;
     int server = -1, validate = 0, persistent = 0, opt, rc = 0;
+    char srcbuf[INET6_ADDRSTRLEN];
     long port = 7174, size = 64, count = 0;
     sfv_context *ctx;
     sfv_channel_desc desc;
@@ -206,11 +258,12 @@ int main(int argc, char **argv) {
         default: goto usage;
         }
     }
-    if (server < 0 || !addr || port <= 0 || port > 65535 || size < MIN_SIZE || size > MAX_SIZE || count < 0) goto usage;
+    if (server < 0 || (!server && !addr) || port <= 0 || port > 65535 || size < MIN_SIZE || size > MAX_SIZE || count < 0) goto usage;
     memset(&desc, 0, sizeof desc);
     desc.timeout_ms = 30000;
     if (server) {
         sfv_cm_listener *l;
+        if (!addr) addr = "0.0.0.0"; /* rping's server: every IPv4 address (a client needs -a) */
         TRY(sfv_cm_listen(addr, (uint16_t)port, persistent ? 16 : 1, &l));
         do {
             sfv_cm_request *req;
@@ -222,7 +275,11 @@ int main(int argc, char **argv) {
         TRY(sfv_cm_destroy_listener(l));
         return rc;
     }
-    TRY(sfv_cm_open_device(src ? src : addr, &ctx));
+    if (!src && !(src = route_source(addr, (uint16_t)port, srcbuf, sizeof srcbuf))) {
+        fprintf(stderr, "rping: no route to %s\n", addr);
+        return 1;
+    }
+    TRY(sfv_cm_open_device(src, &ctx));
     TRY(sfv_alloc_pd(ctx, &st.pd));
     TRY(sfv_reg_mr_local(st.pd, st.ctlbuf, sizeof st.ctlbuf, &st.ctl));
     TRY(sfv_cm_connect(st.pd, src, addr, (uint16_t)port, &desc, NULL, 0, 30000, &st.conn));
@@ -234,6 +291,6 @@ int main(int argc, char **argv) {
     TRY(sfv_close_device(ctx));
     return rc;
 usage:
-    fprintf(stderr, "usage: rping -s|-c -a address [-I source] [-p port] [-S size %d..%d] [-C count] [-v] [-V] [-P]\n", MIN_SIZE, MAX_SIZE);
+    fprintf(stderr, "usage: rping -s [-a address] | -c -a address [-I source] [-p port] [-S size %d..%d] [-C count] [-v] [-V] [-P]\n", MIN_SIZE, MAX_SIZE);
     return 2;
 }

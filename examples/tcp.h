@@ -6,6 +6,7 @@
 #ifndef EXAMPLES_TCP_H
 #define EXAMPLES_TCP_H
 
+#include <errno.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <stdbool.h>
@@ -14,10 +15,17 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-/* Listens on `port`, accepts one connection and stops listening. -1 on failure. */
+/* Listens on `port`, accepts one connection and stops listening. -1 on failure, errno EINVAL for
+   a port outside 1 .. 65535: cast to 16 bits it named another (65536 is 0, which binds a port
+   the kernel picks, where no peer ever connects: the accept waited for good). */
 static int tcp_accept(int port) {
     struct sockaddr_in a;
-    int one = 1, fd = socket(AF_INET, SOCK_STREAM, 0), conn = -1;
+    int one = 1, fd, conn = -1;
+    if (port < 1 || port > 65535) {
+        errno = EINVAL;
+        return -1;
+    }
+    fd = socket(AF_INET, SOCK_STREAM, 0);
     if (fd < 0) return -1;
     memset(&a, 0, sizeof a);
     a.sin_family = AF_INET;
@@ -29,11 +37,15 @@ static int tcp_accept(int port) {
     return conn;
 }
 
-/* Connects to host:port. -1 on failure. */
+/* Connects to host:port. -1 on failure (errno EINVAL for a port outside 1 .. 65535). */
 static int tcp_connect(const char *host, int port) {
     struct addrinfo hints, *res, *ai;
     char service[16];
     int fd = -1;
+    if (port < 1 || port > 65535) {
+        errno = EINVAL;
+        return -1;
+    }
     memset(&hints, 0, sizeof hints);
     hints.ai_socktype = SOCK_STREAM;
     snprintf(service, sizeof service, "%d", port);
