@@ -1535,7 +1535,10 @@ typedef enum sfv_barrier_kind {
 typedef struct sfv_node_desc {
     size_t rank;
     size_t world_size;           /* 1 .. 4096; 0: rank and world size from the launcher (sfv_launcher_rank; none: SFV_ERR_INVALID) */
-    sfv_barrier_kind barrier;
+    sfv_barrier_kind barrier;    /* the same on every rank (DEFAULT is BINARY_TREE): ranks of different kinds wait for
+                                    different ranks, so a barrier could return before every rank entered it. The node
+                                    endpoint carries it and the handshake refuses another (SFV_ERR_INVALID);
+                                    sfv_node_connect_cm does not carry it (there, a disagreement goes unseen) */
     sfv_channel_desc channel;    /* for every channel; zero-filled: defaults */
 } sfv_node_desc;
 typedef struct sfv_node sfv_node;
@@ -1559,8 +1562,9 @@ SFV_NODISCARD SAFEVERBS_API sfv_result sfv_node_endpoint(const sfv_node *node, u
 /* all: world_size blobs of SFV_NODE_ENDPOINT_SIZE bytes in rank order. Takes from each the part
    meant for this rank and connects that rank's channel. Every entry is checked before any channel
    connects: SFV_ERR_INVALID (nothing connected, the call can be repeated) for a wrong size, a blob
-   that is not an endpoint (a reserved byte not 0 included), says another rank than its place or
-   another world size, or a GID of another kind than this side's. A verb that still refuses after
+   that is not an endpoint (a reserved byte not 0 included), says another rank than its place,
+   another world size or another barrier kind (sfv_node_desc.barrier), or a GID of another kind
+   than this side's. A verb that still refuses after
    another channel connected returns SFV_ERR_BROKEN: the node is part connected and can only be
    destroyed (every later handshake, connect or barrier says SFV_ERR_BROKEN).
    Before the first barrier or any work, every rank must be past its handshake: a rank's NIC
@@ -1606,7 +1610,8 @@ typedef sfv_result (*sfv_allgather_fn)(void *user, const void *mine, void *all, 
    blob that says another rank or world size is refused by the handshake (SFV_ERR_INVALID).
    sfv_exchange_allgather's context (user) that names another world size or rank than the
    node's is refused before anything runs (SFV_ERR_INVALID). It allocates as sfv_node_connect does.
-   fn may not destroy the node: sfv_destroy_node refuses it meanwhile (SFV_ERR_INVALID). */
+   fn may not destroy the node: sfv_destroy_node refuses it meanwhile (SFV_ERR_INVALID), and so
+   does sfv_node_connect_with on it. */
 SFV_NODISCARD SAFEVERBS_API sfv_result sfv_node_connect_with(sfv_node *node, sfv_allgather_fn fn, void *user);
 /* The TCP exchange as an sfv_allgather_fn: user points to an sfv_exchange_allgather_ctx, and
    each call is sfv_exchange_all_keyed(nodes, n, rank, mine, size, all, desc, timeout_ms). */
@@ -9445,8 +9450,8 @@ SAFEVERBS_API size_t sfv_node_rank(const sfv_node *node) { return node ? node->r
 SAFEVERBS_API size_t sfv_node_world_size(const sfv_node *node) { return node ? node->world : 0; }
 SAFEVERBS_API sfv_multi_channel *sfv_node_multi_channel(const sfv_node *node) { return node ? node->mc : NULL; }
 
-/* A node endpoint: "SN", version 1, 0, rank, world size (32-bit big-endian), 4 zero bytes; then
-   for each rank d: the endpoint of our channel d and our barrier region (in[]). */
+/* A node endpoint: "SN", version 1, 0, rank, world size (32-bit big-endian), 3 zero bytes, the
+   barrier kind; then for each rank d: the endpoint of our channel d and our barrier region (in[]). */
 #define SFV__NODE_ENTRY (SFV_ENDPOINT_ENCODED_SIZE + SFV_REMOTE_MR_ENCODED_SIZE)
 
 static sfv_result sfv__node_endpoint(const sfv_node *node, uint8_t *out, size_t size) {
@@ -9460,6 +9465,7 @@ static sfv_result sfv__node_endpoint(const sfv_node *node, uint8_t *out, size_t 
     out[0] = 'S'; out[1] = 'N'; out[2] = 1;
     sfv__put_be(out + 4, node->rank, 4);
     sfv__put_be(out + 8, node->world, 4);
+    out[15] = (uint8_t)node->kind; /* (never DEFAULT: sfv_create_node made it BINARY_TREE) */
     for (d = 0; d < node->world; d++) {
         uint8_t *e = out + 16 + d * SFV__NODE_ENTRY;
         sfv_endpoint ep;
@@ -9487,10 +9493,17 @@ static sfv_result sfv__node_entry(const sfv_node *node, const uint8_t *b, size_t
     const uint8_t *e = b + 16 + node->rank * SFV__NODE_ENTRY;
     if (b[0] != 'S' || b[1] != 'N' || b[2] != 1 || b[3] != 0)
         return sfv__bad_encoding("node endpoint", "not a node endpoint (magic or version)");
-    if (sfv__get_be(b + 12, 4) != 0) return sfv__bad_encoding("node endpoint", "reserved bytes are not 0");
+    if (sfv__get_be(b + 12, 3) != 0) return sfv__bad_encoding("node endpoint", "reserved bytes are not 0");
     if (sfv__get_be(b + 4, 4) != rank || sfv__get_be(b + 8, 4) != node->world)
         return sfv__fail(SFV_ERR_INVALID, EINVAL, "sfv_node_handshake", "the endpoint in place %zu says rank %llu of %llu (this world: %zu)",
                          rank, (unsigned long long)sfv__get_be(b + 4, 4), (unsigned long long)sfv__get_be(b + 8, 4), node->world);
+    /* Ranks of different barrier kinds await different ranks: a rank could leave a barrier that
+       another has not entered (3 ranks, one DISSEMINATION: its first write releases a
+       BINARY_TREE child before the third rank came), so every rank must run the same one. */
+    if (b[15] != (uint8_t)node->kind)
+        return sfv__fail(SFV_ERR_INVALID, EINVAL, "sfv_node_handshake",
+                         "rank %zu's node runs barrier kind %u, this one %u (sfv_node_desc.barrier): every rank must pass the same", rank,
+                         (unsigned)b[15], (unsigned)node->kind);
     if (sfv_endpoint_decode(e, SFV_ENDPOINT_ENCODED_SIZE, ep) || sfv_remote_mr_decode(e + SFV_ENDPOINT_ENCODED_SIZE, SFV_REMOTE_MR_ENCODED_SIZE, barrier))
         return sfv__fail(SFV_ERR_INVALID, EINVAL, "sfv_node_handshake", "rank %zu's entry for rank %zu is malformed", rank, node->rank);
     if (barrier->length < node->world * sizeof *node->in)
@@ -9597,6 +9610,10 @@ SAFEVERBS_API sfv_result sfv_node_connect_with(sfv_node *node, sfv_allgather_fn 
     unsigned long failures;
     SFV__CHECK_ARG(node, "node");
     SFV__CHECK_ARG(fn, "allgather function (NULL)");
+    /* From the allgather of another sfv_node_connect_with on this node: it would clear the flag
+       that keeps fn from destroying the node when it returns, while the outer call still holds it. */
+    if (node->in_allgather)
+        return sfv__fail(SFV_ERR_INVALID, EINVAL, "sfv_node_connect", "sfv_node_connect_with's allgather is running on this node: connect it once, from outside it");
     if (node->poisoned) return sfv__node_broken(node, "sfv_node_connect");
     if (node->connected) return sfv__fail(SFV_ERR_INVALID, EINVAL, "sfv_node_connect", "the node is already connected");
     if (fn == sfv_exchange_allgather && user) { /* the library's own allgather: its world must be the node's (it writes n blobs into all) */
