@@ -4198,7 +4198,11 @@ SAFEVERBS_API size_t sfv_channel_outstanding(const sfv_channel *ch) {
    Under AddressSanitizer, scatter memory is poisoned from post until consumed; under valgrind
    memcheck it is NOACCESS, and at consumption the bytes the completion says were written are
    DEFINED (a receive's byte_len, a read's length, an atomic's 8 bytes), the rest UNDEFINED (a
-   failed or flushed work request may have written any part of its elements). ASan tracks 8-byte
+   failed work request may have written any part of its elements), except after a success or a
+   flush (which never ran) on an element whose bytes were all DEFINED when posted: the NIC left
+   the rest as they were, so all of it is DEFINED again (a program that checks a receive's buffer
+   past byte_len is untouched reads its own bytes; one that reads there bytes it never wrote is
+   still told). ASan tracks 8-byte
    granules: an element that starts or ends inside a granule shared with other memory poisons
    only the granules it covers whole, so up to 7 bytes at each unaligned end go unreported.
    An element of a DMA-BUF MR holds an iova, an address in that MR's own space, not the host's:
@@ -4233,6 +4237,7 @@ typedef struct sfv__iv {
     uint8_t poisoned;         /* ASan: its bytes were all addressable, and this library poisoned them */
     uint8_t marked;           /* its bytes were handed to the NIC (sfv__iv_poison): given back when it goes */
     uint8_t dmabuf;           /* its lkey is a DMA-BUF MR's: lo and hi are iovas */
+    uint8_t defined;          /* valgrind: its bytes were all DEFINED when posted (a success gives them back so) */
 } sfv__iv;
 
 static bool sfv__iv_lock;
@@ -4333,6 +4338,21 @@ static uint8_t sfv__iv_send_op(const struct ibv_send_wr *w) {
     }
 }
 
+#if SFV__VALGRIND
+/* Whether valgrind holds every byte of [p, p + len) DEFINED (false outside valgrind). */
+static bool sfv__vg_defined(const unsigned char *p, size_t len) {
+    unsigned char bits[256];
+    size_t at, i, n;
+    if (!RUNNING_ON_VALGRIND) return false;
+    for (at = 0; at < len; at += n) {
+        n = len - at < sizeof bits ? len - at : sizeof bits;
+        if (VALGRIND_GET_VBITS(p + at, bits, n) != 1) return false;
+        for (i = 0; i < n; i++)
+            if (bits[i]) return false; /* (a set bit: undefined) */
+    }
+    return true;
+}
+#endif
 static void sfv__iv_poison(sfv__iv *n) {
     n->marked = 1;
 #if SFV__ASAN
@@ -4343,30 +4363,35 @@ static void sfv__iv_poison(sfv__iv *n) {
     if (n->poisoned) __asan_poison_memory_region((const void *)(uintptr_t)n->lo, (size_t)(n->hi - n->lo + 1));
 #endif
 #if SFV__VALGRIND
+    n->defined = sfv__vg_defined((const unsigned char *)(uintptr_t)n->lo, (size_t)(n->hi - n->lo + 1));
     (void)VALGRIND_MAKE_MEM_NOACCESS((const void *)(uintptr_t)n->lo, (size_t)(n->hi - n->lo + 1));
 #endif
     (void)n;
 }
-/* Gives n's bytes back: `written` of them were written by the NIC (defined), the rest not. */
-static void sfv__iv_unpoison(const sfv__iv *n, uint64_t written) {
+/* Gives n's bytes back: `written` of them were written by the NIC (defined), the rest not, unless
+   the NIC left the rest as it was (ok: a success, or a flush) on bytes that were all defined when
+   posted: a program that reads them (a receive's buffer past byte_len, or a flushed one's,
+   checked untouched) reads its own bytes. */
+static void sfv__iv_unpoison(const sfv__iv *n, uint64_t written, bool ok) {
     const size_t len = (size_t)(n->hi - n->lo + 1);
     if (written > len) written = len;
 #if SFV__ASAN
     if (n->poisoned) __asan_unpoison_memory_region((const void *)(uintptr_t)n->lo, len);
 #endif
 #if SFV__VALGRIND
+    if (ok && n->defined) written = len;
     (void)VALGRIND_MAKE_MEM_UNDEFINED((const void *)(uintptr_t)n->lo, len);
     if (written) (void)VALGRIND_MAKE_MEM_DEFINED((const void *)(uintptr_t)n->lo, (size_t)written);
 #endif
-    (void)len; (void)written;
+    (void)len; (void)written; (void)ok;
 }
 
 /* Takes node n out of its tree (the lock is held); its memory back to the program. */
-static void sfv__iv_out(sfv__iv *n, uint64_t written) {
+static void sfv__iv_out(sfv__iv *n, uint64_t written, bool ok) {
     sfv__iv_root[n->scatter] = sfv__iv_remove(sfv__iv_root[n->scatter], n);
     n->l = n->r = NULL;
     n->in_tree = 0;
-    if (n->marked) sfv__iv_unpoison(n, written);
+    if (n->marked) sfv__iv_unpoison(n, written, ok);
 }
 
 SFV__SLOW void sfv__iv_race(const sfv__iv *n, const sfv__iv *f) {
@@ -4409,7 +4434,7 @@ static bool sfv__iv_add_wr(sfv__ring *q, uint64_t wr_id, uint8_t op, bool scatte
         if (!f && scatter) f = sfv__iv_find(sfv__iv_root[0], n->lo, n->hi, n, NULL);
         if (f) {
             sfv__iv_race(n, f);
-            while (used > 0) sfv__iv_out(&nodes[--used], 0);
+            while (used > 0) sfv__iv_out(&nodes[--used], 0, false);
             return false;
         }
         sfv__iv_root[scatter] = sfv__iv_insert(sfv__iv_root[scatter], n);
@@ -4434,13 +4459,14 @@ static bool sfv__iv_check_gather(sfv__ring *q, uint64_t wr_id, uint8_t op, const
     }
     return true;
 }
-/* Forgets the nodes of the slot behind wr_id; `written`: bytes the NIC wrote, in element order. */
-static void sfv__iv_drop_slot(sfv__ring *q, uint64_t seq, uint64_t written) {
+/* Forgets the nodes of the slot behind wr_id; `written`: bytes the NIC wrote, in element order;
+   ok: the rest is untouched (sfv__iv_intact). */
+static void sfv__iv_drop_slot(sfv__ring *q, uint64_t seq, uint64_t written, bool ok) {
     sfv__iv *nodes = q->iv + (seq & q->mask) * q->iv_per;
     uint32_t k;
     for (k = 0; k < q->iv_per && nodes[k].in_tree && nodes[k].seq == seq; k++) {
         const uint64_t len = nodes[k].hi - nodes[k].lo + 1;
-        sfv__iv_out(&nodes[k], written);
+        sfv__iv_out(&nodes[k], written, ok);
         written = written > len ? written - len : 0;
     }
 }
@@ -4478,14 +4504,17 @@ static void sfv__inflight_posted(sfv__ring *q, const struct ibv_send_wr *s, cons
     sfv__iv_enter();
     for (i = 0; s; s = s->next, i++) {
         const uint64_t seq = (s->wr_id & ~SFV__WRID_INJECT) >> 1;
-        if (i >= posted) sfv__iv_drop_slot(q, seq, 0);
+        if (i >= posted) sfv__iv_drop_slot(q, seq, 0, false);
         else sfv__iv_mark_slot(q, seq);
     }
     for (i = 0; rw; rw = rw->next, i++)
-        if (i >= posted) sfv__iv_drop_slot(q, rw->wr_id >> 1, 0);
+        if (i >= posted) sfv__iv_drop_slot(q, rw->wr_id >> 1, 0, false);
         else sfv__iv_mark_slot(q, rw->wr_id >> 1);
     sfv__iv_leave();
 }
+/* Whether the NIC left what the completion of slot s does not say it wrote as it was: a success
+   (it wrote what it says), or a flush (it never ran). */
+static bool sfv__iv_intact(const sfv__slot *s) { return s->status == IBV_WC_SUCCESS || s->status == IBV_WC_WR_FLUSH_ERR; }
 /* What the completion of slot s says the NIC wrote into its scatter elements. */
 static uint64_t sfv__iv_written(const sfv__slot *s) {
     if (s->status != IBV_WC_SUCCESS) return 0;
@@ -4498,7 +4527,10 @@ static uint64_t sfv__iv_written(const sfv__slot *s) {
 static void sfv__inflight_done(sfv__ring *q, uint64_t first, uint64_t last) {
     uint64_t seq;
     sfv__iv_enter();
-    for (seq = first; seq <= last; seq++) sfv__iv_drop_slot(q, seq, sfv__iv_written(&q->slots[seq & q->mask]));
+    for (seq = first; seq <= last; seq++) {
+        const sfv__slot *s = &q->slots[seq & q->mask];
+        sfv__iv_drop_slot(q, seq, sfv__iv_written(s), sfv__iv_intact(s));
+    }
     sfv__iv_leave();
 }
 static void sfv__inflight_forget(sfv__ring *q) {
@@ -4506,7 +4538,10 @@ static void sfv__inflight_forget(sfv__ring *q) {
     sfv__iv_enter();
     for (seq = q->tail; seq < q->head; seq++) {
         const sfv__slot *s = &q->slots[seq & q->mask];
-        if (s->state != SFV__SLOT_FREE && s->seq == seq) sfv__iv_drop_slot(q, seq, sfv__slot_done(q, s, seq) ? sfv__iv_written(s) : 0);
+        if (s->state != SFV__SLOT_FREE && s->seq == seq) {
+            const bool done = sfv__slot_done(q, s, seq);
+            sfv__iv_drop_slot(q, seq, done ? sfv__iv_written(s) : 0, done && sfv__iv_intact(s));
+        }
     }
     sfv__iv_leave();
 }
