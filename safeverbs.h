@@ -4195,7 +4195,8 @@ SAFEVERBS_API size_t sfv_channel_outstanding(const sfv_channel *ch) {
    Measured (callgrind, one 64 B send + receive in loopback on rxe, -O2, SFV_DEBUG build, Linux
    6.1 guest; `make bench` stage 5, or tools/inflight_cost.sh): 1,604 instructions per
    iteration with tracking, 881 with SFV_TRACK_INFLIGHT 0 (1.82x).
-   Under AddressSanitizer, scatter memory is poisoned from post until consumed; under valgrind
+   Under AddressSanitizer, scatter memory is poisoned from post until consumed, or until its QP is
+   destroyed (a reset, a destroy: the NIC touches none of it after, handle or not); under valgrind
    memcheck it is NOACCESS, and at consumption the bytes the completion says were written are
    DEFINED (a receive's byte_len, a read's length, an atomic's 8 bytes), the rest UNDEFINED (a
    failed work request may have written any part of its elements), except after a success or a
