@@ -9954,7 +9954,14 @@ static struct rdma_event_channel *sfv__cm_channel(void) {
     struct rdma_event_channel *ec;
     errno = 0;
     ec = rdma_create_event_channel();
-    if (!ec) { sfv__cm_fail("rdma_create_event_channel", errno ? errno : ENOMEM, "event channel"); return NULL; }
+    if (!ec) {
+        const int e = errno ? errno : ENOMEM;
+        if (e == ENODEV || e == ENOENT) /* (no rdma_cm device node: no RDMA device, or rdma_ucm not loaded) */
+            sfv__fail(SFV_ERR_NOT_FOUND, e, "rdma_create_event_channel", "rdma_create_event_channel: no RDMA-CM device (%s): is an RDMA device there, and the rdma_ucm module loaded?", strerror(e));
+        else
+            sfv__cm_fail("rdma_create_event_channel", e, "the CM's event channel");
+        return NULL;
+    }
     if (!sfv__fd_flags(ec->fd, true)) {
         const int e = errno;
         rdma_destroy_event_channel(ec);

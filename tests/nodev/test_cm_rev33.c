@@ -43,7 +43,23 @@ static void t_cm_request_open_device(void) {
     CHECK_EQ(fk_live_total(), 0);
 }
 
+/* With no RDMA-CM device (rdma_create_event_channel fails ENODEV: no RDMA device, or rdma_ucm
+   not loaded) the message said "no RDMA device has the address event channel"; now it says
+   what is missing, SFV_ERR_NOT_FOUND as before. */
+static void t_cm_no_event_channel_message(void) {
+    sfv_cm_listener *l = NULL;
+    fk_reset();
+    fkcm_reset();
+    fkcm_fail(FKCM_CREATE_EVENT_CHANNEL, 1, ENODEV, 0);
+    CHECK_RESULT(sfv_cm_listen(FKCM_ADDR0, PORT, 0, &l), SFV_ERR_NOT_FOUND);
+    CHECK(l == NULL);
+    CHECK_MSG("no RDMA-CM device");
+    CHECK_MSG("rdma_ucm");
+    CHECK_EQ(fkcm_live_ids(), 0);
+}
+
 static const harness_test TESTS[] = {
+    TEST(t_cm_no_event_channel_message, 20),
     TEST(t_cm_request_open_device, 20),
 };
 int main(int argc, char **argv) { return harness_main(argc, argv, TESTS, COUNT_OF(TESTS)); }
