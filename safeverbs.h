@@ -325,6 +325,7 @@ typedef struct sfv_error {
 SAFEVERBS_API const sfv_error *sfv_last_error(void);
 /* Maps an errno to its class as the crate does: EINVAL -> INVALID; ENOMEM, EAGAIN, EMFILE ->
    RESOURCE; EPERM, EACCES -> PERMISSION; ENOENT, ENODEV -> NOT_FOUND; EOPNOTSUPP -> UNSUPPORTED;
+   0 (no error) -> SFV_OK: after a call that failed without setting errno, say EIO yourself;
    anything else -> DRIVER. */
 SFV_NODISCARD SAFEVERBS_API sfv_result sfv_result_from_errno(int errnum);
 
@@ -895,9 +896,10 @@ SFV_NODISCARD SAFEVERBS_API sfv_result sfv_channel_handshake(sfv_channel *ch, co
    QP number, which the new QP does not answer to, and the new PSNs start elsewhere: nothing of
    the old connection is taken for the new one. The port's address is read again (the LID an
    InfiniBand subnet manager assigned anew, the GID at desc.gid_index that a RoCE address change
-   rewrote; kept as it was where that read fails), so the new endpoint says where the channel is
-   now. The desc is kept (a send_psn set in it is not reused). Refused inside a scope (SFV_ERR_INVALID), and for a channel whose CQ or device failed
-   (a CQ_ERR or DEVICE_FATAL event: the reset keeps the CQ) or whose SRQ failed (no QP takes from
+   rewrote; kept as it was where that read fails or the port is not ACTIVE), so the new endpoint
+   says where the channel is now. The desc is kept (a send_psn set in it is not reused). Refused
+   inside a scope (SFV_ERR_INVALID), and for a channel whose CQ or device failed (a CQ_ERR or
+   DEVICE_FATAL event: the reset keeps the CQ) or whose SRQ failed (no QP takes from
    it again), or whose destroy failed part-way (its CQ gone): SFV_ERR_BROKEN before anything is
    touched, destroy it; a verb that fails leaves the channel broken with no QP (or, where the old
    QP's destroy was refused, with that QP, moved to the error state if the device let it; where
@@ -4199,11 +4201,10 @@ SAFEVERBS_API size_t sfv_channel_outstanding(const sfv_channel *ch) {
    destroyed (a reset, a destroy: the NIC touches none of it after, handle or not); under valgrind
    memcheck it is NOACCESS, and at consumption the bytes the completion says were written are
    DEFINED (a receive's byte_len, a read's length, an atomic's 8 bytes), the rest UNDEFINED (a
-   failed work request may have written any part of its elements), except after a success or a
-   flush (which never ran) on an element whose bytes were all DEFINED when posted: the NIC left
-   the rest as they were, so all of it is DEFINED again (a program that checks a receive's buffer
-   past byte_len is untouched reads its own bytes; one that reads there bytes it never wrote is
-   still told). ASan tracks 8-byte
+   failed or flushed work request may have written any part of its elements), except after a
+   success on an element whose bytes were all DEFINED when posted: the NIC left the rest as they
+   were, so all of it is DEFINED again (a program that checks a receive's buffer past byte_len is
+   untouched reads its own bytes; one that reads there bytes it never wrote is still told). ASan tracks 8-byte
    granules: an element that starts or ends inside a granule shared with other memory poisons
    only the granules it covers whole, so up to 7 bytes at each unaligned end go unreported.
    An element of a DMA-BUF MR holds an iova, an address in that MR's own space, not the host's:
@@ -4370,9 +4371,9 @@ static void sfv__iv_poison(sfv__iv *n) {
     (void)n;
 }
 /* Gives n's bytes back: `written` of them were written by the NIC (defined), the rest not, unless
-   the NIC left the rest as it was (ok: a success, or a flush) on bytes that were all defined when
-   posted: a program that reads them (a receive's buffer past byte_len, or a flushed one's,
-   checked untouched) reads its own bytes. */
+   the NIC left the rest as it was (ok: a success) on bytes that were all defined when posted: a
+   program that reads them (a receive's buffer past byte_len, checked untouched) reads its own
+   bytes. */
 static void sfv__iv_unpoison(const sfv__iv *n, uint64_t written, bool ok) {
     const size_t len = (size_t)(n->hi - n->lo + 1);
     if (written > len) written = len;
@@ -4514,8 +4515,9 @@ static void sfv__inflight_posted(sfv__ring *q, const struct ibv_send_wr *s, cons
     sfv__iv_leave();
 }
 /* Whether the NIC left what the completion of slot s does not say it wrote as it was: a success
-   (it wrote what it says), or a flush (it never ran). */
-static bool sfv__iv_intact(const sfv__slot *s) { return s->status == IBV_WC_SUCCESS || s->status == IBV_WC_WR_FLUSH_ERR; }
+   (it wrote what it says). Not a flush: the work a NIC was running when its QP failed completes
+   flushed too (rxe's, mlx5's), maybe with part of its bytes written. */
+static bool sfv__iv_intact(const sfv__slot *s) { return s->status == IBV_WC_SUCCESS; }
 /* What the completion of slot s says the NIC wrote into its scatter elements. */
 static uint64_t sfv__iv_written(const sfv__slot *s) {
     if (s->status != IBV_WC_SUCCESS) return 0;
@@ -7161,14 +7163,18 @@ static sfv_result sfv__reset_refused(const sfv_channel *ch) {
                      sfv__stuck_destroy(ch->owned));
 }
 /* The port's address as it is now, for the endpoint of a reset channel: a LID a subnet manager
-   gave anew, a GID its IP address rewrote. A query that fails keeps the old, unreported (the
-   handshake with the new endpoint says whether the port is usable). */
+   gave anew, a GID its IP address rewrote. Only from an ACTIVE port (one down may say LID 0); a
+   query that fails, or a port not ACTIVE, keeps the old, unreported. */
 static void sfv__address_refresh(sfv_channel *ch) {
     const sfv__error_mark kept = sfv__error_mark_now();
     sfv_port_attr pa;
     sfv_gid_entry ge;
     static const uint8_t zero[16];
-    if (sfv_query_port(ch->pd->ctx, ch->desc.port, &pa) == SFV_OK) ch->lid = pa.lid;
+    if (sfv_query_port(ch->pd->ctx, ch->desc.port, &pa) != SFV_OK || pa.state != SFV_PORT_ACTIVE) {
+        sfv__error_back(&kept);
+        return;
+    }
+    ch->lid = pa.lid;
     if (ch->desc.gid_index_set && sfv_query_gid(ch->pd->ctx, ch->desc.port, ch->desc.gid_index, &ge) == SFV_OK &&
         memcmp(ge.gid.raw, zero, sizeof zero) != 0)
         ch->gid = ge.gid;

@@ -74,6 +74,26 @@ static sfv_result wait_recv(sfv_pending *rx) {
     return sfv_pending_wait(rx, -1, NULL);
 }
 
+/* Whether the client disconnected (its CM said so: read now, if not yet). */
+static bool client_gone(state *st) { return sfv_cm_events(st->conn) == SFV_ERR_BROKEN; }
+
+/* A step of the server's pings. A failure once the client disconnected ends the pings, not an
+   error, wherever it came (as rping's server: state DISCONNECTED is 0): the client leaves once it
+   has the last go-ahead, and that may be before the server's send of it completed (the client's
+   QP, in error, drops the ACK: the send is flushed) or before the server's next post (refused,
+   SFV_ERR_BROKEN), not only while it waits for the next ping. */
+#define STEP(call)                                                                          \
+    do {                                                                                    \
+        sfv_result r_ = (call);                                                             \
+        if (r_ != SFV_OK) {                                                                 \
+            char why_[512];                                                                 \
+            snprintf(why_, sizeof why_, "%s", sfv_last_error()->message); /* (kept over client_gone) */ \
+            if (client_gone(st)) return 0;                                                  \
+            fprintf(stderr, "rping: %s: %s\n", #call, why_);                                \
+            return 1;                                                                       \
+        }                                                                                   \
+    } while (0)
+
 /* The server's pings, into buf (its MR mr), until the client leaves: 0, else 1. */
 static int serve_pings(state *st, sfv_mr *mr, uint8_t *buf, uint32_t size) {
     sfv_scatter_element in = sfv_mr_scatter_element(st->ctl, st->ctlbuf, INFO);
@@ -83,14 +103,8 @@ static int serve_pings(state *st, sfv_mr *mr, uint8_t *buf, uint32_t size) {
         sfv_remote_mr remote;
         sfv_scatter_element into;
         sfv_gather_element from;
-        sfv_result r;
-        TRY(sfv_channel_post_receive(st->ch, &in, 1, &rx));
-        r = wait_recv(&rx);
-        if (r == SFV_ERR_WORK) break; /* flushed: the client is gone, done */
-        if (r != SFV_OK) {
-            fprintf(stderr, "rping: waiting for the client's buffer: %s\n", sfv_last_error()->message);
-            return 1;
-        }
+        STEP(sfv_channel_post_receive(st->ch, &in, 1, &rx));
+        STEP(wait_recv(&rx)); /* (flushed: the client is gone, done) */
         remote = get_info(st->ctlbuf);
         if (sfv_remote_mr_length(remote) > size) {
             fprintf(stderr, "rping: the client's buffer (%llu bytes) is larger than -S %u\n",
@@ -98,18 +112,17 @@ static int serve_pings(state *st, sfv_mr *mr, uint8_t *buf, uint32_t size) {
             return 1;
         }
         into = sfv_mr_scatter_element(mr, buf, (size_t)sfv_remote_mr_length(remote));
-        TRY(sfv_channel_read(st->ch, &into, 1, remote, NULL));
+        STEP(sfv_channel_read(st->ch, &into, 1, remote, NULL));
         buf[size - 1] = 0;
         if (st->verbose) printf("server ping data: %s\n", (char *)buf);
-        TRY(sfv_channel_post_receive(st->ch, &in, 1, &rx));
-        TRY(sfv_channel_send(st->ch, &go, 1, NULL));
-        TRY(wait_recv(&rx));
+        STEP(sfv_channel_post_receive(st->ch, &in, 1, &rx));
+        STEP(sfv_channel_send(st->ch, &go, 1, NULL));
+        STEP(wait_recv(&rx));
         remote = get_info(st->ctlbuf);
         from = sfv_mr_gather_element(mr, buf, strlen((char *)buf) + 1);
-        TRY(sfv_channel_write(st->ch, &from, 1, remote, NULL));
-        TRY(sfv_channel_send(st->ch, &go, 1, NULL));
+        STEP(sfv_channel_write(st->ch, &from, 1, remote, NULL));
+        STEP(sfv_channel_send(st->ch, &go, 1, NULL));
     }
-    return 0;
 }
 
 /* The buffer and its MR around serve_pings, freed however it ends (a -P server goes on). */

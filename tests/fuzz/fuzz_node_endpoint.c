@@ -9,7 +9,8 @@
    this node's rank, byte 2 the place r the blob came from; the rest is the blob, cut or padded
    with zeros to SFV_NODE_ENDPOINT_SIZE(world), in a buffer of exactly that size.
    Properties: the blob is taken exactly when its header is "SN", version 1, 0, rank r, this
-   world size and 4 zero bytes, and the entry for this rank holds a valid endpoint and a remote
+   world size, 3 zero bytes and this node's barrier kind (BINARY_TREE here, the default's: a
+   node's is never DEFAULT, which sfv_create_node makes BINARY_TREE), and the entry for this rank holds a valid endpoint and a remote
    region that does not wrap and has room for the barrier (8 bytes a rank); then the decoded
    endpoint and region are in range and re-encode to the entry's bytes. A refusal is
    SFV_ERR_INVALID and is recorded in sfv_last_error().
@@ -20,10 +21,10 @@
 
 #define FZ_ENTRY (SFV_ENDPOINT_ENCODED_SIZE + SFV_REMOTE_MR_ENCODED_SIZE)
 
-static int fz_blob_valid(const uint8_t *b, size_t r, size_t rank, size_t world) {
+static int fz_blob_valid(const uint8_t *b, size_t r, size_t rank, size_t world, sfv_barrier_kind kind) {
     const uint8_t *e = b + 16 + rank * FZ_ENTRY;
     if (b[0] != 'S' || b[1] != 'N' || b[2] != 1 || b[3] != 0) return 0;
-    if (fz_be(b + 4, 4) != r || fz_be(b + 8, 4) != world || !fz_zero(b + 12, 4)) return 0;
+    if (fz_be(b + 4, 4) != r || fz_be(b + 8, 4) != world || !fz_zero(b + 12, 3) || b[15] != kind) return 0;
     if (!fz_endpoint_valid(e, SFV_ENDPOINT_ENCODED_SIZE)) return 0;
     if (!fz_remote_mr_valid(e + SFV_ENDPOINT_ENCODED_SIZE, SFV_REMOTE_MR_ENCODED_SIZE)) return 0;
     return fz_be(e + SFV_ENDPOINT_ENCODED_SIZE + 12, 8) >= world * sizeof(uint64_t);
@@ -54,13 +55,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     memset(&nd, 0, sizeof nd);
     nd.rank = rank;
     nd.world = world;
+    nd.kind = SFV_BARRIER_BINARY_TREE;
     fz_prime_error();
     before = fz_error_now();
     memset(&ep, 0xA5, sizeof ep);
     memset(&barrier, 0xA5, sizeof barrier);
     res = sfv__node_entry(&nd, blob, r, &ep, &barrier);
     FZ_CHECK(res == SFV_OK || res == SFV_ERR_INVALID);
-    FZ_CHECK((res == SFV_OK) == fz_blob_valid(blob, r, rank, world));
+    FZ_CHECK((res == SFV_OK) == fz_blob_valid(blob, r, rank, world, nd.kind));
     if (res != SFV_OK) {
         fz_check_failure(res);
     } else {

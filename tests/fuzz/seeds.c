@@ -144,6 +144,7 @@ static void fz_node_seed(const char *name, size_t world, size_t rank, size_t fro
     blob[0] = 'S', blob[1] = 'N', blob[2] = 1;
     sfv__put_be(blob + 4, from, 4);
     sfv__put_be(blob + 8, world, 4);
+    blob[15] = SFV_BARRIER_BINARY_TREE; /* the barrier kind: fuzz_node_endpoint's node's */
     for (d = 0; d < world; d++) {
         uint8_t *e = blob + 16 + d * (SFV_ENDPOINT_ENCODED_SIZE + SFV_REMOTE_MR_ENCODED_SIZE);
         ep.qpn = (uint32_t)(0x100 + d);
@@ -153,7 +154,8 @@ static void fz_node_seed(const char *name, size_t world, size_t rank, size_t fro
     if (flaw == 1) blob[1] = 'X';
     if (flaw == 2) blob[7] ^= 1;     /* another rank */
     if (flaw == 3) blob[11] ^= 2;    /* another world size */
-    if (flaw == 5) blob[15] = 1;     /* a reserved byte */
+    if (flaw == 5) blob[12] = 1;     /* a reserved byte */
+    if (flaw == 7) blob[15] = SFV_BARRIER_DISSEMINATION; /* another barrier kind */
     if (flaw == 6) blob[16 + rank * (SFV_ENDPOINT_ENCODED_SIZE + SFV_REMOTE_MR_ENCODED_SIZE) + SFV_ENDPOINT_ENCODED_SIZE] = 'X';
     fz_write("node_endpoint", name, b, 3 + each);
 }
@@ -171,5 +173,6 @@ int main(void) {
     fz_node_seed("bad_barrier_small", 2, 1, 1, 4);
     fz_node_seed("bad_reserved", 2, 0, 1, 5);
     fz_node_seed("bad_entry_region", 2, 1, 0, 6);
+    fz_node_seed("bad_barrier_kind", 2, 1, 0, 7);
     return fz_failed;
 }

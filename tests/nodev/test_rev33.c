@@ -96,6 +96,16 @@ static void t_reset_reads_the_address_again(void) {
         CHECK_OK(sfv_channel_endpoint(ch, &kept));
         CHECK_EQ(kept.lid, after.lid);
         CHECK(memcmp(kept.gid.raw, after.gid.raw, 16) == 0);
+        /* a port not ACTIVE (one down may say LID 0): its address is not taken either */
+        fk_set_addr_gen(11);
+        fk_set_port_state(IBV_PORT_DOWN);
+        CHECK_OK(sfv_channel_reset(ch)); /* (a new QP is made on a port that is down: it waits in INIT) */
+        {
+            CHECK_OK(sfv_channel_endpoint(ch, &kept));
+            CHECK_EQ(kept.lid, after.lid);
+            CHECK(memcmp(kept.gid.raw, after.gid.raw, 16) == 0);
+        }
+        fk_set_port_state(IBV_PORT_ACTIVE);
         fk_reset();
         CHECK_OK(sfv_destroy_channel(ch));
         tf_close(&e);

@@ -494,11 +494,11 @@ static bool rv_defined(const unsigned char *p, size_t n) {
     return true;
 }
 
-/* Session 26: the bytes of a receive's element past byte_len, and all of a flushed receive's,
-   were UNDEFINED for valgrind after consumption: a program that checks they are untouched (as
-   the NIC left them) was told it read uninitialised memory. Where they were all defined when
-   posted, a success or a flush gives them back defined; a buffer the program never wrote stays
-   undefined past what the NIC wrote (still told). */
+/* Session 26: the bytes of a receive's element past byte_len were UNDEFINED for valgrind after
+   consumption: a program that checks they are untouched (as the NIC left them) was told it read
+   uninitialised memory. Where they were all defined when posted, a success gives them back
+   defined; a flush does not (the NIC may have written part), nor does a buffer the program never
+   wrote past what the NIC wrote (still told). */
 static void t_untouched_bytes_stay_defined(void) {
     tf_env e;
     sfv_channel *a, *b;
@@ -520,12 +520,15 @@ static void t_untouched_bytes_stay_defined(void) {
     CHECK_EQ(wc.byte_len, 16);
     CHECK(rv_defined(e.buf + 1024, 64));
     for (i = 16; i < 64; i++) CHECK_EQ(e.buf[1024 + i], 0x77); /* untouched, and read without a report */
-    /* a flushed receive: all of it as it was */
+    /* a flushed receive: the NIC may have written part of it (the work it was running when the QP
+       failed completes flushed too): undefined */
     CHECK_OK(sfv_channel_post_receive(b, &s, 1, &p));
     CHECK_OK(sfv_channel_reset(b));
     CHECK_RESULT(sfv_pending_wait(&p, 100, &wc), SFV_ERR_WORK);
     CHECK_EQ(wc.status, SFV_WC_WR_FLUSH_ERR);
-    CHECK(rv_defined(e.buf + 1024, 64));
+#if SFV__VALGRIND
+    if (RUNNING_ON_VALGRIND) CHECK(!rv_defined(e.buf + 1024, 64));
+#endif
     CHECK_OK(sfv_destroy_channel(a));
     CHECK_OK(sfv_destroy_channel(b));
     /* memory the program never wrote: only what the NIC wrote is defined */
