@@ -59,6 +59,21 @@ static inline void tf_pair(tf_env *e, const sfv_channel_desc *d, sfv_channel **a
     tf_connect(*a, *b);
 }
 
+/* Two multi-channels of 2 connected to each other (m1's peer i to m2's peer i), deadline
+   timeout_ms (0: the desc's default). */
+static inline void tf_mc_pair(tf_env *e, uint32_t timeout_ms, sfv_multi_channel **m1, sfv_multi_channel **m2) {
+    sfv_channel_desc d;
+    sfv_endpoint e1[2], e2[2];
+    memset(&d, 0, sizeof d);
+    d.timeout_ms = timeout_ms;
+    CHECK_OK(sfv_create_multi_channel(e->pd, 2, &d, m1));
+    CHECK_OK(sfv_create_multi_channel(e->pd, 2, &d, m2));
+    CHECK_OK(sfv_multi_channel_endpoints(*m1, e1, 2));
+    CHECK_OK(sfv_multi_channel_endpoints(*m2, e2, 2));
+    CHECK_OK(sfv_multi_channel_handshake(*m1, e2, 2));
+    CHECK_OK(sfv_multi_channel_handshake(*m2, e1, 2));
+}
+
 /* A port on 127.0.0.1 free a moment ago (the kernel's pick; closed again). */
 static inline uint16_t tf_free_port(void) {
     struct sockaddr_in a;

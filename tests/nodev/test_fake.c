@@ -2413,17 +2413,6 @@ static void t_blocking_cannot_stop(void) {
     tf_close(&e);
 }
 
-/* Two multi-channels of 2 connected to each other: m1's peer i to m2's peer i. */
-static void tf_mc_pair(tf_env *e, sfv_multi_channel **m1, sfv_multi_channel **m2) {
-    sfv_endpoint e1[2], e2[2];
-    CHECK_OK(sfv_create_multi_channel(e->pd, 2, NULL, m1));
-    CHECK_OK(sfv_create_multi_channel(e->pd, 2, NULL, m2));
-    CHECK_OK(sfv_multi_channel_endpoints(*m1, e1, 2));
-    CHECK_OK(sfv_multi_channel_endpoints(*m2, e2, 2));
-    CHECK_OK(sfv_multi_channel_handshake(*m1, e2, 2));
-    CHECK_OK(sfv_multi_channel_handshake(*m2, e1, 2));
-}
-
 /* A scope's on_wc must not destroy or reset its channel, nor the multi-channel that owns it: each
    is refused (SFV_ERR_INVALID) while the scope consumes what fn left, and the scope goes on. */
 static sfv_multi_channel *tf_onwc_mc;
@@ -2451,7 +2440,7 @@ static void t_on_wc_cannot_destroy(void) {
     sfv_channel *a;
     int k;
     tf_open(&e, 4096);
-    tf_mc_pair(&e, &m1, &m2);
+    tf_mc_pair(&e, 0, &m1, &m2);
     a = sfv_multi_channel_peer(m1, 1);
     for (k = 0; k < 4; k++) {
         s[k] = sfv_mr_scatter_element(e.mr, e.buf + 64 * k, 8);
@@ -2496,7 +2485,7 @@ static void t_scope_kinds_and_fences(void) {
     sfv_gather_element g;
     sfv_scope_report rep;
     tf_open(&e, 4096);
-    tf_mc_pair(&e, &m1, &m2);
+    tf_mc_pair(&e, 0, &m1, &m2);
     CHECK_RESULT(sfv_multi_channel_scope(m1, tf_fence_fn, &e, &rep), SFV_ERR_SCOPE_AUTOPOLL);
     CHECK(strstr(sfv_last_error()->message, "could not post its fence") != NULL);
     CHECK_OK(sfv_destroy_multi_channel(m1));
@@ -2900,7 +2889,7 @@ static void t_manual_scope_injects(void) {
     CHECK_OK(sfv_destroy_channel(b)); /* the peer goes */
     CHECK_OK(sfv_channel_manual_scope(a, tf_manual_inject_fn, NULL)); /* posted: the failure shows later */
     CHECK_OK(sfv_destroy_channel(a));
-    tf_mc_pair(&e, &m1, &m2);
+    tf_mc_pair(&e, 0, &m1, &m2);
     CHECK_OK(sfv_destroy_multi_channel(m2));
     CHECK_OK(sfv_multi_channel_manual_scope(m1, tf_mc_manual_inject_fn, NULL));
     CHECK_OK(sfv_destroy_multi_channel(m1));

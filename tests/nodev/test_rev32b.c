@@ -4,19 +4,6 @@
 
 #include <stdint.h>
 
-/* Two multi-channels of 2 connected to each other (m1's peer i to m2's peer i), deadline 50 ms. */
-static void tr_mc_pair(tf_env *e, sfv_multi_channel **m1, sfv_multi_channel **m2) {
-    sfv_channel_desc d;
-    sfv_endpoint e1[2], e2[2];
-    memset(&d, 0, sizeof d);
-    d.timeout_ms = 50;
-    CHECK_OK(sfv_create_multi_channel(e->pd, 2, &d, m1));
-    CHECK_OK(sfv_create_multi_channel(e->pd, 2, &d, m2));
-    CHECK_OK(sfv_multi_channel_endpoints(*m1, e1, 2));
-    CHECK_OK(sfv_multi_channel_endpoints(*m2, e2, 2));
-    CHECK_OK(sfv_multi_channel_handshake(*m1, e2, 2));
-    CHECK_OK(sfv_multi_channel_handshake(*m2, e1, 2));
-}
 
 /* Promise (>>multi-channel, the many-peer calls: "when the call returns, no buffer of any request
    is in flight"; >>channel, blocking calls: only where the channel could not stop the work is the
@@ -35,7 +22,7 @@ static void t_many_post_failed_and_stuck(void) {
     sfv_work_completion wcs[2];
     sfv_result r;
     tf_open(&e, 4096);
-    tr_mc_pair(&e, &m1, &m2);
+    tf_mc_pair(&e, 50, &m1, &m2);
     g = sfv_mr_gather_element(e.mr, e.buf, 8);
     memset(ps, 0, sizeof ps);
     ps[0].peer = 0; ps[0].sges = &g; ps[0].n = 1;

@@ -3,19 +3,6 @@
 
 #include <stdint.h>
 
-/* Two multi-channels of 2 connected to each other (m1's peer i to m2's peer i), deadline 50 ms. */
-static void t33_mc_pair(tf_env *e, sfv_multi_channel **m1, sfv_multi_channel **m2) {
-    sfv_channel_desc d;
-    sfv_endpoint e1[2], e2[2];
-    memset(&d, 0, sizeof d);
-    d.timeout_ms = 50;
-    CHECK_OK(sfv_create_multi_channel(e->pd, 2, &d, m1));
-    CHECK_OK(sfv_create_multi_channel(e->pd, 2, &d, m2));
-    CHECK_OK(sfv_multi_channel_endpoints(*m1, e1, 2));
-    CHECK_OK(sfv_multi_channel_endpoints(*m2, e2, 2));
-    CHECK_OK(sfv_multi_channel_handshake(*m1, e2, 2));
-    CHECK_OK(sfv_multi_channel_handshake(*m2, e1, 2));
-}
 
 typedef struct {
     sfv_gather_element g;
@@ -41,7 +28,7 @@ static void t_mc_scope_fn_failed_stuck_names_mc(void) {
         t33_fn_arg a;
         sfv_result r;
         tf_open(&e, 4096);
-        t33_mc_pair(&e, &m1, &m2);
+        tf_mc_pair(&e, 50, &m1, &m2);
         a.g = sfv_mr_gather_element(e.mr, e.buf, 8);
         fk_set_no_flush(true);
         fk_fail_name("ibv_destroy_qp", 1000);

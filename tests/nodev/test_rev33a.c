@@ -51,19 +51,6 @@ static void t_reg_mr_alloc_failed_dereg_refused(void) {
     CHECK_EQ(failed_alloc, 2); /* (the sfv_mr's allocation was among the calls failed, for both) */
 }
 
-/* Two multi-channels of 2 connected to each other (m1's peer i to m2's peer i), deadline 50 ms. */
-static void tr_mc_pair(tf_env *e, sfv_multi_channel **m1, sfv_multi_channel **m2) {
-    sfv_channel_desc d;
-    sfv_endpoint e1[2], e2[2];
-    memset(&d, 0, sizeof d);
-    d.timeout_ms = 50;
-    CHECK_OK(sfv_create_multi_channel(e->pd, 2, &d, m1));
-    CHECK_OK(sfv_create_multi_channel(e->pd, 2, &d, m2));
-    CHECK_OK(sfv_multi_channel_endpoints(*m1, e1, 2));
-    CHECK_OK(sfv_multi_channel_endpoints(*m2, e2, 2));
-    CHECK_OK(sfv_multi_channel_handshake(*m1, e2, 2));
-    CHECK_OK(sfv_multi_channel_handshake(*m2, e1, 2));
-}
 
 /* Promise (>>multi-channel, the many-peer calls: "A wait that fails (a CQ error) returns that
    error the same way, after flushing its channel. Work a channel could not stop ... makes it
@@ -84,7 +71,7 @@ static void t_many_wait_failed_then_stuck(void) {
     sfv_pending rx;
     sfv_result r;
     tf_open(&e, 4096);
-    tr_mc_pair(&e, &m1, &m2);
+    tf_mc_pair(&e, 50, &m1, &m2);
     g = sfv_mr_gather_element(e.mr, e.buf, 8);
     sc = sfv_mr_scatter_element(e.mr, e.buf + 64, 8);
     CHECK_OK(sfv_channel_post_receive(sfv_multi_channel_peer(m2, 0), &sc, 1, &rx)); /* request 0 has its receive */

@@ -31,19 +31,6 @@ static void t_ticket_lock_wraps(void) {
     tf_close(&e);
 }
 
-/* Two multi-channels of 2 connected to each other (m1's peer i to m2's peer i), deadline 50 ms. */
-static void r34_mc_pair(tf_env *e, sfv_multi_channel **m1, sfv_multi_channel **m2) {
-    sfv_channel_desc d;
-    sfv_endpoint e1[2], e2[2];
-    memset(&d, 0, sizeof d);
-    d.timeout_ms = 50;
-    CHECK_OK(sfv_create_multi_channel(e->pd, 2, &d, m1));
-    CHECK_OK(sfv_create_multi_channel(e->pd, 2, &d, m2));
-    CHECK_OK(sfv_multi_channel_endpoints(*m1, e1, 2));
-    CHECK_OK(sfv_multi_channel_endpoints(*m2, e2, 2));
-    CHECK_OK(sfv_multi_channel_handshake(*m1, e2, 2));
-    CHECK_OK(sfv_multi_channel_handshake(*m2, e1, 2));
-}
 
 /* Promise (>>batches: a send batch taken in part that the channel could not stop is
    SFV_ERR_DRIVER, "saying its buffers are still the NIC's"; session 26 made every such message
@@ -57,7 +44,7 @@ static void t_mc_batch_stuck_names_mc(void) {
     sfv_pending p;
     int i;
     tf_open(&e, 4096);
-    r34_mc_pair(&e, &m1, &m2);
+    tf_mc_pair(&e, 50, &m1, &m2);
     for (i = 0; i < 3; i++) g[i] = sfv_mr_gather_element(e.mr, e.buf + 8 * i, 8);
     fk_set_no_flush(true);
     fk_fail_name("ibv_destroy_qp", 1000);
