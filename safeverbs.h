@@ -7169,7 +7169,7 @@ static void sfv__address_refresh(sfv_channel *ch) {
     const sfv__error_mark kept = sfv__error_mark_now();
     sfv_port_attr pa;
     sfv_gid_entry ge;
-    static const uint8_t zero[16];
+    static const uint8_t zero[16] = {0};
     if (sfv_query_port(ch->pd->ctx, ch->desc.port, &pa) != SFV_OK || pa.state != SFV_PORT_ACTIVE) {
         sfv__error_back(&kept);
         return;
