@@ -45,14 +45,15 @@ static void fz_endpoint_roundtrip(fz_bytes *b) {
     }
 
     sfv_endpoint_encode(&ep, bytes);
-    want = ep; /* what the wire keeps: 24 PSN bits, an MTU that fits 16 bits (else 0), GID bytes with the flag only */
+    want = ep; /* what the wire keeps: 24 PSN bits (a wider PSN encodes as no endpoint), an MTU that fits 16 bits
+                  (else 0), GID bytes with the flag only */
     want.psn &= 0xFFFFFFu;
     if (want.mtu > 0xFFFFu) want.mtu = 0;
     if (!want.has_gid) memset(want.gid.raw, 0, 16);
     in_range = ep.qpn >= 1 && ep.qpn <= 0xFFFFFFu && ep.psn <= 0xFFFFFFu && fz_mtu_ok(ep.mtu) &&
                (ep.has_gid ? !fz_gid_no_port_has(ep.gid.raw) : fz_zero(ep.gid.raw, 16));
     FZ_CHECK(fz_endpoint_valid(bytes, SFV_ENDPOINT_ENCODED_SIZE) ==
-             (want.qpn >= 1 && want.qpn <= 0xFFFFFFu && fz_mtu_ok(want.mtu) &&
+             (want.qpn >= 1 && want.qpn <= 0xFFFFFFu && ep.psn <= 0xFFFFFFu && fz_mtu_ok(want.mtu) &&
               (want.has_gid ? !fz_gid_no_port_has(want.gid.raw) : fz_zero(want.gid.raw, 16))));
 
     memset(&got, 0xA5, sizeof got);
