@@ -7169,15 +7169,13 @@ static void sfv__address_refresh(sfv_channel *ch) {
     const sfv__error_mark kept = sfv__error_mark_now();
     sfv_port_attr pa;
     sfv_gid_entry ge;
-    static const uint8_t zero[16] = {0};
     if (sfv_query_port(ch->pd->ctx, ch->desc.port, &pa) != SFV_OK || pa.state != SFV_PORT_ACTIVE) {
         sfv__error_back(&kept);
         return;
     }
     ch->lid = pa.lid;
-    if (ch->desc.gid_index_set && sfv_query_gid(ch->pd->ctx, ch->desc.port, ch->desc.gid_index, &ge) == SFV_OK &&
-        memcmp(ge.gid.raw, zero, sizeof zero) != 0)
-        ch->gid = ge.gid;
+    if (ch->desc.gid_index_set && sfv_query_gid(ch->pd->ctx, ch->desc.port, ch->desc.gid_index, &ge) == SFV_OK)
+        ch->gid = ge.gid; /* (an empty entry, all zero, is no success of sfv_query_gid's) */
     sfv__error_back(&kept);
 }
 SAFEVERBS_API sfv_result sfv_channel_reset(sfv_channel *ch) {
