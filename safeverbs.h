@@ -1612,8 +1612,9 @@ typedef sfv_result (*sfv_allgather_fn)(void *user, const void *mine, void *all, 
    blob that says another rank or world size is refused by the handshake (SFV_ERR_INVALID).
    sfv_exchange_allgather's context (user) that names another world size or rank than the
    node's is refused before anything runs (SFV_ERR_INVALID). It allocates as sfv_node_connect does.
-   fn may not destroy the node: sfv_destroy_node refuses it meanwhile (SFV_ERR_INVALID), and so
-   does sfv_node_connect_with on it. */
+   fn may not destroy the node nor connect it: sfv_destroy_node refuses it meanwhile
+   (SFV_ERR_INVALID), and so do sfv_node_connect_with, sfv_node_connect(_keyed),
+   sfv_node_connect_cm and sfv_node_handshake on it. */
 SFV_NODISCARD SAFEVERBS_API sfv_result sfv_node_connect_with(sfv_node *node, sfv_allgather_fn fn, void *user);
 /* The TCP exchange as an sfv_allgather_fn: user points to an sfv_exchange_allgather_ctx, and
    each call is sfv_exchange_all_keyed(nodes, n, rank, mine, size, all, desc, timeout_ms). */
@@ -9467,11 +9468,18 @@ SAFEVERBS_API sfv_result sfv_destroy_node(sfv_node *node) {
     return SFV_OK;
 }
 
+/* A connect of the node from sfv_node_connect_with's allgather (fn): the outer call handshakes and
+   syncs with what fn returns, and its guard keeps fn from destroying the node; an inner connect
+   would leave it a node already connected, the outer call failing with a result about neither. */
+SFV__SLOW sfv_result sfv__node_in_allgather(const char *fn) {
+    return sfv__fail(SFV_ERR_INVALID, EINVAL, fn, "sfv_node_connect_with's allgather is running on this node: connect it once, from outside it");
+}
 #ifdef SAFEVERBS_RDMACM
 /* For the node's connection through the connection manager (sfv_node_connect_cm, >>impl rdmacm):
    whether it may connect now, its barrier region, and the end of it: the node takes the peers'
    barrier regions and keeps `keep` (the connections) until it is destroyed. */
 static sfv_result sfv__node_may_connect(const sfv_node *node, const char *fn) {
+    if (node->in_allgather) return sfv__node_in_allgather(fn);
     if (node->poisoned) return sfv__node_broken(node, fn); /* (first: a timed-out barrier leaves it connected) */
     if (node->connected) return sfv__fail(SFV_ERR_INVALID, EINVAL, fn, "%s: the node is already connected", fn);
     if (!sfv__node_whole(node)) return sfv__node_torn();
@@ -9556,6 +9564,7 @@ SAFEVERBS_API sfv_result sfv_node_handshake(sfv_node *node, const uint8_t *all, 
     int pass;
     SFV__CHECK_ARG(node, "node");
     SFV__CHECK_ARG(all, "endpoints (NULL)");
+    if (node->in_allgather) return sfv__node_in_allgather("sfv_node_handshake");
     if (node->poisoned) return sfv__node_broken(node, "sfv_node_handshake"); /* (first: a failed sync leaves it connected) */
     if (node->connected) return sfv__fail(SFV_ERR_INVALID, EINVAL, "sfv_node_handshake", "the node is already connected");
     if (!sfv__node_whole(node)) return sfv__node_torn();
@@ -9610,6 +9619,7 @@ SAFEVERBS_API sfv_result sfv_node_connect_keyed(sfv_node *node, const sfv_net_no
     sfv_result r;
     SFV__CHECK_ARG(node, "node");
     SFV__CHECK_ARG(nodes, "nodes (NULL)");
+    if (node->in_allgather) return sfv__node_in_allgather("sfv_node_connect");
     if (node->poisoned) return sfv__node_broken(node, "sfv_node_connect");
     if (node->connected) return sfv__fail(SFV_ERR_INVALID, EINVAL, "sfv_node_connect", "the node is already connected");
     each = SFV_NODE_ENDPOINT_SIZE(node->world);
@@ -9652,8 +9662,7 @@ SAFEVERBS_API sfv_result sfv_node_connect_with(sfv_node *node, sfv_allgather_fn 
     SFV__CHECK_ARG(fn, "allgather function (NULL)");
     /* From the allgather of another sfv_node_connect_with on this node: it would clear the flag
        that keeps fn from destroying the node when it returns, while the outer call still holds it. */
-    if (node->in_allgather)
-        return sfv__fail(SFV_ERR_INVALID, EINVAL, "sfv_node_connect", "sfv_node_connect_with's allgather is running on this node: connect it once, from outside it");
+    if (node->in_allgather) return sfv__node_in_allgather("sfv_node_connect");
     if (node->poisoned) return sfv__node_broken(node, "sfv_node_connect");
     if (node->connected) return sfv__fail(SFV_ERR_INVALID, EINVAL, "sfv_node_connect", "the node is already connected");
     if (fn == sfv_exchange_allgather && user) { /* the library's own allgather: its world must be the node's (it writes n blobs into all) */

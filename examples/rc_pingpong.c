@@ -14,18 +14,29 @@
        ibv_rc_pingpong -d rxe0 -g 1 &       build/rc_pingpong -d rxe1 -g 1 127.0.0.1
        build/rc_pingpong -d rxe0 -g 1 &     ibv_rc_pingpong -d rxe1 -g 1 127.0.0.1
 
-   Options: -d device (first), -i port (1), -g GID index (the channel's choice), -s size (4096),
-   -m MTU (1024), -r receives posted (500), -n iterations (1000), -p TCP port (18515),
-   -l service level (0), -e sleep on completion events, -c check each message received: the
-   first byte of each page is 0, as ibv_rc_pingpong -c checks (its sender writes those bytes so,
-   and so does this one, whose buffer starts zeroed). Exits 0 only if all -n messages went both
-   ways (and, with -c, every page checked). */
+   Options, short and long as ibv_rc_pingpong's, numbers in decimal, or hex with 0x, checked
+   whole (a number with anything after it, or out of range, is a usage error, exit 2):
+   -d/--ib-dev device (first), -i/--ib-port port (1), -g/--gid-idx GID index (the channel's
+   choice), -s/--size size (4096), -m/--mtu MTU (1024), -r/--rx-depth receives posted (500),
+   -n/--iters iterations (1000), -p/--port TCP port (18515), -l/--sl service level (0),
+   -e/--events sleep on completion events, -c/--chk check each message received: the first byte
+   of each page is 0, as ibv_rc_pingpong -c checks (its sender writes those bytes so, and so does
+   this one, whose buffer starts zeroed), -o/--odp the buffer registered for on-demand paging
+   (SFV_ACCESS_ON_DEMAND: a device without it refuses the registration, exit 1), -N/--new_send
+   taken and changes nothing (the work requests on the wire are the same). ibv_rc_pingpong's
+   -O/--iodp (an implicit ODP region of the whole address space), -P/--prefetch (ibv_advise_mr),
+   -t/--ts (completion timestamps) and -j/--dm (device memory) are verbs safeverbs does not offer:
+   each is refused with the reason, exit 1, before anything is opened. Exits 0 only if all -n
+   messages went both ways (and, with -c, every page checked). */
 #define _GNU_SOURCE
 #define SAFEVERBS_IMPLEMENTATION
 #include "safeverbs.h"
 #include "tcp.h"
 
 #include <arpa/inet.h>
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <stdio.h>
@@ -170,8 +181,33 @@ static bool mtu_valid(uint32_t mtu) { return mtu == 256 || mtu == 512 || mtu == 
 
 static void usage(void) {
     fprintf(stderr, "usage: rc_pingpong [-d dev] [-i port] [-g gid index] [-s size] [-m mtu] [-r rx depth] [-n iters]\n"
-                    "                   [-p tcp port] [-l sl] [-e] [-c] [server-host]\n");
+                    "                   [-p tcp port] [-l sl] [-e] [-c] [-o] [-N] [server-host]\n"
+                    "       (long options as ibv_rc_pingpong's: --ib-dev, --ib-port, --gid-idx, --size, --mtu,\n"
+                    "        --rx-depth, --iters, --port, --sl, --events, --chk, --odp, --new_send)\n");
     exit(2);
+}
+
+/* An option's number: the whole text, decimal or 0x hex, within [min, max]; else a usage error. */
+static long long number(const char *text, long long min, long long max, int opt) {
+    char *end = NULL;
+    long long v;
+    errno = 0;
+    v = strtoll(text, &end, 0);
+    if (errno || end == text || *end != '\0' || v < min || v > max) {
+        fprintf(stderr, "rc_pingpong: -%c \"%s\": want a number from %lld to %lld\n", opt, text, min, max);
+        usage();
+    }
+    return v;
+}
+
+/* ibv_rc_pingpong's options for verbs safeverbs does not offer: refused, with the reason. */
+static void not_offered(int opt) {
+    const char *why = opt == 'O' ? "implicit on-demand paging (a memory region of the whole address space)"
+                    : opt == 'P' ? "prefetching an on-demand region (ibv_advise_mr)"
+                    : opt == 't' ? "completion timestamps (extended CQs)"
+                                 : "device memory (ibv_alloc_dm)";
+    fprintf(stderr, "rc_pingpong: -%c: %s is not offered by safeverbs\n", opt, why);
+    exit(1);
 }
 
 int main(int argc, char **argv) {
@@ -184,33 +220,49 @@ int main(int argc, char **argv) {
     struct run r = {NULL, NULL, NULL, NULL, 4096, 500, 0, false};
     struct timespec t0, t1;
     uint32_t psn;
-    bool good = false;
+    bool good = false, odp = false;
     desc.path_mtu = 1024;
-    while ((c = getopt(argc, argv, "d:i:g:s:m:r:n:p:l:ec")) != -1) {
-        switch (c) {
-        case 'd': device = optarg; break;
-        case 'i': ib_port = (unsigned)atoi(optarg); break;
-        case 'g': gid_index = atoi(optarg); break;
-        case 's': r.size = strtoul(optarg, NULL, 0); break;
-        case 'm': desc.path_mtu = (uint32_t)atoi(optarg); break;
-        case 'r': r.depth = (unsigned)atoi(optarg); break;
-        case 'n': iters = atoi(optarg); break;
-        case 'p': port = atoi(optarg); break;
-        case 'l': sl = atoi(optarg); break;
-        case 'e': desc.wait_mode = SFV_WAIT_EVENT; break;
-        case 'c': r.check = true; break;
-        default: usage();
-        }
-    }
-    if (optind < argc) servername = argv[optind++];
+    static const struct option longs[] = {
+        {"port", required_argument, NULL, 'p'},   {"ib-dev", required_argument, NULL, 'd'},
+        {"ib-port", required_argument, NULL, 'i'}, {"size", required_argument, NULL, 's'},
+        {"mtu", required_argument, NULL, 'm'},    {"rx-depth", required_argument, NULL, 'r'},
+        {"iters", required_argument, NULL, 'n'},  {"sl", required_argument, NULL, 'l'},
+        {"events", no_argument, NULL, 'e'},       {"gid-idx", required_argument, NULL, 'g'},
+        {"odp", no_argument, NULL, 'o'},          {"iodp", no_argument, NULL, 'O'},
+        {"prefetch", no_argument, NULL, 'P'},     {"ts", no_argument, NULL, 't'},
+        {"chk", no_argument, NULL, 'c'},          {"dm", no_argument, NULL, 'j'},
+        {"new_send", no_argument, NULL, 'N'},     {NULL, 0, NULL, 0}};
     /* As ibv_rc_pingpong, a TCP port over 65535 and an MTU that is none are refused here: the
        port cast to 16 bits named another (65536: one the kernel picks, whose accept waited for
        good), and -m 0 made a channel with the port's MTU that then refused the peer's address,
        sent with -m's 0. */
-    if (optind < argc || ib_port < 1 || ib_port > 255 || gid_index > 255 || r.size == 0 || r.size > (1u << 30) ||
-        r.depth < 1 || r.depth > 65536 || iters < 1 || sl < 0 || sl > 15 || port < 1 || port > 65535 ||
-        !mtu_valid(desc.path_mtu))
-        usage();
+    while ((c = getopt_long(argc, argv, "p:d:i:s:m:r:n:l:eg:oOPtcjN", longs, NULL)) != -1) {
+        switch (c) {
+        case 'd': device = optarg; break;
+        case 'i': ib_port = (unsigned)number(optarg, 1, 255, c); break;
+        case 'g': gid_index = (int)number(optarg, 0, 255, c); break;
+        case 's': r.size = (size_t)number(optarg, 1, 1 << 30, c); break;
+        case 'm':
+            desc.path_mtu = (uint32_t)number(optarg, 256, 4096, c);
+            if (!mtu_valid(desc.path_mtu)) {
+                fprintf(stderr, "rc_pingpong: -m %s: an MTU is 256, 512, 1024, 2048 or 4096\n", optarg);
+                usage();
+            }
+            break;
+        case 'r': r.depth = (unsigned)number(optarg, 1, 65536, c); break;
+        case 'n': iters = (int)number(optarg, 1, INT_MAX, c); break;
+        case 'p': port = (int)number(optarg, 1, 65535, c); break;
+        case 'l': sl = (int)number(optarg, 0, 15, c); break;
+        case 'e': desc.wait_mode = SFV_WAIT_EVENT; break;
+        case 'c': r.check = true; break;
+        case 'o': odp = true; break;
+        case 'N': break; /* ibv_wr_* instead of ibv_post_send: the same work requests on the wire */
+        case 'O': case 'P': case 't': case 'j': not_offered(c); break;
+        default: usage();
+        }
+    }
+    if (optind < argc) servername = argv[optind++];
+    if (optind < argc) usage();
     if (getrandom(&psn, sizeof psn, 0) != sizeof psn) psn = (uint32_t)time(NULL) ^ (uint32_t)getpid() * 2654435761u;
 
     desc.port = (uint8_t)ib_port;
@@ -226,7 +278,8 @@ int main(int argc, char **argv) {
         goto out;
     }
     if (!ok(sfv_open_device(device, &ctx), "sfv_open_device", NULL) || !ok(sfv_alloc_pd(ctx, &pd), "sfv_alloc_pd", NULL) ||
-        !ok(sfv_reg_mr_local(pd, r.buf, ((size_t)r.depth + 1) * r.size, &r.mr), "sfv_reg_mr_local", NULL) ||
+        !ok(sfv_reg_mr_access(pd, r.buf, ((size_t)r.depth + 1) * r.size, SFV_ACCESS_LOCAL_WRITE | (odp ? SFV_ACCESS_ON_DEMAND : 0u), &r.mr),
+            odp ? "sfv_reg_mr_access (on-demand paging, -o)" : "sfv_reg_mr_access", NULL) ||
         !ok(sfv_create_channel(pd, &desc, &r.ch), "sfv_create_channel", NULL))
         goto out;
     for (unsigned k = 0; k < r.depth; k++)

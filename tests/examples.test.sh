@@ -84,6 +84,30 @@ pair "rc_pingpong server vs ibv_rc_pingpong client, -c -l 1 -s 12288" 18622 \
 pair_refused "rc_pingpong -c refuses ibv_rc_pingpong's unchecked pages" 18623 \
     "build/rc_pingpong -d rxe0 -g 1 -c -s 8192 -n 20" "ibv_rc_pingpong -d rxe1 -g 1 -s 8192 -n 20" "invalid data in page 0"
 
+# ibv_rc_pingpong's long options (and -N, the same work requests on the wire) in both roles
+pair "rc_pingpong --long options client vs ibv_rc_pingpong -N server" 18624 \
+    "ibv_rc_pingpong -d rxe0 -g 1 -s 100 -n 50 -N" "build/rc_pingpong --ib-dev=rxe1 --gid-idx=1 --size=100 --iters=50 --ib-port=1 --mtu=1024 --rx-depth=64 --sl=0 --new_send"
+pair "rc_pingpong --long options server vs ibv_rc_pingpong client" 18625 \
+    "build/rc_pingpong --ib-dev rxe0 --gid-idx 1 --size 0x64 --iters 50 --events --chk" "ibv_rc_pingpong --ib-dev=rxe1 --gid-idx=1 --size=100 --iters=50 --events --chk" "invalid data"
+# what rc_pingpong refuses, each with its reason: a number it cannot take (usage, exit 2), a verb
+# safeverbs does not offer (exit 1, nothing opened), and -o where the device has no on-demand paging
+# (rxe on either kernel: the registration fails, exit 1)
+refused() { # NAME STATUS EXPECT COMMAND...: the command exits STATUS, saying EXPECT
+    timeout 60 "${@:4}" >"$out/solo" 2>&1
+    local rc=$?
+    ((rc == $2)) && grep -q -- "$3" "$out/solo"
+    result "$1" $? "$out/solo"
+}
+refused "rc_pingpong -n 1x is a usage error" 2 'want a number' build/rc_pingpong -d rxe0 -n 1x
+refused "rc_pingpong --port=65536 is a usage error" 2 'want a number from 1 to 65535' build/rc_pingpong -d rxe0 --port=65536
+refused "rc_pingpong -m 1000 is a usage error" 2 'an MTU is' build/rc_pingpong -d rxe0 -m 1000
+refused "rc_pingpong --size=-1 is a usage error" 2 'want a number' build/rc_pingpong -d rxe0 --size=-1
+refused "rc_pingpong --bogus is a usage error" 2 'usage' build/rc_pingpong -d rxe0 --bogus
+for o in -t --ts -j --dm -O --iodp -P --prefetch; do
+    refused "rc_pingpong $o: not offered, said" 1 'is not offered by safeverbs' build/rc_pingpong -d rxe0 "$o"
+done
+refused "rc_pingpong -o on rxe (no on-demand paging): the registration refused" 1 'on-demand paging, -o' build/rc_pingpong -d rxe0 -g 1 -o -p 18626 127.0.0.1
+
 pair "write_read rxe0 <-> rxe1" 18630 "build/write_read -d rxe0" "build/write_read -d rxe1"
 solo "write_read --loopback" build/write_read -d rxe0 --loopback
 pair "atomics rxe0 <-> rxe1: a shared counter and a spinlock" 18635 "build/atomics -d rxe0" "build/atomics -d rxe1"
