@@ -1129,7 +1129,10 @@ SFV_NODISCARD SAFEVERBS_API sfv_result sfv_channel_scope(sfv_channel *ch, sfv_sc
    it is consumed, the send queue's in posting order, then the receive queue's in posting order.
    So a scope's receives give their byte_len, immediate and opcode, and each failure its status
    (a deadline that expired: wc->result SFV_ERR_TIMEOUT). The work's buffers are free when on_wc
-   runs. on_wc may not post to the channel (any post, inject or blocking call), wait for work of
+   runs, but for work the channel could not stop (not flushed, its queue pair's destroy refused):
+   wc->result SFV_ERR_DRIVER, the last error's verb "wait" (not "ibv_poll_cq", a failed poll's,
+   whose work was flushed) saying its buffers are still the NIC's, as the scope's result does
+   then. on_wc may not post to the channel (any post, inject or blocking call), wait for work of
    it that has not completed (a poll, or a wait on work already done, still works), nor destroy
    or reset it or its multi-channel: each is refused with SFV_ERR_INVALID, the last error naming
    on_wc, and the channel takes work again when the scope returns. on_wc NULL: as
@@ -1157,8 +1160,9 @@ SFV_NODISCARD SAFEVERBS_API sfv_result sfv_channel_post_read_unsignaled(sfv_chan
 SFV_NODISCARD SAFEVERBS_API sfv_result sfv_channel_scope_wc(sfv_channel *ch, sfv_scope_fn fn, void *user, sfv_scope_wc_fn on_wc, void *wc_user,
                                               sfv_scope_report *report);
 /* Returns fn's result as it is. If fn succeeded but left work unconsumed by a pending handle,
-   that is a broken contract (SFV_ASSERT); if fn failed, remaining work is drained quietly, within
-   desc.timeout_ms: work that drain could not stop (not flushed, the queue pair's destroy refused)
+   that is a broken contract (SFV_ASSERT; should it return, SFV_ERR_INVALID, the work drained);
+   if fn failed, remaining work is drained quietly, within desc.timeout_ms: work that drain
+   could not stop (not flushed, the queue pair's destroy refused)
    makes the result SFV_ERR_DRIVER, saying its buffers are still the NIC's (destroy the channel,
    or its multi-channel).
    Injects need no handle: the scope neither fences nor waits for them (an inject's failure shows
@@ -7476,8 +7480,12 @@ static void sfv__scope_settle(sfv__peer *peers, size_t n, sfv_scope_report *rep,
     int fence_errno;
     bool stuck = false, owned = false;
     sfv__fence_errno = 0;
-    for (i = 0; i < n; i++) /* the fences first, while the queues take work (a manual scope: the scope around it fences) */
-        if (peers[i].ch->last_unsignaled && !manual) sfv__scope_fence(peers[i].ch);
+    /* the fences first, while the queues take work (a manual scope: the scope around it fences);
+       only for unsignaled work posted in this scope: a scope around it that left its own last on
+       the queue fences it itself, and a scope waits only for its own work (a fence here waited
+       for the outer send, and a deadline on it flushed that) */
+    for (i = 0; i < n; i++)
+        if (peers[i].ch->last_unsignaled > peers[i].scope_from.sq && !manual) sfv__scope_fence(peers[i].ch);
     fence_errno = sfv__fence_errno;
     for (i = 0; i < n; i++) sfv__settle_shut(peers[i].ch); /* an on_wc that posts to, waits on, destroys or resets one is refused */
     for (i = 0; i < n; i++) {
@@ -7662,6 +7670,9 @@ static sfv_result sfv__manual_verdict(sfv_result ran, const sfv_scope_report *re
     SFV_ASSERT((rep->fn_result != SFV_OK || rep->auto_polled == 0) &&
                "manual scope: fn succeeded but left work unpolled");
     if (sfv__scope_stuck || (rep->fn_result != SFV_OK && rep->fn_result != SFV_NOT_DONE)) return sfv__fn_failed(rep->fn_result, rep->fn_result);
+    if (rep->fn_result == SFV_OK && rep->auto_polled) /* an SFV_ASSERT that returned: never a success over work fn left (which may have failed) */
+        return sfv__fail(SFV_ERR_INVALID, EINVAL, "scope", "manual scope: fn returned SFV_OK but left %zu work request(s) unconsumed (a broken "
+                         "contract: consume each by its pending handle); the scope drained them, %zu of them failed", rep->auto_polled, rep->failed);
     return rep->fn_result;
 }
 
