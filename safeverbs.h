@@ -932,12 +932,13 @@ SAFEVERBS_API size_t sfv_channel_outstanding(const sfv_channel *ch);
 
 /* Blocking: post, then wait (deadline: desc.timeout_ms; the flush after an expiry may add up to
    5 s on a NIC slow to flush, after which the QP is destroyed). On SFV_ERR_TIMEOUT (or a wait that fails:
-   a CQ error, SFV_ERR_DRIVER from the verb ibv_poll_cq) the channel has flushed the work (and is
+   a CQ error, SFV_ERR_DRIVER from the verb ibv_poll_cq; in SFV_WAIT_EVENT mode also the verb
+   ibv_req_notify_cq or poll, with the result of its errno) the channel has flushed the work (and is
    broken), so the buffers are free again; only if the channel could not stop it (it was not
    flushed, and destroying the queue pair was refused) is the result SFV_ERR_DRIVER instead, its
    sfv_last_error saying the buffers are still the NIC's (destroy the channel, or the
-   multi-channel it belongs to): the two
-   SFV_ERR_DRIVERs differ in sfv_last_error()->verb ("ibv_poll_cq" against "wait"). Work that
+   multi-channel it belongs to): the
+   SFV_ERR_DRIVERs differ in sfv_last_error()->verb (the verb that failed against "wait"). Work that
    completed after all, as the flush after an expiry began (a message that came in just then),
    keeps its own result (SFV_OK with its data, or SFV_ERR_WORK with its own status), though the
    channel is broken all the same.
@@ -1036,7 +1037,9 @@ SFV_NODISCARD SAFEVERBS_API sfv_result sfv_channel_post_reads(sfv_channel *ch, c
    Checks once: SFV_OK (done), SFV_NOT_DONE, or SFV_ERR_WORK (done, failed; detail in wc). */
 SFV_NODISCARD SAFEVERBS_API sfv_result sfv_pending_poll(sfv_pending *pending, sfv_work_completion *wc);
 /* Waits up to timeout_ms (< 0: the channel's timeout_ms; 0: one look, no sleep). SFV_ERR_TIMEOUT
-   leaves the work tracked: wait again, or destroy the channel. */
+   leaves the work tracked: wait again, or destroy the channel. A wait (a look too) that finds its
+   channel broken by an event flushes it first (>>events), which may add up to 5 s on a NIC slow
+   to flush, as a blocking call's flush does. */
 SFV_NODISCARD SAFEVERBS_API sfv_result sfv_pending_wait(sfv_pending *pending, int timeout_ms, sfv_work_completion *wc);
 /* Waits for pendings[0 .. count) in order, each as sfv_pending_wait would, under one deadline:
    timeout_ms from the first time one of them has to wait long enough to read the clock (< 0:
@@ -1234,7 +1237,8 @@ SFV_NODISCARD SAFEVERBS_API sfv_result sfv_channel_inject_write_imm(sfv_channel 
      channel's state: in your own event loop, watch sfv_context_event_fd beside sfv_channel_fd.
    A channel broken by an event stops taking posts (SFV_ERR_BROKEN, the message names the event),
    and the first wait (or sfv_channel_arm) that notices it moves its QP to the error state and
-   flushes everything in flight: every pending handle of the channel then completes with
+   flushes everything in flight (waiting for the flush, whatever the wait's own timeout, up to
+   5 s on a NIC slow to flush, then destroying the QP): every pending handle of the channel then completes with
    SFV_ERR_WORK (WR_FLUSH_ERR, class LOCAL_RESOURCE for a port that went down, FATAL for a QP,
    CQ or device error) and a hint naming the event; the buffers are free. On rxe (Linux 6.1 and 6.12) a link taken down
    (`ip link set DEV down`) gives PORT_ERR and its return PORT_ACTIVE; rxe never reports QP_FATAL
