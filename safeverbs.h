@@ -1507,7 +1507,8 @@ SFV_NODISCARD SAFEVERBS_API sfv_result sfv_net_config_check(const sfv_net_node *
    ADDR:PORT that did not prove the job key"). A listener that does not prove the key to a
    connecting rank (a wrong key on either side, or something else on that port):
    SFV_ERR_PERMISSION at once on the connecting side (one that takes the connection and says
-   nothing: SFV_ERR_TIMEOUT at the deadline, naming its address); the listening side cannot tell that rank
+   nothing, or hangs up before its proof, as a real rank does with a connection it does not take
+   yet, so it is tried again: SFV_ERR_TIMEOUT at the deadline, naming its address); the listening side cannot tell that rank
    from a stranger, so it waits for the real one and times out. A rank that proved the key but
    has another world size or message size, or a listener that proves another rank:
    SFV_ERR_INVALID. Bytes that fail their tag: SFV_ERR_PERMISSION. A host that does not resolve:
