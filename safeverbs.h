@@ -1193,7 +1193,9 @@ SFV_NODISCARD SAFEVERBS_API sfv_result sfv_channel_manual_scope(sfv_channel *ch,
    after it came in (a wait, a blocking call, an inject that polls), and every post from then on
    is refused with SFV_ERR_BROKEN whose sfv_last_error() names the inject, e.g. "inject #1234
    (send, 64 B) failed: RETRY_EXC_ERR ...", counted from 1 on the channel; a pending handle
-   flushed by it names it too. After sfv_channel_reset the count goes on.
+   flushed by it names it too, when consumed before sfv_channel_reset (after it, one of the old
+   queue pair says that the old queue pair ended: a reset forgets the inject that failed). After
+   sfv_channel_reset the count goes on.
    Refused (SFV_ERR_INVALID, nothing posted): len over the channel's granted inline limit, or a
    channel without inline data (desc.max_inline_data SFV_INLINE_NONE, or a device that grants
    none), the message naming both numbers; buf NULL with len > 0 (len 0 with buf NULL is a
@@ -5250,7 +5252,8 @@ static const char *sfv__inject_kind(uint8_t op) {
 /* Records a failed completion as the thread's last error: SFV_ERR_WORK. Never on a fast path. */
 SFV__SLOW sfv_result sfv__fail_work(const sfv_channel *ch, const sfv__slot *s) {
     const sfv_work_error_class c = s->has_imm ? (sfv_work_error_class)s->has_imm : sfv_wc_status_class((sfv_wc_status)s->status);
-    if (ch && ch->inject_failed.no && s->status == IBV_WC_WR_FLUSH_ERR)
+    /* (not work of the old queue pair, which a reset ended before any inject of the new one failed) */
+    if (ch && ch->inject_failed.no && s->status == IBV_WC_WR_FLUSH_ERR && s->seq >= (s->op == SFV_WC_OP_RECV ? ch->reset_rq : ch->reset_sq))
         return sfv__fail(SFV_ERR_WORK, 0, "completion", "%s failed: %s (%s): flushed after inject #%llu (%s, %u B) failed: %s",
                          sfv__op_name(s->op), sfv_wc_status_str((sfv_wc_status)s->status), sfv_work_error_class_str(c),
                          (unsigned long long)ch->inject_failed.no, sfv__inject_kind(ch->inject_failed.op), (unsigned)ch->inject_failed.len,
