@@ -124,6 +124,9 @@
    MR -> PD -> context, CQ -> context, channel -> PD, SRQ -> PD, channel on an SRQ -> SRQ
    (>>srq). Releasing a parent while children live is
    safe; the device is closed when the last reference goes. Releasing NULL does nothing.
+   Each handle you are given is one reference, released once: a context, PD or SRQ released
+   again while its children keep it alive is a broken contract (SFV_ASSERT; should it return,
+   SFV_ERR_INVALID, nothing released), which would otherwise free it under them.
    A context or PD wrapped without ownership (sfv_context_wrap, sfv_pd_wrap) is never closed by
    safeverbs: its owner frees it after the last safeverbs object made from it (RAW VERBS).
    A memory region never owns its buffer: the buffer must outlive the MR and any work that uses it.
@@ -2240,6 +2243,7 @@ struct sfv_device_list { struct ibv_device **devs; int n; };
 struct sfv_context {
     int refs;
     bool owned;                   /* safeverbs closes ctx (false: wrapped without ownership) */
+    bool dropped;                 /* the caller's reference is gone (sfv__drop_once) */
     struct ibv_context *ctx;
     struct ibv_device_attr attr;
     char name[IBV_SYSFS_NAME_MAX];
@@ -2258,7 +2262,7 @@ struct sfv_context {
     sfv_context *all_next;        /* every live context (sfv__contexts, under sfv__contexts_lock) */
     bool twinned;                 /* another live context is over the same verbs context (>>impl events: sfv__events_read) */
 };
-struct sfv_pd { int refs; bool owned; struct ibv_pd *pd; sfv_context *ctx; sfv_pd *owned_next; /* sfv__pds_owned */
+struct sfv_pd { int refs; bool owned; bool dropped; /* sfv__drop_once */ struct ibv_pd *pd; sfv_context *ctx; sfv_pd *owned_next; /* sfv__pds_owned */
                 sfv_channel *orphans; /* sfv__pd_orphan */
                 sfv_mr *orphan_mrs; /* sfv__pd_orphan_mr */ };
 struct sfv_cq { struct ibv_cq *cq; sfv_context *ctx; uint32_t capacity; };
@@ -2557,6 +2561,24 @@ SAFEVERBS_API sfv_result sfv_open_device_at(const sfv_device_list *list, size_t 
 
 /* Drops a reference; the last one closes the device. A close the verb refuses keeps the context
    and its reference (the caller may try again). */
+/* The caller's one reference of a context, PD or SRQ, dropped once: a second drop while children
+   keep the object alive would take one of theirs and free it under them (a broken contract,
+   reported; should SFV_ASSERT return, refused). A drop that is refused (the verb refused: the
+   object kept) leaves the reference the caller's again, to try again. */
+SFV__SLOW sfv_result sfv__dropped_twice(const char *fn) {
+    SFV_ASSERT(!"a context, PD or SRQ released twice (its children keep it alive: the second release took one of theirs)");
+    return sfv__fail(SFV_ERR_INVALID, EINVAL, fn, "%s: this handle was released already (its children keep it alive): releasing it again "
+                     "would free it under them", fn);
+}
+#define SFV__DROP_ONCE(obj, fn, unref)                                                           \
+    do {                                                                                         \
+        sfv_result r_;                                                                           \
+        if (!(obj)) return SFV_OK;                                                               \
+        if (__atomic_exchange_n(&(obj)->dropped, true, __ATOMIC_ACQ_REL)) return sfv__dropped_twice(fn); \
+        if ((r_ = (unref)) != SFV_OK) __atomic_store_n(&(obj)->dropped, false, __ATOMIC_RELEASE); \
+        return r_;                                                                               \
+    } while (0)
+
 static sfv_result sfv__context_unref(sfv_context *ctx) {
     if (ctx && sfv__unref(&ctx->refs)) {
         int rc;
@@ -2574,7 +2596,7 @@ static sfv_result sfv__context_unref(sfv_context *ctx) {
     }
     return SFV_OK;
 }
-SAFEVERBS_API sfv_result sfv_close_device(sfv_context *ctx) { return sfv__context_unref(ctx); }
+SAFEVERBS_API sfv_result sfv_close_device(sfv_context *ctx) { SFV__DROP_ONCE(ctx, "sfv_close_device", sfv__context_unref(ctx)); }
 SAFEVERBS_API const char *sfv_context_name(const sfv_context *ctx) { return ctx ? ctx->name : NULL; }
 
 SAFEVERBS_API uint32_t sfv_guid_oui(uint64_t guid) { return (uint32_t)(guid >> 40); }
@@ -3541,6 +3563,7 @@ typedef struct sfv__watch {
    and deadlines are a channel's. */
 struct sfv_srq {
     int refs;                     /* the creator's, and one per channel on it */
+    bool dropped;                 /* the creator's reference is gone (sfv__drop_once) */
     struct ibv_srq *srq;
     sfv_srq_desc desc;            /* resolved */
     sfv_channel core;
@@ -7124,7 +7147,7 @@ static sfv_result sfv__srq_unref(sfv_srq *srq) {
     SFV_FREE(srq);
     return SFV_OK;
 }
-SAFEVERBS_API sfv_result sfv_destroy_srq(sfv_srq *srq) { return sfv__srq_unref(srq); }
+SAFEVERBS_API sfv_result sfv_destroy_srq(sfv_srq *srq) { SFV__DROP_ONCE(srq, "sfv_destroy_srq", sfv__srq_unref(srq)); }
 
 /* A post to a NULL SRQ: its handles zeroed as any refused post's, the message naming the SRQ. */
 SFV__SLOW sfv_result sfv__srq_null(sfv_pending *pending, size_t count) {
@@ -7796,7 +7819,7 @@ static void sfv__pd_orphan_mr(sfv_mr *mr, void *mem) {
     mr->orphan_mem = mem;
     SFV__ORPHAN_PUSH(sfv_mr, &mr->pd->orphan_mrs, mr, orphan_next);
 }
-SAFEVERBS_API sfv_result sfv_dealloc_pd(sfv_pd *pd) {
+static sfv_result sfv__pd_release(sfv_pd *pd) {
     if (pd) {
         sfv_channel *ch = __atomic_exchange_n(&pd->orphans, NULL, __ATOMIC_ACQUIRE);
         sfv_mr *mr;
@@ -7820,6 +7843,7 @@ SAFEVERBS_API sfv_result sfv_dealloc_pd(sfv_pd *pd) {
     }
     return sfv__pd_unref(pd);
 }
+SAFEVERBS_API sfv_result sfv_dealloc_pd(sfv_pd *pd) { SFV__DROP_ONCE(pd, "sfv_dealloc_pd", sfv__pd_release(pd)); }
 
 /* >>impl multi-channel ----------------------------------------------------------------------- */
 #define SFV__MAX_PEERS 4096
@@ -9084,7 +9108,7 @@ static sfv_result sfv__ex_accept_lower(sfv__ex *x) {
                    a stranger's problem, not the exchange's */
                 if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR || errno == ECONNABORTED || errno == EPROTO ||
                     errno == ENETDOWN || errno == ENOPROTOOPT || errno == EHOSTDOWN || errno == EHOSTUNREACH ||
-                    errno == EOPNOTSUPP || errno == ENETUNREACH)
+                    errno == EOPNOTSUPP || errno == ENETUNREACH || errno == ENONET)
                     break;
                 r = sfv__fail_verb("accept", errno);
                 break;

@@ -2,7 +2,8 @@
    (the header lets a program define it so): the call still keeps every promise it can. Here, a
    stale copy of a consumed pending handle, waited on after its place was reused by other work:
    never a success, never another work request taken for it, and the queue's count of places
-   stays right. A post into a handle that still holds work, and a channel destroyed twice. On the
+   stays right. A post into a handle that still holds work, a channel destroyed twice, and a
+   context, PD and SRQ released twice while children keep them. On the
    fake NIC (make check-nodev). */
 #define _GNU_SOURCE
 #include "fake_verbs.h"
@@ -217,9 +218,49 @@ static void t_destroy_twice(void) {
     ta_close(&e);
 }
 
+/* A context, PD or SRQ released twice while children keep it alive (session 36: review 36c's
+   suspicion, confirmed): the second release took a child's reference, the object was freed under
+   it, and the child's own destroy read freed memory (ASan: heap-use-after-free in
+   sfv__srq_detach). Now the second release is reported (SFV_ASSERT) and refused with
+   SFV_ERR_INVALID, taking nothing; the children's destroys then free everything, in order. */
+static void t_release_twice(void) {
+    ta_env e;
+    sfv_srq *srq;
+    sfv_srq_desc sd;
+    sfv_channel *on_srq;
+    sfv_channel_desc d;
+    int before;
+    ta_open(&e);
+    memset(&sd, 0, sizeof sd);
+    sd.max_wr = 8;
+    CHECK_OK(sfv_create_srq(e.pd, &sd, &srq));
+    memset(&d, 0, sizeof d);
+    d.srq = srq;
+    CHECK_OK(sfv_create_channel(e.pd, &d, &on_srq));
+    before = asserts;
+    CHECK_OK(sfv_destroy_srq(srq)); /* the caller's: the channel keeps it */
+    CHECK_RESULT(sfv_destroy_srq(srq), SFV_ERR_INVALID);
+    CHECK(strstr(sfv_last_error()->message, "released already") != NULL);
+    CHECK_EQ(asserts, before + 1);
+    CHECK_OK(sfv_dealloc_pd(e.pd)); /* the caller's: the MR and channels keep it */
+    CHECK_RESULT(sfv_dealloc_pd(e.pd), SFV_ERR_INVALID);
+    CHECK_EQ(asserts, before + 2);
+    CHECK_OK(sfv_close_device(e.ctx)); /* the PD keeps it */
+    CHECK_RESULT(sfv_close_device(e.ctx), SFV_ERR_INVALID);
+    CHECK_EQ(asserts, before + 3);
+    CHECK_OK(sfv_destroy_channel(on_srq)); /* the SRQ goes with it (before: freed already) */
+    CHECK_OK(sfv_destroy_channel(e.a));
+    CHECK_OK(sfv_destroy_channel(e.b));
+    CHECK_OK(sfv_dereg_mr(e.mr)); /* the PD, then the context, go with it */
+    CHECK_EQ(fk_live_total(), 0);
+    CHECK_EQ(asserts, before + 3);
+    free(e.buf);
+}
+
 static const harness_test TESTS[] = {
     TEST(t_post_into_busy_handle, 10),
     TEST(t_destroy_twice, 10),
+    TEST(t_release_twice, 10),
     TEST(t_inline_over_inflight_scatter, 10),
     TEST(t_reset_frees_lost_work, 10),
     TEST(t_stale_over_inflight, 10),
