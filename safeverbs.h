@@ -119,7 +119,8 @@
    Every release returns sfv_result: one the verb refuses (a busy or failing destroy) keeps the
    object, and the caller's reference, so the call can be repeated; an MR whose deregistration
    failed is still registered. (A parent released by its last child's destroy is kept quietly if
-   its own verb refuses: nobody holds it to try again.)
+   its own verb refuses: its reference is the caller's again, so sfv_dealloc_pd (a PD's) or
+   sfv_close_device (a context's) called again tries again.)
    Handles are opaque and reference counted. A child holds a reference on its parent:
    MR -> PD -> context, CQ -> context, channel -> PD, SRQ -> PD, channel on an SRQ -> SRQ
    (>>srq). Releasing a parent while children live is
@@ -495,7 +496,9 @@ SFV_NODISCARD SAFEVERBS_API sfv_result sfv_alloc_pd(sfv_context *ctx, sfv_pd **o
    a call that failed part-way (a create of a channel, multi-channel, node, SRQ or SRQ channel,
    sfv_cm_connect, sfv_cm_accept) could neither take apart (a verb refused) nor hand back, and
    deregisters again the barrier MR a failed sfv_create_node could not: the PD keeps them, and
-   what they hold (the PD, its device) goes once their destroy is taken. */
+   what they hold (the PD, its device) goes once their destroy is taken. One a verb refuses again
+   fails the call (the verb's result, the last error naming it), which then keeps the PD and the
+   caller's reference, drops nothing: call it again. */
 SAFEVERBS_API sfv_result sfv_dealloc_pd(sfv_pd *pd);
 SAFEVERBS_API sfv_context *sfv_pd_context(const sfv_pd *pd);
 
@@ -2587,6 +2590,9 @@ static sfv_result sfv__context_unref(sfv_context *ctx) {
         if (rc) {
             (void)sfv__contexts_add(ctx); /* (back where it was: the one owner, if it owns) */
             sfv__ref(&ctx->refs);
+            /* the last reference, kept: the caller's again, even where a child dropped it (kept
+               quietly), so sfv_close_device may try again and is no release twice */
+            __atomic_store_n(&ctx->dropped, false, __ATOMIC_RELEASE);
             return sfv__fail_verb("ibv_close_device", rc < 0 ? errno : rc);
         }
         if (ctx->ev_epfd >= 0) close(ctx->ev_epfd);
@@ -2879,6 +2885,7 @@ static sfv_result sfv__pd_unref(sfv_pd *pd) {
         if (rc) {
             if (pd->owned) (void)sfv__pds_owned_add(pd); /* (still allocated: its owner again) */
             sfv__ref(&pd->refs);
+            __atomic_store_n(&pd->dropped, false, __ATOMIC_RELEASE); /* (the caller's again, as a context's) */
             return sfv__fail_verb("ibv_dealloc_pd", rc);
         }
         SFV__KEEPING_ERROR((void)sfv__context_unref(pd->ctx)); /* not the caller's handle: a refusal keeps it, unreported */
@@ -7820,14 +7827,26 @@ static void sfv__pd_orphan_mr(sfv_mr *mr, void *mem) {
     SFV__ORPHAN_PUSH(sfv_mr, &mr->pd->orphan_mrs, mr, orphan_next);
 }
 static sfv_result sfv__pd_release(sfv_pd *pd) {
+    /* The first refusal again, and what it said. The call then fails and keeps the caller's
+       reference: this call is the only one that retries them, so a reference dropped here (an
+       SFV_OK) left them, the PD and its device for good, and a second call is a release twice. */
+    sfv_result kept = SFV_OK;
+    sfv_error why;
     if (pd) {
         sfv_channel *ch = __atomic_exchange_n(&pd->orphans, NULL, __ATOMIC_ACQUIRE);
         sfv_mr *mr;
         while (ch) { /* (the caller's reference keeps pd while they go) */
             sfv_channel *const next = ch->orphan_next;
             sfv_result r;
-            SFV__KEEPING_ERROR(r = ch->unmade ? sfv__channel_unmade_free(ch) : sfv_destroy_channel(ch)); /* not the caller's: a refusal again keeps it, unreported */
-            if (r) sfv__pd_orphan(ch);
+            sfv_error said;
+            SFV__KEEPING_ERROR(r = ch->unmade ? sfv__channel_unmade_free(ch) : sfv_destroy_channel(ch); said = sfv__last); /* (said below, if refused) */
+            if (r) {
+                sfv__pd_orphan(ch);
+                if (!kept) {
+                    kept = r;
+                    why = said;
+                }
+            }
             ch = next;
         }
         mr = __atomic_exchange_n(&pd->orphan_mrs, NULL, __ATOMIC_ACQUIRE); /* after the channels: no work of theirs uses it */
@@ -7835,12 +7854,23 @@ static sfv_result sfv__pd_release(sfv_pd *pd) {
             sfv_mr *const next = mr->orphan_next;
             void *const mem = mr->orphan_mem;
             sfv_result r;
-            SFV__KEEPING_ERROR(r = sfv_dereg_mr(mr)); /* (as above) */
-            if (r) sfv__pd_orphan_mr(mr, mem);
-            else SFV_FREE(mem);
+            sfv_error said;
+            SFV__KEEPING_ERROR(r = sfv_dereg_mr(mr); said = sfv__last); /* (as above) */
+            if (r) {
+                sfv__pd_orphan_mr(mr, mem);
+                if (!kept) {
+                    kept = r;
+                    why = said;
+                }
+            } else {
+                SFV_FREE(mem);
+            }
             mr = next;
         }
     }
+    if (kept)
+        return sfv__fail(kept, why.errnum, why.verb, "sfv_dealloc_pd: what a failed call left to this PD could not be taken apart again (%s): "
+                         "the PD keeps it, and your reference: call sfv_dealloc_pd again", why.message);
     return sfv__pd_unref(pd);
 }
 SAFEVERBS_API sfv_result sfv_dealloc_pd(sfv_pd *pd) { SFV__DROP_ONCE(pd, "sfv_dealloc_pd", sfv__pd_release(pd)); }

@@ -14,12 +14,14 @@
        ibv_rc_pingpong -d rxe0 -g 1 &       build/rc_pingpong -d rxe1 -g 1 127.0.0.1
        build/rc_pingpong -d rxe0 -g 1 &     ibv_rc_pingpong -d rxe1 -g 1 127.0.0.1
 
-   Options, short and long as ibv_rc_pingpong's, numbers in decimal, or hex with 0x, checked
-   whole (a number with anything after it, or out of range, is a usage error, exit 2):
-   -d/--ib-dev device (first), -i/--ib-port port (1), -g/--gid-idx GID index (the channel's
-   choice), -s/--size size (4096), -m/--mtu MTU (1024), -r/--rx-depth receives posted (500),
-   -n/--iters iterations (1000), -p/--port TCP port (18515), -l/--sl service level (0),
-   -e/--events sleep on completion events, -c/--chk check each message received: the first byte
+   Options, short and long as ibv_rc_pingpong's, numbers read as its strtol(..., 0) reads them
+   (decimal, hex with 0x, octal with a leading 0: -s 010 is 8), checked whole (a number with
+   anything after it, or out of range, is a usage error, exit 2):
+   -d/--ib-dev device (first), -i/--ib-port port (1), -g/--gid-idx GID index (-1, the default:
+   the channel's choice; ibv_rc_pingpong takes -1 too, its own default), -s/--size size (4096),
+   -m/--mtu MTU (1024), -r/--rx-depth receives posted (500), -n/--iters iterations (1000),
+   -p/--port TCP port (18515), -l/--sl service level (0), -e/--events sleep on completion
+   events, -c/--chk check each message received: the first byte
    of each page is 0, as ibv_rc_pingpong -c checks (its sender writes those bytes so, and so does
    this one, whose buffer starts zeroed), -o/--odp the buffer registered for on-demand paging
    (SFV_ACCESS_ON_DEMAND: a device without it refuses the registration, exit 1), -N/--new_send
@@ -187,7 +189,8 @@ static void usage(void) {
     exit(2);
 }
 
-/* An option's number: the whole text, decimal or 0x hex, within [min, max]; else a usage error. */
+/* An option's number: the whole text, decimal, 0x hex or 0 octal (as ibv_rc_pingpong's strtol with
+   base 0), within [min, max]; else a usage error. */
 static long long number(const char *text, long long min, long long max, int opt) {
     char *end = NULL;
     long long v;
@@ -240,7 +243,7 @@ int main(int argc, char **argv) {
         switch (c) {
         case 'd': device = optarg; break;
         case 'i': ib_port = (unsigned)number(optarg, 1, 255, c); break;
-        case 'g': gid_index = (int)number(optarg, 0, 255, c); break;
+        case 'g': gid_index = (int)number(optarg, -1, 255, c); break; /* -1: ibv_rc_pingpong's default, taken as ours */
         case 's': r.size = (size_t)number(optarg, 1, 1 << 30, c); break;
         case 'm':
             desc.path_mtu = (uint32_t)number(optarg, 256, 4096, c);
