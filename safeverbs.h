@@ -1257,7 +1257,8 @@ SFV_NODISCARD SAFEVERBS_API sfv_result sfv_channel_inject_write_imm(sfv_channel 
    the events (the waits above, sfv_context_events) also looks whether the device's uverbs node
    (ibv_device.dev_path) is still in sysfs, and where it was there at open and is gone now (or is
    another node: the kernel gives its number to the next device at once), acts as on DEVICE_FATAL
-   (the event is queued as one; none where the device sent its own). A channel or SRQ made after
+   (the event is queued as one, once: none where the device sent its own, before or after it: a
+   NIC with disassociate loses its node first, then sends DEVICE_FATAL). A channel or SRQ made after
    that is broken by it as it is made. The wait ends within 10 ms (busy) or 50 ms
    (event) with SFV_ERR_WORK, class FATAL, "deleted" in its hint. Close everything of the device
    then (destroys and the close succeed, and let the delete finish); open it again once it is
@@ -1791,7 +1792,8 @@ SFV_NODISCARD SAFEVERBS_API sfv_result sfv_cm_connect_channel(sfv_channel *ch, c
    says the node is broken, and every later connect, handshake and barrier on it says
    SFV_ERR_BROKEN: destroy it. The
    connections live with the node; a peer's disconnect ends waits on its channel at once, as
-   above. */
+   above, and so a barrier's wait for that rank too (SFV_ERR_BROKEN; one that has not begun yet
+   refuses that channel, as a broken one). */
 SFV_NODISCARD SAFEVERBS_API sfv_result sfv_node_connect_cm(sfv_node *node, const sfv_net_node *nodes, const sfv_exchange_desc *desc, int timeout_ms);
 /* After SFV_ERR_REJECTED: the reason bytes the listener gave (this thread's last reject). */
 SAFEVERBS_API const uint8_t *sfv_cm_reject_reason(size_t *len);
@@ -5409,6 +5411,9 @@ SFV__SLOW sfv_result sfv__refuse_broken(const sfv_channel *ch, const char *fn) {
     if (!ch->qp && !ch->core_of && !ch->first_status) /* no work request failed: say what is missing (an SRQ has no QP of its own) */
         return sfv__fail(SFV_ERR_BROKEN, EIO, fn, "%s", ch->cq ? "the channel has no queue pair (a reset could not make one, or it was destroyed "
                          "to stop work): sfv_channel_reset makes a new one" : "the channel's destroy failed part-way: call sfv_destroy_channel again");
+    if (ch->first_cause == SFV__CAUSE_PEER_GONE) /* (set only when nothing had failed before: the flushes that followed are its doing) */
+        return sfv__fail(SFV_ERR_BROKEN, ECONNRESET, fn, "the channel is broken: the peer disconnected (its connection manager said so), "
+                         "and the channel flushed its work");
     if (ch->aborted && !ch->first_cause && (!ch->first_status || ch->first_status == IBV_WC_WR_FLUSH_ERR)) /* flushed by us, nothing failed */
         return sfv__fail(SFV_ERR_BROKEN, EIO, fn, "the %s is in the error state: it flushed its work itself, no work request failed (a deadline "
                          "expired, a poll failed, a batch was taken only in part, or its connection was closed)", ch->core_of ? "SRQ" : "channel");
@@ -6687,9 +6692,11 @@ static uint32_t sfv__event_break_dead(sfv_channel *ch, sfv_event_type type) {
 
 static void sfv__srq_event(sfv_context *ctx, const struct ibv_async_event *e, sfv_event *ev);
 
-/* What one event breaks, and its record for the queue. */
-static void sfv__event_handle(sfv_context *ctx, const struct ibv_async_event *e, sfv_event *ev) {
+/* What one event breaks, and its record for the queue. False: not to be queued (the device's
+   DEVICE_FATAL after its deletion was queued as one already). */
+static bool sfv__event_handle(sfv_context *ctx, const struct ibv_async_event *e, sfv_event *ev) {
     sfv_channel *ch;
+    bool queue = true;
     memset(ev, 0, sizeof *ev);
     ev->type = sfv__event_type(e->event_type);
     ev->raw_type = (int)e->event_type;
@@ -6708,7 +6715,10 @@ static void sfv__event_handle(sfv_context *ctx, const struct ibv_async_event *e,
         break;
     case SFV_EVENT_DEVICE_FATAL: {
         sfv_srq *srq;
-        SFV__XSET(ctx->probe, false); /* once: its node going after it (a NIC with disassociate) adds no second one */
+        SFV__XSET(ctx->probe, false); /* once: its node going after it adds no second one */
+        /* nor the device's own after the probe saw its node go: a NIC with disassociate loses its
+           node first (ib_uverbs_remove_one: cdev_device_del), then sends each process DEVICE_FATAL */
+        queue = !ctx->gone;
         for (ch = ctx->channels; ch; ch = ch->ctx_next) ev->channels_broken += sfv__event_break_dead(ch, ev->type);
         for (srq = ctx->srqs; srq; srq = srq->ctx_next) (void)sfv__event_break(&srq->core, SFV__CAUSE_FATAL_EVENT, ev->type); /* (no user channel) */
         break;
@@ -6738,6 +6748,7 @@ static void sfv__event_handle(sfv_context *ctx, const struct ibv_async_event *e,
     case SFV_EVENT_OTHER:
         break;
     }
+    return queue;
 }
 
 /* Queues an event (the oldest goes when the queue is full) and wakes sfv_context_event_fd. */
@@ -6776,10 +6787,10 @@ static void sfv__device_probe(sfv_context *ctx) {
         sfv__ev_leave(ctx);
         return;
     }
-    SFV__XSET(ctx->gone, true);
     memset(&e, 0, sizeof e);
     e.event_type = IBV_EVENT_DEVICE_FATAL;
-    sfv__event_handle(ctx, &e, &ev);
+    (void)sfv__event_handle(ctx, &e, &ev); /* (before gone: this one is queued) */
+    SFV__XSET(ctx->gone, true);
     sfv__event_queue(ctx, &ev);
     sfv__ev_leave(ctx);
     SFV__LOG(SFV_LOG_INFO, "%s: the device was deleted (%s is gone): DEVICE_FATAL, %u channel(s) broken; close it", ctx->name,
@@ -6796,8 +6807,7 @@ static uint32_t sfv__events_to_twins(sfv_context *ctx, const struct ibv_async_ev
         sfv_event ev;
         if (t == ctx || t->ctx != ctx->ctx) continue;
         sfv__ev_enter(t);
-        sfv__event_handle(t, e, &ev);
-        sfv__event_queue(t, &ev);
+        if (sfv__event_handle(t, e, &ev)) sfv__event_queue(t, &ev);
         sfv__ev_leave(t);
         broken += ev.channels_broken;
     }
@@ -6826,10 +6836,10 @@ static void sfv__events_read(sfv_context *ctx) {
     while (ibv_get_async_event(ctx->ctx, &e) == 0) {
         sfv_event ev;
         uint32_t broken;
-        sfv__event_handle(ctx, &e, &ev);
+        const bool queue = sfv__event_handle(ctx, &e, &ev);
         broken = ev.channels_broken + (twinned ? sfv__events_to_twins(ctx, &e) : 0);
         ibv_ack_async_event(&e); /* at once: a destroy of its object waits for the ack */
-        sfv__event_queue(ctx, &ev);
+        if (queue) sfv__event_queue(ctx, &ev);
         if (broken) { /* logged with the locks released: the log fn may call safeverbs */
             sfv__ev_leave(ctx);
             if (twinned) sfv__contexts_leave();
@@ -9829,12 +9839,28 @@ static sfv_result sfv__notify(sfv_node *node, size_t to) {
    barrier often has more ranks than cores. */
 static sfv_result sfv__await(sfv_node *node, size_t from, uint64_t deadline) {
     const uint64_t want = ++node->expected[from];
+    const sfv_channel *const ch = sfv_multi_channel_peer(node->mc, from);
     unsigned spins = 0;
-    uint64_t got;
+    uint64_t got, look_at = 0;
     while ((got = sfv__le64(__atomic_load_n(&node->in[from], __ATOMIC_ACQUIRE))) < want) {
         if ((++spins & 255) == 0) {
-            if (sfv__now_ns() >= deadline)
+            const uint64_t now = sfv__now_ns();
+            if (now >= deadline)
                 return sfv__fail(SFV_ERR_TIMEOUT, ETIMEDOUT, "barrier", "rank %zu did not reach the barrier in time", from);
+            /* a node connected through the CM: rank from's disconnect ends the wait at once, as it
+               ends its channel's (>>impl rdmacm), read as often as a busy wait reads it. Its write,
+               if it sent one, came before its disconnect: the memory is looked at once more. */
+            if (ch->watch && now >= look_at) {
+                look_at = now + SFV__EVENTS_EVERY_NS;
+                ch->watch->check(ch->watch);
+                if (sfv__channel_broken(ch) && sfv__le64(__atomic_load_n(&node->in[from], __ATOMIC_ACQUIRE)) < want) {
+                    sfv_error why;
+                    sfv__ignore(sfv__refuse_broken(ch, "barrier"));
+                    why = sfv__last;
+                    return sfv__fail(SFV_ERR_BROKEN, why.errnum, "barrier", "the channel to rank %zu broke while this rank awaited it: %s", from,
+                                     why.message);
+                }
+            }
             sched_yield();
         }
     }
@@ -9908,8 +9934,12 @@ static sfv_result sfv__barrier(sfv_node *node, const size_t *peers, size_t n, in
        channel, nothing can be refused once the barrier has begun (and left it half done). */
     for (k = 0; k < m; k++) {
         const sfv_channel *ch = sfv_multi_channel_peer(node->mc, sfv__member(peers, k));
-        const int room = sfv__channel_send_room(ch, 1);
+        int room;
         if (sfv__member(peers, k) == node->rank) continue;
+        /* a node connected through the CM: a disconnect its CM has already delivered breaks the
+           channel now (>>impl rdmacm), so it is refused here, not awaited to the deadline */
+        if (ch->watch) ch->watch->check(ch->watch);
+        room = sfv__channel_send_room(ch, 1);
         if (room < 0 && sfv__channel_settling(ch)) return sfv__settling_refused("barrier"); /* shut, not broken */
         if (room < 0) { /* broken (SFV_ERR_BROKEN, and why), or not connected (a reset: SFV_ERR_INVALID, the barrier usable) */
             const sfv_result why = sfv__channel_unsendable(ch, "barrier");
