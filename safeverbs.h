@@ -1381,8 +1381,9 @@ SAFEVERBS_API size_t sfv_srq_outstanding(const sfv_srq *srq);
      waits for its completion, with the channel's deadline);
    - sfv_dereg_mr refuses an MR with live leases (SFV_ERR_INVALID, errno EBUSY, retryable):
      revoke them first. A lease holds a reference on the PD;
-   - a lease outlives its channel's queue pair: sfv_destroy_channel, and sfv_channel_reset (its
-     new queue pair may face another peer), end the windows of its leases (their rkeys are dead
+   - a lease outlives its channel's queue pair: sfv_destroy_channel, sfv_channel_reset (its
+     new queue pair may face another peer), and a deadline or failure that destroys the queue
+     pair to stop its work, end the windows of its leases (their rkeys are dead
      from then on, a reconnected peer's access included) and leave the leases, which
      sfv_lease_revoke frees; grant again after the new handshake;
    - where the device has no type 2 memory windows (device_cap_flags without
@@ -4896,6 +4897,9 @@ static bool sfv__destroy_qp(sfv_channel *ch) {
     }
     if (qp) { /* off what an event is compared with before its memory may be another QP's */
         int rc;
+        /* its leases' windows first, on every path (an abort's too, not only a reset's or a
+           destroy's): a window bound to the QP holds it (>>impl leases: rxe waits ~50 s) */
+        sfv__leases_drop(ch);
         sfv__ev_enter(ch->pd->ctx);
         SFV__XSET(ch->qp, NULL);
         sfv__ev_leave(ch->pd->ctx);
