@@ -216,7 +216,8 @@
    strict -std=c99/c11 it asks for them here, which works only before the first system header:
    in the implementation's file, include safeverbs.h first, or define _GNU_SOURCE yourself
    before any header. Otherwise the build stops with an #error that says this (and with only
-   _POSIX_C_SOURCE, NUMA binding reports SFV_ERR_UNSUPPORTED). With -std=gnu* any order works. */
+   _POSIX_C_SOURCE, 200809L or newer, NUMA binding reports SFV_ERR_UNSUPPORTED; an older one is
+   that #error too). With -std=gnu* any order works (unless you define an older _POSIX_C_SOURCE). */
 #if defined(SAFEVERBS_IMPLEMENTATION) && !defined(_POSIX_C_SOURCE) && !defined(_GNU_SOURCE) && !defined(_DEFAULT_SOURCE)
 #define _GNU_SOURCE
 #endif
@@ -1847,8 +1848,10 @@ SAFEVERBS_API sfv_result sfv_cm_close(sfv_cm_conn *c, int timeout_ms);
 #include <time.h>
 #include <unistd.h>
 
-#if !defined(CLOCK_MONOTONIC)
-#error "safeverbs: the implementation needs POSIX (clock_gettime). In its file, put #define SAFEVERBS_IMPLEMENTATION and #include \"safeverbs.h\" before any system header, or define _GNU_SOURCE (or _POSIX_C_SOURCE 200809L) before the first one."
+/* (O_CLOEXEC: POSIX.1-2008, which the implementation needs; a _POSIX_C_SOURCE of 200112L or older
+   has clock_gettime but not it, nor all of getaddrinfo's) */
+#if !defined(CLOCK_MONOTONIC) || !defined(O_CLOEXEC)
+#error "safeverbs: the implementation needs POSIX.1-2008 (clock_gettime, O_CLOEXEC). In its file, put #define SAFEVERBS_IMPLEMENTATION and #include \"safeverbs.h\" before any system header, or define _GNU_SOURCE (or _POSIX_C_SOURCE 200809L) before the first one."
 #endif
 
 #ifndef SFV_DEBUG
@@ -1859,6 +1862,8 @@ SAFEVERBS_API sfv_result sfv_cm_close(sfv_cm_conn *c, int timeout_ms);
 #endif
 #endif
 
+/* (the library's own "this cannot be" is SFV_ASSERT(0 && "why"): clang's -Wconversion warns of
+   !"why", a string made a bool) */
 #ifndef SFV_ASSERT
 #define SFV_ASSERT(c)                                                                         \
     do {                                                                                      \
@@ -1969,6 +1974,9 @@ SFV__STATIC_ASSERT((int)SFV_ATOMIC_HCA == (int)IBV_ATOMIC_HCA && (int)SFV_ATOMIC
 #define SFV__VALGRIND 1
 #endif
 #endif
+#ifndef SFV__VALGRIND
+#define SFV__VALGRIND 0 /* (defined either way: a user's -Wundef warns of an #if on a name never defined) */
+#endif
 #if SFV__VALGRIND
 /* Bytes of the caller's that a check reads whatever they hold (a handle never posted): defined. */
 #define SFV__VALGRIND_DEFINED(p, n) ((void)VALGRIND_MAKE_MEM_DEFINED(p, n))
@@ -1982,6 +1990,9 @@ SFV__STATIC_ASSERT((int)SFV_ATOMIC_HCA == (int)IBV_ATOMIC_HCA && (int)SFV_ATOMIC
 #if __has_feature(address_sanitizer)
 #define SFV__ASAN 1
 #endif
+#endif
+#ifndef SFV__ASAN
+#define SFV__ASAN 0 /* (as SFV__VALGRIND) */
 #endif
 struct sfv__ring;
 struct ibv_send_wr;
@@ -2572,7 +2583,7 @@ SAFEVERBS_API sfv_result sfv_open_device_at(const sfv_device_list *list, size_t 
    reported; should SFV_ASSERT return, refused). A drop that is refused (the verb refused: the
    object kept) leaves the reference the caller's again, to try again. */
 SFV__SLOW sfv_result sfv__dropped_twice(const char *fn) {
-    SFV_ASSERT(!"a context, PD or SRQ released twice (its children keep it alive: the second release took one of theirs)");
+    SFV_ASSERT(0 && "a context, PD or SRQ released twice (its children keep it alive: the second release took one of theirs)");
     return sfv__fail(SFV_ERR_INVALID, EINVAL, fn, "%s: this handle was released already (its children keep it alive): releasing it again "
                      "would free it under them", fn);
 }
@@ -2644,7 +2655,7 @@ static sfv_result sfv__bind_numa(int node) {
         char *end;
         long lo = strtol(p, &end, 10), hi = lo, c;
         if (*end == '-') hi = strtol(end + 1, &end, 10);
-        for (c = lo; c <= hi && c < CPU_SETSIZE; c++, cpus++) CPU_SET((int)c, &set);
+        for (c = lo; c <= hi && c < CPU_SETSIZE; c++, cpus++) CPU_SET((size_t)c, &set); /* (glibc's macro takes it as a size_t: an int warns under -Wsign-conversion) */
         p = *end == ',' ? end + 1 : end;
     }
     if (!cpus) return sfv__fail(SFV_ERR_NOT_FOUND, ENOENT, "numa", "NUMA node %d has no CPUs", node);
@@ -3014,7 +3025,9 @@ SFV__HOT_INLINE void sfv__wc_make_ok(sfv_work_completion *wc, const sfv__slot *s
     wc->status = SFV_WC_SUCCESS;
     wc->vendor_err = 0;
     wc->error_class = SFV_WORK_ERROR_NONE;
-    wc->opcode = (sfv_wc_opcode)s->op;
+    /* (a place of the channel's own work, a scope's fence taken in its settle, holds no value of
+       the enum: in C++ making one of it is undefined; the fence is a zero-length write) */
+    wc->opcode = SFV__UNLIKELY(s->op > SFV_WC_OP_FETCH_ADD) ? SFV_WC_OP_WRITE : (sfv_wc_opcode)s->op;
     wc->byte_len = (recv || s->op == SFV_WC_OP_READ || sfv__op_is_atomic(s->op)) ? s->byte_len : 0;
     wc->has_imm = s->has_imm != 0;
     wc->imm_data = s->has_imm ? ntohl(s->imm_be) : 0; /* the one byte-order conversion */
@@ -3157,7 +3170,11 @@ SAFEVERBS_API sfv_result sfv_reg_mr_access(sfv_pd *pd, void *addr, size_t length
     mr = sfv__mr_alloc();
     if (!mr) return sfv__fail_verb("calloc", ENOMEM);
     errno = 0;
+#ifdef ibv_reg_mr /* rdma-core's macro (the function behind it takes int) takes the flags unsigned: an int warns under -Wsign-conversion */
+    m = ibv_reg_mr(pd->pd, addr, length, access);
+#else
     m = ibv_reg_mr(pd->pd, addr, length, (int)access);
+#endif
     if (!m) {
         const int errnum = errno;
         SFV_FREE(mr);
@@ -4613,7 +4630,7 @@ static bool sfv__inflight_mr_busy(const sfv_mr *mr) {
 }
 static void sfv__pending_clear(const sfv_channel *ch, sfv_pending *pending, size_t count);
 SFV__SLOW sfv_result sfv__inflight_refused(const sfv__ring *q, sfv_pending *pending, size_t count) {
-    SFV_ASSERT(!"an element overlaps memory the NIC owns (a data race: see the message above)");
+    SFV_ASSERT(0 && "an element overlaps memory the NIC owns (a data race: see the message above)");
     sfv__pending_clear(q->ch, pending, count);
     return sfv__fail(SFV_ERR_INVALID, EBUSY, "post", "an element overlaps memory in flight (a data race on the buffer)");
 }
@@ -4638,7 +4655,7 @@ static bool sfv__inflight_dmabuf(sfv_mr *mr, bool registered) {
     return listed;
 }
 SFV__SLOW sfv_result sfv__inflight_dereg_refused(void) {
-    SFV_ASSERT(!"sfv_dereg_mr while work in flight uses the MR (see the message above)");
+    SFV_ASSERT(0 && "sfv_dereg_mr while work in flight uses the MR (see the message above)");
     return sfv__fail(SFV_ERR_INVALID, EBUSY, "sfv_dereg_mr", "work in flight uses the MR: consume its completions (or destroy its channel), then deregister");
 }
 #endif
@@ -5484,18 +5501,20 @@ static sfv_result sfv__post_refused(sfv_channel *ch, sfv__post_kind kind, const 
 /* Takes the next n slots for n posted work requests (the ring's fields stay in registers), in
    `state` (INFLIGHT; INJECT for an inject's). */
 /* Place s now holds work request seq, posted in `state` as op (status SUCCESS until its completion
-   says otherwise, has_imm 0): the small fields in one store. */
-SFV__HOT_INLINE void sfv__slot_posted(sfv__slot *s, uint64_t seq, uint8_t state, sfv_wc_opcode op) {
-    const uint8_t small[4] = {state, (uint8_t)op, 0, 0}; /* state, op, status, has_imm */
+   says otherwise, has_imm 0): the small fields in one store. The op is a byte, not an
+   sfv_wc_opcode: the ops of a channel's own work (an inject's, a fence's: SFV__OP_*) are no value
+   of that enum, and in C++ making one of it is undefined behaviour (UBSan's -fsanitize=enum). */
+SFV__HOT_INLINE void sfv__slot_posted(sfv__slot *s, uint64_t seq, uint8_t state, uint8_t op) {
+    const uint8_t small[4] = {state, op, 0, 0}; /* state, op, status, has_imm */
     s->seq = seq;
     memcpy(&s->state, small, sizeof small);
 }
-SFV__HOT_INLINE sfv__slot *sfv__track_state(sfv__ring *q, uint8_t state, sfv_wc_opcode op, const uint32_t *read_len, size_t n) {
+SFV__HOT_INLINE sfv__slot *sfv__track_state(sfv__ring *q, uint8_t state, uint8_t op, const uint32_t *read_len, size_t n) {
     sfv__slot *const slots = q->slots, *s = NULL;
     const uint64_t mask = q->mask;
     /* the length a completion will not say: a read's, an atomic's, an inject's (for its failure);
        a receive's comes with its completion, and no one reads a send's or a write's */
-    const bool keep_len = op == SFV_WC_OP_READ || sfv__op_is_atomic((uint8_t)op) || state == SFV__SLOT_INJECT;
+    const bool keep_len = op == SFV_WC_OP_READ || sfv__op_is_atomic(op) || state == SFV__SLOT_INJECT;
     uint64_t head = q->head;
     size_t i;
     for (i = 0; i < n; i++, head++) {
@@ -5507,11 +5526,11 @@ SFV__HOT_INLINE sfv__slot *sfv__track_state(sfv__ring *q, uint8_t state, sfv_wc_
     if (state == SFV__SLOT_INJECT) q->inject_top = head;
     return s; /* the last place taken */
 }
-SFV__HOT_INLINE sfv__slot *sfv__track_n(sfv__ring *q, sfv_wc_opcode op, const uint32_t *read_len, size_t n) {
+SFV__HOT_INLINE sfv__slot *sfv__track_n(sfv__ring *q, uint8_t op, const uint32_t *read_len, size_t n) {
     return sfv__track_state(q, SFV__SLOT_INFLIGHT, op, read_len, n);
 }
 
-SFV__HOT_INLINE sfv__slot *sfv__track(sfv__ring *q, sfv_wc_opcode op, uint32_t read_len) { return sfv__track_n(q, op, &read_len, 1); }
+SFV__HOT_INLINE sfv__slot *sfv__track(sfv__ring *q, uint8_t op, uint32_t read_len) { return sfv__track_n(q, op, &read_len, 1); }
 
 /* Points `p` (if any) at the last `batch` work requests posted on q, the last in place `last`. */
 SFV__HOT_INLINE void sfv__cover(sfv__ring *q, sfv_pending *pending, uint32_t batch, sfv__slot *last) {
@@ -5523,7 +5542,7 @@ SFV__HOT_INLINE void sfv__cover(sfv__ring *q, sfv_pending *pending, uint32_t bat
     pending->s_ = last;
 }
 
-SFV__HOT_INLINE sfv_wc_opcode sfv__op_of(enum ibv_wr_opcode opcode) {
+SFV__HOT_INLINE uint8_t sfv__op_of(enum ibv_wr_opcode opcode) { /* (an sfv_wc_opcode, as a place keeps it: sfv__slot_posted) */
     if (opcode == IBV_WR_RDMA_READ) return SFV_WC_OP_READ;
     if (opcode == IBV_WR_ATOMIC_CMP_AND_SWP) return SFV_WC_OP_COMP_SWAP;
     if (opcode == IBV_WR_ATOMIC_FETCH_AND_ADD) return SFV_WC_OP_FETCH_ADD;
@@ -5607,7 +5626,7 @@ SFV__HOT_INLINE sfv_result sfv__fill_batch(struct ibv_send_wr *wrs, sfv__slot *s
                                            uint32_t inline_max, const struct ibv_sge *sg, size_t per_wr, size_t count,
                                            const sfv_remote_mr *remotes) {
     const bool rdma = opcode == IBV_WR_RDMA_WRITE || opcode == IBV_WR_RDMA_READ;
-    const sfv_wc_opcode op = sfv__op_of(opcode);
+    const uint8_t op = sfv__op_of(opcode);
     sfv__slot *const wrap = slots + mask + 1;
     sfv__slot *s = &slots[head & mask];
     size_t i;
@@ -6028,7 +6047,7 @@ SFV__HOT_INLINE sfv_result sfv__inject(sfv_channel *ch, enum ibv_wr_opcode opcod
     SFV__INFLIGHT_POST(q, &wr, NULL, NULL, 0); /* (debug builds: not from memory in flight as scatter) */
     { /* tracked before the post, so little stays live across the call; taken back if the verb refuses */
         const uint32_t len32 = (uint32_t)len;
-        sfv__track_state(q, SFV__SLOT_INJECT, (sfv_wc_opcode)op, &len32, 1);
+        sfv__track_state(q, SFV__SLOT_INJECT, op, &len32, 1);
     }
     ch->injects++;
     rc = ibv_post_send(ch->qp, &wr, &bad);
@@ -6257,7 +6276,7 @@ SFV__HOT_INLINE sfv_result sfv__pending_block(sfv_pending *pending, sfv__ring *q
    the call still reads nothing of the dead channel. */
 #if SFV_DEBUG
 SFV__SLOW sfv_result sfv__pending_dead(sfv_work_completion *wc) {
-    SFV_ASSERT(!"pending handle used after its channel was destroyed");
+    SFV_ASSERT(0 && "pending handle used after its channel was destroyed");
     return sfv__wc_none(wc, sfv__fail(SFV_ERR_INVALID, EINVAL, "pending", "pending handle used after its channel was destroyed"));
 }
 /* (the handle's place must be its ring's: a ring of another channel, at a freed one's address,
@@ -6292,13 +6311,13 @@ SFV__HOT_INLINE sfv__slot *sfv__pending_other(sfv_pending *pending, sfv__ring **
     return s;
 }
 SFV__SLOW sfv_result sfv__pending_other_poll(sfv_pending *pending, sfv_work_completion *wc) {
-    sfv__ring *q;
+    sfv__ring *q = NULL; /* (set whenever s is: gcc -Og -Wall cannot see that) */
     sfv_result r = SFV_OK;
     sfv__slot *s = sfv__pending_other(pending, &q, wc, &r);
     return s ? sfv__poll_once(pending, q, s, wc) : r;
 }
 SFV__SLOW sfv_result sfv__pending_other_wait(sfv_pending *pending, int timeout_ms, uint64_t *deadline, sfv_work_completion *wc) {
-    sfv__ring *q;
+    sfv__ring *q = NULL; /* (as above) */
     sfv_result r = SFV_OK;
     sfv__slot *s = sfv__pending_other(pending, &q, wc, &r);
     return s ? sfv__pending_block(pending, q, s, timeout_ms, deadline, wc) : r;
@@ -7521,7 +7540,7 @@ static void sfv__scope_fence(sfv_channel *ch) {
         sfv__abort(ch);
         return;
     }
-    sfv__track(&ch->sq, (sfv_wc_opcode)SFV__OP_FENCE, 0);
+    sfv__track(&ch->sq, SFV__OP_FENCE, 0);
     ch->sq.sig_top = ch->sq.head;
 }
 
@@ -7749,7 +7768,7 @@ SAFEVERBS_API sfv_result sfv_channel_manual_scope(sfv_channel *ch, sfv_scope_fn 
 SAFEVERBS_API sfv_result sfv_destroy_channel(sfv_channel *ch) {
     if (!ch) return SFV_OK;
     if (SFV__UNLIKELY(!sfv__live_has(ch))) { /* (debug builds; release builds would read freed memory) */
-        SFV_ASSERT(!"sfv_destroy_channel of a channel already destroyed (or never created)");
+        SFV_ASSERT(0 && "sfv_destroy_channel of a channel already destroyed (or never created)");
         return sfv__fail(SFV_ERR_INVALID, EINVAL, "sfv_destroy_channel", "not a live channel (destroyed already?)");
     }
     SFV__LOG(SFV_LOG_DEBUG, "%s qp %u: destroying (%zu work requests outstanding)", sfv_context_name(sfv_pd_context(ch->pd)),

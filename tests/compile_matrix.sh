@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # compile_matrix.sh: safeverbs.h must compile cleanly, alone and with its implementation, in a
 # program of two translation units, with gcc and clang as C99 and C11 and g++ as C++11, with
-# SFV_DEBUG on and off, SAFEVERBS_RDMACM off and on, and SAFEVERBS_STATIC, under -Wall -Wextra -Wpedantic -Wshadow -Werror.
+# SFV_DEBUG on and off, SAFEVERBS_RDMACM off and on, and SAFEVERBS_STATIC, under -Wall -Wextra -Wpedantic -Wshadow -Werror
+# and the stricter warnings a user may add (-Wundef -Wconversion -Wsign-conversion -Wcast-qual ...); the
+# implementation once more with gcc -Og (its own maybe-uninitialized analysis), and, with a
+# _POSIX_C_SOURCE too old, stopped by the header's own #error.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit
 source tools/lib.sh || exit
@@ -9,8 +12,8 @@ out=build/compile-matrix
 mkdir -p "$out" || exit
 CHECK_QUIET=1  # a failure only is printed
 for cc in "gcc -std=c99" "gcc -std=c11" "clang -std=c99" "clang -std=c11" "g++ -std=c++11 -x c++"; do
-    extra="-Wstrict-prototypes -Wmissing-prototypes"
-    case $cc in g++*) extra="" ;; esac
+    extra="-Wundef -Wconversion -Wsign-conversion -Wcast-qual -Wdouble-promotion"
+    case $cc in g++*) ;; *) extra="$extra -Wstrict-prototypes -Wmissing-prototypes -Wold-style-definition" ;; esac
     # without SAFEVERBS_RDMACM the program links with -libverbs alone; with it, -lrdmacm too
     for cm in "" "-DSAFEVERBS_RDMACM"; do
     for dbg in 0 1; do
@@ -34,6 +37,14 @@ for cc in "gcc -std=c99" "gcc -std=c11" "clang -std=c99" "clang -std=c11" "g++ -
             -o "$out/static-cm.o" && ! nm -g --defined-only "$out/static-cm.o" | grep -q ' sfv_'
     check "compile: $cc SAFEVERBS_STATIC" $?
 done
+# gcc -Og: a debug build's optimisation, whose maybe-uninitialized warnings -O2 does not give
+gcc -std=c11 -Og -I. -Wall -Wextra -Wpedantic -Wshadow -Werror -c tests/compile/impl.c -o "$out/og.o"
+check "compile: gcc -Og" $?
+# A _POSIX_C_SOURCE older than 200809L (clock_gettime, but no O_CLOEXEC): the header's #error first
+# (it was O_CLOEXEC undeclared, deep in the implementation)
+gcc -std=c99 -D_POSIX_C_SOURCE=200112L -I. -c tests/compile/impl.c -o /dev/null 2>"$out/oldposix.err"
+! [ $? -eq 0 ] && grep -m1 'error' "$out/oldposix.err" | grep -q '#error "safeverbs: the implementation needs POSIX'
+check "compile: _POSIX_C_SOURCE 200112L stops at the header's #error" $?
 # Direction safety: each misuse in wrong_direction.c must be a compile error (and WRONG=0, the
 # same file used rightly, must compile, so the failures are the misuse and nothing else).
 for cc in "gcc -std=c11" "clang -std=c11" "g++ -std=c++11 -x c++"; do
@@ -44,5 +55,5 @@ for cc in "gcc -std=c11" "clang -std=c11" "g++ -std=c++11 -x c++"; do
         check "compile: misuse WRONG=$w compiled with $cc" $?
     done
 done
-echo "compile matrix: $passed of $((passed + failed)) checks passed (25 clean builds: 10 without and 10 with SAFEVERBS_RDMACM, 5 SAFEVERBS_STATIC; 12 rejected misuses)"
+echo "compile matrix: $passed of $((passed + failed)) checks passed (26 clean builds: 10 without and 10 with SAFEVERBS_RDMACM, 5 SAFEVERBS_STATIC, gcc -Og; an old _POSIX_C_SOURCE; 12 rejected misuses)"
 ((failed == 0))

@@ -5,7 +5,9 @@
    the test file, before anything else. */
 #ifndef FAKE_ENV_H
 #define FAKE_ENV_H
+#ifndef _GNU_SOURCE /* (C++ compilers define it) */
 #define _GNU_SOURCE
+#endif
 #include "fake_verbs.h" /* the allocator safeverbs.h is given: counted, and told when to fail */
 #define SFV_MALLOC(sz) fk_malloc(sz)
 #define SFV_CALLOC(n, sz) fk_calloc(n, sz)

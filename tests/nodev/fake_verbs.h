@@ -15,6 +15,10 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#ifdef __cplusplus /* (a test built as C++ links the fake built as C: build/nodev/cxx/) */
+extern "C" {
+#endif
+
 enum fk_kind { FK_DEVICE_LIST, FK_CONTEXT, FK_PD, FK_MR, FK_CQ, FK_QP, FK_COMP_CHANNEL, FK_KINDS };
 
 /* Back to the defaults: RoCE (Ethernet link layer) with an IPv4 RoCE v2 GID, port ACTIVE,
@@ -117,4 +121,7 @@ void *fk_malloc(size_t size);
 void *fk_calloc(size_t n, size_t size);
 void fk_free(void *p);
 
+#ifdef __cplusplus
+}
+#endif
 #endif

@@ -10,7 +10,7 @@ cd "$(dirname "$0")/../.." || exit
 source tools/lib.sh || exit
 TMP=$(mktemp -d) || exit  # removed on exit (tools/lib.sh)
 log=$TMP/log
-for t in build/nodev/test_* build/nodev/asan/test_* build/nodev/tsan/test_* build/nodev/uio/test_* build/test_exchange build/asan/test_exchange; do
+for t in build/nodev/test_* build/nodev/asan/test_* build/nodev/tsan/test_* build/nodev/uio/test_* build/nodev/cxx/test_* build/test_exchange build/asan/test_exchange; do
     [ -x "$t" ] || { [[ $t != *exchange ]] || { echo "FAIL $t: not built"; count 1; }; continue; }
     echo "== ${t#build/}"
     ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 TSAN_OPTIONS=halt_on_error=1:exitcode=66 "$t" 2>&1 | tee "$log"
