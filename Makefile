@@ -94,8 +94,8 @@ $(BUILD)/nodev/uio/fake_%.o: tests/nodev/fake_%.c $(NODEV_DEPS) tests/nodev/fake
 	clang -O1 -g -I. -Itests -c -o $@ $<
 
 # test_rev34b runs two examples whole (included into it), on the fakes
-$(BUILD)/nodev/test_rev34b $(BUILD)/nodev/asan/test_rev34b: examples/rc_pingpong.c examples/rping.c examples/tcp.h tests/nodev/fake_rdmacm.c tests/nodev/fake_rdmacm.h
-$(BUILD)/nodev/test_rev37a $(BUILD)/nodev/asan/test_rev37a: examples/rc_pingpong.c examples/tcp.h
+$(BUILD)/nodev/test_rev34b $(BUILD)/nodev/asan/test_rev34b: tests/nodev/run_example.h examples/rc_pingpong.c examples/rping.c examples/tcp.h tests/nodev/fake_rdmacm.c tests/nodev/fake_rdmacm.h
+$(BUILD)/nodev/test_rev37a $(BUILD)/nodev/asan/test_rev37a: tests/nodev/run_example.h examples/rc_pingpong.c examples/tcp.h
 
 # tests/nodev/test_cm_*.c: the RDMA-CM part (SAFEVERBS_RDMACM) on the fake librdmacm of
 # tests/nodev/fake_rdmacm.c as well (no librdmacm linked, only its header).

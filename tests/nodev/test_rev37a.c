@@ -84,32 +84,9 @@ static void t_quiet_parent_released_again(void) {
 }
 
 /* ---- rc_pingpong's options ---- */
-/* Runs rc_pingpong's main with args (NULL-terminated) in a child whose output goes to /dev/null:
-   its exit status, or -1 if it was killed (still running after limit_s) or died of a signal. */
-static int r37_run(const char *const *args, unsigned limit_s) {
-    int status, argc = 0;
-    pid_t pid;
-    while (args[argc]) argc++;
-    fflush(NULL);
-    pid = fork();
-    CHECK(pid >= 0);
-    if (pid == 0) {
-        int null = open("/dev/null", O_WRONLY);
-        char *argv[32];
-        int i;
-        if (null >= 0) {
-            dup2(null, 1);
-            dup2(null, 2);
-        }
-        for (i = 0; i < argc && i < 31; i++) argv[i] = (char *)args[i];
-        argv[i] = NULL;
-        optind = 1;
-        alarm(limit_s);
-        exit(rc_pingpong_main(argc, argv));
-    }
-    CHECK(waitpid(pid, &status, 0) == pid);
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
+#include "run_example.h"
+/* rc_pingpong with args (NULL-terminated), at most limit_s seconds (run_example) */
+static int r37_run(const char *const *args, unsigned limit_s) { return run_example(rc_pingpong_main, args, limit_s); }
 
 /* Promise (examples/rc_pingpong.c: its options are ibv_rc_pingpong's, refusing only verbs
    safeverbs does not offer). ibv_rc_pingpong's -g is -1 by default and takes -1 (no index
