@@ -10,8 +10,8 @@
    Declarations     >>results >>log >>handles >>devices >>pd and cq >>memory regions >>raw verbs
                     >>remote regions >>elements >>channel (>>pending >>batches >>atomics >>scopes >>inject)
                     >>events >>srq >>leases >>multi-channel >>exchange >>node >>rdmacm (SAFEVERBS_RDMACM)
-   Implementation   >>inflight hooks >>impl log >>impl results >>impl locks >>impl refcounts >>impl devices >>impl pd and cq
-                    >>impl memory regions >>impl elements >>impl remote regions >>impl channel
+   Implementation   >>inflight hooks >>impl log >>impl results >>impl locks >>impl refcounts >>impl handles
+                    >>impl devices >>impl pd and cq >>impl memory regions >>impl elements >>impl remote regions >>impl channel
                     >>impl inflight >>impl completions >>impl posting >>impl inject
                     >>impl pending work >>impl scopes >>impl events >>impl srq >>impl leases
                     >>impl channel internals >>impl multi-channel >>impl exchange >>impl node >>impl rdmacm
@@ -127,7 +127,13 @@
    safe; the device is closed when the last reference goes. Releasing NULL does nothing.
    Each handle you are given is one reference, released once: a context, PD or SRQ released
    again while its children keep it alive is a broken contract (SFV_ASSERT; should it return,
-   SFV_ERR_INVALID, nothing released), which would otherwise free it under them.
+   SFV_ERR_INVALID, nothing released), which would otherwise free it under them. So is, in every
+   build, a destroy, release, revoke, close, accept or reject of a handle that is no longer live
+   (freed already, answered already, never made), and a parent no longer live given to a call
+   that makes a child from it (a PD, CQ, MR, channel, SRQ, multi-channel, node, lease or CM
+   connection): the library keeps the set of live handles (O(1) per handle made, destroyed or
+   checked; nothing on the data path, whose calls read their handles unchecked) and checks it
+   before reading the handle. A new handle of the same kind at a freed one's address is that one.
    A context or PD wrapped without ownership (sfv_context_wrap, sfv_pd_wrap) is never closed by
    safeverbs: its owner frees it after the last safeverbs object made from it (RAW VERBS).
    A memory region never owns its buffer: the buffer must outlive the MR and any work that uses it.
@@ -1692,7 +1698,7 @@ SFV_NODISCARD SAFEVERBS_API sfv_result sfv_node_barrier_unchecked(sfv_node *node
    Errors, each with a last-error message that says it:
      SFV_ERR_NOT_FOUND    no RDMA device has this address (listen), or the address is not valid
      SFV_ERR_UNREACHABLE  no route to the address, or no answer from the peer's CM (sfv_cm_accept:
-                          also a connecting peer that gave up on our answer, rejecting it)
+                          also a connecting peer that gave up, before our answer or on it)
      SFV_ERR_REFUSED      nothing listens on that address and port
      SFV_ERR_REJECTED     the listener rejected us: sfv_cm_reject_reason() gives its bytes
      SFV_ERR_TIMEOUT      a step did not finish before its deadline
@@ -2255,6 +2261,115 @@ static void sfv__ref(int *rc) { __atomic_fetch_add(rc, 1, __ATOMIC_RELAXED); }
 /* True when this was the last reference. */
 static bool sfv__unref(int *rc) { return __atomic_sub_fetch(rc, 1, __ATOMIC_ACQ_REL) == 0; }
 
+/* >>impl handles ----------------------------------------------------------------------------- */
+/* Every handle the library hands out is in one set, by address and kind, from its allocation to
+   its free, in every build: a destroy or release of one that is not (destroyed already, never
+   made, another kind's) is a broken contract caught before anything reads it (SFV_ASSERT, then
+   SFV_ERR_INVALID), where it would otherwise free memory twice. An open-addressing hash set
+   behind a spin lock: O(1) per handle made, destroyed or checked, none of it on the data path.
+   A new handle at a freed one's address (same kind) is that handle: nothing can tell them apart. */
+enum { SFV__H_LIST = 1, SFV__H_CONTEXT, SFV__H_PD, SFV__H_CQ, SFV__H_MR, SFV__H_CHANNEL, SFV__H_SRQ, SFV__H_LEASE,
+       SFV__H_MULTI, SFV__H_NODE, SFV__H_CM_LISTENER, SFV__H_CM_REQUEST, SFV__H_CM_CONN };
+typedef struct sfv__hentry { const void *p; unsigned kind; } sfv__hentry;
+static sfv__hentry *sfv__hs;
+static size_t sfv__hs_n, sfv__hs_cap; /* cap: 0, or a power of 2 at least twice n */
+static sfv__spin sfv__hs_lock;
+static size_t sfv__hs_home(const void *p, size_t mask) { return (size_t)(((uint64_t)(uintptr_t)p * 0x9E3779B97F4A7C15ull) >> 32) & mask; }
+/* The place of (p, kind) in t, or the empty place where it would go (t has one: cap >= 2n). */
+static size_t sfv__hs_find(const sfv__hentry *t, size_t cap, const void *p, unsigned kind) {
+    size_t i = sfv__hs_home(p, cap - 1);
+    while (t[i].p && !(t[i].p == p && t[i].kind == kind)) i = (i + 1) & (cap - 1);
+    return i;
+}
+static bool sfv__handle_add(const void *p, unsigned kind) {
+    bool ok = true;
+    size_t i;
+    sfv__spin_enter(&sfv__hs_lock);
+    if (2 * (sfv__hs_n + 1) > sfv__hs_cap) {
+        const size_t cap = sfv__hs_cap ? 2 * sfv__hs_cap : 64;
+        sfv__hentry *const t = cap <= SIZE_MAX / 2 / sizeof *t ? (sfv__hentry *)SFV_CALLOC(cap, sizeof *t) : NULL;
+        if (t) {
+            for (i = 0; i < sfv__hs_cap; i++)
+                if (sfv__hs[i].p) t[sfv__hs_find(t, cap, sfv__hs[i].p, sfv__hs[i].kind)] = sfv__hs[i];
+            SFV_FREE(sfv__hs);
+            sfv__hs = t;
+            sfv__hs_cap = cap;
+        }
+        ok = t != NULL;
+    }
+    if (ok) {
+        i = sfv__hs_find(sfv__hs, sfv__hs_cap, p, kind);
+        if (!sfv__hs[i].p) {
+            sfv__hs[i].p = p;
+            sfv__hs[i].kind = kind;
+            sfv__hs_n++;
+        }
+    }
+    sfv__spin_leave(&sfv__hs_lock);
+    return ok;
+}
+static void sfv__handle_remove(const void *p, unsigned kind) {
+    sfv__spin_enter(&sfv__hs_lock);
+    if (sfv__hs_cap) {
+        const size_t mask = sfv__hs_cap - 1;
+        size_t i = sfv__hs_find(sfv__hs, sfv__hs_cap, p, kind), j = i;
+        if (sfv__hs[i].p) {
+            for (;;) { /* the entries after it that could not sit at their home, moved back (no tombstones) */
+                size_t home;
+                j = (j + 1) & mask;
+                if (!sfv__hs[j].p) break;
+                home = sfv__hs_home(sfv__hs[j].p, mask);
+                if ((j > i) ? (home <= i || home > j) : (home <= i && home > j)) {
+                    sfv__hs[i] = sfv__hs[j];
+                    i = j;
+                }
+            }
+            sfv__hs[i].p = NULL;
+            if (--sfv__hs_n == 0) { /* nothing left: nothing held, for leak checkers */
+                SFV_FREE(sfv__hs);
+                sfv__hs = NULL;
+                sfv__hs_cap = 0;
+            }
+        }
+    }
+    sfv__spin_leave(&sfv__hs_lock);
+}
+static bool sfv__handle_live(const void *p, unsigned kind) {
+    bool live;
+    sfv__spin_enter(&sfv__hs_lock);
+    live = sfv__hs_cap && sfv__hs[sfv__hs_find(sfv__hs, sfv__hs_cap, p, kind)].p;
+    sfv__spin_leave(&sfv__hs_lock);
+    return live;
+}
+/* A handle's memory, zeroed and in the set (NULL: no memory for either). */
+static void *sfv__handle_new(size_t size, unsigned kind) {
+    void *p = SFV_CALLOC(1, size);
+    if (p && !sfv__handle_add(p, kind)) {
+        SFV_FREE(p);
+        p = NULL;
+    }
+    return p;
+}
+/* Out of the set, then freed. */
+static void sfv__handle_free(void *p, unsigned kind) {
+    if (!p) return;
+    sfv__handle_remove(p, kind);
+    SFV_FREE(p);
+}
+static const char *const sfv__handle_names[] = {"", "device list", "context", "PD", "CQ", "MR", "channel", "SRQ", "lease",
+                                                "multi-channel", "node", "CM listener", "CM request", "CM connection"};
+/* A destroy of a handle that is not live, or a child made from one: a broken contract, refused
+   before anything reads it. */
+SFV__SLOW sfv_result sfv__handle_dead(const char *fn, unsigned kind) {
+    SFV_ASSERT(0 && "a handle used after it was destroyed (released), or one never made: the call would read (and free) freed memory");
+    return sfv__fail(SFV_ERR_INVALID, EINVAL, fn, "%s: not a live %s (destroyed or released already, or never made): nothing done",
+                     fn, sfv__handle_names[kind]);
+}
+#define SFV__LIVE_OR_REFUSE(p, kind, fn) \
+    if (SFV__UNLIKELY(!sfv__handle_live((p), (kind)))) return sfv__handle_dead((fn), (kind))
+/* The same for a parent handle a call is given (not NULL: SFV__CHECK_ARG said so), named as it names it. */
+#define SFV__CHECK_LIVE(p, kind) SFV__LIVE_OR_REFUSE(p, kind, sfv__arg_verb(__func__))
+
 struct sfv_device_list { struct ibv_device **devs; int n; };
 #define SFV__EVENT_QUEUE 64
 struct sfv_context {
@@ -2383,7 +2498,7 @@ SAFEVERBS_API sfv_result sfv_get_device_list(sfv_device_list **out) {
     sfv__log_init();
     SFV__CHECK_ARG(out, "out");
     *out = NULL;
-    list = (sfv_device_list *)SFV_CALLOC(1, sizeof *list);
+    list = (sfv_device_list *)sfv__handle_new(sizeof *list, SFV__H_LIST);
     if (!list) return sfv__fail_verb("calloc", ENOMEM);
     errno = 0;
     list->devs = ibv_get_device_list(&n);
@@ -2393,7 +2508,7 @@ SAFEVERBS_API sfv_result sfv_get_device_list(sfv_device_list **out) {
             *out = list; /* (empty: devs NULL, n 0) */
             return SFV_OK;
         }
-        SFV_FREE(list);
+        sfv__handle_free(list, SFV__H_LIST);
         return sfv__fail_verb("ibv_get_device_list", errnum);
     }
     list->n = n;
@@ -2428,8 +2543,12 @@ SAFEVERBS_API sfv_result sfv_device_list_guid(const sfv_device_list *list, size_
 
 SAFEVERBS_API void sfv_free_device_list(sfv_device_list *list) {
     if (!list) return;
+    if (SFV__UNLIKELY(!sfv__handle_live(list, SFV__H_LIST))) {
+        sfv__ignore(sfv__handle_dead("sfv_free_device_list", SFV__H_LIST)); /* (the call says nothing: sfv_last_error does) */
+        return;
+    }
     if (list->devs) ibv_free_device_list(list->devs); /* (NULL: the empty list of a kernel without RDMA) */
-    SFV_FREE(list);
+    sfv__handle_free(list, SFV__H_LIST);
 }
 
 SAFEVERBS_API const char *sfv_port_state_str(sfv_port_state s) {
@@ -2494,7 +2613,7 @@ static sfv_result sfv__context_check(sfv_context *ctx) {
 static sfv_result sfv__open(struct ibv_device *dev, sfv_context **out) {
     sfv_context *ctx;
     sfv_result r;
-    ctx = (sfv_context *)SFV_CALLOC(1, sizeof *ctx);
+    ctx = (sfv_context *)sfv__handle_new(sizeof *ctx, SFV__H_CONTEXT);
     if (!ctx) return sfv__fail_verb("calloc", ENOMEM);
     snprintf(ctx->name, sizeof ctx->name, "%s", ibv_get_device_name(dev));
     errno = 0;
@@ -2514,7 +2633,7 @@ static sfv_result sfv__open(struct ibv_device *dev, sfv_context **out) {
 close_dev:
     ibv_close_device(ctx->ctx);
 free_ctx:
-    SFV_FREE(ctx);
+    sfv__handle_free(ctx, SFV__H_CONTEXT);
     return r;
 }
 
@@ -2525,19 +2644,19 @@ SAFEVERBS_API sfv_result sfv_context_wrap(struct ibv_context *raw, bool take_own
     *out = NULL;
     sfv__log_init();
     SFV__CHECK_ARG(raw, "raw context (NULL)");
-    ctx = (sfv_context *)SFV_CALLOC(1, sizeof *ctx);
+    ctx = (sfv_context *)sfv__handle_new(sizeof *ctx, SFV__H_CONTEXT);
     if (!ctx) return sfv__fail_verb("calloc", ENOMEM);
     snprintf(ctx->name, sizeof ctx->name, "%s", raw->device ? ibv_get_device_name(raw->device) : "?");
     ctx->ctx = raw;
     r = sfv__context_check(ctx);
     if (r) {
-        SFV_FREE(ctx); /* raw stays the caller's */
+        sfv__handle_free(ctx, SFV__H_CONTEXT); /* raw stays the caller's */
         return r;
     }
     ctx->owned = take_ownership;
     ctx->refs = 1;
     if (!sfv__contexts_add(ctx)) { /* (a verbs context in use already: the two share its events, unless both would close it) */
-        SFV_FREE(ctx); /* raw stays the caller's (its fd was non-blocking already: the owner made it so) */
+        sfv__handle_free(ctx, SFV__H_CONTEXT); /* raw stays the caller's (its fd was non-blocking already: the owner made it so) */
         return sfv__fail(SFV_ERR_INVALID, EINVAL, __func__,
                          "%s: take_ownership, but another live sfv_context owns this verbs context already (it would be closed twice): wrap it without ownership",
                          __func__);
@@ -2587,10 +2706,11 @@ SFV__SLOW sfv_result sfv__dropped_twice(const char *fn) {
     return sfv__fail(SFV_ERR_INVALID, EINVAL, fn, "%s: this handle was released already (its children keep it alive): releasing it again "
                      "would free it under them", fn);
 }
-#define SFV__DROP_ONCE(obj, fn, unref)                                                           \
+#define SFV__DROP_ONCE(obj, kind, fn, unref)                                                     \
     do {                                                                                         \
         sfv_result r_;                                                                           \
         if (!(obj)) return SFV_OK;                                                               \
+        SFV__LIVE_OR_REFUSE(obj, kind, fn);                                                      \
         if (__atomic_exchange_n(&(obj)->dropped, true, __ATOMIC_ACQ_REL)) return sfv__dropped_twice(fn); \
         if ((r_ = (unref)) != SFV_OK) __atomic_store_n(&(obj)->dropped, false, __ATOMIC_RELEASE); \
         return r_;                                                                               \
@@ -2612,11 +2732,11 @@ static sfv_result sfv__context_unref(sfv_context *ctx) {
         if (ctx->ev_epfd >= 0) close(ctx->ev_epfd);
         if (ctx->ev_efd >= 0) close(ctx->ev_efd);
         SFV__LOG(SFV_LOG_INFO, "%s: closed", ctx->name);
-        SFV_FREE(ctx);
+        sfv__handle_free(ctx, SFV__H_CONTEXT);
     }
     return SFV_OK;
 }
-SAFEVERBS_API sfv_result sfv_close_device(sfv_context *ctx) { SFV__DROP_ONCE(ctx, "sfv_close_device", sfv__context_unref(ctx)); }
+SAFEVERBS_API sfv_result sfv_close_device(sfv_context *ctx) { SFV__DROP_ONCE(ctx, SFV__H_CONTEXT, "sfv_close_device", sfv__context_unref(ctx)); }
 SAFEVERBS_API const char *sfv_context_name(const sfv_context *ctx) { return ctx ? ctx->name : NULL; }
 
 SAFEVERBS_API uint32_t sfv_guid_oui(uint64_t guid) { return (uint32_t)(guid >> 40); }
@@ -2842,13 +2962,14 @@ SAFEVERBS_API sfv_result sfv_alloc_pd(sfv_context *ctx, sfv_pd **out) {
     SFV__CHECK_ARG(out, "out");
     *out = NULL;
     SFV__CHECK_ARG(ctx, "context");
-    pd = (sfv_pd *)SFV_CALLOC(1, sizeof *pd);
+    SFV__CHECK_LIVE(ctx, SFV__H_CONTEXT);
+    pd = (sfv_pd *)sfv__handle_new(sizeof *pd, SFV__H_PD);
     if (!pd) return sfv__fail_verb("calloc", ENOMEM);
     errno = 0;
     pd->pd = ibv_alloc_pd(ctx->ctx);
     if (!pd->pd) {
         int errnum = errno;
-        SFV_FREE(pd);
+        sfv__handle_free(pd, SFV__H_PD);
         return sfv__fail_verb("ibv_alloc_pd", errnum);
     }
     sfv__ref(&ctx->refs);
@@ -2865,15 +2986,16 @@ SAFEVERBS_API sfv_result sfv_pd_wrap(sfv_context *ctx, struct ibv_pd *raw, bool 
     SFV__CHECK_ARG(out, "out");
     *out = NULL;
     SFV__CHECK_ARG(ctx, "context");
+    SFV__CHECK_LIVE(ctx, SFV__H_CONTEXT);
     SFV__CHECK_ARG(raw, "raw PD (NULL)");
     if (raw->context != ctx->ctx)
         return sfv__fail(SFV_ERR_INVALID, EINVAL, __func__,
                          "%s: the raw PD was allocated on another device context than %s's", __func__, ctx->name);
-    pd = (sfv_pd *)SFV_CALLOC(1, sizeof *pd);
+    pd = (sfv_pd *)sfv__handle_new(sizeof *pd, SFV__H_PD);
     if (!pd) return sfv__fail_verb("calloc", ENOMEM);
     pd->pd = raw;
     if (take_ownership && !sfv__pds_owned_add(pd)) {
-        SFV_FREE(pd);
+        sfv__handle_free(pd, SFV__H_PD);
         return sfv__fail(SFV_ERR_INVALID, EINVAL, __func__,
                          "%s: take_ownership, but another live sfv_pd owns this verbs PD already (it would be deallocated twice): wrap it without ownership",
                          __func__);
@@ -2903,7 +3025,7 @@ static sfv_result sfv__pd_unref(sfv_pd *pd) {
             return sfv__fail_verb("ibv_dealloc_pd", rc);
         }
         SFV__KEEPING_ERROR((void)sfv__context_unref(pd->ctx)); /* not the caller's handle: a refusal keeps it, unreported */
-        SFV_FREE(pd);
+        sfv__handle_free(pd, SFV__H_PD);
     }
     return SFV_OK;
 }
@@ -3074,16 +3196,17 @@ SAFEVERBS_API sfv_result sfv_create_cq(sfv_context *ctx, uint32_t min_entries, s
     SFV__CHECK_ARG(out, "out");
     *out = NULL;
     SFV__CHECK_ARG(ctx, "context");
+    SFV__CHECK_LIVE(ctx, SFV__H_CONTEXT);
     if (min_entries == 0 || min_entries > (uint32_t)ctx->attr.max_cqe)
         return sfv__fail(SFV_ERR_INVALID, EINVAL, __func__, "min_entries %u outside 1..%d (device max_cqe)",
                          (unsigned)min_entries, ctx->attr.max_cqe);
-    cq = (sfv_cq *)SFV_CALLOC(1, sizeof *cq);
+    cq = (sfv_cq *)sfv__handle_new(sizeof *cq, SFV__H_CQ);
     if (!cq) return sfv__fail_verb("calloc", ENOMEM);
     errno = 0;
     cq->cq = ibv_create_cq(ctx->ctx, (int)min_entries, NULL, NULL, 0);
     if (!cq->cq) {
         int errnum = errno;
-        SFV_FREE(cq);
+        sfv__handle_free(cq, SFV__H_CQ);
         return sfv__fail_verb("ibv_create_cq", errnum);
     }
     sfv__ref(&ctx->refs);
@@ -3096,10 +3219,11 @@ SAFEVERBS_API sfv_result sfv_create_cq(sfv_context *ctx, uint32_t min_entries, s
 SAFEVERBS_API sfv_result sfv_destroy_cq(sfv_cq *cq) {
     int rc;
     if (!cq) return SFV_OK;
+    SFV__LIVE_OR_REFUSE(cq, SFV__H_CQ, "sfv_destroy_cq");
     rc = ibv_destroy_cq(cq->cq);
     if (rc) return sfv__fail_verb("ibv_destroy_cq", rc); /* the CQ stays: try again */
     SFV__KEEPING_ERROR((void)sfv__context_unref(cq->ctx)); /* (a refusal keeps it, unreported: as a PD's) */
-    SFV_FREE(cq);
+    sfv__handle_free(cq, SFV__H_CQ);
     return SFV_OK;
 }
 SAFEVERBS_API uint32_t sfv_cq_capacity(const sfv_cq *cq) { return cq ? cq->capacity : 0; }
@@ -3127,7 +3251,7 @@ SAFEVERBS_API sfv_result sfv_poll_cq(sfv_cq *cq, sfv_work_completion *out, size_
 /* An MR's memory, taken before the verb: an allocation that failed after it would leave a registration to
    undo, and a deregistration refused then would lose it (holding the PD, whose dealloc then refuses for
    good, and the caller's memory, which a peer may still write). */
-static sfv_mr *sfv__mr_alloc(void) { return (sfv_mr *)SFV_CALLOC(1, sizeof(sfv_mr)); }
+static sfv_mr *sfv__mr_alloc(void) { return (sfv_mr *)sfv__handle_new(sizeof(sfv_mr), SFV__H_MR); }
 static void sfv__mr_finish(sfv_pd *pd, sfv_mr *mr, struct ibv_mr *m, unsigned access, sfv_mr **out) {
     sfv__ref(&pd->refs);
     mr->mr = m;
@@ -3163,6 +3287,7 @@ SAFEVERBS_API sfv_result sfv_reg_mr_access(sfv_pd *pd, void *addr, size_t length
     SFV__CHECK_ARG(out, "out");
     *out = NULL;
     SFV__CHECK_ARG(pd, "pd");
+    SFV__CHECK_LIVE(pd, SFV__H_PD);
     SFV__CHECK_ARG(addr, "addr (NULL)");
     SFV__CHECK_ARG(length > 0, "length (0)");
     SFV__CHECK_ARG(length - 1 <= UINTPTR_MAX - (uintptr_t)addr, "length (addr + length wraps)"); /* (no sum that wraps, even tested) */
@@ -3177,7 +3302,7 @@ SAFEVERBS_API sfv_result sfv_reg_mr_access(sfv_pd *pd, void *addr, size_t length
 #endif
     if (!m) {
         const int errnum = errno;
-        SFV_FREE(mr);
+        sfv__handle_free(mr, SFV__H_MR);
         return sfv__fail_reg(length, errnum);
     }
     sfv__mr_finish(pd, mr, m, access, out);
@@ -3197,6 +3322,7 @@ SAFEVERBS_API sfv_result sfv_reg_dmabuf_mr_access(sfv_pd *pd, int fd, uint64_t o
     SFV__CHECK_ARG(out, "out");
     *out = NULL;
     SFV__CHECK_ARG(pd, "pd");
+    SFV__CHECK_LIVE(pd, SFV__H_PD);
     SFV__CHECK_ARG(fd >= 0, "fd (negative)");
     SFV__CHECK_ARG(length > 0, "length (0)");
     SFV__CHECK_ARG(length - 1 <= UINT64_MAX - offset, "length (offset + length wraps)"); /* (no sum that wraps, even tested) */
@@ -3212,7 +3338,7 @@ SAFEVERBS_API sfv_result sfv_reg_dmabuf_mr_access(sfv_pd *pd, int fd, uint64_t o
     m = ibv_reg_dmabuf_mr(pd->pd, offset, length, iova, fd, (int)access);
     if (!m) {
         const int errnum = errno;
-        SFV_FREE(mr);
+        sfv__handle_free(mr, SFV__H_MR);
         return sfv__fail_verb("ibv_reg_dmabuf_mr", errnum);
     }
     sfv__mr_finish(pd, mr, m, access, out);
@@ -3233,6 +3359,7 @@ SAFEVERBS_API sfv_result sfv_dereg_mr(sfv_mr *mr) {
     int rc;
     bool dmabuf;
     if (!mr) return SFV_OK;
+    SFV__LIVE_OR_REFUSE(mr, SFV__H_MR, "sfv_dereg_mr");
     SFV__INFLIGHT_DEREG(mr);
     if (SFV__UNLIKELY(__atomic_load_n(&mr->leases, __ATOMIC_RELAXED) > 0)) return sfv__leases_live(mr); /* >>impl leases */
     dmabuf = SFV__INFLIGHT_DMABUF_OFF(mr); /* before the verb frees mr->mr: a post on another thread reads it there */
@@ -3242,7 +3369,7 @@ SAFEVERBS_API sfv_result sfv_dereg_mr(sfv_mr *mr) {
         return sfv__fail_verb("ibv_dereg_mr", rc); /* still registered (its rkey still works): try again */
     }
     SFV__KEEPING_ERROR((void)sfv__pd_unref(mr->pd));
-    SFV_FREE(mr);
+    sfv__handle_free(mr, SFV__H_MR);
     return SFV_OK;
 }
 
@@ -3678,20 +3805,9 @@ static bool sfv__live_ring(const struct sfv__ring *q) {
     sfv__live_leave();
     return live;
 }
-/* Whether ch is a live channel (a second sfv_destroy_channel is caught before it reads ch). */
-static bool sfv__live_has(const sfv_channel *ch) {
-    size_t at;
-    bool live;
-    sfv__live_enter();
-    at = sfv__live_find((uintptr_t)ch);
-    live = at < sfv__live_n && sfv__live[at] == (uintptr_t)ch;
-    sfv__live_leave();
-    return live;
-}
 #else
 static bool sfv__live_add(const sfv_channel *ch) { (void)ch; return true; }
 static void sfv__live_remove(const sfv_channel *ch) { (void)ch; }
-static bool sfv__live_has(const sfv_channel *ch) { (void)ch; return true; }
 #endif
 
 /* The wait loops read the clock while they spin. CLOCK_MONOTONIC_COARSE comes from the vDSO even
@@ -3998,7 +4114,7 @@ static sfv_result sfv__channel_new(sfv_pd *pd, const sfv_channel_desc *resolved,
     sfv_channel *ch;
     sfv_result r;
     *out = NULL;
-    ch = (sfv_channel *)SFV_CALLOC(1, sizeof *ch);
+    ch = (sfv_channel *)sfv__handle_new(sizeof *ch, SFV__H_CHANNEL);
     if (!ch) return sfv__fail_verb("calloc", ENOMEM);
     ch->desc = *resolved;
     if (!ch->desc.send_psn) ch->desc.send_psn = sfv__random_psn(ch);
@@ -4061,7 +4177,7 @@ free_rq:
 free_sq:
     SFV_FREE(ch->sq.slots);
 free_ch:
-    SFV_FREE(ch);
+    sfv__handle_free(ch, SFV__H_CHANNEL);
     return r;
 unmade: /* a QP no verb would destroy holds the CQ (or a CQ or completion channel refused): all of it left to the
            PD (sfv__channel_unmade_free) */
@@ -4079,6 +4195,7 @@ SAFEVERBS_API sfv_result sfv_create_channel(sfv_pd *pd, const sfv_channel_desc *
     sfv_result r;
     SFV__CHECK_ARG(out, "out");
     *out = NULL;
+    if (pd) SFV__CHECK_LIVE(pd, SFV__H_PD); /* (NULL: sfv__desc_resolve says it) */
     r = sfv__desc_resolve(pd, desc, &resolved, &facts);
     r = r ? r : sfv__channel_new(pd, &resolved, &facts, out);
     if (r == SFV_OK)
@@ -7052,6 +7169,7 @@ SAFEVERBS_API sfv_result sfv_create_srq(sfv_pd *pd, const sfv_srq_desc *desc, sf
     SFV__CHECK_ARG(out, "out");
     *out = NULL;
     SFV__CHECK_ARG(pd, "pd");
+    SFV__CHECK_LIVE(pd, SFV__H_PD);
     a = &pd->ctx->attr;
     if (desc) d = *desc; else memset(&d, 0, sizeof d);
     if (a->max_srq <= 0) return sfv__fail(SFV_ERR_UNSUPPORTED, EOPNOTSUPP, fn, "%s has no shared receive queues (max_srq 0)", pd->ctx->name);
@@ -7067,7 +7185,7 @@ SAFEVERBS_API sfv_result sfv_create_srq(sfv_pd *pd, const sfv_srq_desc *desc, sf
     if (d.max_sge > (uint32_t)a->max_srq_sge) return sfv__fail(SFV_ERR_INVALID, EINVAL, fn, "sfv_srq_desc.max_sge = %u is out of range (1 .. %d, the device's max_srq_sge)", (unsigned)d.max_sge, a->max_srq_sge);
     if (d.limit >= d.max_wr) return sfv__fail(SFV_ERR_INVALID, EINVAL, fn, "sfv_srq_desc.limit = %u is out of range (0 .. max_wr - 1)", (unsigned)d.limit);
     if (d.timeout_ms > 86400000u) return sfv__fail(SFV_ERR_INVALID, EINVAL, fn, "sfv_srq_desc.timeout_ms = %u is out of range (1 .. 86400000)", (unsigned)d.timeout_ms);
-    srq = (sfv_srq *)SFV_CALLOC(1, sizeof *srq);
+    srq = (sfv_srq *)sfv__handle_new(sizeof *srq, SFV__H_SRQ);
     if (!srq) return sfv__fail_verb("calloc", ENOMEM);
     srq->desc = d;
     core = &srq->core;
@@ -7134,7 +7252,7 @@ free_rq:
 free_sq:
     SFV_FREE(core->sq.slots);
 free_srq:
-    SFV_FREE(srq);
+    sfv__handle_free(srq, SFV__H_SRQ);
     return r;
 unmade: /* its inner channel on the PD's orphans (sfv__channel_unmade_free: the SRQ, then its CQ) */
     sfv__pd_orphan_unmade(pd, core);
@@ -7184,10 +7302,10 @@ static sfv_result sfv__srq_unref(sfv_srq *srq) {
     SFV_FREE(srq->core.sq.slots);
     SFV_FREE(srq->core.rq.slots);
     SFV__KEEPING_ERROR((void)sfv__pd_unref(srq->core.pd));
-    SFV_FREE(srq);
+    sfv__handle_free(srq, SFV__H_SRQ);
     return SFV_OK;
 }
-SAFEVERBS_API sfv_result sfv_destroy_srq(sfv_srq *srq) { SFV__DROP_ONCE(srq, "sfv_destroy_srq", sfv__srq_unref(srq)); }
+SAFEVERBS_API sfv_result sfv_destroy_srq(sfv_srq *srq) { SFV__DROP_ONCE(srq, SFV__H_SRQ, "sfv_destroy_srq", sfv__srq_unref(srq)); }
 
 /* A post to a NULL SRQ: its handles zeroed as any refused post's, the message naming the SRQ. */
 SFV__SLOW sfv_result sfv__srq_null(sfv_pending *pending, size_t count) {
@@ -7393,8 +7511,10 @@ SAFEVERBS_API sfv_result sfv_lease_grant(sfv_channel *ch, sfv_mr *mr, size_t off
     *out = NULL;
     SFV__CHECK_ARG(ch, "channel");
     SFV__CHECK_ARG(mr, "mr");
+    SFV__CHECK_LIVE(ch, SFV__H_CHANNEL);
+    SFV__CHECK_LIVE(mr, SFV__H_MR);
     if ((r = sfv__lease_refused(ch, mr, offset, length, access)) != SFV_OK) return r;
-    l = (sfv_lease *)SFV_CALLOC(1, sizeof *l);
+    l = (sfv_lease *)sfv__handle_new(sizeof *l, SFV__H_LEASE);
     if (!l) return sfv__fail_verb("calloc", ENOMEM);
     errno = 0;
     l->mw = ibv_alloc_mw(ch->pd->pd, IBV_MW_TYPE_2);
@@ -7402,7 +7522,7 @@ SAFEVERBS_API sfv_result sfv_lease_grant(sfv_channel *ch, sfv_mr *mr, size_t off
         r = errno == EOPNOTSUPP || errno == ENOSYS
                 ? sfv__fail(SFV_ERR_UNSUPPORTED, EOPNOTSUPP, "ibv_alloc_mw", "%s cannot allocate memory windows", ch->pd->ctx->name)
                 : sfv__fail_verb("ibv_alloc_mw", errno ? errno : ENOMEM);
-        SFV_FREE(l);
+        sfv__handle_free(l, SFV__H_LEASE);
         return r;
     }
     memset(&wr, 0, sizeof wr);
@@ -7420,7 +7540,7 @@ SAFEVERBS_API sfv_result sfv_lease_grant(sfv_channel *ch, sfv_mr *mr, size_t off
         if ((ch->sq.head == head || ch->sq.completed > head) && ibv_dealloc_mw(l->mw) != 0)
             sfv__lease_link(ch, l, NULL); /* a window that refused to go: the channel's destroy or reset frees it */
         else
-            SFV_FREE(l);
+            sfv__handle_free(l, SFV__H_LEASE);
         return r;
     }
     l->remote.addr = mr->addr + offset;
@@ -7439,6 +7559,7 @@ SAFEVERBS_API sfv_remote_mr sfv_lease_remote(const sfv_lease *lease) {
 SAFEVERBS_API sfv_result sfv_lease_revoke(sfv_lease *lease) {
     int rc;
     if (!lease) return SFV_OK;
+    SFV__LIVE_OR_REFUSE(lease, SFV__H_LEASE, "sfv_lease_revoke");
     if (lease->mw && (rc = ibv_dealloc_mw(lease->mw)) != 0)
         return sfv__fail_verb("ibv_dealloc_mw", rc); /* still bound: the rkey still works */
     if (lease->ch) { /* off its channel's list */
@@ -7447,7 +7568,7 @@ SAFEVERBS_API sfv_result sfv_lease_revoke(sfv_lease *lease) {
     }
     __atomic_fetch_sub(&lease->mr->leases, 1, __ATOMIC_RELAXED);
     SFV__KEEPING_ERROR((void)sfv__pd_unref(lease->pd));
-    SFV_FREE(lease);
+    sfv__handle_free(lease, SFV__H_LEASE);
     return SFV_OK;
 }
 
@@ -7462,7 +7583,7 @@ static void sfv__leases_drop(sfv_channel *ch) {
         l->ch = NULL;
         if (!l->mr) { /* a failed grant's (sfv__lease_link): no one holds it (refused again: it stays the device's) */
             (void)sfv__pd_unref(l->pd);
-            SFV_FREE(l);
+            sfv__handle_free(l, SFV__H_LEASE);
         }
     }
     ch->leases = NULL;
@@ -7767,10 +7888,7 @@ SAFEVERBS_API sfv_result sfv_channel_manual_scope(sfv_channel *ch, sfv_scope_fn 
 
 SAFEVERBS_API sfv_result sfv_destroy_channel(sfv_channel *ch) {
     if (!ch) return SFV_OK;
-    if (SFV__UNLIKELY(!sfv__live_has(ch))) { /* (debug builds; release builds would read freed memory) */
-        SFV_ASSERT(0 && "sfv_destroy_channel of a channel already destroyed (or never created)");
-        return sfv__fail(SFV_ERR_INVALID, EINVAL, "sfv_destroy_channel", "not a live channel (destroyed already?)");
-    }
+    SFV__LIVE_OR_REFUSE(ch, SFV__H_CHANNEL, "sfv_destroy_channel");
     SFV__LOG(SFV_LOG_DEBUG, "%s qp %u: destroying (%zu work requests outstanding)", sfv_context_name(sfv_pd_context(ch->pd)),
              ch->qp ? ch->qp->qp_num : 0, sfv_channel_outstanding(ch));
     if (sfv__scoped(ch))
@@ -7809,7 +7927,7 @@ SAFEVERBS_API sfv_result sfv_destroy_channel(sfv_channel *ch) {
     SFV_FREE(ch->sq.slots);
     SFV_FREE(ch->rq.slots);
     SFV__KEEPING_ERROR((void)sfv__pd_unref(ch->pd));
-    SFV_FREE(ch);
+    sfv__handle_free(ch, SFV__H_CHANNEL);
     return SFV_OK;
 }
 
@@ -7848,8 +7966,8 @@ static sfv_result sfv__channel_unmade_free(sfv_channel *ch) {
     if (ch->cc && (rc = ibv_destroy_comp_channel(ch->cc)) != 0) return sfv__fail_verb("ibv_destroy_comp_channel", rc);
     SFV_FREE(ch->rq.slots);
     SFV_FREE(ch->sq.slots);
-    if (of) SFV_FREE(of); /* (ch is inside it) */
-    else SFV_FREE(ch);
+    if (of) sfv__handle_free(of, SFV__H_SRQ); /* (ch is inside it) */
+    else sfv__handle_free(ch, SFV__H_CHANNEL);
     return sfv__pd_unref(pd);
 }
 /* The same for an MR nobody holds whose deregistration was refused (a failed sfv_create_node's
@@ -7906,7 +8024,7 @@ static sfv_result sfv__pd_release(sfv_pd *pd) {
                          "the PD keeps it, and your reference: call sfv_dealloc_pd again", why.message);
     return sfv__pd_unref(pd);
 }
-SAFEVERBS_API sfv_result sfv_dealloc_pd(sfv_pd *pd) { SFV__DROP_ONCE(pd, "sfv_dealloc_pd", sfv__pd_release(pd)); }
+SAFEVERBS_API sfv_result sfv_dealloc_pd(sfv_pd *pd) { SFV__DROP_ONCE(pd, SFV__H_PD, "sfv_dealloc_pd", sfv__pd_release(pd)); }
 
 /* >>impl multi-channel ----------------------------------------------------------------------- */
 #define SFV__MAX_PEERS 4096
@@ -7938,7 +8056,7 @@ static void sfv__mc_own(sfv_multi_channel *mc, bool owned) { mc->owned = owned; 
 
 static void sfv__mc_free(sfv_multi_channel *mc) {
     SFV_FREE(mc->peers);
-    SFV_FREE(mc);
+    sfv__handle_free(mc, SFV__H_MULTI);
 }
 /* A multi-channel nobody will hold (a create's cleanup) destroyed and freed: a channel whose
    destroy a verb refuses is left to its PD (sfv__pd_orphan), not lost with mc. */
@@ -7964,9 +8082,10 @@ SAFEVERBS_API sfv_result sfv_create_multi_channel(sfv_pd *pd, size_t n, const sf
     SFV__CHECK_ARG(out, "out");
     *out = NULL;
     SFV__CHECK_ARG(pd, "pd");
+    SFV__CHECK_LIVE(pd, SFV__H_PD);
     if (n == 0 || n > SFV__MAX_PEERS)
         return sfv__fail(SFV_ERR_INVALID, EINVAL, "sfv_create_multi_channel", "%zu channels (1 .. %d)", n, SFV__MAX_PEERS);
-    mc = (sfv_multi_channel *)SFV_CALLOC(1, sizeof *mc);
+    mc = (sfv_multi_channel *)sfv__handle_new(sizeof *mc, SFV__H_MULTI);
     if (!mc) return sfv__fail_verb("calloc", ENOMEM);
     mc->peers = (sfv__peer *)SFV_CALLOC(n, sizeof *mc->peers);
     if (!mc->peers) {
@@ -7994,6 +8113,7 @@ SAFEVERBS_API sfv_result sfv_destroy_multi_channel(sfv_multi_channel *mc) {
     sfv_result r;
     size_t i;
     if (!mc) return SFV_OK;
+    SFV__LIVE_OR_REFUSE(mc, SFV__H_MULTI, "sfv_destroy_multi_channel");
     if (mc->in_scope)
         return sfv__fail(SFV_ERR_INVALID, EINVAL, "sfv_destroy_multi_channel", "a scope of this multi-channel is open: destroy it after the scope returns");
     for (i = 0; i < mc->n; i++) /* all or none: no channel goes while one of them would refuse */
@@ -9487,7 +9607,7 @@ static void sfv__node_free(sfv_node *node) {
     SFV_FREE(node->out);
     SFV_FREE(node->expected);
     SFV_FREE(node->peer_in);
-    SFV_FREE(node);
+    sfv__handle_free(node, SFV__H_NODE);
 }
 
 SAFEVERBS_API sfv_result sfv_create_node(sfv_pd *pd, const sfv_node_desc *desc, sfv_node **out) {
@@ -9497,6 +9617,7 @@ SAFEVERBS_API sfv_result sfv_create_node(sfv_pd *pd, const sfv_node_desc *desc, 
     SFV__CHECK_ARG(out, "out");
     *out = NULL;
     SFV__CHECK_ARG(pd, "pd");
+    SFV__CHECK_LIVE(pd, SFV__H_PD);
     SFV__CHECK_ARG(desc, "desc");
     w = desc->world_size;
     rank = desc->rank;
@@ -9511,7 +9632,7 @@ SAFEVERBS_API sfv_result sfv_create_node(sfv_pd *pd, const sfv_node_desc *desc, 
         return sfv__fail(SFV_ERR_INVALID, EINVAL, "sfv_node_desc", "sfv_node_desc.channel.access must let peers write (SFV_ACCESS_REMOTE_WRITE): the barrier writes into them");
     if ((unsigned)desc->barrier > (unsigned)SFV_BARRIER_DISSEMINATION)
         return sfv__fail(SFV_ERR_INVALID, EINVAL, "sfv_node_desc", "sfv_node_desc.barrier = %d is not a barrier kind", (int)desc->barrier);
-    node = (sfv_node *)SFV_CALLOC(1, sizeof *node);
+    node = (sfv_node *)sfv__handle_new(sizeof *node, SFV__H_NODE);
     if (!node) return sfv__fail_verb("calloc", ENOMEM);
     node->rank = rank;
     node->world = w;
@@ -9553,6 +9674,7 @@ free_node:
 SAFEVERBS_API sfv_result sfv_destroy_node(sfv_node *node) {
     sfv_result r;
     if (!node) return SFV_OK;
+    SFV__LIVE_OR_REFUSE(node, SFV__H_NODE, "sfv_destroy_node");
     if (node->in_allgather) /* freed here, sfv_node_connect_with would go on with freed memory when fn returns */
         return sfv__fail(SFV_ERR_INVALID, EINVAL, "sfv_destroy_node", "sfv_node_connect_with's allgather is running: destroy the node after sfv_node_connect_with returns");
     if (node->mc) { /* first: after it, no NIC touches in[] or out[] */
@@ -10220,7 +10342,7 @@ static void sfv__cm_conn_free(sfv_cm_conn *c) {
     }
     if (c->id) rdma_destroy_id(c->id);
     if (c->ec) rdma_destroy_event_channel(c->ec);
-    SFV_FREE(c);
+    sfv__handle_free(c, SFV__H_CM_CONN);
 }
 
 /* Handles what arrived on c's CM fd, without waiting. True: the peer disconnected (now or
@@ -10341,7 +10463,7 @@ SAFEVERBS_API sfv_result sfv_cm_listen(const char *addr, uint16_t port, int back
         s6->sin6_port = htons(port);
     }
     snprintf(where, sizeof where, "%s port %u", addr ? addr : "(any)", (unsigned)port);
-    l = (sfv_cm_listener *)SFV_CALLOC(1, sizeof *l);
+    l = (sfv_cm_listener *)sfv__handle_new(sizeof *l, SFV__H_CM_LISTENER);
     if (!l) return sfv__fail_verb("calloc", ENOMEM);
     l->ec = sfv__cm_channel();
     if (!l->ec) { r = sfv__last.result; goto fail; }
@@ -10355,7 +10477,7 @@ SAFEVERBS_API sfv_result sfv_cm_listen(const char *addr, uint16_t port, int back
 fail:
     if (l->id) rdma_destroy_id(l->id);
     if (l->ec) rdma_destroy_event_channel(l->ec);
-    SFV_FREE(l);
+    sfv__handle_free(l, SFV__H_CM_LISTENER);
     return r;
 }
 SAFEVERBS_API sfv_result sfv_cm_open_device(const char *addr, sfv_context **out) {
@@ -10397,7 +10519,7 @@ SAFEVERBS_API sfv_result sfv_cm_get_request(sfv_cm_listener *l, int timeout_ms, 
             rdma_ack_cm_event(ev);
             continue;
         }
-        req = (sfv_cm_request *)SFV_CALLOC(1, sizeof *req);
+        req = (sfv_cm_request *)sfv__handle_new(sizeof *req, SFV__H_CM_REQUEST);
         if (!req) {
             (void)rdma_reject(ev->id, NULL, 0);
             rdma_destroy_id(ev->id);
@@ -10420,7 +10542,7 @@ SAFEVERBS_API sfv_result sfv_cm_get_request(sfv_cm_listener *l, int timeout_ms, 
 /* An answered request: freed, and no longer holds its listener. */
 static void sfv__cm_request_free(sfv_cm_request *req) {
     __atomic_sub_fetch(&req->l->taken, 1, __ATOMIC_RELEASE);
-    SFV_FREE(req);
+    sfv__handle_free(req, SFV__H_CM_REQUEST);
 }
 
 SAFEVERBS_API const uint8_t *sfv_cm_request_private(const sfv_cm_request *req, size_t *len) {
@@ -10442,6 +10564,7 @@ SAFEVERBS_API sfv_result sfv_cm_reject(sfv_cm_request *req, const void *reason, 
     static const char fn[] = "sfv_cm_reject";
     sfv_result r = SFV_OK;
     SFV__CHECK_ARG(req, "request");
+    SFV__LIVE_OR_REFUSE(req, SFV__H_CM_REQUEST, fn);
     if (len > SFV_CM_REJECT_PRIVATE_MAX || (len && !reason))
         r = sfv__fail(SFV_ERR_INVALID, EMSGSIZE, fn, "%s: a reason of %zu bytes (at most %d, not NULL)", fn, len, SFV_CM_REJECT_PRIVATE_MAX);
     /* EINVAL: the request is no longer waiting (its side gave up): nothing is left to refuse */
@@ -10480,7 +10603,7 @@ static sfv_result sfv__cm_accept(sfv_cm_request *req, sfv_pd *pd, sfv_channel *c
     bool up = false;
     sfv_result r;
     deadline = sfv__deadline((uint32_t)sfv__cm_timeout(timeout_ms, desc));
-    c = (sfv_cm_conn *)SFV_CALLOC(1, sizeof *c);
+    c = (sfv_cm_conn *)sfv__handle_new(sizeof *c, SFV__H_CM_CONN);
     if (!c) { sfv__ignore(sfv_cm_reject(req, NULL, 0)); return sfv__fail_verb("calloc", ENOMEM); }
     c->id = req->id;
     c->peer_qpn = req->param.qp_num;
@@ -10502,7 +10625,14 @@ static sfv_result sfv__cm_accept(sfv_cm_request *req, sfv_pd *pd, sfv_channel *c
         goto fail;
     }
     sfv__cm_param(&param, c->ch, buf, SFV__CM_HDR + len);
-    if (rdma_accept(c->id, &param)) { r = sfv__cm_fail("rdma_accept", errno, "the request"); goto fail; }
+    if (rdma_accept(c->id, &param)) {
+        const int e = errno;
+        /* EINVAL: the request no longer waits (its side gave up, or its CM timed out waiting), as
+           rdma_reject says it (the parameters are ours, made for this device) */
+        r = e == EINVAL ? sfv__fail(SFV_ERR_UNREACHABLE, e, "rdma_accept", "%s: the connecting peer is gone (it gave up, or its request timed out): rdma_accept said EINVAL", fn)
+                        : sfv__cm_fail("rdma_accept", e, "the request");
+        goto fail;
+    }
     r = sfv__cm_next(c->ec, deadline, fn, &ev);
     if (!r && ev->event == RDMA_CM_EVENT_DISCONNECTED) {
         /* the peer connected and already left (its RTU and DREQ came together): connected, and
@@ -10540,6 +10670,7 @@ fail:
 SAFEVERBS_API sfv_result sfv_cm_accept(sfv_cm_request *req, sfv_pd *pd, const sfv_channel_desc *desc, const void *priv, size_t len,
                                        int timeout_ms, sfv_cm_conn **out) {
     static const char fn[] = "sfv_cm_accept";
+    if (req) SFV__LIVE_OR_REFUSE(req, SFV__H_CM_REQUEST, fn); /* (before anything: an answered request is freed) */
     if (!out) { /* the request is answered (rejected) and freed whatever the result, as documented */
         if (req) SFV__KEEPING_ERROR(sfv__ignore(sfv_cm_reject(req, NULL, 0)));
         return sfv__fail(SFV_ERR_INVALID, EINVAL, fn, "%s: out is NULL%s", fn, req ? " (the request was rejected)" : "");
@@ -10547,12 +10678,17 @@ SAFEVERBS_API sfv_result sfv_cm_accept(sfv_cm_request *req, sfv_pd *pd, const sf
     *out = NULL;
     SFV__CHECK_ARG(req, "request");
     if (!pd) { sfv__ignore(sfv_cm_reject(req, NULL, 0)); return sfv__fail(SFV_ERR_INVALID, EINVAL, fn, "%s: invalid pd (the request was rejected)", fn); }
+    if (SFV__UNLIKELY(!sfv__handle_live(pd, SFV__H_PD))) {
+        sfv__ignore(sfv_cm_reject(req, NULL, 0));
+        return sfv__handle_dead(fn, SFV__H_PD);
+    }
     return sfv__cm_accept(req, pd, NULL, desc, priv, len, timeout_ms, fn, out);
 }
 
 SAFEVERBS_API sfv_result sfv_cm_accept_channel(sfv_cm_request *req, sfv_channel *ch, const void *priv, size_t len, int timeout_ms, sfv_cm_conn **out) {
     static const char fn[] = "sfv_cm_accept_channel";
     sfv_result r;
+    if (req) SFV__LIVE_OR_REFUSE(req, SFV__H_CM_REQUEST, fn); /* (as sfv_cm_accept's) */
     if (!out) {
         if (req) SFV__KEEPING_ERROR(sfv__ignore(sfv_cm_reject(req, NULL, 0)));
         return sfv__fail(SFV_ERR_INVALID, EINVAL, fn, "%s: out is NULL%s", fn, req ? " (the request was rejected)" : "");
@@ -10594,7 +10730,7 @@ static sfv_result sfv__cm_connect(sfv_pd *pd, sfv_channel *ch, const char *src, 
     deadline = sfv__deadline((uint32_t)sfv__cm_timeout(timeout_ms, desc));
     r = sfv__cm_route(src ? &from : NULL, &ss, where);
     if (r) return r;
-    c = (sfv_cm_conn *)SFV_CALLOC(1, sizeof *c);
+    c = (sfv_cm_conn *)sfv__handle_new(sizeof *c, SFV__H_CM_CONN);
     if (!c) return sfv__fail_verb("calloc", ENOMEM);
     c->ec = sfv__cm_channel();
     if (!c->ec) { r = sfv__last.result; goto fail; }
@@ -10645,6 +10781,7 @@ SAFEVERBS_API sfv_result sfv_cm_connect(sfv_pd *pd, const char *src, const char 
     SFV__CHECK_ARG(out, "out");
     *out = NULL;
     SFV__CHECK_ARG(pd, "pd");
+    SFV__CHECK_LIVE(pd, SFV__H_PD);
     return sfv__cm_connect(pd, NULL, src, addr, port, desc, priv, len, timeout_ms, "sfv_cm_connect", out);
 }
 
@@ -10681,6 +10818,7 @@ SAFEVERBS_API sfv_result sfv_cm_events(sfv_cm_conn *c) {
 SAFEVERBS_API sfv_result sfv_cm_close(sfv_cm_conn *c, int timeout_ms) {
     uint64_t deadline;
     if (!c) return SFV_OK;
+    SFV__LIVE_OR_REFUSE(c, SFV__H_CM_CONN, "sfv_cm_close");
     deadline = sfv__now_ns() + (timeout_ms > 0 ? sfv__timeout_ns((uint32_t)timeout_ms) : 0);
     if (c->ch) sfv__channel_peer_gone(c->ch, false); /* nothing of ours is in the NIC's hands past this point */
     if (!c->disconnected && rdma_disconnect(c->id) == 0 && timeout_ms > 0) {
@@ -10712,6 +10850,7 @@ SAFEVERBS_API sfv_result sfv_cm_destroy_listener(sfv_cm_listener *l) {
     struct rdma_cm_event *ev;
     size_t taken;
     if (!l) return SFV_OK;
+    SFV__LIVE_OR_REFUSE(l, SFV__H_CM_LISTENER, "sfv_cm_destroy_listener");
     if ((taken = __atomic_load_n(&l->taken, __ATOMIC_ACQUIRE)) != 0) /* their ids live on l's event channel */
         return sfv__fail(SFV_ERR_INVALID, EBUSY, "sfv_cm_destroy_listener",
                          "sfv_cm_destroy_listener: %zu request%s taken from it not answered yet (sfv_cm_accept or sfv_cm_reject them first); the listener is kept",
@@ -10728,7 +10867,7 @@ SAFEVERBS_API sfv_result sfv_cm_destroy_listener(sfv_cm_listener *l) {
     }
     rdma_destroy_id(l->id);
     rdma_destroy_event_channel(l->ec);
-    SFV_FREE(l);
+    sfv__handle_free(l, SFV__H_CM_LISTENER);
     return SFV_OK;
 }
 
