@@ -668,6 +668,41 @@ static void alloc_section(FILE *o) {
     fprintf(o, "\n");
 }
 
+/* Where safeverbs' and raw's system calls differ, call by call (the per-call figures of
+   cmd_syscalls), one line per run. */
+static void syscall_split(FILE *o, const char *const cases[][2]) {
+    bool any = false;
+    for (int c = 0; c < 3; c++) {
+        char variant[40], line[1024] = "";
+        size_t used = 0;
+        if (c == 2) snprintf(variant, sizeof variant, "rate-batch%s", meta("rate_batch"));
+        else snprintf(variant, sizeof variant, "%s", cases[c][0]);
+        for (size_t i = 0; i < g_nrecs; i++) {
+            const rec *q = &g_recs[i];
+            bool seen = false;
+            double s, r, d;
+            if (strcmp(q->test, "syscalls") || strcmp(q->variant, variant) || strncmp(q->metric, "syscalls_per_op:", 16)) continue;
+            for (size_t j = 0; j < i && !seen; j++) /* each name once */
+                seen = !strcmp(g_recs[j].test, "syscalls") && !strcmp(g_recs[j].variant, variant) && !strcmp(g_recs[j].metric, q->metric);
+            if (seen) continue;
+            s = fig("syscalls", "send", variant, 8, "sfv", q->metric);
+            r = fig("syscalls", "send", variant, 8, "raw", q->metric);
+            d = (isnan(s) ? 0 : s) - (isnan(r) ? 0 : r);
+            if (fabs(d) < 0.005 || used >= sizeof line - 64) continue;
+            used += (size_t)snprintf(line + used, sizeof line - used, "%s%s %+.3f", used ? ", " : "", q->metric + 16, d);
+        }
+        if (!used) continue;
+        if (!any) fprintf(o, "Where they differ, call by call (safeverbs - raw, per op):\n\n");
+        any = true;
+        fprintf(o, "- %s: %s\n", cases[c][1], line);
+    }
+    if (any)
+        fprintf(o, "\nWhy: an event-mode wait sleeps in poll(2) on the completion channel, the device's event fd (and a CM "
+                   "connection's) with its deadline's timeout, where raw's loop blocks in read(2) with none: a wait with a "
+                   "deadline needs that call. A busy wait reads the device's events (read(2)) after every 10 ms it spins "
+                   "(SFV__EVENTS_EVERY_NS), which under strace's slowdown some waits do; raw's loop watches no events.\n\n");
+}
+
 static void syscall_section(FILE *o) {
     static const char *const cases[3][2] = {{"lat-busy", "send ping-pong, busy polling"},
                                             {"lat-event", "send ping-pong, SFV_WAIT_EVENT"},
@@ -691,6 +726,7 @@ static void syscall_section(FILE *o) {
                 judge(T_SYSCALL, isnan(s) || isnan(r) ? NAN : s - r, cases[c][1]));
     }
     fprintf(o, "\n");
+    syscall_split(o, cases);
 }
 
 /* ---- reading the tools' output: the subcommands bench/run.sh calls between runs ------------- */
@@ -1471,13 +1507,43 @@ static bool strace_total(const char *path, char *out) {
     fclose(in);
     return *out != 0;
 }
+/* Each system call's count in an `strace -c` table (up to max names). */
+typedef struct strace_row { char name[40]; double calls; } strace_row;
+static int strace_rows(const char *path, strace_row *rows, int max) {
+    char line[1024], *fl[16];
+    int n = 0;
+    FILE *in = fopen(path, "r");
+    if (!in) return 0;
+    while (n < max && fgets(line, sizeof line, in)) {
+        int nf = split_fields(line, fl, 16);
+        if (nf < 5 || nf > 6 || fl[0][0] == '%' || fl[0][0] == '-' || !strcmp(fl[nf - 1], "total")) continue;
+        snprintf(rows[n].name, sizeof rows[n].name, "%s", fl[nf - 1]);
+        rows[n++].calls = strtod(fl[3], NULL);
+    }
+    fclose(in);
+    return n;
+}
+static double strace_calls(const strace_row *rows, int n, const char *name) {
+    for (int i = 0; i < n; i++)
+        if (!strcmp(rows[i].name, name)) return rows[i].calls;
+    return 0;
+}
 static int cmd_syscalls(const char *row, const char *n, const char *f1, const char *f2) {
     char a[48], b[48];
+    strace_row r1[64], r2[64];
+    int n1, n2;
     if (!strace_total(f1, a) || !strace_total(f2, b)) {
         missing("strace total", strace_total(f1, a) ? f2 : f1);
         return 1;
     }
     printf("%s,syscalls_per_op,%.3f\n", row, (strtod(b, NULL) - strtod(a, NULL)) / strtod(n, NULL));
+    /* each call's share, so the report can say where two loops differ */
+    n1 = strace_rows(f1, r1, 64);
+    n2 = strace_rows(f2, r2, 64);
+    for (int i = 0; i < n2; i++)
+        printf("%s,syscalls_per_op:%s,%.3f\n", row, r2[i].name, (r2[i].calls - strace_calls(r1, n1, r2[i].name)) / strtod(n, NULL));
+    for (int i = 0; i < n1; i++)
+        if (!strace_calls(r2, n2, r1[i].name)) printf("%s,syscalls_per_op:%s,%.3f\n", row, r1[i].name, -r1[i].calls / strtod(n, NULL));
     return 0;
 }
 
