@@ -130,10 +130,11 @@
    SFV_ERR_INVALID, nothing released), which would otherwise free it under them. So is, in every
    build, a destroy, release, revoke, close, accept or reject of a handle that is no longer live
    (freed already, answered already, never made), and a parent no longer live given to a call
-   that makes a child from it (a PD, CQ, MR, channel, SRQ, multi-channel, node, lease or CM
-   connection): the library keeps the set of live handles (O(1) per handle made, destroyed or
-   checked; nothing on the data path, whose calls read their handles unchecked) and checks it
-   before reading the handle. A new handle of the same kind at a freed one's address is that one.
+   that makes a child from it (a context, PD, CQ, MR, channel, SRQ, multi-channel, node, lease, CM
+   request or CM connection): the library keeps the set of live handles (O(1) per handle made,
+   destroyed or checked; nothing on the data path, whose calls read their handles unchecked) and
+   checks it before reading the handle. A new handle of the same kind at a freed one's address is
+   that one.
    A context or PD wrapped without ownership (sfv_context_wrap, sfv_pd_wrap) is never closed by
    safeverbs: its owner frees it after the last safeverbs object made from it (RAW VERBS).
    A memory region never owns its buffer: the buffer must outlive the MR and any work that uses it.
@@ -2274,7 +2275,8 @@ typedef struct sfv__hentry { const void *p; unsigned kind; } sfv__hentry;
 static sfv__hentry *sfv__hs;
 static size_t sfv__hs_n, sfv__hs_cap; /* cap: 0, or a power of 2 at least twice n */
 static sfv__spin sfv__hs_lock;
-static size_t sfv__hs_home(const void *p, size_t mask) { return (size_t)(((uint64_t)(uintptr_t)p * 0x9E3779B97F4A7C15ull) >> 32) & mask; }
+/* (SFV__WRAPS: the multiply is a hash, modulo 2^64 on purpose; the uio tier stopped at the first handle made) */
+SFV__WRAPS static size_t sfv__hs_home(const void *p, size_t mask) { return (size_t)(((uint64_t)(uintptr_t)p * 0x9E3779B97F4A7C15ull) >> 32) & mask; }
 /* The place of (p, kind) in t, or the empty place where it would go (t has one: cap >= 2n). */
 static size_t sfv__hs_find(const sfv__hentry *t, size_t cap, const void *p, unsigned kind) {
     size_t i = sfv__hs_home(p, cap - 1);
@@ -2690,6 +2692,7 @@ SAFEVERBS_API sfv_result sfv_open_device_at(const sfv_device_list *list, size_t 
     SFV__CHECK_ARG(out, "out");
     *out = NULL;
     SFV__CHECK_ARG(list, "list");
+    SFV__CHECK_LIVE(list, SFV__H_LIST); /* (the context is made from its device) */
     if (i >= (size_t)list->n)
         return sfv__fail(SFV_ERR_NOT_FOUND, ENODEV, __func__, "device index %zu out of range (%d devices)", i, list->n);
     return sfv__open(list->devs[i], out);
@@ -3879,6 +3882,9 @@ static sfv_result sfv__desc_resolve(sfv_pd *pd, const sfv_channel_desc *in, sfv_
     memset(facts, 0, sizeof *facts);
     SFV__CHECK_ARG(pd, "pd");
     if (in) *o = *in; /* else the zeroes are every default (SFV_WAIT_DEFAULT is 0) */
+    /* the SRQ is the channel's parent as its PD is (read below, its PD and context): a destroyed
+       one is refused before that, as a dead PD is by the callers */
+    if (o->srq) SFV__CHECK_LIVE(o->srq, SFV__H_SRQ);
     a = &pd->ctx->attr;
     if (!o->port) o->port = 1;
     if (o->port > a->phys_port_cnt) return sfv__bad_field("port", o->port, "1 .. the device's port count");
@@ -10510,6 +10516,7 @@ SAFEVERBS_API sfv_result sfv_cm_get_request(sfv_cm_listener *l, int timeout_ms, 
     SFV__CHECK_ARG(out, "out");
     *out = NULL;
     SFV__CHECK_ARG(l, "listener");
+    SFV__CHECK_LIVE(l, SFV__H_CM_LISTENER); /* (a request is its child: a destroyed one's event channel is freed) */
     for (;;) {
         struct rdma_cm_event *ev;
         sfv_cm_request *req;
@@ -10555,6 +10562,7 @@ SAFEVERBS_API sfv_result sfv_cm_request_open_device(const sfv_cm_request *req, s
     SFV__CHECK_ARG(out, "out");
     *out = NULL;
     SFV__CHECK_ARG(req, "request");
+    SFV__CHECK_LIVE(req, SFV__H_CM_REQUEST); /* (the context is made from its device) */
     if (!req->id->verbs) return sfv__fail(SFV_ERR_NOT_FOUND, ENODEV, "sfv_cm_request_open_device", "the request came to no RDMA device"); /* (the CM always gives one) */
     snprintf(name, sizeof name, "%s", ibv_get_device_name(req->id->verbs->device));
     return sfv_open_device(name, out);
@@ -10695,6 +10703,10 @@ SAFEVERBS_API sfv_result sfv_cm_accept_channel(sfv_cm_request *req, sfv_channel 
     }
     *out = NULL;
     SFV__CHECK_ARG(req, "request");
+    if (ch && SFV__UNLIKELY(!sfv__handle_live(ch, SFV__H_CHANNEL))) { /* (before anything reads it; answered, as sfv_cm_accept's dead PD) */
+        SFV__KEEPING_ERROR(sfv__ignore(sfv_cm_reject(req, NULL, 0)));
+        return sfv__handle_dead(fn, SFV__H_CHANNEL);
+    }
     r = sfv__cm_channel_fresh(ch, fn);
     if (r) {
         SFV__KEEPING_ERROR(sfv__ignore(sfv_cm_reject(req, NULL, 0)));
@@ -10791,6 +10803,7 @@ SAFEVERBS_API sfv_result sfv_cm_connect_channel(sfv_channel *ch, const char *src
     sfv_result r;
     SFV__CHECK_ARG(out, "out");
     *out = NULL;
+    if (ch) SFV__LIVE_OR_REFUSE(ch, SFV__H_CHANNEL, fn); /* (NULL: sfv__cm_channel_fresh says it) */
     r = sfv__cm_channel_fresh(ch, fn);
     if (r) return r;
     return sfv__cm_connect(sfv_channel_pd(ch), ch, src, addr, port, sfv_channel_get_desc(ch), priv, len, timeout_ms, fn, out);

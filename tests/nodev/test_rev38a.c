@@ -1,0 +1,218 @@
+/* test_rev38a.c - hostile review 38a: the set of live handles (session 28). Each test failed on
+   the header before its fix (the set's hash: in the unsigned-integer-overflow tier, run by hand:
+   clang -fsanitize=unsigned-integer-overflow, as the Makefile's uio rules build). The fake
+   librdmacm is compiled into this file (the Makefile links test_rev* with fake_verbs.c only), as
+   test_rev34b does. A broken contract is counted here, not fatal (SFV_ASSERT below). */
+#define SAFEVERBS_RDMACM
+static int asserts; /* contracts broken so far */
+#define SFV_ASSERT(c)      \
+    do {                   \
+        if (!(c)) asserts++; \
+    } while (0)
+#include "fake_env.h"
+#include "fake_rdmacm.h"
+#include "fake_rdmacm.c"
+
+#include <pthread.h>
+
+#define PORT 7638
+
+/* The call was refused as a dead handle's, once, and said so. */
+#define R38_DEAD(call, kind)                                                          \
+    do {                                                                              \
+        const int before_ = asserts;                                                  \
+        CHECK_RESULT((call), SFV_ERR_INVALID);                                        \
+        CHECK_EQ(asserts, before_ + 1);                                               \
+        CHECK(strstr(sfv_last_error()->message, "not a live " kind) != NULL);         \
+    } while (0)
+
+static uint32_t r38_seed = 12345;
+/* (an LCG: modulo 2^32 on purpose) */
+SFV__WRAPS static uint32_t r38_rand(void) { return r38_seed = r38_seed * 1103515245u + 12345u; }
+
+/* The set of live handles (>>impl handles: an open-addressing hash set whose removal moves
+   entries back): every handle made is found until its destroy, then never, in any order of
+   thousands made and destroyed; each destroy succeeds exactly once; the set's memory goes with
+   its last handle. Its hash multiplies an address by a 64-bit constant, which wraps on purpose:
+   the unsigned-integer-overflow tier stopped at the first handle made (every uio test failed). */
+static void t_handle_set_stress(void) {
+    enum { N = 3000 };
+    static void *h[N];
+    static bool is_cq[N];
+    tf_env e;
+    size_t live = N, i, k;
+    fk_reset();
+    tf_open(&e, 4096);
+    for (i = 0; i < N; i++) {
+        is_cq[i] = (r38_rand() >> 16) & 1;
+        if (is_cq[i]) CHECK_OK(sfv_create_cq(e.ctx, 4, (sfv_cq **)&h[i]));
+        else CHECK_OK(sfv_reg_mr_shared(e.pd, e.buf + (i % 64) * 64, 64, (sfv_mr **)&h[i]));
+    }
+    while (live > 0) {
+        const size_t at = (r38_rand() >> 8) % live;
+        void *const p = h[at];
+        const bool cq = is_cq[at];
+        CHECK(sfv__handle_live(p, cq ? SFV__H_CQ : SFV__H_MR));
+        CHECK(!sfv__handle_live(p, cq ? SFV__H_MR : SFV__H_CQ)); /* (a kind for another: not it) */
+        if (cq) CHECK_OK(sfv_destroy_cq((sfv_cq *)p));
+        else CHECK_OK(sfv_dereg_mr((sfv_mr *)p));
+        h[at] = h[live - 1];
+        is_cq[at] = is_cq[live - 1];
+        live--;
+        if (live % 97 == 0) /* every one left still found (a backward shift that lost one would show) */
+            for (k = 0; k < live; k++) CHECK(sfv__handle_live(h[k], is_cq[k] ? SFV__H_CQ : SFV__H_MR));
+    }
+    tf_close(&e); /* nothing left: the set's table went with its last handle */
+    CHECK(sfv__hs == NULL && sfv__hs_n == 0);
+}
+
+/* The same from many threads at once on one PD and context (a handle made on one thread and
+   destroyed on another as well): every make and destroy succeeds, none is lost or refused, and
+   nothing is left. Run under ThreadSanitizer too (built by hand: see the report). */
+#define R38_THREADS 4
+#define R38_EACH 400
+static tf_env r38_env;
+static void *r38_shared[R38_THREADS][R38_EACH];
+static void *r38_worker(void *arg) {
+    const size_t me = (size_t)arg;
+    size_t i;
+    for (i = 0; i < R38_EACH; i++) {
+        sfv_mr *m = NULL;
+        sfv_cq *cq = NULL;
+        if (sfv_reg_mr_shared(r38_env.pd, r38_env.buf, 64, &m) != SFV_OK) return (void *)1;
+        if (sfv_create_cq(r38_env.ctx, 4, &cq) != SFV_OK) return (void *)1;
+        if (sfv_destroy_cq(cq) != SFV_OK) return (void *)1;
+        r38_shared[me][i] = m; /* the next thread's to destroy */
+    }
+    return NULL;
+}
+static void t_handle_set_threads(void) {
+    pthread_t t[R38_THREADS];
+    size_t i, j;
+    void *rv;
+    fk_reset();
+    fk_set_threaded(true);
+    tf_open(&r38_env, 4096);
+    for (i = 0; i < R38_THREADS; i++) CHECK(pthread_create(&t[i], NULL, r38_worker, (void *)i) == 0);
+    for (i = 0; i < R38_THREADS; i++) {
+        CHECK(pthread_join(t[i], &rv) == 0);
+        CHECK(rv == NULL);
+    }
+    for (i = 0; i < R38_THREADS; i++)
+        for (j = 0; j < R38_EACH; j++) CHECK_OK(sfv_dereg_mr((sfv_mr *)r38_shared[(i + 1) % R38_THREADS][j]));
+    CHECK_EQ(asserts, 0);
+    tf_close(&r38_env);
+}
+
+/* "a parent no longer live given to a call that makes a child from it ... is a broken contract
+   ... checked before reading the handle": a channel's parent is its SRQ as well as its PD
+   (sfv_channel_desc.srq; LIFETIME: channel on an SRQ -> SRQ). A destroyed SRQ in the desc of
+   sfv_create_channel, sfv_create_multi_channel or sfv_create_node was read (its PD, its context)
+   after its free: ASan's heap-use-after-free, and in a plain build whatever the freed memory
+   held. Now refused before anything reads it, nothing made. */
+static void t_dead_srq_in_desc(void) {
+    tf_env e;
+    sfv_srq *srq;
+    sfv_channel_desc d;
+    sfv_channel *ch = NULL;
+    sfv_multi_channel *mc = NULL;
+    sfv_node *node = NULL;
+    sfv_node_desc nd;
+    fk_reset();
+    tf_open(&e, 4096);
+    CHECK_OK(sfv_create_srq(e.pd, NULL, &srq));
+    CHECK_OK(sfv_destroy_srq(srq)); /* (no channel holds it: freed) */
+    memset(&d, 0, sizeof d);
+    d.srq = srq;
+    R38_DEAD(sfv_create_channel(e.pd, &d, &ch), "SRQ");
+    CHECK(ch == NULL);
+    R38_DEAD(sfv_create_multi_channel(e.pd, 2, &d, &mc), "SRQ");
+    CHECK(mc == NULL);
+    memset(&nd, 0, sizeof nd);
+    nd.world_size = 2;
+    nd.channel = d;
+    R38_DEAD(sfv_create_node(e.pd, &nd, &node), "SRQ");
+    CHECK(node == NULL);
+    tf_close(&e);
+}
+
+static fkcm_event r38_ev(int type) {
+    fkcm_event ev;
+    memset(&ev, 0, sizeof ev);
+    ev.type = type;
+    return ev;
+}
+
+/* The same promise for a CM connection made from a caller's channel (sfv_cm_connect_channel,
+   sfv_cm_accept_channel): a destroyed channel was read (ASan: heap-use-after-free). Now refused
+   before anything reads it; the request given to sfv_cm_accept_channel is answered (rejected)
+   and freed, as for every other refusal of that call. */
+static void t_dead_channel_to_cm(void) {
+    tf_env e;
+    sfv_channel *ch;
+    sfv_cm_conn *c = NULL;
+    sfv_cm_listener *l;
+    sfv_cm_request *q;
+    fkcm_event ev = r38_ev(RDMA_CM_EVENT_CONNECT_REQUEST);
+    fk_reset();
+    fkcm_reset();
+    tf_open(&e, 4096);
+    CHECK_OK(sfv_create_channel(e.pd, NULL, &ch));
+    CHECK_OK(sfv_destroy_channel(ch));
+    R38_DEAD(sfv_cm_connect_channel(ch, NULL, FKCM_ADDR0, PORT, NULL, 0, 1000, &c), "channel");
+    CHECK(c == NULL);
+    CHECK_EQ(fkcm_calls(FKCM_CREATE_ID), 0);
+    CHECK_OK(sfv_cm_listen(FKCM_ADDR0, PORT, 0, &l));
+    ev.qpn = 0x99;
+    fkcm_push(sfv_cm_listener_fd(l), &ev);
+    CHECK_OK(sfv_cm_get_request(l, 1000, &q));
+    R38_DEAD(sfv_cm_accept_channel(q, ch, NULL, 0, 1000, &c), "channel");
+    CHECK(c == NULL);
+    CHECK_EQ(fkcm_calls(FKCM_REJECT), 1); /* (answered: freed, the listener free to go) */
+    {
+        sfv_context *ctx = (sfv_context *)1; /* (a context from the answered request's device: refused too) */
+        R38_DEAD(sfv_cm_request_open_device(q, &ctx), "CM request");
+        CHECK(ctx == NULL);
+    }
+    CHECK_OK(sfv_cm_destroy_listener(l));
+    CHECK_EQ(fkcm_live_ids(), 0);
+    CHECK_EQ(fkcm_live_channels(), 0);
+    CHECK_EQ(fkcm_unacked(), 0);
+    tf_close(&e);
+}
+
+/* The same for the calls that make a CM request from a listener (sfv_cm_get_request) and a
+   context from a device list (sfv_open_device_at) or from a request (sfv_cm_request_open_device,
+   above): a destroyed listener, a freed list or an answered request was read (ASan:
+   heap-use-after-free; a listener's freed event channel polled). Now refused, nothing made (the
+   LIFETIME sentence names these children too). */
+static void t_dead_listener_and_list(void) {
+    sfv_cm_listener *l;
+    sfv_cm_request *q = (sfv_cm_request *)1;
+    sfv_device_list *list;
+    sfv_context *ctx = (sfv_context *)1;
+    fk_reset();
+    fkcm_reset();
+    CHECK_OK(sfv_cm_listen(FKCM_ADDR0, PORT, 0, &l));
+    CHECK_OK(sfv_cm_destroy_listener(l));
+    R38_DEAD(sfv_cm_get_request(l, 10, &q), "CM listener");
+    CHECK(q == NULL);
+    CHECK_OK(sfv_get_device_list(&list));
+    CHECK(sfv_device_list_len(list) > 0);
+    sfv_free_device_list(list);
+    R38_DEAD(sfv_open_device_at(list, 0, &ctx), "device list");
+    CHECK(ctx == NULL);
+    CHECK_EQ(fkcm_live_ids(), 0);
+    CHECK_EQ(fkcm_live_channels(), 0);
+    CHECK_EQ(fk_live_total(), 0);
+}
+
+static const harness_test TESTS[] = {
+    TEST(t_handle_set_stress, 60),
+    TEST(t_handle_set_threads, 60),
+    TEST(t_dead_srq_in_desc, 10),
+    TEST(t_dead_channel_to_cm, 10),
+    TEST(t_dead_listener_and_list, 10),
+};
+
+int main(int argc, char **argv) { return harness_main(argc, argv, TESTS, COUNT_OF(TESTS)); }
