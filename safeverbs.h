@@ -1666,7 +1666,10 @@ SFV_NODISCARD SAFEVERBS_API sfv_result sfv_launcher_rank(size_t *rank, size_t *w
    needs room for one write (else SFV_ERR_RESOURCE), must not be broken (else SFV_ERR_BROKEN,
    naming why) and must be connected (one reset since the handshake: SFV_ERR_INVALID), all checked before anything is sent. SFV_ERR_TIMEOUT when
    the other ranks do not all come within timeout_ms (< 0: the channels' timeout_ms); each of
-   this rank's writes is bounded by its channel's timeout_ms. A timeout or a failed write leaves the barrier half done on some ranks,
+   this rank's writes is bounded by its channel's timeout_ms. A channel that breaks while the
+   barrier waits for its rank (its peer's disconnect through the CM, or a device event: the port
+   down, the queue pair or the device failed, read every 10 ms of waiting) ends the wait with
+   SFV_ERR_BROKEN then, not at the deadline. A timeout or a failed write or break leaves the barrier half done on some ranks,
    so it poisons it: every later barrier, connect and handshake returns SFV_ERR_BROKEN (its
    multi-channel's calls and sfv_node_endpoint still run). Each rank's NIC writes its barrier
    count into this rank's memory; a rank can be one barrier ahead, never two (it cannot leave the
@@ -9999,12 +10002,17 @@ static sfv_result sfv__await(sfv_node *node, size_t from, uint64_t deadline) {
             if (now >= deadline)
                 return sfv__fail(SFV_ERR_TIMEOUT, ETIMEDOUT, "barrier", "rank %zu did not reach the barrier in time", from);
             /* a node connected through the CM: rank from's disconnect ends the wait at once, as it
-               ends its channel's (>>impl rdmacm), read as often as a busy wait reads it. Its write,
-               if it sent one, came before its disconnect: the memory is looked at once more. */
-            if (ch->watch && now >= look_at) {
+               ends its channel's (>>impl rdmacm), read as often as a busy wait reads it; and the
+               device's events, as a busy wait reads them (after every SFV__EVENTS_EVERY_NS of
+               waiting): a port gone down, the queue pair or the device failed, which no write of
+               rank from passes. Its write, if it sent one, came before: the memory is looked at
+               once more. */
+            if (now >= look_at) {
+                const bool events = look_at != 0; /* (not at the first look: a barrier that waits briefly reads nothing) */
                 look_at = now + SFV__EVENTS_EVERY_NS;
-                ch->watch->check(ch->watch);
-                if (sfv__channel_broken(ch) && sfv__le64(__atomic_load_n(&node->in[from], __ATOMIC_ACQUIRE)) < want) {
+                if (ch->watch) ch->watch->check(ch->watch);
+                if (events) sfv__events_read(ch->pd->ctx);
+                if ((sfv__channel_broken(ch) || sfv__async_cause(ch)) && sfv__le64(__atomic_load_n(&node->in[from], __ATOMIC_ACQUIRE)) < want) {
                     sfv_error why;
                     sfv__ignore(sfv__refuse_broken(ch, "barrier"));
                     why = sfv__last;
