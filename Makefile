@@ -21,13 +21,15 @@ NODEV    += $(BUILD)/nodev/test_fake_static
 # The threaded one (another thread reads the events that break a channel) with ThreadSanitizer;
 # test_race also runs that thread from inside a verb (linker-wrapped), at the exact moment a race needs.
 NODEV    += $(BUILD)/nodev/tsan/test_race
-# ... and the shared objects (PD, MRs, CQs, contexts, events) used by many threads at once.
-NODEV    += $(BUILD)/nodev/tsan/test_rev33c
+# ... and the shared objects (PD, MRs, CQs, contexts, events) used by many threads at once, and
+# the set of live handles that every handle made or destroyed on any thread goes through.
+NODEV    += $(BUILD)/nodev/tsan/test_rev33c $(BUILD)/nodev/tsan/test_rev38a
 # The widest of them once more with clang's unsigned-integer-overflow sanitizer, fatal: no size or
 # offset sum in the header may wrap, even where it is then tested (a hash that wraps on purpose is
-# marked SFV__WRAPS). No nodev test made the header wrap when this tier was added; these ten cover the most
-# (and rev34a, whose wraps only this tier sees: a ticket lock's turn, a request batch of 0).
-UIO_TESTS := review fake promises sweep inflight_fake rev30 rev31d rev33b rev33d cm_fake rev34a
+# marked SFV__WRAPS). No nodev test made the header wrap when this tier was added; these cover the most
+# (and rev34a, whose wraps only this tier sees: a ticket lock's turn, a request batch of 0; rev38a,
+# the set of live handles, whose hash wraps on purpose).
+UIO_TESTS := review fake promises sweep inflight_fake rev30 rev31d rev33b rev33d cm_fake rev34a rev38a
 NODEV    += $(patsubst %,$(BUILD)/nodev/uio/test_%,$(UIO_TESTS))
 UIO_FLAGS := -O1 -g -fsanitize=unsigned-integer-overflow -fno-sanitize-recover=all
 # The implementation in a C++ file (README: "one C or C++ file"), with UBSan, whose enum check

@@ -1,8 +1,14 @@
-/* test_rev38a.c - hostile review 38a: the set of live handles (session 28). Each test failed on
-   the header before its fix (the set's hash: in the unsigned-integer-overflow tier, run by hand:
-   clang -fsanitize=unsigned-integer-overflow, as the Makefile's uio rules build). The fake
-   librdmacm is compiled into this file (the Makefile links test_rev* with fake_verbs.c only), as
-   test_rev34b does. A broken contract is counted here, not fatal (SFV_ASSERT below). */
+/* test_rev38a.c - the set of live handles (session 28): every kind of handle the library hands
+   out (device list, context, PD, CQ, MR, channel, SRQ, lease, multi-channel, node, CM listener,
+   request and connection) destroyed, released, revoked, closed or answered twice, never made, or
+   given dead as the parent of a call that makes a child: the second call read and freed freed
+   memory (ASan: heap-use-after-free; a crash or a heap corruption in the plain build); now the
+   set catches it before the handle is read (SFV_ASSERT, counted here and returning, then
+   SFV_ERR_INVALID naming the call and the kind; nothing done, nothing lost). The set itself under
+   stress, on threads, and in the unsigned-integer-overflow tier (its hash wraps on purpose:
+   SFV__WRAPS), and hostile review 38a's finds. Also sfv_cm_accept of a request whose peer gave
+   up. The fake librdmacm is compiled into this file (the Makefile links test_rev* with
+   fake_verbs.c only), as test_rev34b does, so the uio and TSan tiers build it as any test_rev*. */
 #define SAFEVERBS_RDMACM
 static int asserts; /* contracts broken so far */
 #define SFV_ASSERT(c)      \
@@ -207,12 +213,233 @@ static void t_dead_listener_and_list(void) {
     CHECK_EQ(fk_live_total(), 0);
 }
 
+static void t_verbs_handles_twice(void) {
+    tf_env e;
+    sfv_device_list *list;
+    sfv_context *ctx2;
+    sfv_pd *pd2;
+    sfv_cq *cq;
+    sfv_mr *mr2;
+    sfv_channel *a, *b, *c;
+    sfv_srq *srq;
+    sfv_srq_desc sd;
+    sfv_lease *l;
+    sfv_multi_channel *mc;
+    sfv_node *node;
+    sfv_node_desc nd;
+    int before;
+    fk_reset();
+    fk_set_mw(true);
+    tf_open(&e, 8192);
+    CHECK_OK(sfv_get_device_list(&list));
+    sfv_free_device_list(list);
+    before = asserts;
+    sfv_free_device_list(list); /* (void: the assert and the last error say it) */
+    CHECK_EQ(asserts, before + 1);
+    CHECK(strstr(sfv_last_error()->message, "not a live device list") != NULL);
+    /* a context, a PD with no children: freed by their release, then released again */
+    CHECK_OK(sfv_open_device(NULL, &ctx2));
+    CHECK_OK(sfv_alloc_pd(ctx2, &pd2));
+    CHECK_OK(sfv_dealloc_pd(pd2));
+    R38_DEAD(sfv_dealloc_pd(pd2), "PD");
+    CHECK_OK(sfv_close_device(ctx2));
+    R38_DEAD(sfv_close_device(ctx2), "context");
+    CHECK_OK(sfv_create_cq(e.ctx, 16, &cq));
+    CHECK_OK(sfv_destroy_cq(cq));
+    R38_DEAD(sfv_destroy_cq(cq), "CQ");
+    CHECK_OK(sfv_reg_mr_shared(e.pd, e.buf + 4096, 1024, &mr2));
+    CHECK_OK(sfv_dereg_mr(mr2));
+    R38_DEAD(sfv_dereg_mr(mr2), "MR");
+    /* a kind for another: a PD is no MR (nothing read of it as one) */
+    R38_DEAD(sfv_dereg_mr((sfv_mr *)(void *)e.pd), "MR");
+    CHECK_OK(sfv_create_channel(e.pd, NULL, &c));
+    CHECK_OK(sfv_destroy_channel(c));
+    R38_DEAD(sfv_destroy_channel(c), "channel");
+    memset(&sd, 0, sizeof sd);
+    sd.max_wr = 8;
+    CHECK_OK(sfv_create_srq(e.pd, &sd, &srq));
+    CHECK_OK(sfv_destroy_srq(srq));
+    R38_DEAD(sfv_destroy_srq(srq), "SRQ");
+    /* a lease: revoked, then revoked again */
+    tf_pair(&e, NULL, &a, &b);
+    {
+        sfv_mr *m;
+        CHECK_OK(sfv_reg_mr_access(e.pd, e.buf + 6144, 1024, SFV_ACCESS_LOCAL_WRITE | SFV_ACCESS_REMOTE_WRITE | SFV_ACCESS_MW_BIND, &m));
+        CHECK_OK(sfv_lease_grant(a, m, 0, 64, SFV_ACCESS_REMOTE_WRITE, &l));
+        CHECK_OK(sfv_lease_revoke(l));
+        R38_DEAD(sfv_lease_revoke(l), "lease");
+        CHECK_OK(sfv_dereg_mr(m)); /* (its lease gone: nothing holds it) */
+    }
+    CHECK_OK(sfv_destroy_channel(a));
+    CHECK_OK(sfv_destroy_channel(b));
+    CHECK_OK(sfv_create_multi_channel(e.pd, 2, NULL, &mc));
+    CHECK_OK(sfv_destroy_multi_channel(mc));
+    R38_DEAD(sfv_destroy_multi_channel(mc), "multi-channel");
+    memset(&nd, 0, sizeof nd);
+    nd.world_size = 1;
+    CHECK_OK(sfv_create_node(e.pd, &nd, &node));
+    CHECK_OK(sfv_destroy_node(node));
+    R38_DEAD(sfv_destroy_node(node), "node");
+    /* never made: an address the library never gave */
+    {
+        static char not_a_handle[512];
+        R38_DEAD(sfv_destroy_channel((sfv_channel *)(void *)not_a_handle), "channel");
+        R38_DEAD(sfv_close_device((sfv_context *)(void *)not_a_handle), "context");
+    }
+    tf_close(&e); /* nothing left: the set's own memory went with its last handle */
+    CHECK_EQ(fk_live_total(), 0);
+}
+
+/* A request answered (rejected, accepted), then answered again; a connection closed twice; a
+   listener destroyed twice. */
+static void t_cm_handles_twice(void) {
+    tf_env e;
+    sfv_cm_listener *l;
+    sfv_cm_request *q;
+    sfv_cm_conn *c = NULL, *c2 = NULL;
+    fkcm_event ev = r38_ev(RDMA_CM_EVENT_CONNECT_REQUEST);
+    fk_reset();
+    fkcm_reset();
+    tf_open(&e, 4096);
+    CHECK_OK(sfv_cm_listen(FKCM_ADDR0, PORT, 0, &l));
+    ev.qpn = 0x77;
+    fkcm_push(sfv_cm_listener_fd(l), &ev);
+    CHECK_OK(sfv_cm_get_request(l, 1000, &q));
+    CHECK_OK(sfv_cm_reject(q, NULL, 0));
+    R38_DEAD(sfv_cm_reject(q, NULL, 0), "CM request");
+    R38_DEAD(sfv_cm_accept(q, e.pd, NULL, NULL, 0, 1000, &c2), "CM request");
+    CHECK(c2 == NULL);
+    R38_DEAD(sfv_cm_accept_channel(q, NULL, NULL, 0, 1000, &c2), "CM request");
+    R38_DEAD(sfv_cm_accept(q, e.pd, NULL, NULL, 0, 1000, NULL), "CM request"); /* (its out NULL too: nothing rejected twice) */
+    /* accepted: the connection closed, then closed again */
+    fkcm_push(sfv_cm_listener_fd(l), &ev);
+    CHECK_OK(sfv_cm_get_request(l, 1000, &q));
+    CHECK_OK(sfv_cm_accept(q, e.pd, NULL, NULL, 0, 1000, &c));
+    R38_DEAD(sfv_cm_reject(q, NULL, 0), "CM request");
+    CHECK_OK(sfv_cm_close(c, 0));
+    R38_DEAD(sfv_cm_close(c, 0), "CM connection");
+    CHECK_OK(sfv_cm_destroy_listener(l));
+    R38_DEAD(sfv_cm_destroy_listener(l), "CM listener");
+    CHECK_EQ(fkcm_live_ids(), 0);
+    CHECK_EQ(fkcm_live_channels(), 0);
+    CHECK_EQ(fkcm_unacked(), 0);
+    tf_close(&e);
+    CHECK_EQ(fk_live_total(), 0);
+}
+
+/* A request whose side gave up before our answer: rdma_accept says EINVAL (the kernel's CM no
+   longer waits for an answer). It said SFV_ERR_INVALID, the result of a caller's mistake; now
+   SFV_ERR_UNREACHABLE, as the same peer giving up after the answer says. */
+static void t_cm_accept_after_peer_gave_up(void) {
+    tf_env e;
+    sfv_cm_listener *l;
+    sfv_cm_request *q;
+    sfv_cm_conn *c = (sfv_cm_conn *)1;
+    fkcm_event ev = r38_ev(RDMA_CM_EVENT_CONNECT_REQUEST);
+    fk_reset();
+    fkcm_reset();
+    tf_open(&e, 4096);
+    CHECK_OK(sfv_cm_listen(FKCM_ADDR0, PORT, 0, &l));
+    ev.qpn = 0x78;
+    fkcm_push(sfv_cm_listener_fd(l), &ev);
+    CHECK_OK(sfv_cm_get_request(l, 1000, &q));
+    fkcm_fail(FKCM_ACCEPT, 1, EINVAL, 0);
+    CHECK_RESULT(sfv_cm_accept(q, e.pd, NULL, NULL, 0, 1000, &c), SFV_ERR_UNREACHABLE);
+    CHECK(c == NULL);
+    CHECK(strstr(sfv_last_error()->message, "gave up") != NULL);
+    CHECK_EQ(sfv_last_error()->errnum, EINVAL);
+    CHECK_OK(sfv_cm_destroy_listener(l)); /* (the request was freed: nothing taken is left) */
+    CHECK_EQ(fkcm_live_ids(), 0);
+    CHECK_EQ(fkcm_live_channels(), 0);
+    CHECK_EQ(fkcm_unacked(), 0);
+    tf_close(&e);
+    CHECK_EQ(fk_live_total(), 0);
+}
+
+/* A parent handle no longer live, given to a call that makes a child from it: refused before
+   anything reads it (the call read the freed parent: ASan's heap-use-after-free), nothing made. */
+static void t_child_of_dead_parent(void) {
+    tf_env e;
+    sfv_context *ctx2;
+    sfv_pd *pd2, *pd3 = NULL;
+    sfv_mr *m = NULL;
+    sfv_cq *cq = NULL;
+    sfv_channel *ch = NULL, *a, *b;
+    sfv_srq *srq = NULL;
+    sfv_multi_channel *mc = NULL;
+    sfv_node *node = NULL;
+    sfv_node_desc nd;
+    sfv_lease *l = NULL;
+    sfv_cm_conn *c = NULL;
+    fk_reset();
+    fkcm_reset();
+    fk_set_mw(true);
+    tf_open(&e, 8192);
+    CHECK_OK(sfv_open_device(NULL, &ctx2));
+    CHECK_OK(sfv_alloc_pd(ctx2, &pd2));
+    CHECK_OK(sfv_dealloc_pd(pd2));
+    CHECK_OK(sfv_close_device(ctx2));
+    R38_DEAD(sfv_alloc_pd(ctx2, &pd3), "context");
+    CHECK(pd3 == NULL);
+    R38_DEAD(sfv_create_cq(ctx2, 16, &cq), "context");
+    CHECK(cq == NULL);
+    R38_DEAD(sfv_reg_mr_shared(pd2, e.buf, 64, &m), "PD");
+    CHECK(m == NULL);
+    R38_DEAD(sfv_create_channel(pd2, NULL, &ch), "PD");
+    CHECK(ch == NULL);
+    R38_DEAD(sfv_create_srq(pd2, NULL, &srq), "PD");
+    CHECK(srq == NULL);
+    R38_DEAD(sfv_create_multi_channel(pd2, 2, NULL, &mc), "PD");
+    CHECK(mc == NULL);
+    memset(&nd, 0, sizeof nd);
+    nd.world_size = 1;
+    R38_DEAD(sfv_create_node(pd2, &nd, &node), "PD");
+    CHECK(node == NULL);
+    R38_DEAD(sfv_cm_connect(pd2, NULL, FKCM_ADDR0, PORT, NULL, NULL, 0, 1000, &c), "PD");
+    CHECK(c == NULL);
+    /* a lease on a destroyed channel, or of a deregistered MR */
+    tf_pair(&e, NULL, &a, &b);
+    CHECK_OK(sfv_reg_mr_access(e.pd, e.buf + 6144, 1024, SFV_ACCESS_LOCAL_WRITE | SFV_ACCESS_REMOTE_WRITE | SFV_ACCESS_MW_BIND, &m));
+    CHECK_OK(sfv_dereg_mr(m));
+    R38_DEAD(sfv_lease_grant(a, m, 0, 64, SFV_ACCESS_REMOTE_WRITE, &l), "MR");
+    CHECK(l == NULL);
+    CHECK_OK(sfv_reg_mr_access(e.pd, e.buf + 6144, 1024, SFV_ACCESS_LOCAL_WRITE | SFV_ACCESS_REMOTE_WRITE | SFV_ACCESS_MW_BIND, &m));
+    CHECK_OK(sfv_destroy_channel(b));
+    R38_DEAD(sfv_lease_grant(b, m, 0, 64, SFV_ACCESS_REMOTE_WRITE, &l), "channel");
+    CHECK(l == NULL);
+    CHECK_OK(sfv_dereg_mr(m));
+    CHECK_OK(sfv_destroy_channel(a));
+    /* a request accepted onto a dead PD: rejected (answered, freed), the PD not read */
+    {
+        sfv_cm_listener *ls;
+        sfv_cm_request *q;
+        fkcm_event ev = r38_ev(RDMA_CM_EVENT_CONNECT_REQUEST);
+        CHECK_OK(sfv_cm_listen(FKCM_ADDR0, PORT, 0, &ls));
+        ev.qpn = 0x79;
+        fkcm_push(sfv_cm_listener_fd(ls), &ev);
+        CHECK_OK(sfv_cm_get_request(ls, 1000, &q));
+        R38_DEAD(sfv_cm_accept(q, pd2, NULL, NULL, 0, 1000, &c), "PD");
+        CHECK(c == NULL);
+        CHECK_EQ(fkcm_calls(FKCM_REJECT), 1);
+        R38_DEAD(sfv_cm_reject(q, NULL, 0), "CM request"); /* (answered: freed) */
+        CHECK_OK(sfv_cm_destroy_listener(ls));
+    }
+    CHECK_EQ(fkcm_live_ids(), 0);
+    CHECK_EQ(fkcm_unacked(), 0);
+    tf_close(&e);
+    CHECK_EQ(fk_live_total(), 0);
+}
+
 static const harness_test TESTS[] = {
     TEST(t_handle_set_stress, 60),
     TEST(t_handle_set_threads, 60),
     TEST(t_dead_srq_in_desc, 10),
     TEST(t_dead_channel_to_cm, 10),
     TEST(t_dead_listener_and_list, 10),
+    TEST(t_verbs_handles_twice, 10),
+    TEST(t_cm_handles_twice, 10),
+    TEST(t_cm_accept_after_peer_gave_up, 10),
+    TEST(t_child_of_dead_parent, 10),
 };
 
 int main(int argc, char **argv) { return harness_main(argc, argv, TESTS, COUNT_OF(TESTS)); }
