@@ -9496,7 +9496,12 @@ static sfv_result sfv__exchange(const sfv_net_node *nodes, size_t n, size_t rank
     x.links = links;
     x.seen = (bool *)SFV_CALLOC(n, sizeof *x.seen);
     if (!x.seen) return sfv__fail_verb("calloc", ENOMEM);
-    if (size) memmove(x.all + rank * size, mine, size); /* (mine may be that very block of all: in place) */
+    if (size) {
+        memmove(x.all + rank * size, mine, size); /* (mine may be that very block of all: in place) */
+        /* sent from that copy, not from mine: a mine in another rank's block of all (all itself,
+           at rank 1) takes that rank's bytes as they arrive, and went out after them as this rank's */
+        x.mine = x.all + rank * size;
+    }
     x.seen[rank] = true;
     if (rank > 0) r = sfv__ex_accept_lower(&x); /* the lower ranks come to us, in any order */
     for (i = rank + 1; r == SFV_OK && i < n; i++) r = sfv__ex_meet(&x, i); /* we go to the higher ones */
