@@ -697,10 +697,12 @@ static void syscall_split(FILE *o, const char *const cases[][2]) {
         fprintf(o, "- %s: %s\n", cases[c][1], line);
     }
     if (any)
-        fprintf(o, "\nWhy: an event-mode wait sleeps in poll(2) on the completion channel, the device's event fd (and a CM "
-                   "connection's) with its deadline's timeout, where raw's loop blocks in read(2) with none: a wait with a "
-                   "deadline needs that call. A busy wait reads the device's events (read(2)) after every 10 ms it spins "
-                   "(SFV__EVENTS_EVERY_NS), which under strace's slowdown some waits do; raw's loop watches no events.\n\n");
+        fprintf(o, "\nHow to read it: a sleep is the same three calls in both loops (poll(2) on the completion channel with a "
+                   "timeout, ioctl(2) to arm the CQ, read(2) for the event), so "
+                   "where those three differ by the same amount the loops slept a different number of times (timing: a wait "
+                   "whose completion is already there sleeps not), not a call one makes and the other does not. A busy wait "
+                   "of safeverbs also reads the device's events (read(2)) after every 10 ms it spins (SFV__EVENTS_EVERY_NS), "
+                   "which raw's loop does not watch.\n\n");
 }
 
 static void syscall_section(FILE *o) {
