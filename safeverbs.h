@@ -10613,6 +10613,13 @@ static sfv_result sfv__cm_channel_fresh(const sfv_channel *ch, const char *fn) {
     return SFV_OK;
 }
 
+/* A request refused before it is accepted (NULL: none): answered (rejected) and freed whatever
+   the result, as documented, the refusal's result and last error kept. */
+static sfv_result sfv__cm_refuse(sfv_cm_request *req, sfv_result r) {
+    if (req) SFV__KEEPING_ERROR(sfv__ignore(sfv_cm_reject(req, NULL, 0)));
+    return r;
+}
+
 /* sfv_cm_accept and sfv_cm_accept_channel: ch NULL makes a channel on pd from desc. */
 static sfv_result sfv__cm_accept(sfv_cm_request *req, sfv_pd *pd, sfv_channel *ch, const sfv_channel_desc *desc, const void *priv, size_t len,
                                  int timeout_ms, const char *fn, sfv_cm_conn **out) {
@@ -10625,7 +10632,7 @@ static sfv_result sfv__cm_accept(sfv_cm_request *req, sfv_pd *pd, sfv_channel *c
     sfv_result r;
     deadline = sfv__deadline((uint32_t)sfv__cm_timeout(timeout_ms, desc));
     c = (sfv_cm_conn *)sfv__handle_new(sizeof *c, SFV__H_CM_CONN);
-    if (!c) { sfv__ignore(sfv_cm_reject(req, NULL, 0)); return sfv__fail_verb("calloc", ENOMEM); }
+    if (!c) return sfv__cm_refuse(req, sfv__fail_verb("calloc", ENOMEM));
     c->id = req->id;
     c->peer_qpn = req->param.qp_num;
     memcpy(c->priv, req->priv, req->len);
@@ -10692,17 +10699,11 @@ SAFEVERBS_API sfv_result sfv_cm_accept(sfv_cm_request *req, sfv_pd *pd, const sf
                                        int timeout_ms, sfv_cm_conn **out) {
     static const char fn[] = "sfv_cm_accept";
     if (req) SFV__LIVE_OR_REFUSE(req, SFV__H_CM_REQUEST, fn); /* (before anything: an answered request is freed) */
-    if (!out) { /* the request is answered (rejected) and freed whatever the result, as documented */
-        if (req) SFV__KEEPING_ERROR(sfv__ignore(sfv_cm_reject(req, NULL, 0)));
-        return sfv__fail(SFV_ERR_INVALID, EINVAL, fn, "%s: out is NULL%s", fn, req ? " (the request was rejected)" : "");
-    }
+    if (!out) return sfv__cm_refuse(req, sfv__fail(SFV_ERR_INVALID, EINVAL, fn, "%s: out is NULL%s", fn, req ? " (the request was rejected)" : ""));
     *out = NULL;
     SFV__CHECK_ARG(req, "request");
-    if (!pd) { sfv__ignore(sfv_cm_reject(req, NULL, 0)); return sfv__fail(SFV_ERR_INVALID, EINVAL, fn, "%s: invalid pd (the request was rejected)", fn); }
-    if (SFV__UNLIKELY(!sfv__handle_live(pd, SFV__H_PD))) {
-        sfv__ignore(sfv_cm_reject(req, NULL, 0));
-        return sfv__handle_dead(fn, SFV__H_PD);
-    }
+    if (!pd) return sfv__cm_refuse(req, sfv__fail(SFV_ERR_INVALID, EINVAL, fn, "%s: invalid pd (the request was rejected)", fn));
+    if (SFV__UNLIKELY(!sfv__handle_live(pd, SFV__H_PD))) return sfv__cm_refuse(req, sfv__handle_dead(fn, SFV__H_PD));
     return sfv__cm_accept(req, pd, NULL, desc, priv, len, timeout_ms, fn, out);
 }
 
@@ -10710,21 +10711,12 @@ SAFEVERBS_API sfv_result sfv_cm_accept_channel(sfv_cm_request *req, sfv_channel 
     static const char fn[] = "sfv_cm_accept_channel";
     sfv_result r;
     if (req) SFV__LIVE_OR_REFUSE(req, SFV__H_CM_REQUEST, fn); /* (as sfv_cm_accept's) */
-    if (!out) {
-        if (req) SFV__KEEPING_ERROR(sfv__ignore(sfv_cm_reject(req, NULL, 0)));
-        return sfv__fail(SFV_ERR_INVALID, EINVAL, fn, "%s: out is NULL%s", fn, req ? " (the request was rejected)" : "");
-    }
+    if (!out) return sfv__cm_refuse(req, sfv__fail(SFV_ERR_INVALID, EINVAL, fn, "%s: out is NULL%s", fn, req ? " (the request was rejected)" : ""));
     *out = NULL;
     SFV__CHECK_ARG(req, "request");
-    if (ch && SFV__UNLIKELY(!sfv__handle_live(ch, SFV__H_CHANNEL))) { /* (before anything reads it; answered, as sfv_cm_accept's dead PD) */
-        SFV__KEEPING_ERROR(sfv__ignore(sfv_cm_reject(req, NULL, 0)));
-        return sfv__handle_dead(fn, SFV__H_CHANNEL);
-    }
-    r = sfv__cm_channel_fresh(ch, fn);
-    if (r) {
-        SFV__KEEPING_ERROR(sfv__ignore(sfv_cm_reject(req, NULL, 0)));
-        return r;
-    }
+    if (ch && SFV__UNLIKELY(!sfv__handle_live(ch, SFV__H_CHANNEL))) /* (before anything reads it; answered, as sfv_cm_accept's dead PD) */
+        return sfv__cm_refuse(req, sfv__handle_dead(fn, SFV__H_CHANNEL));
+    if ((r = sfv__cm_channel_fresh(ch, fn)) != SFV_OK) return sfv__cm_refuse(req, r);
     return sfv__cm_accept(req, sfv_channel_pd(ch), ch, sfv_channel_get_desc(ch), priv, len, timeout_ms, fn, out);
 }
 
