@@ -9371,6 +9371,13 @@ static sfv_result sfv__ex_accept_lower(sfv__ex *x) {
     return r;
 }
 
+/* The deadline met after the rank's address took the connection and hung up before its proof. */
+static sfv_result sfv__ex_hung_up(const sfv__ex *x, size_t peer, unsigned hangups) {
+    const sfv_net_node *pn = &x->nodes[peer];
+    return sfv__fail(SFV_ERR_TIMEOUT, ETIMEDOUT, "exchange", "rank %zu did not complete the exchange in time: its address %s:%u took the connection and hung up before proving the job key (%u tries)",
+                     peer, pn->host, (unsigned)pn->port, hangups);
+}
+
 /* The connecting side, to a higher rank: proves the key to it after it proved it to us. A
    connection the listener closes before its proof (its table of unproven connections full, say)
    is tried again; a listener that proves no key is refused. */
@@ -9386,9 +9393,7 @@ static sfv_result sfv__ex_meet(sfv__ex *x, size_t peer) {
         size_t got, step;
         int fd = -1;
         sfv_result r = sfv__ex_connect(pn, x->key.loopback_only, x->deadline, &fd);
-        if (r == SFV_ERR_TIMEOUT && hangups)
-            return sfv__fail(SFV_ERR_TIMEOUT, ETIMEDOUT, "exchange", "rank %zu did not complete the exchange in time: its address %s:%u took the connection and hung up before proving the job key (%u tries)",
-                             peer, pn->host, (unsigned)pn->port, hangups);
+        if (r == SFV_ERR_TIMEOUT && hangups) return sfv__ex_hung_up(x, peer, hangups);
         if (r) return r;
         memset(&f, 0, sizeof f);
         f.type = SFV__EX_HELLO;
@@ -9414,14 +9419,14 @@ static sfv_result sfv__ex_meet(sfv__ex *x, size_t peer) {
         if (r != SFV_OK) {
             const int err = sfv__last.errnum;
             close(fd);
+            if (r != SFV_ERR_TIMEOUT && err != ECONNRESET && err != EPIPE) return r;
+            if (r != SFV_ERR_TIMEOUT) hangups++;
+            /* (the deadline met inside a try after hang-ups: the hang-ups are what the rank did) */
+            if (hangups && (r == SFV_ERR_TIMEOUT || sfv__now_ns() >= x->deadline)) return sfv__ex_hung_up(x, peer, hangups);
             if (r == SFV_ERR_TIMEOUT)
                 return sfv__fail(SFV_ERR_TIMEOUT, ETIMEDOUT, "exchange", "rank %zu's address %s:%u took the connection but proved no job key before the deadline (rank %zu is not there yet, or something else holds the port)",
                                  peer, pn->host, (unsigned)pn->port, peer);
-            if (err != ECONNRESET && err != EPIPE) return r;
-            if (sfv__now_ns() >= x->deadline)
-                return sfv__fail(SFV_ERR_TIMEOUT, ETIMEDOUT, "exchange", "rank %zu did not complete the exchange in time (it hung up before its proof)", peer);
             sfv__error_back(&saved);
-            hangups++;
             (void)poll(NULL, 0, sfv__ms_left(x->deadline) < 20 ? sfv__ms_left(x->deadline) : 20);
             continue;
         }
