@@ -58,6 +58,8 @@
    SFV_MALLOC(sz), SFV_CALLOC(n, sz), SFV_FREE(p)
                     The allocator behind every allocation and free of the library (default:
                     malloc, calloc, free). Define all three or none. Implementation-only.
+                    They must not call safeverbs (some are called under the lock of the set
+                    of live handles: a call back would wait for it forever).
    SAFEVERBS_RDMACM Defined: the >>rdmacm part (connect by IP address through librdmacm) is
                     declared and implemented, and the program links -lrdmacm as well (Debian:
                     librdmacm-dev). Not defined: neither, and -libverbs alone is enough. Global:
@@ -129,12 +131,17 @@
    again while its children keep it alive is a broken contract (SFV_ASSERT; should it return,
    SFV_ERR_INVALID, nothing released), which would otherwise free it under them. So is, in every
    build, a destroy, release, revoke, close, accept or reject of a handle that is no longer live
-   (freed already, answered already, never made), and a parent no longer live given to a call
-   that makes a child from it (a context, PD, CQ, MR, channel, SRQ, multi-channel, node, lease, CM
-   request or CM connection): the library keeps the set of live handles (O(1) per handle made,
-   destroyed or checked; nothing on the data path, whose calls read their handles unchecked) and
-   checks it before reading the handle. A new handle of the same kind at a freed one's address is
-   that one.
+   (freed already, answered already, never made), a parent no longer live given to a call that
+   makes a child from it (a context, PD, CQ, MR, channel, SRQ, multi-channel, node, lease, CM
+   request or CM connection), and one given to a call that queries, configures or connects it
+   (sfv_query_*, sfv_choose_gid, sfv_device_list_guid, sfv_context_event_fd, sfv_context_events,
+   sfv_context_bind_thread_to_numa, sfv_channel_endpoint, _handshake, _reset, _arm, _ack_events,
+   sfv_srq_set_limit, sfv_multi_channel_endpoints, _handshake, sfv_node_endpoint, _handshake,
+   _connect*, _barrier*, sfv_cm_events): the library keeps the set of live handles (O(1) per
+   handle made, destroyed or checked) and checks it before reading the handle. Not checked: the
+   data path (posts, waits, polls, scopes, many-peer calls, element and remote-region builders)
+   and the getters (sfv_*_len, _name, _pd, _context, _fd, _raw ...), which read their handles as
+   given. A new handle of the same kind at a freed one's address is that one.
    A context or PD wrapped without ownership (sfv_context_wrap, sfv_pd_wrap) is never closed by
    safeverbs: its owner frees it after the last safeverbs object made from it (RAW VERBS).
    A memory region never owns its buffer: the buffer must outlive the MR and any work that uses it.
@@ -2374,6 +2381,12 @@ SFV__SLOW sfv_result sfv__handle_dead(const char *fn, unsigned kind) {
     if (SFV__UNLIKELY(!sfv__handle_live((p), (kind)))) return sfv__handle_dead((fn), (kind))
 /* The same for a parent handle a call is given (not NULL: SFV__CHECK_ARG said so), named as it names it. */
 #define SFV__CHECK_LIVE(p, kind) SFV__LIVE_OR_REFUSE(p, kind, sfv__arg_verb(__func__))
+/* The handle a call acts on: given (not NULL, SFV_ERR_INVALID "invalid name"), then live. */
+#define SFV__CHECK_HANDLE(p, kind, name) \
+    do {                                 \
+        SFV__CHECK_ARG(p, name);         \
+        SFV__CHECK_LIVE(p, kind);        \
+    } while (0)
 
 struct sfv_device_list { struct ibv_device **devs; int n; };
 #define SFV__EVENT_QUEUE 64
@@ -2539,7 +2552,7 @@ static uint64_t sfv__guid_host(__be64 g) {
 SAFEVERBS_API sfv_result sfv_device_list_guid(const sfv_device_list *list, size_t i, uint64_t *out) {
     SFV__CHECK_ARG(out, "out");
     *out = 0;
-    SFV__CHECK_ARG(list, "list");
+    SFV__CHECK_HANDLE(list, SFV__H_LIST, "list");
     if (i >= (size_t)list->n)
         return sfv__fail(SFV_ERR_NOT_FOUND, ENOENT, __func__, "device index %zu out of range (%d devices)", i, list->n);
     *out = sfv__guid_host(ibv_get_device_guid(list->devs[i]));
@@ -2800,7 +2813,7 @@ SAFEVERBS_API sfv_result sfv_bind_thread_to_numa_node(int node) {
 
 SAFEVERBS_API sfv_result sfv_context_bind_thread_to_numa(const sfv_context *ctx, bool strict) {
     int node;
-    SFV__CHECK_ARG(ctx, "context");
+    SFV__CHECK_HANDLE(ctx, SFV__H_CONTEXT, "context");
     node = sfv_context_numa_node(ctx);
     if (node < 0)
         return strict ? sfv__fail(SFV_ERR_NOT_FOUND, ENOENT, "numa", "%s has no NUMA node", ctx->name) : SFV_OK;
@@ -2812,7 +2825,7 @@ SAFEVERBS_API sfv_result sfv_query_port(sfv_context *ctx, uint8_t port, sfv_port
     int rc;
     SFV__CHECK_ARG(out, "out");
     memset(out, 0, sizeof *out);
-    SFV__CHECK_ARG(ctx, "context");
+    SFV__CHECK_HANDLE(ctx, SFV__H_CONTEXT, "context");
     SFV__CHECK_ARG(port >= 1 && port <= ctx->attr.phys_port_cnt, "port");
     rc = ibv_query_port(ctx->ctx, port, &pa);
     if (rc) return sfv__fail_verb("ibv_query_port", rc);
@@ -2829,7 +2842,7 @@ SAFEVERBS_API sfv_result sfv_query_device(sfv_context *ctx, sfv_device_attr *out
     const struct ibv_device_attr *a;
     SFV__CHECK_ARG(out, "out");
     memset(out, 0, sizeof *out);
-    SFV__CHECK_ARG(ctx, "context");
+    SFV__CHECK_HANDLE(ctx, SFV__H_CONTEXT, "context");
     a = &ctx->attr;
 #define SFV__COUNT(n) ((n) > 0 ? (uint32_t)(n) : 0u) /* ibv_device_attr's counts are ints */
     memcpy(out->fw_ver, a->fw_ver, sizeof out->fw_ver - 1); /* the last byte stays 0 */
@@ -2893,7 +2906,7 @@ SAFEVERBS_API sfv_result sfv_query_gid(sfv_context *ctx, uint8_t port, uint32_t 
     int rc;
     SFV__CHECK_ARG(out, "out");
     memset(out, 0, sizeof *out);
-    SFV__CHECK_ARG(ctx, "context");
+    SFV__CHECK_HANDLE(ctx, SFV__H_CONTEXT, "context");
     SFV__CHECK_ARG(port >= 1 && port <= ctx->attr.phys_port_cnt, "port");
     rc = sfv__gid_at(ctx, port, index, out);
     if (rc < 0)
@@ -2932,7 +2945,7 @@ static sfv_result sfv__choose_gid(sfv_context *ctx, uint8_t port, uint32_t *inde
     SFV__CHECK_ARG(index_out, "index_out");
     *index_out = 0;
     memset(chosen_out, 0, sizeof *chosen_out);
-    SFV__CHECK_ARG(ctx, "context");
+    SFV__CHECK_HANDLE(ctx, SFV__H_CONTEXT, "context");
     SFV__CHECK_ARG(port >= 1 && port <= ctx->attr.phys_port_cnt, "port");
     r = sfv_query_port(ctx, port, &pa);
     if (r) return r;
@@ -4218,7 +4231,7 @@ static sfv_result sfv__refuse_broken(const sfv_channel *ch, const char *fn);
 SAFEVERBS_API sfv_result sfv_channel_endpoint(const sfv_channel *ch, sfv_endpoint *out) {
     SFV__CHECK_ARG(out, "out");
     memset(out, 0, sizeof *out);
-    SFV__CHECK_ARG(ch, "channel");
+    SFV__CHECK_HANDLE(ch, SFV__H_CHANNEL, "channel");
     if (!ch->qp) return sfv__refuse_broken(ch, "sfv_channel_endpoint"); /* no QP number a peer could connect to */
     out->qpn = ch->qp->qp_num;
     out->lid = ch->lid;
@@ -4313,7 +4326,7 @@ SAFEVERBS_API sfv_result sfv_channel_handshake(sfv_channel *ch, const sfv_endpoi
     struct ibv_qp_attr qa;
     sfv_result r;
     uint32_t mtu;
-    SFV__CHECK_ARG(ch, "channel");
+    SFV__CHECK_HANDLE(ch, SFV__H_CHANNEL, "channel");
     SFV__CHECK_ARG(peer, "peer");
     if ((r = sfv__handshake_check(ch, peer)) != SFV_OK) return r;
     mtu = peer->mtu < ch->desc.path_mtu ? peer->mtu : ch->desc.path_mtu;
@@ -5152,7 +5165,8 @@ static int sfv__arm(sfv_channel *ch) {
 SFV__SLOW void sfv__async_abort(sfv_channel *ch);
 SAFEVERBS_API sfv_result sfv_channel_arm(sfv_channel *ch) {
     int rc, n;
-    SFV__CHECK_ARG(ch && ch->cc, "channel (not in SFV_WAIT_EVENT mode)");
+    SFV__CHECK_HANDLE(ch, SFV__H_CHANNEL, "channel");
+    SFV__CHECK_ARG(ch->cc, "channel (not in SFV_WAIT_EVENT mode)");
     SFV__CHECK_ARG(ch->cq, "channel (its destroy failed part-way: destroy it again)"); /* (its CQ gone, its completion channel not) */
     /* An event's break first, as the channel's own waits look at it before they arm (sfv__wait_sleep):
        the loop's step (2) polls, which never look at the channel's state, then find its work
@@ -5178,16 +5192,20 @@ SAFEVERBS_API sfv_result sfv_channel_arm(sfv_channel *ch) {
     return SFV_OK;
 }
 
-SAFEVERBS_API sfv_result sfv_channel_ack_events(sfv_channel *ch) {
+/* One read: the CQ raises one event per arm, and sfv_channel_arm arms only after the last event
+   was taken, so a second read would only say EAGAIN (a system call per wake-up). */
+static void sfv__ack_events(sfv_channel *ch) {
     struct ibv_cq *cq;
     void *cq_ctx;
-    SFV__CHECK_ARG(ch && ch->cc, "channel (not in SFV_WAIT_EVENT mode)");
-    /* One read: the CQ raises one event per arm, and sfv_channel_arm arms only after the last
-       event was taken, so a second read would only say EAGAIN (a system call per wake-up). */
     if (ibv_get_cq_event(ch->cc, &cq, &cq_ctx) == 0) { /* fd is non-blocking */
         ibv_ack_cq_events(cq, 1);
         ch->armed = false;
     }
+}
+SAFEVERBS_API sfv_result sfv_channel_ack_events(sfv_channel *ch) {
+    SFV__CHECK_HANDLE(ch, SFV__H_CHANNEL, "channel");
+    SFV__CHECK_ARG(ch->cc, "channel (not in SFV_WAIT_EVENT mode)");
+    sfv__ack_events(ch);
     return SFV_OK;
 }
 
@@ -5295,7 +5313,7 @@ SFV__SLOW int sfv__wait_sleep(sfv_channel *ch, uint64_t *deadline, uint32_t time
     if (pfd[1].revents) sfv__events_read(ch->pd->ctx);
     else if (!pfd[0].revents && !pfd[2].revents) sfv__device_probe(ch->pd->ctx); /* a sleep that ended with nothing: still there? */
     if (pfd[2].revents && ch->watch) ch->watch->check(ch->watch);
-    if (pfd[0].revents) sfv_channel_ack_events(ch);
+    if (pfd[0].revents) sfv__ack_events(ch);
     return 0;
 }
 /* Every 64 empty polls of a busy wait: the clock, the device's events when their time came
@@ -7006,7 +7024,7 @@ SAFEVERBS_API sfv_result sfv_context_event_fd(sfv_context *ctx, int *fd_out) {
     int efd = -1, epfd = -1;
     SFV__CHECK_ARG(fd_out, "fd_out");
     *fd_out = -1;
-    SFV__CHECK_ARG(ctx, "context");
+    SFV__CHECK_HANDLE(ctx, SFV__H_CONTEXT, "context");
     sfv__ev_enter(ctx);
     if (ctx->ev_epfd < 0) {
         efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
@@ -7037,7 +7055,7 @@ SAFEVERBS_API sfv_result sfv_context_events(sfv_context *ctx, sfv_event *out, si
     size_t k;
     SFV__CHECK_ARG(count, "count");
     *count = 0;
-    SFV__CHECK_ARG(ctx, "context");
+    SFV__CHECK_HANDLE(ctx, SFV__H_CONTEXT, "context");
     SFV__CHECK_ARG(out || max == 0, "out");
     sfv__events_read(ctx);
     sfv__ev_enter(ctx);
@@ -7333,7 +7351,7 @@ SFV__API_HOT sfv_result sfv_srq_post_receive_batch(sfv_srq *srq, const sfv_scatt
 SAFEVERBS_API sfv_result sfv_srq_set_limit(sfv_srq *srq, uint32_t limit) {
     struct ibv_srq_attr sa;
     int rc;
-    SFV__CHECK_ARG(srq, "srq");
+    SFV__CHECK_HANDLE(srq, SFV__H_SRQ, "srq");
     if (!srq->srq) return sfv__fail(SFV_ERR_BROKEN, EIO, __func__, "the SRQ is gone (a destroy failed part-way: call sfv_destroy_srq again)");
     if (limit >= srq->desc.max_wr)
         return sfv__fail(SFV_ERR_INVALID, EINVAL, __func__, "limit %u is out of range (0 .. max_wr - 1 = %u)", (unsigned)limit, (unsigned)srq->desc.max_wr - 1);
@@ -7384,7 +7402,7 @@ static void sfv__address_refresh(sfv_channel *ch) {
 SAFEVERBS_API sfv_result sfv_channel_reset(sfv_channel *ch) {
     sfv_result r;
     uint32_t port_errs, old_qpn, old_psn;
-    SFV__CHECK_ARG(ch, "channel");
+    SFV__CHECK_HANDLE(ch, SFV__H_CHANNEL, "channel");
     if (sfv__scoped(ch))
         return sfv__fail(SFV_ERR_INVALID, EINVAL, "sfv_channel_reset", "the channel is inside an open scope (or many-peer call, or a scope's on_wc): reset it after the scope returns");
     if (!ch->cq) /* a destroy refused after its CQ went (its completion channel's, or its SRQ's last reference) */
@@ -7908,7 +7926,7 @@ SAFEVERBS_API sfv_result sfv_destroy_channel(sfv_channel *ch) {
     if (sfv__inflight(ch)) sfv__abort(ch);
     if (!sfv__destroy_qp(ch)) return sfv__fail_verb("ibv_destroy_qp", errno);
     if (ch->watch) ch->watch->detach(ch->watch, true); /* it forgets the channel, and the channel it */
-    if (ch->cc) sfv_channel_ack_events(ch);
+    if (ch->cc) sfv__ack_events(ch);
     if (ch->cq) {
         struct ibv_cq *const cq = ch->cq;
         int rc;
@@ -8144,7 +8162,7 @@ SAFEVERBS_API sfv_channel *sfv_multi_channel_peer(const sfv_multi_channel *mc, s
 }
 
 static sfv_result sfv__mc_count(const sfv_multi_channel *mc, size_t n) {
-    SFV__CHECK_ARG(mc, "multi-channel");
+    SFV__CHECK_HANDLE(mc, SFV__H_MULTI, "multi-channel");
     if (n != mc->n)
         return sfv__fail(SFV_ERR_INVALID, EINVAL, "multi-channel", "%zu endpoints for %zu channels", n, mc->n);
     return SFV_OK;
@@ -9774,7 +9792,8 @@ static sfv_result sfv__node_endpoint(const sfv_node *node, uint8_t *out, size_t 
 SAFEVERBS_API sfv_result sfv_node_endpoint(const sfv_node *node, uint8_t *out, size_t size) {
     sfv_result r;
     SFV__CHECK_ARG(out || size == 0, "out");
-    r = node ? sfv__node_endpoint(node, out, size) : sfv__fail(SFV_ERR_INVALID, EINVAL, __func__, "%s: invalid node", __func__);
+    r = !node ? sfv__fail(SFV_ERR_INVALID, EINVAL, __func__, "%s: invalid node", __func__)
+        : !sfv__handle_live(node, SFV__H_NODE) ? sfv__handle_dead(__func__, SFV__H_NODE) : sfv__node_endpoint(node, out, size);
     /* Refused: the caller's size bytes zeroed, but only where a buffer of that size can exist (no
        object is larger than PTRDIFF_MAX bytes): a garbage size (SIZE_MAX, or
        SFV_NODE_ENDPOINT_SIZE(-1), which wraps to SIZE_MAX - 39) crashed the call that refuses it,
@@ -9809,7 +9828,7 @@ static sfv_result sfv__node_entry(const sfv_node *node, const uint8_t *b, size_t
 SAFEVERBS_API sfv_result sfv_node_handshake(sfv_node *node, const uint8_t *all, size_t size) {
     size_t rank, each;
     int pass;
-    SFV__CHECK_ARG(node, "node");
+    SFV__CHECK_HANDLE(node, SFV__H_NODE, "node");
     SFV__CHECK_ARG(all, "endpoints (NULL)");
     if (node->in_allgather) return sfv__node_in_allgather("sfv_node_handshake");
     if (node->poisoned) return sfv__node_broken(node, "sfv_node_handshake"); /* (first: a failed sync leaves it connected) */
@@ -9864,7 +9883,7 @@ SAFEVERBS_API sfv_result sfv_node_connect_keyed(sfv_node *node, const sfv_net_no
     sfv__ex_key key; /* one pick for the exchange and its sync */
     bool keep;       /* the exchange's connections kept for the sync */
     sfv_result r;
-    SFV__CHECK_ARG(node, "node");
+    SFV__CHECK_HANDLE(node, SFV__H_NODE, "node");
     SFV__CHECK_ARG(nodes, "nodes (NULL)");
     if (node->in_allgather) return sfv__node_in_allgather("sfv_node_connect");
     if (node->poisoned) return sfv__node_broken(node, "sfv_node_connect");
@@ -9905,7 +9924,7 @@ SAFEVERBS_API sfv_result sfv_node_connect_with(sfv_node *node, sfv_allgather_fn 
     uint8_t *mine, *all;
     sfv_result r;
     unsigned long failures;
-    SFV__CHECK_ARG(node, "node");
+    SFV__CHECK_HANDLE(node, SFV__H_NODE, "node");
     SFV__CHECK_ARG(fn, "allgather function (NULL)");
     /* From the allgather of another sfv_node_connect_with on this node: it would clear the flag
        that keeps fn from destroying the node when it returns, while the outer call still holds it. */
@@ -10080,7 +10099,7 @@ static sfv_result sfv__barrier_run(sfv_node *node, const size_t *peers, size_t m
 static sfv_result sfv__barrier(sfv_node *node, const size_t *peers, size_t n, int timeout_ms, bool check) {
     size_t k, m, me = (size_t)-1;
     uint32_t ms;
-    SFV__CHECK_ARG(node, "node");
+    SFV__CHECK_HANDLE(node, SFV__H_NODE, "node");
     if (node->poisoned) return sfv__node_broken(node, "barrier");
     if (!sfv__node_whole(node)) return sfv__node_torn();
     if (!node->connected)
@@ -10832,7 +10851,7 @@ SAFEVERBS_API int sfv_cm_fd(const sfv_cm_conn *c) { return c ? c->ec->fd : -1; }
 
 SAFEVERBS_API sfv_result sfv_cm_events(sfv_cm_conn *c) {
     int err = 0;
-    SFV__CHECK_ARG(c, "connection");
+    SFV__CHECK_HANDLE(c, SFV__H_CM_CONN, "connection");
     if (sfv__cm_poll(c, &err)) return sfv__fail(SFV_ERR_BROKEN, ECONNRESET, "rdma_cm", "the peer disconnected: the channel is broken, its work flushed");
     if (err) return sfv__fail_verb("rdma_get_cm_event", err);
     return SFV_OK;
@@ -11076,7 +11095,7 @@ SAFEVERBS_API sfv_result sfv_node_connect_cm(sfv_node *node, const sfv_net_node 
     size_t me, world, j;
     sfv_endpoint ep;
     sfv_result r;
-    SFV__CHECK_ARG(node, "node");
+    SFV__CHECK_HANDLE(node, SFV__H_NODE, "node");
     SFV__CHECK_ARG(nodes, "nodes (NULL)");
     if ((r = sfv__node_may_connect(node, fn)) != SFV_OK) return r;
     me = sfv_node_rank(node);

@@ -318,6 +318,7 @@ static void t_cm_handles_twice(void) {
     R38_DEAD(sfv_cm_reject(q, NULL, 0), "CM request");
     CHECK_OK(sfv_cm_close(c, 0));
     R38_DEAD(sfv_cm_close(c, 0), "CM connection");
+    R38_DEAD(sfv_cm_events(c), "CM connection"); /* (t_calls_on_dead_handles: the same for the others) */
     CHECK_OK(sfv_cm_destroy_listener(l));
     R38_DEAD(sfv_cm_destroy_listener(l), "CM listener");
     CHECK_EQ(fkcm_live_ids(), 0);
@@ -430,6 +431,106 @@ static void t_child_of_dead_parent(void) {
     CHECK_EQ(fk_live_total(), 0);
 }
 
+/* Every call that acts on a handle, other than the data path's (posts, waits, polls, scopes,
+   many-peer calls, element and remote-region builders) and the getters, given one destroyed:
+   each read freed memory (a query, a reset, a handshake, an event fd of a closed context, a node
+   connect); now refused before the handle is read, as a destroy is (SFV_ASSERT, then
+   SFV_ERR_INVALID, "not a live ..."), its out-parameters zeroed as on any refusal. */
+static sfv_result r38_allgather_never(void *user, const void *mine, void *all, size_t size) {
+    (void)mine, (void)all, (void)size, (void)user;
+    FAIL("an allgather called for a dead node");
+    return SFV_ERR_INVALID;
+}
+static void t_calls_on_dead_handles(void) {
+    tf_env e;
+    sfv_device_list *list;
+    sfv_context *ctx2;
+    sfv_channel *c, *ec;
+    sfv_channel_desc d;
+    sfv_srq *srq;
+    sfv_srq_desc sd;
+    sfv_multi_channel *mc;
+    sfv_node *node;
+    sfv_node_desc nd;
+    sfv_port_attr pa;
+    sfv_device_attr da;
+    sfv_gid_entry ge;
+    sfv_endpoint ep, eps[2];
+    sfv_event evs[4];
+    uint8_t nep[SFV_NODE_ENDPOINT_SIZE(1)], zero[SFV_NODE_ENDPOINT_SIZE(1)];
+    uint64_t guid = 1;
+    uint32_t gi = 1;
+    size_t count = 1, rank = 0;
+    int fd = 7;
+    sfv_net_node one = {"127.0.0.1", 29050, 0, NULL};
+    fk_reset();
+    tf_open(&e, 4096);
+    CHECK_OK(sfv_get_device_list(&list));
+    sfv_free_device_list(list);
+    R38_DEAD(sfv_device_list_guid(list, 0, &guid), "device list");
+    CHECK_EQ(guid, 0);
+    CHECK_OK(sfv_open_device(NULL, &ctx2));
+    CHECK_OK(sfv_close_device(ctx2));
+    R38_DEAD(sfv_query_port(ctx2, 1, &pa), "context");
+    R38_DEAD(sfv_query_device(ctx2, &da), "context");
+    R38_DEAD(sfv_query_gid(ctx2, 1, 0, &ge), "context");
+    R38_DEAD(sfv_choose_gid(ctx2, 1, &gi), "context");
+    CHECK_EQ(gi, 0);
+    R38_DEAD(sfv_context_bind_thread_to_numa(ctx2, true), "context");
+    R38_DEAD(sfv_context_event_fd(ctx2, &fd), "context");
+    CHECK_EQ(fd, -1);
+    R38_DEAD(sfv_context_events(ctx2, evs, 4, &count), "context");
+    CHECK_EQ(count, 0);
+    /* a channel (one in event mode for arm and ack) */
+    CHECK_OK(sfv_create_channel(e.pd, NULL, &c));
+    memset(&d, 0, sizeof d);
+    d.wait_mode = SFV_WAIT_EVENT;
+    CHECK_OK(sfv_create_channel(e.pd, &d, &ec));
+    CHECK_OK(sfv_channel_endpoint(c, &ep));
+    CHECK_OK(sfv_destroy_channel(c));
+    CHECK_OK(sfv_destroy_channel(ec));
+    R38_DEAD(sfv_channel_endpoint(c, &ep), "channel");
+    CHECK_EQ(ep.qpn, 0);
+    R38_DEAD(sfv_channel_handshake(c, &ep), "channel");
+    R38_DEAD(sfv_channel_reset(c), "channel");
+    R38_DEAD(sfv_channel_arm(ec), "channel");
+    R38_DEAD(sfv_channel_ack_events(ec), "channel");
+    memset(&sd, 0, sizeof sd);
+    sd.max_wr = 8;
+    CHECK_OK(sfv_create_srq(e.pd, &sd, &srq));
+    CHECK_OK(sfv_destroy_srq(srq));
+    R38_DEAD(sfv_srq_set_limit(srq, 1), "SRQ");
+    CHECK_OK(sfv_create_multi_channel(e.pd, 2, NULL, &mc));
+    CHECK_OK(sfv_destroy_multi_channel(mc));
+    R38_DEAD(sfv_multi_channel_endpoints(mc, eps, 2), "multi-channel");
+    R38_DEAD(sfv_multi_channel_handshake(mc, eps, 2), "multi-channel");
+    memset(&nd, 0, sizeof nd);
+    nd.world_size = 1;
+    CHECK_OK(sfv_create_node(e.pd, &nd, &node));
+    CHECK_OK(sfv_destroy_node(node));
+    memset(nep, 0xAB, sizeof nep);
+    memset(zero, 0, sizeof zero);
+    R38_DEAD(sfv_node_endpoint(node, nep, sizeof nep), "node");
+    CHECK(memcmp(nep, zero, sizeof nep) == 0);
+    R38_DEAD(sfv_node_handshake(node, nep, sizeof nep), "node");
+    R38_DEAD(sfv_node_connect(node, &one, 100), "node");
+    R38_DEAD(sfv_node_connect_keyed(node, &one, NULL, 100), "node");
+    R38_DEAD(sfv_node_connect_with(node, r38_allgather_never, NULL), "node");
+    R38_DEAD(sfv_node_connect_cm(node, &one, NULL, 100), "node");
+    R38_DEAD(sfv_node_barrier(node, &rank, 1, 100), "node");
+    R38_DEAD(sfv_node_barrier_unchecked(node, NULL, 0, 100), "node");
+    /* NULL is still refused as an invalid argument, not as a dead handle */
+    {
+        const int before = asserts;
+        CHECK_RESULT(sfv_channel_reset(NULL), SFV_ERR_INVALID);
+        CHECK_RESULT(sfv_query_device(NULL, &da), SFV_ERR_INVALID);
+        CHECK_RESULT(sfv_node_endpoint(NULL, nep, sizeof nep), SFV_ERR_INVALID);
+        CHECK_EQ(asserts, before);
+    }
+    tf_close(&e);
+    CHECK_EQ(fk_live_total(), 0);
+}
+
 static const harness_test TESTS[] = {
     TEST(t_handle_set_stress, 60),
     TEST(t_handle_set_threads, 60),
@@ -440,6 +541,7 @@ static const harness_test TESTS[] = {
     TEST(t_cm_handles_twice, 10),
     TEST(t_cm_accept_after_peer_gave_up, 10),
     TEST(t_child_of_dead_parent, 10),
+    TEST(t_calls_on_dead_handles, 10),
 };
 
 int main(int argc, char **argv) { return harness_main(argc, argv, TESTS, COUNT_OF(TESTS)); }
