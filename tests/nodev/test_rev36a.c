@@ -53,7 +53,7 @@ static void t_nested_scope_fences_only_its_own(void) {
     r36_nest t;
     sfv_result r;
     memset(&d, 0, sizeof d);
-    d.timeout_ms = 300;
+    d.timeout_ms = 3000;
     tf_open(&e, 4096);
     tf_pair(&e, &d, &a, &b);
     memset(&t, 0, sizeof t);
@@ -65,7 +65,7 @@ static void t_nested_scope_fences_only_its_own(void) {
              t.rep.auto_polled, t.rep.failed);
     CHECK_EQ(t.rep.auto_polled, 0);
     CHECK_EQ(t.rep.failed, 0);
-    CHECK(t.secs < 0.15); /* not the deadline */
+    CHECK(t.secs < 1.0); /* not the deadline (3 s; a loaded machine can stall a call for a while) */
     if (r != SFV_OK) FAIL("the outer scope returned %s (failed %zu): %s", sfv_result_str(r), rep.failed, sfv_last_error()->message);
     CHECK_EQ(rep.failed, 0);
     CHECK_OK(sfv_pending_wait(&t.rx, 1000, NULL)); /* the outer scope's send arrived */
