@@ -135,13 +135,14 @@
    makes a child from it (a context, PD, CQ, MR, channel, SRQ, multi-channel, node, lease, CM
    request or CM connection), and one given to a call that queries, configures or connects it
    (sfv_query_*, sfv_choose_gid, sfv_device_list_guid, sfv_context_event_fd, sfv_context_events,
-   sfv_context_bind_thread_to_numa, sfv_channel_endpoint, _handshake, _reset, _arm, _ack_events,
-   sfv_srq_set_limit, sfv_multi_channel_endpoints, _handshake, sfv_node_endpoint, _handshake,
-   _connect*, _barrier*, sfv_cm_events): the library keeps the set of live handles (O(1) per
-   handle made, destroyed or checked) and checks it before reading the handle. Not checked: the
-   data path (posts, waits, polls, scopes, many-peer calls, element and remote-region builders)
-   and the getters (sfv_*_len, _name, _pd, _context, _fd, _raw ...), which read their handles as
-   given. A new handle of the same kind at a freed one's address is that one.
+   sfv_context_bind_thread_to_numa, sfv_channel_desc_resolve, sfv_channel_endpoint, _handshake,
+   _reset, _arm, _ack_events, sfv_srq_set_limit, sfv_multi_channel_endpoints, _handshake,
+   sfv_node_endpoint, _handshake, _connect*, _barrier*, sfv_cm_events): the library keeps the
+   set of live handles (O(1) per handle made, destroyed or checked) and checks it before reading
+   the handle. Not checked: the data path (posts, waits, polls, scopes, many-peer calls, element
+   and remote-region builders) and the getters (sfv_*_len, _name, _pd, _context, _fd, _raw ...),
+   which read their handles as given. A new handle of the same kind at a freed one's address is
+   that one.
    A context or PD wrapped without ownership (sfv_context_wrap, sfv_pd_wrap) is never closed by
    safeverbs: its owner frees it after the last safeverbs object made from it (RAW VERBS).
    A memory region never owns its buffer: the buffer must outlive the MR and any work that uses it.
@@ -2371,12 +2372,14 @@ static void sfv__handle_free(void *p, unsigned kind) {
 static const char *const sfv__handle_names[] = {"", "device list", "context", "PD", "CQ", "MR", "channel", "SRQ", "lease",
                                                 "multi-channel", "node", "CM listener", "CM request", "CM connection"};
 /* A destroy of a handle that is not live, or a child made from one: a broken contract, refused
-   before anything reads it. */
-SFV__SLOW sfv_result sfv__handle_dead(const char *fn, unsigned kind) {
+   before anything reads it. `done`: what the call did all the same, for its message (an accept
+   answers its request whatever the result: "nothing done" would have it tried again). */
+SFV__SLOW sfv_result sfv__handle_dead_doing(const char *fn, unsigned kind, const char *done) {
     SFV_ASSERT(0 && "a handle used after it was destroyed (released), or one never made: the call would read (and free) freed memory");
-    return sfv__fail(SFV_ERR_INVALID, EINVAL, fn, "%s: not a live %s (destroyed or released already, or never made): nothing done",
-                     fn, sfv__handle_names[kind]);
+    return sfv__fail(SFV_ERR_INVALID, EINVAL, fn, "%s: not a live %s (destroyed or released already, or never made): %s",
+                     fn, sfv__handle_names[kind], done);
 }
+SFV__SLOW sfv_result sfv__handle_dead(const char *fn, unsigned kind) { return sfv__handle_dead_doing(fn, kind, "nothing done"); }
 #define SFV__LIVE_OR_REFUSE(p, kind, fn) \
     if (SFV__UNLIKELY(!sfv__handle_live((p), (kind)))) return sfv__handle_dead((fn), (kind))
 /* The same for a parent handle a call is given (not NULL: SFV__CHECK_ARG said so), named as it names it. */
@@ -3985,7 +3988,10 @@ SAFEVERBS_API sfv_result sfv_channel_desc_resolve(sfv_pd *pd, const sfv_channel_
     sfv__port_facts facts;
     sfv_result r;
     if (desc) in = *desc; /* desc and out may be the same struct */
-    r = sfv__desc_resolve(pd, desc ? &in : NULL, out, &facts);
+    /* it reads the PD's device (its ports, GIDs and limits): a dead PD is refused first, as
+       sfv_create_channel refuses it (NULL: sfv__desc_resolve says it) */
+    r = pd && !sfv__handle_live(pd, SFV__H_PD) ? sfv__handle_dead(__func__, SFV__H_PD)
+                                                : sfv__desc_resolve(pd, desc ? &in : NULL, out, &facts);
     if (r && out) memset(out, 0, sizeof *out); /* nothing half-resolved is left behind */
     return r;
 }
@@ -10727,7 +10733,7 @@ SAFEVERBS_API sfv_result sfv_cm_accept(sfv_cm_request *req, sfv_pd *pd, const sf
     *out = NULL;
     SFV__CHECK_ARG(req, "request");
     if (!pd) return sfv__cm_refuse(req, sfv__fail(SFV_ERR_INVALID, EINVAL, fn, "%s: invalid pd (the request was rejected)", fn));
-    if (SFV__UNLIKELY(!sfv__handle_live(pd, SFV__H_PD))) return sfv__cm_refuse(req, sfv__handle_dead(fn, SFV__H_PD));
+    if (SFV__UNLIKELY(!sfv__handle_live(pd, SFV__H_PD))) return sfv__cm_refuse(req, sfv__handle_dead_doing(fn, SFV__H_PD, "the request was rejected"));
     return sfv__cm_accept(req, pd, NULL, desc, priv, len, timeout_ms, fn, out);
 }
 
@@ -10739,7 +10745,7 @@ SAFEVERBS_API sfv_result sfv_cm_accept_channel(sfv_cm_request *req, sfv_channel 
     *out = NULL;
     SFV__CHECK_ARG(req, "request");
     if (ch && SFV__UNLIKELY(!sfv__handle_live(ch, SFV__H_CHANNEL))) /* (before anything reads it; answered, as sfv_cm_accept's dead PD) */
-        return sfv__cm_refuse(req, sfv__handle_dead(fn, SFV__H_CHANNEL));
+        return sfv__cm_refuse(req, sfv__handle_dead_doing(fn, SFV__H_CHANNEL, "the request was rejected"));
     if ((r = sfv__cm_channel_fresh(ch, fn)) != SFV_OK) return sfv__cm_refuse(req, r);
     return sfv__cm_accept(req, sfv_channel_pd(ch), ch, sfv_channel_get_desc(ch), priv, len, timeout_ms, fn, out);
 }
