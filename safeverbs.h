@@ -1720,9 +1720,11 @@ SFV_NODISCARD SAFEVERBS_API sfv_result sfv_node_barrier_unchecked(sfv_node *node
    wait reads it as often as the device's events: after each 10 ms of spinning), so its work is
    flushed and the wait returns SFV_ERR_WORK, class SFV_WORK_ERROR_TRANSPORT, the hint "the peer
    disconnected", not at its deadline; later posts say SFV_ERR_BROKEN (receives of a channel on
-   an SRQ wait on the SRQ, which no connection watches). sfv_cm_fd (a connection)
+   an SRQ wait on the SRQ, which no connection watches). The CM's DEVICE_REMOVAL (its device
+   going away) ends them the same way, in class SFV_WORK_ERROR_FATAL with the hint "the device
+   was removed". sfv_cm_fd (a connection)
    and sfv_cm_listener_fd are non-blocking fds for poll/epoll; when one is readable call
-   sfv_cm_events (a connection: SFV_ERR_BROKEN once the peer disconnected) or sfv_cm_get_request
+   sfv_cm_events (a connection: SFV_ERR_BROKEN once the peer disconnected or the device went) or sfv_cm_get_request
    with timeout_ms -1 (a listener: just looks). A connection's events are read by the thread
    that uses its channel (the channel's rule: one thread at a time). */
 typedef struct sfv_cm_listener sfv_cm_listener;
@@ -1824,7 +1826,8 @@ SAFEVERBS_API sfv_channel *sfv_cm_channel(const sfv_cm_conn *c);
 SAFEVERBS_API const uint8_t *sfv_cm_peer_private(const sfv_cm_conn *c, size_t *len);
 SAFEVERBS_API int sfv_cm_fd(const sfv_cm_conn *c);
 /* Handles what arrived on the connection's CM fd without waiting: SFV_OK (still connected),
-   SFV_ERR_BROKEN (the peer disconnected: the channel is broken, its work flushed), or the
+   SFV_ERR_BROKEN (the peer disconnected, or the device was removed: the channel is broken, its
+   work flushed; the last error says which), or the
    failure of rdma_get_cm_event (the fd may stay readable: the connection is not to be trusted). */
 SFV_NODISCARD SAFEVERBS_API sfv_result sfv_cm_events(sfv_cm_conn *c);
 /* Disconnects (the channel's work flushed first) and frees everything. timeout_ms > 0: first
@@ -4835,6 +4838,7 @@ static void sfv__finish_quiet(sfv__slot *s, bool flushed) {
 enum { SFV__CAUSE_NONE = 0, SFV__CAUSE_PORT_DOWN, SFV__CAUSE_RECV_TOO_SMALL, SFV__CAUSE_UNEXPLAINED_FLUSH, SFV__CAUSE_RECV_FLUSH,
        SFV__CAUSE_FATAL_EVENT, /* a QP, CQ or device error the device reported as an event (>>events) */
        SFV__CAUSE_PEER_GONE, /* the peer disconnected: its connection manager said so (>>impl rdmacm) */
+       SFV__CAUSE_DEVICE_GONE, /* the connection manager said DEVICE_REMOVAL (>>impl rdmacm) */
        SFV__CAUSE_FENCE_UNPOSTED /* a scope's fence could not be posted (sfv__scope_fence) */ };
 
 static bool sfv__port_active(const sfv_channel *ch) {
@@ -4851,6 +4855,7 @@ static sfv_work_error_class sfv__flush_class(const sfv_channel *ch) {
     case SFV__CAUSE_UNEXPLAINED_FLUSH: return SFV_WORK_ERROR_LOCAL_PROGRAMMING;
     case SFV__CAUSE_FATAL_EVENT: return SFV_WORK_ERROR_FATAL;
     case SFV__CAUSE_PEER_GONE: return SFV_WORK_ERROR_TRANSPORT;
+    case SFV__CAUSE_DEVICE_GONE: return SFV_WORK_ERROR_FATAL;
     default: return SFV_WORK_ERROR_NONE;
     }
 }
@@ -5428,6 +5433,8 @@ static const char *sfv__failure_hint(const sfv_channel *ch, const sfv__slot *s) 
              : "the QP hit an error the device reported as an event (QP_FATAL, QP_REQ_ERR or QP_ACCESS_ERR): the channel flushed its work and is broken";
     if (ch && ch->first_cause == SFV__CAUSE_PEER_GONE)
         return "the peer disconnected (its connection manager said so): the channel flushed its work and is broken";
+    if (ch && ch->first_cause == SFV__CAUSE_DEVICE_GONE)
+        return "the device was removed (the connection manager's DEVICE_REMOVAL): the channel flushed its work and is broken; close the device";
     if (ch && ch->first_cause == SFV__CAUSE_FENCE_UNPOSTED)
         return "the scope could not post its fence after unsignaled work (ibv_post_send failed), so it flushed the channel, which is broken; work before the fence may have completed";
     if (s->op == 0x7F && s->status != IBV_WC_WR_FLUSH_ERR) /* SFV__OP_FENCE */
@@ -5584,6 +5591,9 @@ SFV__SLOW sfv_result sfv__refuse_broken(const sfv_channel *ch, const char *fn) {
                          "to stop work): sfv_channel_reset makes a new one" : "the channel's destroy failed part-way: call sfv_destroy_channel again");
     if (ch->first_cause == SFV__CAUSE_PEER_GONE) /* (set only when nothing had failed before: the flushes that followed are its doing) */
         return sfv__fail(SFV_ERR_BROKEN, ECONNRESET, fn, "the channel is broken: the peer disconnected (its connection manager said so), "
+                         "and the channel flushed its work");
+    if (ch->first_cause == SFV__CAUSE_DEVICE_GONE)
+        return sfv__fail(SFV_ERR_BROKEN, ENODEV, fn, "the channel is broken: its device was removed (the connection manager's DEVICE_REMOVAL), "
                          "and the channel flushed its work");
     if (ch->aborted && !ch->first_cause && (!ch->first_status || ch->first_status == IBV_WC_WR_FLUSH_ERR)) /* flushed by us, nothing failed */
         return sfv__fail(SFV_ERR_BROKEN, EIO, fn, "the %s is in the error state: it flushed its work itself, no work request failed (a deadline "
@@ -7792,8 +7802,9 @@ static sfv_result sfv__channel_ready_from(sfv_channel *ch, struct ibv_qp_attr *r
 /* The connection is gone: the channel breaks and its work is flushed now, so that waits on it
    end at once instead of at their deadlines. by_peer: the peer disconnected (the failures say
    so); else this side closed the connection. */
-static void sfv__channel_peer_gone(sfv_channel *ch, bool by_peer) {
-    if (by_peer && !ch->first_status && !ch->first_cause) ch->first_cause = SFV__CAUSE_PEER_GONE;
+/* cause: why, for its flushes (SFV__CAUSE_PEER_GONE, _DEVICE_GONE), or SFV__CAUSE_NONE (ours). */
+static void sfv__channel_peer_gone(sfv_channel *ch, uint8_t cause) {
+    if (cause && !ch->first_status && !ch->first_cause) ch->first_cause = cause;
     if (!ch->aborted) sfv__abort(ch);
 }
 /* Made and never connected nor broken: a connection manager may bring it up. */
@@ -10185,6 +10196,7 @@ struct sfv_cm_conn {
     sfv_channel *ch;                 /* NULL once a channel of the caller's was destroyed */
     bool owns_ch;                    /* sfv_cm_connect / sfv_cm_accept made it: it goes with the connection */
     bool disconnected;               /* the CM said the connection is gone */
+    bool removed;                    /* ... by DEVICE_REMOVAL: its device went */
     bool reset;                      /* the channel it owns was reset: its disconnect breaks it no more */
     uint32_t peer_qpn;               /* the peer's QP number, as its CM message said */
     sfv__watch watch;                /* the channel's waits read the CM's events through it */
@@ -10404,9 +10416,11 @@ static bool sfv__cm_poll(sfv_cm_conn *c, int *err) {
         if (!c->disconnected && (ev->event == RDMA_CM_EVENT_DISCONNECTED || ev->event == RDMA_CM_EVENT_DEVICE_REMOVAL ||
                                  ev->event == RDMA_CM_EVENT_TIMEWAIT_EXIT)) {
             c->disconnected = true;
+            c->removed = ev->event == RDMA_CM_EVENT_DEVICE_REMOVAL;
             (void)rdma_disconnect(c->id); /* answer the peer's DREQ */
             /* only while the channel is this connection's (after a reset it may have a new peer) */
-            if (c->ch && !c->reset && sfv__channel_watched_by(c->ch, &c->watch)) sfv__channel_peer_gone(c->ch, true);
+            if (c->ch && !c->reset && sfv__channel_watched_by(c->ch, &c->watch))
+                sfv__channel_peer_gone(c->ch, c->removed ? SFV__CAUSE_DEVICE_GONE : SFV__CAUSE_PEER_GONE);
         }
         rdma_ack_cm_event(ev);
     }
@@ -10698,7 +10712,7 @@ static sfv_result sfv__cm_accept(sfv_cm_request *req, sfv_pd *pd, sfv_channel *c
         rdma_ack_cm_event(ev);
         c->disconnected = true;
         (void)rdma_disconnect(c->id);
-        sfv__channel_peer_gone(c->ch, true);
+        sfv__channel_peer_gone(c->ch, SFV__CAUSE_PEER_GONE);
         sfv__cm_request_free(req);
         sfv__cm_watch(c);
         *out = c;
@@ -10719,7 +10733,7 @@ static sfv_result sfv__cm_accept(sfv_cm_request *req, sfv_pd *pd, sfv_channel *c
     *out = c;
     return SFV_OK;
 fail:
-    if (up && !c->owns_ch) sfv__channel_peer_gone(c->ch, false); /* connected to nobody: broken */
+    if (up && !c->owns_ch) sfv__channel_peer_gone(c->ch, SFV__CAUSE_NONE); /* connected to nobody: broken */
     sfv__cm_conn_free(c); /* (its id first: it lives on the listener's channel until the request is freed) */
     sfv__cm_request_free(req);
     return r;
@@ -10818,7 +10832,7 @@ static sfv_result sfv__cm_connect(sfv_pd *pd, sfv_channel *ch, const char *src, 
     *out = c;
     return SFV_OK;
 fail:
-    if (up && !c->owns_ch) sfv__channel_peer_gone(c->ch, false); /* connected to nobody: broken */
+    if (up && !c->owns_ch) sfv__channel_peer_gone(c->ch, SFV__CAUSE_NONE); /* connected to nobody: broken */
     sfv__cm_conn_free(c);
     return r;
 }
@@ -10858,7 +10872,9 @@ SAFEVERBS_API int sfv_cm_fd(const sfv_cm_conn *c) { return c ? c->ec->fd : -1; }
 SAFEVERBS_API sfv_result sfv_cm_events(sfv_cm_conn *c) {
     int err = 0;
     SFV__CHECK_HANDLE(c, SFV__H_CM_CONN, "connection");
-    if (sfv__cm_poll(c, &err)) return sfv__fail(SFV_ERR_BROKEN, ECONNRESET, "rdma_cm", "the peer disconnected: the channel is broken, its work flushed");
+    if (sfv__cm_poll(c, &err))
+        return c->removed ? sfv__fail(SFV_ERR_BROKEN, ENODEV, "rdma_cm", "the device was removed (DEVICE_REMOVAL): the channel is broken, its work flushed; close the device")
+                          : sfv__fail(SFV_ERR_BROKEN, ECONNRESET, "rdma_cm", "the peer disconnected: the channel is broken, its work flushed");
     if (err) return sfv__fail_verb("rdma_get_cm_event", err);
     return SFV_OK;
 }
@@ -10868,7 +10884,7 @@ SAFEVERBS_API sfv_result sfv_cm_close(sfv_cm_conn *c, int timeout_ms) {
     if (!c) return SFV_OK;
     SFV__LIVE_OR_REFUSE(c, SFV__H_CM_CONN, "sfv_cm_close");
     deadline = sfv__now_ns() + (timeout_ms > 0 ? sfv__timeout_ns((uint32_t)timeout_ms) : 0);
-    if (c->ch) sfv__channel_peer_gone(c->ch, false); /* nothing of ours is in the NIC's hands past this point */
+    if (c->ch) sfv__channel_peer_gone(c->ch, SFV__CAUSE_NONE); /* nothing of ours is in the NIC's hands past this point */
     if (!c->disconnected && rdma_disconnect(c->id) == 0 && timeout_ms > 0) {
         struct rdma_cm_event *ev;
         const sfv__error_mark before = sfv__error_mark_now(); /* a peer that does not confirm in time is no failure of close */
