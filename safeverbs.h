@@ -5586,7 +5586,10 @@ SFV__SLOW sfv_result sfv__refuse_broken(const sfv_channel *ch, const char *fn) {
         return sfv__fail(SFV_ERR_BROKEN, EIO, fn, "the %s is broken: the device reported %s%s", ch->core_of ? "SRQ" : "channel", /* (an SRQ's post: its inner channel is no channel of the caller's) */
                          sfv_event_type_str((sfv_event_type)SFV__XLOAD(ch->async_event)), cause == SFV__CAUSE_PORT_DOWN ? " (its port went down)" : "");
     if (SFV__XLOAD(ch->broken) && ch->inject_failed.no) return sfv__inject_failure(ch);
-    if (!ch->qp && !ch->core_of && !ch->first_status) /* no work request failed: say what is missing (an SRQ has no QP of its own) */
+    /* (a connection's end that the abort stopped by destroying the QP, its NIC flushing nothing: the
+       cause below, not the QP it took; a destroy that failed part-way, no CQ left, says so first) */
+    if (!ch->qp && !ch->core_of && !ch->first_status &&
+        (!ch->cq || (ch->first_cause != SFV__CAUSE_PEER_GONE && ch->first_cause != SFV__CAUSE_DEVICE_GONE))) /* no work request failed: say what is missing (an SRQ has no QP of its own) */
         return sfv__fail(SFV_ERR_BROKEN, EIO, fn, "%s", ch->cq ? "the channel has no queue pair (a reset could not make one, or it was destroyed "
                          "to stop work): sfv_channel_reset makes a new one" : "the channel's destroy failed part-way: call sfv_destroy_channel again");
     if (ch->first_cause == SFV__CAUSE_PEER_GONE) /* (set only when nothing had failed before: the flushes that followed are its doing) */
@@ -10311,6 +10314,12 @@ static sfv_result sfv__cm_next(struct rdma_event_channel *ec, uint64_t deadline,
     return sfv__fail(SFV_ERR_TIMEOUT, ETIMEDOUT, "wait", "%s did not finish before the deadline", step);
 }
 
+/* The CM's DEVICE_REMOVAL ended a step: this side's device went away (no peer's doing). */
+static sfv_result sfv__cm_removed(const char *step, const char *where) {
+    return sfv__fail(SFV_ERR_BROKEN, ENODEV, "rdma_cm", "%s: the device was removed (DEVICE_REMOVAL) while connecting to %s; close the device",
+                     step, where);
+}
+
 /* Waits for `want` on ec; any other event ends the step with the error it stands for. A
    rejection's reason bytes are kept for sfv_cm_reject_reason. On success *ev is acked by the caller. */
 static sfv_result sfv__cm_expect(struct rdma_event_channel *ec, enum rdma_cm_event_type want, uint64_t deadline, const char *step,
@@ -10348,8 +10357,10 @@ static sfv_result sfv__cm_expect(struct rdma_event_channel *ec, enum rdma_cm_eve
                       rdma_event_str(ev->event), ev->status);
         break;
     case RDMA_CM_EVENT_DISCONNECTED:
-    case RDMA_CM_EVENT_DEVICE_REMOVAL:
         r = sfv__fail(SFV_ERR_BROKEN, ECONNRESET, "rdma_cm", "%s: the connection to %s ended (%s)", step, where, rdma_event_str(ev->event));
+        break;
+    case RDMA_CM_EVENT_DEVICE_REMOVAL: /* this side's device, not the peer: as sfv_cm_events says it */
+        r = sfv__cm_removed(step, where);
         break;
     default:
         r = sfv__fail(SFV_ERR_DRIVER, EPROTO, "rdma_cm", "%s: unexpected event %s (status %d) from %s", step, rdma_event_str(ev->event),
@@ -10719,7 +10730,10 @@ static sfv_result sfv__cm_accept(sfv_cm_request *req, sfv_pd *pd, sfv_channel *c
         return SFV_OK;
     }
     if (!r) {
-        if (ev->event != RDMA_CM_EVENT_ESTABLISHED) { /* the peer gave up or its CM timed out */
+        if (ev->event == RDMA_CM_EVENT_DEVICE_REMOVAL) { /* our device went: no peer's doing (a driver's failure, as before) */
+            r = sfv__fail(SFV_ERR_DRIVER, ENODEV, "rdma_accept", "%s: the device was removed (DEVICE_REMOVAL) before the connection was "
+                          "established; close the device", fn);
+        } else if (ev->event != RDMA_CM_EVENT_ESTABLISHED) { /* the peer gave up or its CM timed out */
             r = sfv__fail(ev->event == RDMA_CM_EVENT_REJECTED || ev->event == RDMA_CM_EVENT_UNREACHABLE ||
                                   ev->event == RDMA_CM_EVENT_CONNECT_ERROR ? SFV_ERR_UNREACHABLE : SFV_ERR_DRIVER,
                           EPROTO, "rdma_accept", "%s: the connecting peer did not complete the connection (%s, status %d)", fn,
