@@ -1748,7 +1748,8 @@ SAFEVERBS_API int sfv_cm_listener_fd(const sfv_cm_listener *l);
    the listener kept. */
 SAFEVERBS_API sfv_result sfv_cm_destroy_listener(sfv_cm_listener *l);
 /* The next connection request, waiting up to timeout_ms (0 or < 0: not at all: SFV_ERR_TIMEOUT
-   at once if none is there; a listener has no desc whose timeout 0 could mean). */
+   at once if none is there; a listener has no desc whose timeout 0 could mean). Once the CM said
+   the listener's device was removed (DEVICE_REMOVAL): SFV_ERR_BROKEN (errno ENODEV), at once. */
 SFV_NODISCARD SAFEVERBS_API sfv_result sfv_cm_get_request(sfv_cm_listener *l, int timeout_ms, sfv_cm_request **out);
 /* The caller's bytes the connecting side sent (without the header). On RoCE and InfiniBand the
    CM pads a request's private data to its fixed size with zeros, so *len is at least what the
@@ -10184,6 +10185,7 @@ struct sfv_cm_listener {
     struct rdma_cm_id *id;
     uint16_t port;
     size_t taken;                    /* requests taken and not answered: their ids live on ec (atomic) */
+    bool removed;                    /* the CM said DEVICE_REMOVAL of its own id: it listens no more */
 };
 struct sfv_cm_request {
     struct rdma_cm_id *id;
@@ -10588,8 +10590,16 @@ SAFEVERBS_API sfv_result sfv_cm_get_request(sfv_cm_listener *l, int timeout_ms, 
     for (;;) {
         struct rdma_cm_event *ev;
         sfv_cm_request *req;
-        const sfv_result r = sfv__cm_next(l->ec, deadline, "sfv_cm_get_request", &ev);
-        if (r) return r;
+        sfv_result r;
+        if (l->removed) /* (its device gone: no request will come, not even at the deadline) */
+            return sfv__fail(SFV_ERR_BROKEN, ENODEV, "sfv_cm_get_request", "the listener's device was removed (DEVICE_REMOVAL): it takes no "
+                             "more requests; destroy it");
+        if ((r = sfv__cm_next(l->ec, deadline, "sfv_cm_get_request", &ev)) != SFV_OK) return r;
+        if (ev->event == RDMA_CM_EVENT_DEVICE_REMOVAL && ev->id == l->id) {
+            l->removed = true;
+            rdma_ack_cm_event(ev);
+            continue;
+        }
         if (ev->event != RDMA_CM_EVENT_CONNECT_REQUEST) { /* a listener sees nothing else worth a caller's time */
             rdma_ack_cm_event(ev);
             continue;

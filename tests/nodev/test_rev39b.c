@@ -119,8 +119,38 @@ static void t_cm_gone_without_flush_posts_say_why(void) {
     }
 }
 
+/* A listener whose device went (the CM's DEVICE_REMOVAL of its own id): sfv_cm_get_request
+   read the event and went on waiting, to its deadline, every call after it too (SFV_ERR_TIMEOUT,
+   no word of the device); now SFV_ERR_BROKEN, ENODEV, "the listener's device was removed", at
+   once and on every later call; requests queued before the removal are still handed out first. */
+static void t_cm_listener_device_removed(void) {
+    sfv_cm_listener *l;
+    sfv_cm_request *q;
+    fkcm_event rq = r9_ev(RDMA_CM_EVENT_CONNECT_REQUEST), rm = r9_ev(RDMA_CM_EVENT_DEVICE_REMOVAL);
+    double t0;
+    fk_reset();
+    fkcm_reset();
+    CHECK_OK(sfv_cm_listen(FKCM_ADDR0, PORT, 0, &l));
+    rq.qpn = 0x99;
+    fkcm_push(sfv_cm_listener_fd(l), &rq);
+    fkcm_push(sfv_cm_listener_fd(l), &rm);
+    CHECK_OK(sfv_cm_get_request(l, 1000, &q));
+    CHECK_OK(sfv_cm_reject(q, NULL, 0));
+    t0 = test_seconds();
+    CHECK_RESULT(sfv_cm_get_request(l, 3000, &q), SFV_ERR_BROKEN);
+    CHECK(q == NULL);
+    CHECK_EQ(sfv_last_error()->errnum, ENODEV);
+    CHECK_MSG("the listener's device was removed");
+    CHECK_RESULT(sfv_cm_get_request(l, 3000, &q), SFV_ERR_BROKEN);
+    CHECK(test_seconds() - t0 < 1.5); /* not the deadlines */
+    CHECK_OK(sfv_cm_destroy_listener(l));
+    CHECK_EQ(fkcm_unacked(), 0);
+    CHECK_EQ(fkcm_live_ids(), 0);
+}
+
 static const harness_test TESTS[] = {
     TEST(t_cm_device_removal_while_connecting, 20),
     TEST(t_cm_gone_without_flush_posts_say_why, 20),
+    TEST(t_cm_listener_device_removed, 20),
 };
 int main(int argc, char **argv) { return harness_main(argc, argv, TESTS, COUNT_OF(TESTS)); }
