@@ -4406,8 +4406,8 @@ SAFEVERBS_API size_t sfv_channel_outstanding(const sfv_channel *ch) {
    elements in flight. The nodes live after each ring's slots (slots x max elements, allocated
    with them at channel creation): the data path allocates nothing. One process-wide lock.
    Measured (callgrind, one 64 B send + receive in loopback on rxe, -O2, SFV_DEBUG build, Linux
-   6.1 guest; `make bench` stage 5, or tools/inflight_cost.sh): 1,604 instructions per
-   iteration with tracking, 881 with SFV_TRACK_INFLIGHT 0 (1.82x).
+   6.1 guest; `make bench` stage 5, or tools/inflight_cost.sh): 1,879 instructions per
+   iteration with tracking, 834 with SFV_TRACK_INFLIGHT 0 (2.25x; the run in bench/RESULTS.md).
    Under AddressSanitizer, scatter memory is poisoned from post until consumed, or until its QP is
    destroyed (a reset, a destroy: the NIC touches none of it after, handle or not); under valgrind
    memcheck it is NOACCESS, and at consumption the bytes the completion says were written are

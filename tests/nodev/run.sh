@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # run.sh: the device-free tier (make check-nodev), on this host, before any guest boots: every
-# build/nodev/test_* binary, plain and under ASan/UBSan (test_race under TSan too, ten under clang's
+# build/nodev/test_* binary, plain and under ASan/UBSan (test_race under TSan too, twelve under clang's
 # unsigned-integer-overflow sanitizer), on the fake NIC of fake_verbs.c, and the
 # real-build tests that need no device (build/test_exchange and its ASan build: the exchange over
 # loopback, with strangers), and one fake-NIC test under valgrind. Shows their output and closes with the sum, "N passed, N failed";
