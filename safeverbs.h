@@ -3199,10 +3199,12 @@ static void sfv__wc_make(sfv_work_completion *wc, const sfv__slot *s) {
 }
 
 /* A completion of the public CQ, as the channel's completions are shown. */
-/* A completion's status in the one byte a slot keeps: a provider's status past 255 (none is
-   defined) is a failure all the same, never read as IBV_WC_SUCCESS (0) once truncated. */
+/* A completion's status in the one byte a slot keeps: a provider's status past the last one
+   verbs defines is a failure all the same (IBV_WC_GENERAL_ERR, its vendor_err kept), never read
+   as IBV_WC_SUCCESS (0) once truncated, nor handed out as no value of sfv_wc_status (which C++
+   may not hold: undefined behaviour past the enum's range). */
 static uint8_t sfv__status_byte(enum ibv_wc_status status) {
-    return (unsigned)status > 0xFFu ? (uint8_t)IBV_WC_GENERAL_ERR : (uint8_t)status;
+    return (unsigned)status > (unsigned)IBV_WC_TM_RNDV_INCOMPLETE ? (uint8_t)IBV_WC_GENERAL_ERR : (uint8_t)status;
 }
 static void sfv__wc_fill(sfv_work_completion *o, const struct ibv_wc *w) {
     sfv__slot s;
