@@ -15,7 +15,7 @@ BENCHES  := $(patsubst bench/%.c,$(BUILD)/%,$(wildcard bench/*.c))
 # The device-free tier: tests/nodev/ on the fake NIC of tests/nodev/fake_verbs.c, without libibverbs.
 NODEV    := $(patsubst tests/nodev/%.c,$(BUILD)/nodev/%,$(wildcard tests/nodev/test_*.c))
 NODEV    += $(patsubst tests/nodev/%.c,$(BUILD)/nodev/asan/%,$(wildcard tests/nodev/test_*.c))
-NODEV_DEPS := tests/nodev/fake_verbs.c tests/nodev/fake_verbs.h tests/nodev/fake_env.h tests/harness.h safeverbs.h
+NODEV_DEPS := tests/nodev/fake_verbs.c tests/nodev/fake_verbs.h tests/nodev/fake_env.h tests/nodev/dead_handles.h tests/harness.h safeverbs.h
 # The fake-NIC tests once more with SAFEVERBS_STATIC: the data path inlined into the callers.
 NODEV    += $(BUILD)/nodev/test_fake_static
 # The threaded one (another thread reads the events that break a channel) with ThreadSanitizer;

@@ -7,30 +7,13 @@
    SFV_ERR_INVALID naming the call and the kind; nothing done, nothing lost). The set itself under
    stress, on threads, and in the unsigned-integer-overflow tier (its hash wraps on purpose:
    SFV__WRAPS), and hostile review 38a's finds. Also sfv_cm_accept of a request whose peer gave
-   up. The fake librdmacm is compiled into this file (the Makefile links test_rev* with
-   fake_verbs.c only), as test_rev34b does, so the uio and TSan tiers build it as any test_rev*. */
-#define SAFEVERBS_RDMACM
-static int asserts; /* contracts broken so far */
-#define SFV_ASSERT(c)      \
-    do {                   \
-        if (!(c)) asserts++; \
-    } while (0)
-#include "fake_env.h"
-#include "fake_rdmacm.h"
-#include "fake_rdmacm.c"
+   up. The fake librdmacm is compiled into this file (dead_handles.h), as test_rev34b does, so
+   the uio and TSan tiers build it as any test_rev*. */
+#include "dead_handles.h"
 
 #include <pthread.h>
 
 #define PORT 7638
-
-/* The call was refused as a dead handle's, once, and said so. */
-#define R38_DEAD(call, kind)                                                          \
-    do {                                                                              \
-        const int before_ = asserts;                                                  \
-        CHECK_RESULT((call), SFV_ERR_INVALID);                                        \
-        CHECK_EQ(asserts, before_ + 1);                                               \
-        CHECK(strstr(sfv_last_error()->message, "not a live " kind) != NULL);         \
-    } while (0)
 
 static uint32_t r38_seed = 12345;
 /* (an LCG: modulo 2^32 on purpose) */
@@ -130,14 +113,14 @@ static void t_dead_srq_in_desc(void) {
     CHECK_OK(sfv_destroy_srq(srq)); /* (no channel holds it: freed) */
     memset(&d, 0, sizeof d);
     d.srq = srq;
-    R38_DEAD(sfv_create_channel(e.pd, &d, &ch), "SRQ");
+    DEAD_REFUSED(sfv_create_channel(e.pd, &d, &ch), "SRQ");
     CHECK(ch == NULL);
-    R38_DEAD(sfv_create_multi_channel(e.pd, 2, &d, &mc), "SRQ");
+    DEAD_REFUSED(sfv_create_multi_channel(e.pd, 2, &d, &mc), "SRQ");
     CHECK(mc == NULL);
     memset(&nd, 0, sizeof nd);
     nd.world_size = 2;
     nd.channel = d;
-    R38_DEAD(sfv_create_node(e.pd, &nd, &node), "SRQ");
+    DEAD_REFUSED(sfv_create_node(e.pd, &nd, &node), "SRQ");
     CHECK(node == NULL);
     tf_close(&e);
 }
@@ -165,19 +148,19 @@ static void t_dead_channel_to_cm(void) {
     tf_open(&e, 4096);
     CHECK_OK(sfv_create_channel(e.pd, NULL, &ch));
     CHECK_OK(sfv_destroy_channel(ch));
-    R38_DEAD(sfv_cm_connect_channel(ch, NULL, FKCM_ADDR0, PORT, NULL, 0, 1000, &c), "channel");
+    DEAD_REFUSED(sfv_cm_connect_channel(ch, NULL, FKCM_ADDR0, PORT, NULL, 0, 1000, &c), "channel");
     CHECK(c == NULL);
     CHECK_EQ(fkcm_calls(FKCM_CREATE_ID), 0);
     CHECK_OK(sfv_cm_listen(FKCM_ADDR0, PORT, 0, &l));
     ev.qpn = 0x99;
     fkcm_push(sfv_cm_listener_fd(l), &ev);
     CHECK_OK(sfv_cm_get_request(l, 1000, &q));
-    R38_DEAD(sfv_cm_accept_channel(q, ch, NULL, 0, 1000, &c), "channel");
+    DEAD_REFUSED(sfv_cm_accept_channel(q, ch, NULL, 0, 1000, &c), "channel");
     CHECK(c == NULL);
     CHECK_EQ(fkcm_calls(FKCM_REJECT), 1); /* (answered: freed, the listener free to go) */
     {
         sfv_context *ctx = (sfv_context *)1; /* (a context from the answered request's device: refused too) */
-        R38_DEAD(sfv_cm_request_open_device(q, &ctx), "CM request");
+        DEAD_REFUSED(sfv_cm_request_open_device(q, &ctx), "CM request");
         CHECK(ctx == NULL);
     }
     CHECK_OK(sfv_cm_destroy_listener(l));
@@ -201,12 +184,12 @@ static void t_dead_listener_and_list(void) {
     fkcm_reset();
     CHECK_OK(sfv_cm_listen(FKCM_ADDR0, PORT, 0, &l));
     CHECK_OK(sfv_cm_destroy_listener(l));
-    R38_DEAD(sfv_cm_get_request(l, 10, &q), "CM listener");
+    DEAD_REFUSED(sfv_cm_get_request(l, 10, &q), "CM listener");
     CHECK(q == NULL);
     CHECK_OK(sfv_get_device_list(&list));
     CHECK(sfv_device_list_len(list) > 0);
     sfv_free_device_list(list);
-    R38_DEAD(sfv_open_device_at(list, 0, &ctx), "device list");
+    DEAD_REFUSED(sfv_open_device_at(list, 0, &ctx), "device list");
     CHECK(ctx == NULL);
     CHECK_EQ(fkcm_live_ids(), 0);
     CHECK_EQ(fkcm_live_channels(), 0);
@@ -241,25 +224,25 @@ static void t_verbs_handles_twice(void) {
     CHECK_OK(sfv_open_device(NULL, &ctx2));
     CHECK_OK(sfv_alloc_pd(ctx2, &pd2));
     CHECK_OK(sfv_dealloc_pd(pd2));
-    R38_DEAD(sfv_dealloc_pd(pd2), "PD");
+    DEAD_REFUSED(sfv_dealloc_pd(pd2), "PD");
     CHECK_OK(sfv_close_device(ctx2));
-    R38_DEAD(sfv_close_device(ctx2), "context");
+    DEAD_REFUSED(sfv_close_device(ctx2), "context");
     CHECK_OK(sfv_create_cq(e.ctx, 16, &cq));
     CHECK_OK(sfv_destroy_cq(cq));
-    R38_DEAD(sfv_destroy_cq(cq), "CQ");
+    DEAD_REFUSED(sfv_destroy_cq(cq), "CQ");
     CHECK_OK(sfv_reg_mr_shared(e.pd, e.buf + 4096, 1024, &mr2));
     CHECK_OK(sfv_dereg_mr(mr2));
-    R38_DEAD(sfv_dereg_mr(mr2), "MR");
+    DEAD_REFUSED(sfv_dereg_mr(mr2), "MR");
     /* a kind for another: a PD is no MR (nothing read of it as one) */
-    R38_DEAD(sfv_dereg_mr((sfv_mr *)(void *)e.pd), "MR");
+    DEAD_REFUSED(sfv_dereg_mr((sfv_mr *)(void *)e.pd), "MR");
     CHECK_OK(sfv_create_channel(e.pd, NULL, &c));
     CHECK_OK(sfv_destroy_channel(c));
-    R38_DEAD(sfv_destroy_channel(c), "channel");
+    DEAD_REFUSED(sfv_destroy_channel(c), "channel");
     memset(&sd, 0, sizeof sd);
     sd.max_wr = 8;
     CHECK_OK(sfv_create_srq(e.pd, &sd, &srq));
     CHECK_OK(sfv_destroy_srq(srq));
-    R38_DEAD(sfv_destroy_srq(srq), "SRQ");
+    DEAD_REFUSED(sfv_destroy_srq(srq), "SRQ");
     /* a lease: revoked, then revoked again */
     tf_pair(&e, NULL, &a, &b);
     {
@@ -267,24 +250,24 @@ static void t_verbs_handles_twice(void) {
         CHECK_OK(sfv_reg_mr_access(e.pd, e.buf + 6144, 1024, SFV_ACCESS_LOCAL_WRITE | SFV_ACCESS_REMOTE_WRITE | SFV_ACCESS_MW_BIND, &m));
         CHECK_OK(sfv_lease_grant(a, m, 0, 64, SFV_ACCESS_REMOTE_WRITE, &l));
         CHECK_OK(sfv_lease_revoke(l));
-        R38_DEAD(sfv_lease_revoke(l), "lease");
+        DEAD_REFUSED(sfv_lease_revoke(l), "lease");
         CHECK_OK(sfv_dereg_mr(m)); /* (its lease gone: nothing holds it) */
     }
     CHECK_OK(sfv_destroy_channel(a));
     CHECK_OK(sfv_destroy_channel(b));
     CHECK_OK(sfv_create_multi_channel(e.pd, 2, NULL, &mc));
     CHECK_OK(sfv_destroy_multi_channel(mc));
-    R38_DEAD(sfv_destroy_multi_channel(mc), "multi-channel");
+    DEAD_REFUSED(sfv_destroy_multi_channel(mc), "multi-channel");
     memset(&nd, 0, sizeof nd);
     nd.world_size = 1;
     CHECK_OK(sfv_create_node(e.pd, &nd, &node));
     CHECK_OK(sfv_destroy_node(node));
-    R38_DEAD(sfv_destroy_node(node), "node");
+    DEAD_REFUSED(sfv_destroy_node(node), "node");
     /* never made: an address the library never gave */
     {
         static char not_a_handle[512];
-        R38_DEAD(sfv_destroy_channel((sfv_channel *)(void *)not_a_handle), "channel");
-        R38_DEAD(sfv_close_device((sfv_context *)(void *)not_a_handle), "context");
+        DEAD_REFUSED(sfv_destroy_channel((sfv_channel *)(void *)not_a_handle), "channel");
+        DEAD_REFUSED(sfv_close_device((sfv_context *)(void *)not_a_handle), "context");
     }
     tf_close(&e); /* nothing left: the set's own memory went with its last handle */
     CHECK_EQ(fk_live_total(), 0);
@@ -306,21 +289,21 @@ static void t_cm_handles_twice(void) {
     fkcm_push(sfv_cm_listener_fd(l), &ev);
     CHECK_OK(sfv_cm_get_request(l, 1000, &q));
     CHECK_OK(sfv_cm_reject(q, NULL, 0));
-    R38_DEAD(sfv_cm_reject(q, NULL, 0), "CM request");
-    R38_DEAD(sfv_cm_accept(q, e.pd, NULL, NULL, 0, 1000, &c2), "CM request");
+    DEAD_REFUSED(sfv_cm_reject(q, NULL, 0), "CM request");
+    DEAD_REFUSED(sfv_cm_accept(q, e.pd, NULL, NULL, 0, 1000, &c2), "CM request");
     CHECK(c2 == NULL);
-    R38_DEAD(sfv_cm_accept_channel(q, NULL, NULL, 0, 1000, &c2), "CM request");
-    R38_DEAD(sfv_cm_accept(q, e.pd, NULL, NULL, 0, 1000, NULL), "CM request"); /* (its out NULL too: nothing rejected twice) */
+    DEAD_REFUSED(sfv_cm_accept_channel(q, NULL, NULL, 0, 1000, &c2), "CM request");
+    DEAD_REFUSED(sfv_cm_accept(q, e.pd, NULL, NULL, 0, 1000, NULL), "CM request"); /* (its out NULL too: nothing rejected twice) */
     /* accepted: the connection closed, then closed again */
     fkcm_push(sfv_cm_listener_fd(l), &ev);
     CHECK_OK(sfv_cm_get_request(l, 1000, &q));
     CHECK_OK(sfv_cm_accept(q, e.pd, NULL, NULL, 0, 1000, &c));
-    R38_DEAD(sfv_cm_reject(q, NULL, 0), "CM request");
+    DEAD_REFUSED(sfv_cm_reject(q, NULL, 0), "CM request");
     CHECK_OK(sfv_cm_close(c, 0));
-    R38_DEAD(sfv_cm_close(c, 0), "CM connection");
-    R38_DEAD(sfv_cm_events(c), "CM connection"); /* (t_calls_on_dead_handles: the same for the others) */
+    DEAD_REFUSED(sfv_cm_close(c, 0), "CM connection");
+    DEAD_REFUSED(sfv_cm_events(c), "CM connection"); /* (t_calls_on_dead_handles: the same for the others) */
     CHECK_OK(sfv_cm_destroy_listener(l));
-    R38_DEAD(sfv_cm_destroy_listener(l), "CM listener");
+    DEAD_REFUSED(sfv_cm_destroy_listener(l), "CM listener");
     CHECK_EQ(fkcm_live_ids(), 0);
     CHECK_EQ(fkcm_live_channels(), 0);
     CHECK_EQ(fkcm_unacked(), 0);
@@ -380,33 +363,33 @@ static void t_child_of_dead_parent(void) {
     CHECK_OK(sfv_alloc_pd(ctx2, &pd2));
     CHECK_OK(sfv_dealloc_pd(pd2));
     CHECK_OK(sfv_close_device(ctx2));
-    R38_DEAD(sfv_alloc_pd(ctx2, &pd3), "context");
+    DEAD_REFUSED(sfv_alloc_pd(ctx2, &pd3), "context");
     CHECK(pd3 == NULL);
-    R38_DEAD(sfv_create_cq(ctx2, 16, &cq), "context");
+    DEAD_REFUSED(sfv_create_cq(ctx2, 16, &cq), "context");
     CHECK(cq == NULL);
-    R38_DEAD(sfv_reg_mr_shared(pd2, e.buf, 64, &m), "PD");
+    DEAD_REFUSED(sfv_reg_mr_shared(pd2, e.buf, 64, &m), "PD");
     CHECK(m == NULL);
-    R38_DEAD(sfv_create_channel(pd2, NULL, &ch), "PD");
+    DEAD_REFUSED(sfv_create_channel(pd2, NULL, &ch), "PD");
     CHECK(ch == NULL);
-    R38_DEAD(sfv_create_srq(pd2, NULL, &srq), "PD");
+    DEAD_REFUSED(sfv_create_srq(pd2, NULL, &srq), "PD");
     CHECK(srq == NULL);
-    R38_DEAD(sfv_create_multi_channel(pd2, 2, NULL, &mc), "PD");
+    DEAD_REFUSED(sfv_create_multi_channel(pd2, 2, NULL, &mc), "PD");
     CHECK(mc == NULL);
     memset(&nd, 0, sizeof nd);
     nd.world_size = 1;
-    R38_DEAD(sfv_create_node(pd2, &nd, &node), "PD");
+    DEAD_REFUSED(sfv_create_node(pd2, &nd, &node), "PD");
     CHECK(node == NULL);
-    R38_DEAD(sfv_cm_connect(pd2, NULL, FKCM_ADDR0, PORT, NULL, NULL, 0, 1000, &c), "PD");
+    DEAD_REFUSED(sfv_cm_connect(pd2, NULL, FKCM_ADDR0, PORT, NULL, NULL, 0, 1000, &c), "PD");
     CHECK(c == NULL);
     /* a lease on a destroyed channel, or of a deregistered MR */
     tf_pair(&e, NULL, &a, &b);
     CHECK_OK(sfv_reg_mr_access(e.pd, e.buf + 6144, 1024, SFV_ACCESS_LOCAL_WRITE | SFV_ACCESS_REMOTE_WRITE | SFV_ACCESS_MW_BIND, &m));
     CHECK_OK(sfv_dereg_mr(m));
-    R38_DEAD(sfv_lease_grant(a, m, 0, 64, SFV_ACCESS_REMOTE_WRITE, &l), "MR");
+    DEAD_REFUSED(sfv_lease_grant(a, m, 0, 64, SFV_ACCESS_REMOTE_WRITE, &l), "MR");
     CHECK(l == NULL);
     CHECK_OK(sfv_reg_mr_access(e.pd, e.buf + 6144, 1024, SFV_ACCESS_LOCAL_WRITE | SFV_ACCESS_REMOTE_WRITE | SFV_ACCESS_MW_BIND, &m));
     CHECK_OK(sfv_destroy_channel(b));
-    R38_DEAD(sfv_lease_grant(b, m, 0, 64, SFV_ACCESS_REMOTE_WRITE, &l), "channel");
+    DEAD_REFUSED(sfv_lease_grant(b, m, 0, 64, SFV_ACCESS_REMOTE_WRITE, &l), "channel");
     CHECK(l == NULL);
     CHECK_OK(sfv_dereg_mr(m));
     CHECK_OK(sfv_destroy_channel(a));
@@ -419,10 +402,10 @@ static void t_child_of_dead_parent(void) {
         ev.qpn = 0x79;
         fkcm_push(sfv_cm_listener_fd(ls), &ev);
         CHECK_OK(sfv_cm_get_request(ls, 1000, &q));
-        R38_DEAD(sfv_cm_accept(q, pd2, NULL, NULL, 0, 1000, &c), "PD");
+        DEAD_REFUSED(sfv_cm_accept(q, pd2, NULL, NULL, 0, 1000, &c), "PD");
         CHECK(c == NULL);
         CHECK_EQ(fkcm_calls(FKCM_REJECT), 1);
-        R38_DEAD(sfv_cm_reject(q, NULL, 0), "CM request"); /* (answered: freed) */
+        DEAD_REFUSED(sfv_cm_reject(q, NULL, 0), "CM request"); /* (answered: freed) */
         CHECK_OK(sfv_cm_destroy_listener(ls));
     }
     CHECK_EQ(fkcm_live_ids(), 0);
@@ -467,19 +450,19 @@ static void t_calls_on_dead_handles(void) {
     tf_open(&e, 4096);
     CHECK_OK(sfv_get_device_list(&list));
     sfv_free_device_list(list);
-    R38_DEAD(sfv_device_list_guid(list, 0, &guid), "device list");
+    DEAD_REFUSED(sfv_device_list_guid(list, 0, &guid), "device list");
     CHECK_EQ(guid, 0);
     CHECK_OK(sfv_open_device(NULL, &ctx2));
     CHECK_OK(sfv_close_device(ctx2));
-    R38_DEAD(sfv_query_port(ctx2, 1, &pa), "context");
-    R38_DEAD(sfv_query_device(ctx2, &da), "context");
-    R38_DEAD(sfv_query_gid(ctx2, 1, 0, &ge), "context");
-    R38_DEAD(sfv_choose_gid(ctx2, 1, &gi), "context");
+    DEAD_REFUSED(sfv_query_port(ctx2, 1, &pa), "context");
+    DEAD_REFUSED(sfv_query_device(ctx2, &da), "context");
+    DEAD_REFUSED(sfv_query_gid(ctx2, 1, 0, &ge), "context");
+    DEAD_REFUSED(sfv_choose_gid(ctx2, 1, &gi), "context");
     CHECK_EQ(gi, 0);
-    R38_DEAD(sfv_context_bind_thread_to_numa(ctx2, true), "context");
-    R38_DEAD(sfv_context_event_fd(ctx2, &fd), "context");
+    DEAD_REFUSED(sfv_context_bind_thread_to_numa(ctx2, true), "context");
+    DEAD_REFUSED(sfv_context_event_fd(ctx2, &fd), "context");
     CHECK_EQ(fd, -1);
-    R38_DEAD(sfv_context_events(ctx2, evs, 4, &count), "context");
+    DEAD_REFUSED(sfv_context_events(ctx2, evs, 4, &count), "context");
     CHECK_EQ(count, 0);
     /* a channel (one in event mode for arm and ack) */
     CHECK_OK(sfv_create_channel(e.pd, NULL, &c));
@@ -489,36 +472,36 @@ static void t_calls_on_dead_handles(void) {
     CHECK_OK(sfv_channel_endpoint(c, &ep));
     CHECK_OK(sfv_destroy_channel(c));
     CHECK_OK(sfv_destroy_channel(ec));
-    R38_DEAD(sfv_channel_endpoint(c, &ep), "channel");
+    DEAD_REFUSED(sfv_channel_endpoint(c, &ep), "channel");
     CHECK_EQ(ep.qpn, 0);
-    R38_DEAD(sfv_channel_handshake(c, &ep), "channel");
-    R38_DEAD(sfv_channel_reset(c), "channel");
-    R38_DEAD(sfv_channel_arm(ec), "channel");
-    R38_DEAD(sfv_channel_ack_events(ec), "channel");
+    DEAD_REFUSED(sfv_channel_handshake(c, &ep), "channel");
+    DEAD_REFUSED(sfv_channel_reset(c), "channel");
+    DEAD_REFUSED(sfv_channel_arm(ec), "channel");
+    DEAD_REFUSED(sfv_channel_ack_events(ec), "channel");
     memset(&sd, 0, sizeof sd);
     sd.max_wr = 8;
     CHECK_OK(sfv_create_srq(e.pd, &sd, &srq));
     CHECK_OK(sfv_destroy_srq(srq));
-    R38_DEAD(sfv_srq_set_limit(srq, 1), "SRQ");
+    DEAD_REFUSED(sfv_srq_set_limit(srq, 1), "SRQ");
     CHECK_OK(sfv_create_multi_channel(e.pd, 2, NULL, &mc));
     CHECK_OK(sfv_destroy_multi_channel(mc));
-    R38_DEAD(sfv_multi_channel_endpoints(mc, eps, 2), "multi-channel");
-    R38_DEAD(sfv_multi_channel_handshake(mc, eps, 2), "multi-channel");
+    DEAD_REFUSED(sfv_multi_channel_endpoints(mc, eps, 2), "multi-channel");
+    DEAD_REFUSED(sfv_multi_channel_handshake(mc, eps, 2), "multi-channel");
     memset(&nd, 0, sizeof nd);
     nd.world_size = 1;
     CHECK_OK(sfv_create_node(e.pd, &nd, &node));
     CHECK_OK(sfv_destroy_node(node));
     memset(nep, 0xAB, sizeof nep);
     memset(zero, 0, sizeof zero);
-    R38_DEAD(sfv_node_endpoint(node, nep, sizeof nep), "node");
+    DEAD_REFUSED(sfv_node_endpoint(node, nep, sizeof nep), "node");
     CHECK(memcmp(nep, zero, sizeof nep) == 0);
-    R38_DEAD(sfv_node_handshake(node, nep, sizeof nep), "node");
-    R38_DEAD(sfv_node_connect(node, &one, 100), "node");
-    R38_DEAD(sfv_node_connect_keyed(node, &one, NULL, 100), "node");
-    R38_DEAD(sfv_node_connect_with(node, r38_allgather_never, NULL), "node");
-    R38_DEAD(sfv_node_connect_cm(node, &one, NULL, 100), "node");
-    R38_DEAD(sfv_node_barrier(node, &rank, 1, 100), "node");
-    R38_DEAD(sfv_node_barrier_unchecked(node, NULL, 0, 100), "node");
+    DEAD_REFUSED(sfv_node_handshake(node, nep, sizeof nep), "node");
+    DEAD_REFUSED(sfv_node_connect(node, &one, 100), "node");
+    DEAD_REFUSED(sfv_node_connect_keyed(node, &one, NULL, 100), "node");
+    DEAD_REFUSED(sfv_node_connect_with(node, r38_allgather_never, NULL), "node");
+    DEAD_REFUSED(sfv_node_connect_cm(node, &one, NULL, 100), "node");
+    DEAD_REFUSED(sfv_node_barrier(node, &rank, 1, 100), "node");
+    DEAD_REFUSED(sfv_node_barrier_unchecked(node, NULL, 0, 100), "node");
     /* NULL is still refused as an invalid argument, not as a dead handle */
     {
         const int before = asserts;

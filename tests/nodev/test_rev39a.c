@@ -1,28 +1,9 @@
 /* test_rev39a.c - hostile review 39a of the set of live handles (>>impl handles) and LIFETIME:
-   each test failed on the header before its fix. SFV_ASSERT counts here and returns, as in
-   test_rev38a, so a broken contract is seen as the SFV_ERR_INVALID that follows it. The fake
-   librdmacm is compiled into this file, as test_rev38a does (the Makefile links test_rev* with
-   fake_verbs.c only). */
-#define SAFEVERBS_RDMACM
-static int asserts; /* contracts broken so far */
-#define SFV_ASSERT(c)        \
-    do {                     \
-        if (!(c)) asserts++; \
-    } while (0)
-#include "fake_env.h"
-#include "fake_rdmacm.h"
-#include "fake_rdmacm.c"
+   each test failed on the header before its fix. SFV_ASSERT counts and returns, and the fake
+   librdmacm is compiled in, as in test_rev38a (dead_handles.h). */
+#include "dead_handles.h"
 
 #define PORT 7639
-
-/* The call was refused as a dead handle's, once, and said so. */
-#define R39_DEAD(call, kind)                                                          \
-    do {                                                                              \
-        const int before_ = asserts;                                                  \
-        CHECK_RESULT((call), SFV_ERR_INVALID);                                        \
-        CHECK_EQ(asserts, before_ + 1);                                               \
-        CHECK(strstr(sfv_last_error()->message, "not a live " kind) != NULL);         \
-    } while (0)
 
 /* LIFETIME: "one [a handle no longer live] given to a call that queries, configures or connects
    it ... checks it before reading the handle". sfv_channel_desc_resolve queries a PD's device
@@ -40,7 +21,7 @@ static void t_desc_resolve_dead_pd(void) {
     CHECK(d.max_send_wr != 0);
     CHECK_OK(sfv_dealloc_pd(pd2));
     memset(&d, 0xAB, sizeof d);
-    R39_DEAD(sfv_channel_desc_resolve(pd2, NULL, &d), "PD");
+    DEAD_REFUSED(sfv_channel_desc_resolve(pd2, NULL, &d), "PD");
     CHECK(strstr(sfv_last_error()->message, "sfv_channel_desc_resolve") != NULL);
     {
         static const sfv_channel_desc zero;
@@ -76,7 +57,7 @@ static void t_cm_accept_dead_says_rejected(void) {
     ev.qpn = 0x91;
     fkcm_push(sfv_cm_listener_fd(l), &ev);
     CHECK_OK(sfv_cm_get_request(l, 1000, &q));
-    R39_DEAD(sfv_cm_accept(q, pd2, NULL, NULL, 0, 1000, &c), "PD");
+    DEAD_REFUSED(sfv_cm_accept(q, pd2, NULL, NULL, 0, 1000, &c), "PD");
     CHECK(c == NULL);
     CHECK_EQ(fkcm_calls(FKCM_REJECT), 1); /* answered: rejected and freed */
     CHECK(strstr(sfv_last_error()->message, "nothing done") == NULL);
@@ -84,7 +65,7 @@ static void t_cm_accept_dead_says_rejected(void) {
     ev.qpn = 0x92;
     fkcm_push(sfv_cm_listener_fd(l), &ev);
     CHECK_OK(sfv_cm_get_request(l, 1000, &q));
-    R39_DEAD(sfv_cm_accept_channel(q, ch, NULL, 0, 1000, &c), "channel");
+    DEAD_REFUSED(sfv_cm_accept_channel(q, ch, NULL, 0, 1000, &c), "channel");
     CHECK(c == NULL);
     CHECK_EQ(fkcm_calls(FKCM_REJECT), 2);
     CHECK(strstr(sfv_last_error()->message, "nothing done") == NULL);
